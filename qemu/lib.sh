@@ -1,0 +1,215 @@
+# SPDX-License-Identifier: GPL-2.0
+# Shell helpers for the wbstall guest (sourced by /init and the scenarios).
+#
+# Results protocol on the virtio-serial port "wbstall.results" (fd 3):
+#   WBSTALL-FILE <name> <length>\n<length bytes>\n     one result file
+#   WBSTALL-END ok\n | WBSTALL-END fail <reason>\n     last record of a run
+# The host parses this stream (xtask/src/results.rs); a run without the END
+# record is a missing result, not a pass.
+
+mount_basics() {
+	mount -t proc proc /proc
+	mount -t sysfs sysfs /sys
+	mount -t devtmpfs devtmpfs /dev
+	mount -t debugfs debugfs /sys/kernel/debug
+	mkdir -p /tmp /run /mnt
+	mount -t tmpfs -o mode=1777 tmpfs /tmp
+	mount -t tmpfs tmpfs /run
+	mkdir -p /sys/fs/cgroup
+	mount -t cgroup2 cgroup2 /sys/fs/cgroup
+}
+
+# wbstall.KEY=VALUE on the kernel command line becomes $WB_KEY (KEY: a-z, 0-9, _).
+read_params() {
+	for arg in $(cat /proc/cmdline); do
+		case "$arg" in
+		wbstall.*=*)
+			key=${arg%%=*}
+			key=${key#wbstall.}
+			case "$key" in
+			*[!a-z0-9_]* | "") continue ;;
+			esac
+			eval "WB_$key=\${arg#*=}"
+			;;
+		esac
+	done
+	: "${WB_scenario:=shell}"
+}
+
+open_results_port() {
+	RESULTS_PORT=
+	for p in /sys/class/virtio-ports/*; do
+		[ -f "$p/name" ] || continue
+		if [ "$(cat "$p/name")" = wbstall.results ]; then
+			RESULTS_PORT=/dev/${p##*/}
+		fi
+	done
+	if [ -z "$RESULTS_PORT" ]; then
+		[ "$WB_scenario" = shell ] && return 0
+		echo "wbstall: no virtio-serial port named wbstall.results" >&2
+		reboot -f
+	fi
+	exec 3>"$RESULTS_PORT"
+}
+
+# emit NAME FILE: send one file. It is copied first: debugfs and proc files can
+# change between two reads, and the length must match the bytes sent.
+emit() {
+	[ -n "$RESULTS_PORT" ] || return 0
+	cp "$2" /tmp/.emit 2>/dev/null || : >/tmp/.emit
+	printf 'WBSTALL-FILE %s %s\n' "$1" "$(wc -c </tmp/.emit)" >&3
+	cat /tmp/.emit >&3
+	printf '\n' >&3
+	rm -f /tmp/.emit
+}
+
+# emit_cmd NAME CMD...: send a command's output (stdout and stderr).
+emit_cmd() {
+	name=$1
+	shift
+	"$@" >/tmp/.emit_cmd 2>&1
+	emit "$name" /tmp/.emit_cmd
+	rm -f /tmp/.emit_cmd
+}
+
+# finish ok | finish fail REASON: the last record, then power off.
+finish() {
+	if [ -n "$RESULTS_PORT" ]; then
+		printf 'WBSTALL-END %s\n' "$*" >&3
+	fi
+	sync
+	reboot -f
+}
+
+fail() {
+	echo "wbstall: FAIL: $*" >&2
+	emit_cmd dmesg dmesg
+	finish fail "$*"
+}
+
+guest_env() {
+	echo "uname=$(uname -r)"
+	echo "cmdline=$(cat /proc/cmdline)"
+	echo "cpus=$(grep -c ^processor /proc/cpuinfo)"
+	grep -E '^(MemTotal|MemFree|Dirty|Writeback):' /proc/meminfo
+	for f in dirty_ratio dirty_background_ratio dirty_expire_centisecs dirty_writeback_centisecs; do
+		echo "vm.$f=$(cat /proc/sys/vm/$f)"
+	done
+}
+
+# Loads the module; its KUnit suites run during the load and their KTAP is sent.
+load_module() {
+	insmod /lib/modules/wbstall.ko || fail "insmod wbstall.ko failed"
+	[ -d /sys/kernel/debug/wbstall ] || fail "wbstall loaded but /sys/kernel/debug/wbstall is missing"
+	for d in /sys/kernel/debug/kunit/*/; do
+		[ -f "$d/results" ] || continue
+		s=${d%/}
+		emit "ktap-${s##*/}" "$d/results"
+	done
+}
+
+# start_fuse MODE MOUNTPOINT TAG: start wbstall-fuse and wait until it has
+# answered the kernel's INIT with the writeback cache enabled.
+start_fuse() {
+	mode=$1 mnt=$2 tag=$3
+	mkdir -p "$mnt"
+	rm -f "/run/fuse-$tag.ready" "/run/fuse-$tag.stats"
+	wbstall-fuse --mountpoint "$mnt" --mode "$mode" --threads "${WB_fuse_threads:-2}" \
+		--ready-file "/run/fuse-$tag.ready" --stats-file "/run/fuse-$tag.stats" \
+		>"/run/fuse-$tag.log" 2>&1 &
+	eval "FUSE_PID_$tag=$!"
+	i=0
+	while [ ! -s "/run/fuse-$tag.ready" ]; do
+		i=$((i + 1))
+		if [ $i -gt 200 ]; then
+			emit "fuse-$tag-log" "/run/fuse-$tag.log"
+			fail "wbstall-fuse ($mode on $mnt) did not become ready in 20 s"
+		fi
+		usleep 100000
+	done
+	emit "fuse-$tag-ready" "/run/fuse-$tag.ready"
+	grep -q '"writeback_cache":true' "/run/fuse-$tag.ready" ||
+		fail "FUSE writeback cache is not active on $mnt: writes would bypass the page cache and the bug cannot show"
+}
+
+# stop_fuse TAG: SIGTERM makes the server unmount, write its stats and exit.
+stop_fuse() {
+	tag=$1
+	eval "pid=\$FUSE_PID_$tag"
+	kill -TERM "$pid"
+	wait "$pid"
+	rc=$?
+	emit "fuse-$tag-stats" "/run/fuse-$tag.stats"
+	emit "fuse-$tag-log" "/run/fuse-$tag.log"
+	[ $rc = 0 ] || fail "wbstall-fuse ($tag) exited $rc"
+}
+
+# The fio job of the seed, scaled by wbstall.* parameters (qemu/jobs/writeback.fio).
+run_fio() {
+	dir=$1 out=$2
+	WB_DIR=$dir WB_BS=$WB_bs WB_SIZE=$WB_size WB_NUMJOBS=$WB_numjobs \
+		WB_RAMP=$WB_ramp WB_RUNTIME=$WB_runtime \
+		fio --output-format=json --output="$out" /wbstall/jobs/writeback.fio
+}
+
+# The time series: every $WB_sample_ms ms, the module's snapshot and counters,
+# the kernel's view of the BDI and the global dirty counters, as prefixed lines:
+#   S t=<uptime s>   T <thresholds line>   C <stats line>   B <bdi stats k=v>   V <vmstat k=v>
+# Only shell builtins run in the loop (usleep aside), to keep its cost low.
+sampler_loop() {
+	bdi=$1
+	while :; do
+		read -r up _ </proc/uptime
+		echo "S t=$up"
+		while read -r l; do echo "T $l"; done </sys/kernel/debug/wbstall/thresholds
+		while read -r l; do echo "C $l"; done </sys/kernel/debug/wbstall/stats
+		b="B"
+		while read -r k v _; do b="$b ${k%:}=$v"; done </sys/kernel/debug/bdi/$bdi/stats
+		echo "$b"
+		v="V"
+		while read -r k n; do
+			case "$k" in nr_dirty | nr_writeback | nr_dirty_threshold | nr_dirty_background_threshold) v="$v $k=$n" ;; esac
+		done </proc/vmstat
+		echo "$v"
+		usleep $((WB_sample_ms * 1000))
+	done
+}
+
+start_sampler() {
+	SAMPLER_PID=
+	[ "${WB_sample_ms:-0}" -gt 0 ] || return 0
+	sampler_loop "$1" >/tmp/samples 2>&1 &
+	SAMPLER_PID=$!
+}
+
+stop_sampler() {
+	[ -n "$SAMPLER_PID" ] || return 0
+	kill "$SAMPLER_PID"
+	wait "$SAMPLER_PID" 2>/dev/null
+	emit samples /tmp/samples
+}
+
+# Everything the host needs to explain a run on BDI $1.
+collect() {
+	bdi=$1
+	for f in stats thresholds summary; do
+		emit "wbstall-$f" "/sys/kernel/debug/wbstall/$f"
+	done
+	emit bdi-stats "/sys/kernel/debug/bdi/$bdi/stats"
+	emit vmstat /proc/vmstat
+	emit_cmd bdi-knobs bdi_knobs "$bdi"
+}
+
+bdi_knobs() {
+	for k in strict_limit max_ratio min_ratio max_bytes read_ahead_kb; do
+		[ -f "/sys/class/bdi/$1/$k" ] && echo "$k=$(cat "/sys/class/bdi/$1/$k")"
+	done
+}
+
+# mount_bdi DIR: the BDI (major:minor) of the filesystem mounted on DIR.
+mount_bdi() {
+	while read -r _ _ dev _ mnt _; do
+		[ "$mnt" = "$1" ] && echo "$dev" && return 0
+	done </proc/self/mountinfo
+	return 1
+}

@@ -1,0 +1,241 @@
+//! Parsers for what the guest reads out of the kernel: the wbstall module's
+//! `stats`, `thresholds` and `summary` (space-separated `key=value` lines, the
+//! format documented in `rust-module/wbstall.rs`), the kernel's
+//! `/sys/kernel/debug/bdi/<bdi>/stats` and `/proc/vmstat`.
+
+use std::collections::BTreeMap;
+
+use anyhow::{bail, Context, Result};
+use serde_json::{Map, Value};
+
+/// One `key=value ...` line, values as JSON numbers where they are integers.
+pub type Record = Map<String, Value>;
+
+/// Parses `key=value` lines. Blank lines are skipped; anything else that is not
+/// `key=value` is an error naming the line.
+pub fn parse_kv_lines(text: &str, origin: &str) -> Result<Vec<Record>> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let mut rec = Map::new();
+        for word in line.split_whitespace() {
+            let Some((k, v)) = word.split_once('=') else {
+                bail!(
+                    "{origin}:{}: `{word}` is not key=value (line `{line}`)",
+                    i + 1
+                );
+            };
+            if k.is_empty() || rec.contains_key(k) {
+                bail!("{origin}:{}: empty or repeated key in `{line}`", i + 1);
+            }
+            let value = match v.parse::<i64>() {
+                Ok(n) => Value::from(n),
+                Err(_) => match v.parse::<u64>() {
+                    Ok(n) => Value::from(n),
+                    Err(_) => Value::from(v),
+                },
+            };
+            rec.insert(k.to_string(), value);
+        }
+        out.push(rec);
+    }
+    Ok(out)
+}
+
+/// Keys every `stats` line carries, in order (format=1).
+pub const STATS_KEYS: &[&str] = &[
+    "bdi",
+    "memcg_id",
+    "strictlimit",
+    "bg_starts",
+    "throttle_events",
+    "throttle_sleeps",
+    "idle_sleeps",
+    "stall_sleeps",
+    "pause_ms",
+    "max_pause_ms",
+    "work_background",
+    "work_periodic",
+    "work_sync",
+    "work_other",
+];
+
+/// Keys every `thresholds` line carries, in order (format=1).
+pub const THRESHOLD_KEYS: &[&str] = &[
+    "bdi",
+    "memcg_id",
+    "domain",
+    "age_ms",
+    "thresh",
+    "bg_thresh",
+    "dirty",
+    "limit",
+    "wb_dirty",
+    "wb_thresh",
+    "wb_bg_thresh",
+    "pos_ratio",
+    "dirty_ratelimit",
+    "task_ratelimit",
+    "pause_ms",
+];
+
+fn check_keys(records: &[Record], keys: &[&str], origin: &str) -> Result<()> {
+    for (i, r) in records.iter().enumerate() {
+        let have: Vec<&str> = r.keys().map(String::as_str).collect();
+        for k in keys {
+            if !have.contains(k) {
+                bail!(
+                    "{origin}: line {} lacks `{k}` (module and xtask disagree on the format)",
+                    i + 1
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Parses the module's `stats`.
+pub fn parse_stats(text: &str) -> Result<Vec<Record>> {
+    let r = parse_kv_lines(text, "wbstall/stats")?;
+    check_keys(&r, STATS_KEYS, "wbstall/stats")?;
+    Ok(r)
+}
+
+/// Parses the module's `thresholds`.
+pub fn parse_thresholds(text: &str) -> Result<Vec<Record>> {
+    let r = parse_kv_lines(text, "wbstall/thresholds")?;
+    check_keys(&r, THRESHOLD_KEYS, "wbstall/thresholds")?;
+    Ok(r)
+}
+
+/// The record of a BDI (and memcg id, where given) in parsed `stats` or
+/// `thresholds`.
+pub fn find<'a>(records: &'a [Record], bdi: &str, memcg_id: Option<u64>) -> Option<&'a Record> {
+    records.iter().find(|r| {
+        r.get("bdi").and_then(Value::as_str) == Some(bdi)
+            && memcg_id.is_none_or(|id| r.get("memcg_id").and_then(Value::as_u64) == Some(id))
+    })
+}
+
+/// A counter of a record, 0 when absent.
+pub fn counter(record: Option<&Record>, key: &str) -> u64 {
+    record
+        .and_then(|r| r.get(key))
+        .and_then(Value::as_u64)
+        .unwrap_or(0)
+}
+
+/// Parses `/sys/kernel/debug/bdi/<bdi>/stats` (`BdiWriteback:   0 kB` lines)
+/// into numbers; units (kB, kBps) are dropped and recorded in the key.
+pub fn parse_bdi_stats(text: &str) -> Result<BTreeMap<String, i64>> {
+    let mut out = BTreeMap::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let (k, v) = line
+            .split_once(':')
+            .with_context(|| format!("bdi stats line `{line}` is not `Key: value`"))?;
+        let mut words = v.split_whitespace();
+        let Some(n) = words.next().and_then(|n| n.parse::<i64>().ok()) else {
+            continue; // non-numeric fields (none in 7.3) are not kept
+        };
+        let key = match words.next() {
+            Some(unit) => format!("{}_{unit}", k.trim()),
+            None => k.trim().to_string(),
+        };
+        out.insert(key, n);
+    }
+    if out.is_empty() {
+        bail!("bdi stats are empty");
+    }
+    Ok(out)
+}
+
+/// Parses `/proc/vmstat` (`name value` lines).
+pub fn parse_vmstat(text: &str) -> Result<BTreeMap<String, i64>> {
+    let mut out = BTreeMap::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let mut w = line.split_whitespace();
+        let (Some(k), Some(v), None) = (w.next(), w.next(), w.next()) else {
+            bail!("vmstat line `{line}` is not `name value`");
+        };
+        out.insert(
+            k.to_string(),
+            v.parse()
+                .with_context(|| format!("vmstat `{k}` is not a number"))?,
+        );
+    }
+    Ok(out)
+}
+
+/// vmstat counters worth keeping in a run record.
+pub const VMSTAT_KEYS: &[&str] = &[
+    "nr_dirty",
+    "nr_writeback",
+    "nr_dirtied",
+    "nr_written",
+    "nr_dirty_threshold",
+    "nr_dirty_background_threshold",
+    "nr_file_pages",
+    "nr_free_pages",
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // The module's own KUnit tests render these fixtures byte for byte.
+    const STATS: &str = include_str!("../../rust-module/fixtures/stats.txt");
+    const THRESHOLDS: &str = include_str!("../../rust-module/fixtures/thresholds.txt");
+
+    #[test]
+    fn module_stats_fixture_parses() {
+        let s = parse_stats(STATS).unwrap();
+        assert_eq!(s.len(), 3);
+        let fuse = find(&s, "0:45", None).unwrap();
+        assert_eq!(counter(Some(fuse), "strictlimit"), 1);
+        assert_eq!(counter(Some(fuse), "stall_sleeps"), 8990);
+        let memcg = find(&s, "254:0", Some(42)).unwrap();
+        assert_eq!(counter(Some(memcg), "stall_sleeps"), 377);
+        assert_eq!(counter(find(&s, "254:0", Some(0)), "bg_starts"), 12);
+        assert!(find(&s, "9:9", None).is_none());
+        assert_eq!(counter(None, "stall_sleeps"), 0);
+    }
+
+    #[test]
+    fn module_thresholds_fixture_parses() {
+        let t = parse_thresholds(THRESHOLDS).unwrap();
+        let memcg = find(&t, "254:0", Some(42)).unwrap();
+        assert_eq!(memcg["domain"], "memcg");
+        assert_eq!(memcg["wb_bg_thresh"], 6400);
+        let fuse = find(&t, "0:45", None).unwrap();
+        assert_eq!(fuse["pause_ms"], 200);
+        assert_eq!(find(&t, "254:0", Some(0)).unwrap()["pause_ms"], -4);
+    }
+
+    #[test]
+    fn format_drift_is_an_error() {
+        let e = parse_stats("bdi=0:45 memcg_id=0\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("lacks `strictlimit`"), "{e}");
+        let e = parse_kv_lines("bdi=0:45 oops\n", "x")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("x:1") && e.contains("`oops`"), "{e}");
+    }
+
+    #[test]
+    fn bdi_stats_and_vmstat_parse() {
+        let bdi = "BdiWriteback:            128 kB\nBdiReclaimable:         3968 kB\n\
+                   BdiDirtyThresh:         4020 kB\nBdiWriteBandwidth:     102400 kBps\n\
+                   b_dirty:                   1\nstate:                     1\n";
+        let m = parse_bdi_stats(bdi).unwrap();
+        assert_eq!(m["BdiReclaimable_kB"], 3968);
+        assert_eq!(m["BdiWriteBandwidth_kBps"], 102_400);
+        assert_eq!(m["b_dirty"], 1);
+        let v = parse_vmstat("nr_dirty 12\nnr_writeback 0\n").unwrap();
+        assert_eq!(v["nr_dirty"], 12);
+        assert!(parse_vmstat("nr_dirty\n").is_err());
+    }
+}

@@ -1,0 +1,535 @@
+//! `cargo xtask deps`: checks (and with `--install`, installs) every host tool the
+//! pipeline needs. Every other task runs [`ensure`] first.
+
+use std::{
+    fmt,
+    path::{Path, PathBuf},
+};
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+use xshell::{cmd, Shell};
+
+use crate::util;
+
+/// Minimum versions from `scripts/min-tool-version.sh` of Linux 7.3 (x86). The
+/// build re-reads them from the tree actually being built ([`check_tree_minimums`]).
+const MIN_LLVM: Version = Version(17, 0, 1);
+const MIN_RUSTC: Version = Version(1, 85, 0);
+const MIN_BINDGEN: Version = Version(0, 71, 1);
+
+/// The bindgen-cli release `--install` puts in place.
+const BINDGEN_PIN: &str = "0.72.1";
+
+/// The LLVM release `--install` asks apt for (Debian 12 main carries 19).
+const APT_LLVM: &str = "19";
+
+/// Check (and optionally install) the host tools the pipeline needs.
+#[derive(Debug, clap::Args)]
+pub struct Deps {
+    /// Install what is missing: Debian packages with apt-get, bindgen-cli with
+    /// `cargo install --locked`, rust-src with rustup. The default when CI=true and
+    /// running as root.
+    #[arg(long)]
+    pub install: bool,
+}
+
+impl Deps {
+    pub fn run(self, sh: &Shell) -> Result<()> {
+        let install = self.install || (util::in_ci() && util::is_root());
+        let tc = ensure_with(sh, install)?;
+        println!("{tc}");
+        Ok(())
+    }
+}
+
+/// A `major.minor.patch` version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Version(pub u32, pub u32, pub u32);
+
+impl fmt::Display for Version {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}.{}", self.0, self.1, self.2)
+    }
+}
+
+impl Version {
+    /// The first `N.N[.N]` in a tool's `--version` output.
+    pub fn find_in(text: &str) -> Option<Version> {
+        text.split(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .filter(|w| w.contains('.'))
+            .find_map(|w| {
+                let mut parts = w.split('.').filter(|p| !p.is_empty());
+                let major = parts.next()?.parse().ok()?;
+                let minor = parts.next()?.parse().ok()?;
+                let patch = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+                Some(Version(major, minor, patch))
+            })
+    }
+}
+
+/// The toolchain the kernel is built with; its versions go into every artifact.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Toolchain {
+    /// The value of make's `LLVM=` (`-19` for `clang-19`, `1` for plain `clang`).
+    pub llvm_make_arg: String,
+    pub llvm: Version,
+    pub rustc: Version,
+    pub bindgen: Version,
+    pub qemu: Version,
+    pub fio: String,
+}
+
+impl fmt::Display for Toolchain {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "toolchain: LLVM {} (make LLVM={}), rustc {}, bindgen {}, qemu {}, {}",
+            self.llvm, self.llvm_make_arg, self.rustc, self.bindgen, self.qemu, self.fio
+        )
+    }
+}
+
+/// How to get a missing tool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Fix {
+    Apt(String),
+    CargoInstall,
+    RustSrc,
+}
+
+impl Fix {
+    fn command(&self) -> String {
+        match self {
+            Fix::Apt(pkgs) => format!("apt-get install -y {pkgs}"),
+            Fix::CargoInstall => format!("cargo install --locked bindgen-cli@{BINDGEN_PIN}"),
+            Fix::RustSrc => "rustup component add rust-src".to_string(),
+        }
+    }
+}
+
+/// One failed check.
+#[derive(Debug)]
+struct Missing {
+    what: String,
+    fix: Fix,
+}
+
+/// Runs every check; installs what is missing when `install` is set.
+pub fn ensure_with(sh: &Shell, install: bool) -> Result<Toolchain> {
+    let (tc, missing) = check(sh);
+    if missing.is_empty() {
+        return tc.context("tool check passed but found no toolchain (bug)");
+    }
+    if !install {
+        bail!("{}", missing_report(&missing));
+    }
+    eprintln!("{}", missing_report(&missing));
+    eprintln!("installing the missing tools (--install)...");
+    install_missing(sh, &missing)?;
+    let (tc, missing) = check(sh);
+    if !missing.is_empty() {
+        bail!(
+            "still missing after --install:\n{}",
+            missing_report(&missing)
+        );
+    }
+    tc.context("tool check passed but found no toolchain (bug)")
+}
+
+/// The check every task runs first: installs only where `deps` would by default
+/// (CI=true as root), otherwise stops with the list of what is missing.
+pub fn ensure(sh: &Shell) -> Result<Toolchain> {
+    ensure_with(sh, util::in_ci() && util::is_root())
+}
+
+fn missing_report(missing: &[Missing]) -> String {
+    let mut out = String::from("missing host prerequisites:\n");
+    for m in missing {
+        out.push_str(&format!("  - {}\n      fix: {}\n", m.what, m.fix.command()));
+    }
+    let apt: Vec<String> = missing
+        .iter()
+        .filter_map(|m| match &m.fix {
+            Fix::Apt(p) => Some(p.clone()),
+            _ => None,
+        })
+        .collect();
+    out.push_str("\nInstall everything at once with `cargo xtask deps --install` (as root), or:\n");
+    if !apt.is_empty() {
+        out.push_str(&format!(
+            "  apt-get update && apt-get install -y {}\n",
+            apt.join(" ")
+        ));
+    }
+    for m in missing.iter().filter(|m| !matches!(m.fix, Fix::Apt(_))) {
+        out.push_str(&format!("  {}\n", m.fix.command()));
+    }
+    out
+}
+
+fn install_missing(sh: &Shell, missing: &[Missing]) -> Result<()> {
+    let mut apt: Vec<String> = Vec::new();
+    for m in missing {
+        if let Fix::Apt(pkgs) = &m.fix {
+            for p in pkgs.split_whitespace() {
+                if !apt.iter().any(|a| a == p) {
+                    apt.push(p.to_string());
+                }
+            }
+        }
+    }
+    if !apt.is_empty() {
+        if !util::is_root() {
+            bail!(
+                "installing Debian packages needs root: run as root, or `sudo apt-get install -y {}`",
+                apt.join(" ")
+            );
+        }
+        cmd!(sh, "apt-get update -q")
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .run()
+            .context("apt-get update")?;
+        cmd!(sh, "apt-get install -y -q --no-install-recommends {apt...}")
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .run()
+            .context("installing Debian packages with apt-get")?;
+    }
+    if missing.iter().any(|m| m.fix == Fix::RustSrc) {
+        cmd!(sh, "rustup component add rust-src")
+            .run()
+            .context("adding rust-src with rustup")?;
+    }
+    if missing.iter().any(|m| m.fix == Fix::CargoInstall) {
+        let spec = format!("bindgen-cli@{BINDGEN_PIN}");
+        cmd!(sh, "cargo install --locked {spec}")
+            .run()
+            .context("installing bindgen-cli with cargo install")?;
+    }
+    Ok(())
+}
+
+/// Runs `prog args` and returns its stdout+stderr, or None when it cannot run.
+fn version_output(sh: &Shell, prog: &str, arg: &str) -> Option<String> {
+    let out = cmd!(sh, "{prog} {arg}")
+        .quiet()
+        .ignore_status()
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.push_str(&String::from_utf8_lossy(&out.stderr));
+    Some(text)
+}
+
+fn which(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|p| p.is_file())
+}
+
+/// Finds the newest LLVM with clang, ld.lld, llvm-ar and llvm-nm of the same
+/// suffix: `clang-21` … `clang-17`, then plain `clang`.
+fn find_llvm(sh: &Shell) -> Option<(String, Version)> {
+    let suffixes: Vec<String> = (17..=30).rev().map(|v| format!("-{v}")).collect();
+    for suffix in suffixes.iter().map(String::as_str).chain([""]) {
+        let tools = ["clang", "ld.lld", "llvm-ar", "llvm-nm", "llvm-objcopy"];
+        if !tools
+            .iter()
+            .all(|t| which(&format!("{t}{suffix}")).is_some())
+        {
+            continue;
+        }
+        let out = version_output(sh, &format!("clang{suffix}"), "--version")?;
+        let v = Version::find_in(&out)?;
+        let make_arg = if suffix.is_empty() {
+            "1".to_string()
+        } else {
+            suffix.to_string()
+        };
+        return Some((make_arg, v));
+    }
+    None
+}
+
+/// True when an ELF file has no program interpreter (statically linked).
+pub fn elf_is_static(bytes: &[u8]) -> Option<bool> {
+    const PT_INTERP: u32 = 3;
+    if bytes.len() < 64 || &bytes[..4] != b"\x7fELF" || bytes[4] != 2 || bytes[5] != 1 {
+        return None; // not a 64-bit little-endian ELF
+    }
+    let u16_at = |o: usize| Some(u16::from_le_bytes(bytes.get(o..o + 2)?.try_into().ok()?));
+    let u64_at = |o: usize| Some(u64::from_le_bytes(bytes.get(o..o + 8)?.try_into().ok()?));
+    let phoff = usize::try_from(u64_at(0x20)?).ok()?;
+    let phentsize = usize::from(u16_at(0x36)?);
+    let phnum = usize::from(u16_at(0x38)?);
+    for i in 0..phnum {
+        let off = phoff + i * phentsize;
+        let p_type = u32::from_le_bytes(bytes.get(off..off + 4)?.try_into().ok()?);
+        if p_type == PT_INTERP {
+            return Some(false);
+        }
+    }
+    Some(true)
+}
+
+/// Where the static busybox lives, if anywhere.
+pub fn static_busybox() -> Option<PathBuf> {
+    let candidates = [which("busybox"), Some(PathBuf::from("/bin/busybox"))];
+    candidates
+        .into_iter()
+        .flatten()
+        .find(|p| std::fs::read(p).ok().and_then(|b| elf_is_static(&b)) == Some(true))
+}
+
+fn header_exists(rel: &str) -> bool {
+    [
+        "/usr/include",
+        "/usr/include/x86_64-linux-gnu",
+        "/usr/local/include",
+    ]
+    .iter()
+    .any(|d| Path::new(d).join(rel).is_file())
+}
+
+fn check(sh: &Shell) -> (Option<Toolchain>, Vec<Missing>) {
+    let mut missing = Vec::new();
+    let mut need = |what: String, fix: Fix| missing.push(Missing { what, fix });
+    let apt_llvm = || Fix::Apt(format!("clang-{APT_LLVM} lld-{APT_LLVM} llvm-{APT_LLVM}"));
+
+    let llvm = find_llvm(sh);
+    match &llvm {
+        None => need(
+            format!("LLVM >= {MIN_LLVM} (clang, ld.lld, llvm-ar, llvm-nm, llvm-objcopy)"),
+            apt_llvm(),
+        ),
+        Some((_, v)) if *v < MIN_LLVM => {
+            need(format!("LLVM >= {MIN_LLVM} (found {v})"), apt_llvm())
+        }
+        Some(_) => {}
+    }
+    let libclang = std::fs::read_dir("/usr/lib")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("llvm-"))
+        .any(|e| {
+            std::fs::read_dir(e.path().join("lib"))
+                .into_iter()
+                .flatten()
+                .flatten()
+                .any(|f| f.file_name().to_string_lossy().starts_with("libclang"))
+        });
+    if !libclang {
+        need(
+            "libclang (bindgen uses it to generate the kernel's Rust bindings)".into(),
+            Fix::Apt(format!("libclang-{APT_LLVM}-dev")),
+        );
+    }
+    let rustc = version_output(sh, "rustc", "--version").and_then(|o| Version::find_in(&o));
+    match rustc {
+        None => need(
+            "rustc (install Rust with rustup: https://rustup.rs)".into(),
+            Fix::RustSrc,
+        ),
+        Some(v) if v < MIN_RUSTC => need(
+            format!("rustc >= {MIN_RUSTC} (found {v}): rustup update"),
+            Fix::RustSrc,
+        ),
+        Some(_) => {}
+    }
+    let sysroot = cmd!(sh, "rustc --print sysroot")
+        .quiet()
+        .read()
+        .unwrap_or_default();
+    let rust_src = Path::new(sysroot.trim()).join("lib/rustlib/src/rust/library/core/src/lib.rs");
+    if !rust_src.is_file() {
+        need("rust-src for the active rustc".into(), Fix::RustSrc);
+    }
+    let bindgen = version_output(sh, "bindgen", "--version").and_then(|o| Version::find_in(&o));
+    match bindgen {
+        None => need(format!("bindgen >= {MIN_BINDGEN}"), Fix::CargoInstall),
+        Some(v) if v < MIN_BINDGEN => need(
+            format!("bindgen >= {MIN_BINDGEN} (found {v})"),
+            Fix::CargoInstall,
+        ),
+        Some(_) => {}
+    }
+    let simple: [(&str, &str, &str); 12] = [
+        ("make", "--version", "make"),
+        ("flex", "--version", "flex"),
+        ("bison", "--version", "bison"),
+        ("bc", "--version", "bc"),
+        ("cpio", "--version", "cpio"),
+        ("xz", "--version", "xz-utils"),
+        ("git", "--version", "git"),
+        ("dpkg-deb", "--version", "dpkg"),
+        ("apt-get", "--version", "apt"),
+        ("mkfs.ext4", "-V", "e2fsprogs"),
+        ("ldd", "--version", "libc-bin"),
+        ("tar", "--version", "tar"),
+    ];
+    for (prog, arg, pkg) in simple {
+        if version_output(sh, prog, arg).is_none() {
+            need(format!("`{prog}`"), Fix::Apt(pkg.into()));
+        }
+    }
+    let qemu =
+        version_output(sh, "qemu-system-x86_64", "--version").and_then(|o| Version::find_in(&o));
+    if qemu.is_none() {
+        need(
+            "`qemu-system-x86_64`".into(),
+            Fix::Apt("qemu-system-x86".into()),
+        );
+    }
+    let fio = version_output(sh, "fio", "--version").map(|o| o.trim().to_string());
+    if fio.is_none() {
+        need("`fio`".into(), Fix::Apt("fio".into()));
+    }
+    if static_busybox().is_none() {
+        need(
+            "a statically linked busybox (the guest's shell and tools)".into(),
+            Fix::Apt("busybox-static".into()),
+        );
+    }
+    if !header_exists("libelf.h") {
+        need(
+            "libelf headers (objtool)".into(),
+            Fix::Apt("libelf-dev".into()),
+        );
+    }
+    if !header_exists("openssl/opensslv.h") {
+        need(
+            "openssl headers (sign-file, certs)".into(),
+            Fix::Apt("libssl-dev".into()),
+        );
+    }
+    if !header_exists("stdio.h") {
+        need(
+            "libc headers (host programs)".into(),
+            Fix::Apt("libc6-dev".into()),
+        );
+    }
+    let tc = match (llvm, rustc, bindgen, qemu, fio) {
+        (Some((llvm_make_arg, llvm)), Some(rustc), Some(bindgen), Some(qemu), Some(fio))
+            if missing.is_empty() =>
+        {
+            Some(Toolchain {
+                llvm_make_arg,
+                llvm,
+                rustc,
+                bindgen,
+                qemu,
+                fio,
+            })
+        }
+        _ => None,
+    };
+    (tc, missing)
+}
+
+/// Re-checks the minimum versions against the tree being built, which may be
+/// newer than the 7.3 numbers compiled in here.
+pub fn check_tree_minimums(sh: &Shell, tree: &Path, tc: &Toolchain) -> Result<()> {
+    let script = tree.join("scripts/min-tool-version.sh");
+    if !script.is_file() {
+        return Ok(());
+    }
+    let _env = sh.push_env("SRCARCH", "x86");
+    for (tool, have) in [
+        ("llvm", tc.llvm),
+        ("rustc", tc.rustc),
+        ("bindgen", tc.bindgen),
+    ] {
+        let out = cmd!(sh, "sh {script} {tool}")
+            .quiet()
+            .read()
+            .with_context(|| {
+                format!(
+                    "reading the minimum {tool} version from {}",
+                    script.display()
+                )
+            })?;
+        if let Some(min) = Version::find_in(&out) {
+            if have < min {
+                bail!(
+                    "{} needs {tool} >= {min}, found {have}; see `cargo xtask deps`",
+                    tree.display()
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_are_found_in_tool_output() {
+        // Each tool prints its version differently; the first N.N[.N] wins.
+        let cases = [
+            ("Debian clang version 19.1.7 (3~deb12u1)", Version(19, 1, 7)),
+            ("rustc 1.95.0 (59807616e 2026-04-14)", Version(1, 95, 0)),
+            ("bindgen 0.72.1", Version(0, 72, 1)),
+            (
+                "QEMU emulator version 7.2.22 (Debian 1:7.2+dfsg-7)",
+                Version(7, 2, 22),
+            ),
+            ("fio-3.33", Version(3, 33, 0)),
+        ];
+        for (text, want) in cases {
+            assert_eq!(Version::find_in(text), Some(want), "{text}");
+        }
+        assert_eq!(Version::find_in("no version here"), None);
+    }
+
+    #[test]
+    fn minimums_compare_numerically() {
+        assert!(Version(17, 0, 0) < MIN_LLVM);
+        assert!(Version(19, 1, 7) > MIN_LLVM);
+        assert!(Version(0, 9, 0) < MIN_BINDGEN);
+        assert!(Version(1, 100, 0) > MIN_RUSTC);
+    }
+
+    #[test]
+    fn elf_interpreter_decides_static() {
+        // A minimal ELF64 header with one program header of the given type.
+        fn elf(p_type: u32) -> Vec<u8> {
+            let mut b = vec![0u8; 64 + 56];
+            b[..4].copy_from_slice(b"\x7fELF");
+            b[4] = 2; // 64-bit
+            b[5] = 1; // little endian
+            b[0x20..0x28].copy_from_slice(&64u64.to_le_bytes()); // e_phoff
+            b[0x36..0x38].copy_from_slice(&56u16.to_le_bytes()); // e_phentsize
+            b[0x38..0x3a].copy_from_slice(&1u16.to_le_bytes()); // e_phnum
+            b[64..68].copy_from_slice(&p_type.to_le_bytes());
+            b
+        }
+        assert_eq!(elf_is_static(&elf(1)), Some(true)); // PT_LOAD only
+        assert_eq!(elf_is_static(&elf(3)), Some(false)); // PT_INTERP
+        assert_eq!(elf_is_static(b"#!/bin/sh\n"), None);
+    }
+
+    #[test]
+    fn missing_report_names_tools_and_commands() {
+        let missing = vec![
+            Missing {
+                what: "`fio`".into(),
+                fix: Fix::Apt("fio".into()),
+            },
+            Missing {
+                what: "bindgen".into(),
+                fix: Fix::CargoInstall,
+            },
+        ];
+        let text = missing_report(&missing);
+        assert!(text.contains("`fio`"));
+        assert!(text.contains("apt-get update && apt-get install -y fio"));
+        assert!(text.contains(&format!("cargo install --locked bindgen-cli@{BINDGEN_PIN}")));
+    }
+}

@@ -1,0 +1,365 @@
+//! The guest's initramfs: busybox (static), fio with the libraries `ldd` lists,
+//! the `wbstall-fuse` server (built static), and the init and scenario scripts
+//! kept as real files in `qemu/`. One base archive is shared by every variant and
+//! rebuilt only when an input changes; each variant appends a small archive with
+//! its `wbstall.ko` (the kernel unpacks concatenated newc archives in order).
+
+use std::{
+    collections::BTreeSet,
+    fs,
+    io::{self, BufWriter, Write},
+    path::{Path, PathBuf},
+};
+
+use anyhow::{bail, Context, Result};
+use xshell::{cmd, Shell};
+
+use crate::{deps, util};
+
+/// Where initramfs archives are kept.
+fn dir() -> PathBuf {
+    util::target_dir().join("initramfs")
+}
+
+/// A minimal writer of the kernel's initramfs format (cpio "newc", see
+/// Documentation/driver-api/early-userspace/buffer-format.rst). Entries are
+/// written with uid/gid 0 and mtime 0, so the archive depends only on content.
+pub struct Newc<W: Write> {
+    out: W,
+    ino: u32,
+    written: u64,
+    dirs: BTreeSet<String>,
+}
+
+const S_IFDIR: u32 = 0o040000;
+const S_IFREG: u32 = 0o100000;
+const S_IFLNK: u32 = 0o120000;
+const S_IFCHR: u32 = 0o020000;
+
+impl<W: Write> Newc<W> {
+    pub fn new(out: W) -> Newc<W> {
+        Newc {
+            out,
+            ino: 0,
+            written: 0,
+            dirs: BTreeSet::new(),
+        }
+    }
+
+    fn pad(&mut self) -> io::Result<()> {
+        let n = (4 - (self.written % 4) as usize) % 4;
+        self.out.write_all(&[0u8; 3][..n])?;
+        self.written += n as u64;
+        Ok(())
+    }
+
+    fn entry(&mut self, name: &str, mode: u32, rdev: (u32, u32), data: &[u8]) -> io::Result<()> {
+        let name = name.trim_start_matches('/');
+        self.ino += 1;
+        let nlink = if mode & S_IFDIR != 0 { 2 } else { 1 };
+        let header = format!(
+            "070701{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}",
+            self.ino,
+            mode,
+            0,
+            0,
+            nlink,
+            0,
+            data.len(),
+            0,
+            0,
+            rdev.0,
+            rdev.1,
+            name.len() + 1,
+            0
+        );
+        self.out.write_all(header.as_bytes())?;
+        self.out.write_all(name.as_bytes())?;
+        self.out.write_all(&[0])?;
+        self.written += (header.len() + name.len() + 1) as u64;
+        self.pad()?;
+        self.out.write_all(data)?;
+        self.written += data.len() as u64;
+        self.pad()
+    }
+
+    /// Creates the parents of `path` that do not exist yet.
+    fn parents(&mut self, path: &str) -> io::Result<()> {
+        let mut prefix = String::new();
+        let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+        for part in &parts[..parts.len().saturating_sub(1)] {
+            if !prefix.is_empty() {
+                prefix.push('/');
+            }
+            prefix.push_str(part);
+            if self.dirs.insert(prefix.clone()) {
+                self.entry(&prefix, S_IFDIR | 0o755, (0, 0), &[])?;
+            }
+        }
+        Ok(())
+    }
+
+    pub fn dir(&mut self, path: &str) -> io::Result<()> {
+        self.parents(path)?;
+        let p = path.trim_start_matches('/').to_string();
+        if self.dirs.insert(p.clone()) {
+            self.entry(&p, S_IFDIR | 0o755, (0, 0), &[])?;
+        }
+        Ok(())
+    }
+
+    pub fn file(&mut self, path: &str, perm: u32, data: &[u8]) -> io::Result<()> {
+        self.parents(path)?;
+        self.entry(path, S_IFREG | perm, (0, 0), data)
+    }
+
+    pub fn symlink(&mut self, path: &str, target: &str) -> io::Result<()> {
+        self.parents(path)?;
+        self.entry(path, S_IFLNK | 0o777, (0, 0), target.as_bytes())
+    }
+
+    pub fn chardev(&mut self, path: &str, perm: u32, major: u32, minor: u32) -> io::Result<()> {
+        self.parents(path)?;
+        self.entry(path, S_IFCHR | perm, (major, minor), &[])
+    }
+
+    /// Writes the trailer and returns the writer.
+    pub fn finish(mut self) -> io::Result<W> {
+        self.entry("TRAILER!!!", 0, (0, 0), &[])?;
+        self.out.flush()?;
+        Ok(self.out)
+    }
+}
+
+/// The libraries `ldd` lists for a binary (absolute paths, the loader included).
+pub fn parse_ldd(text: &str) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        if line.contains("not found") {
+            bail!("a library is missing on this host: `{line}`");
+        }
+        let path = match line.split_once("=>") {
+            Some((_, rhs)) => rhs.trim().split(' ').next().unwrap_or(""),
+            None => line.split(' ').next().unwrap_or(""),
+        };
+        if path.starts_with('/') {
+            out.push(PathBuf::from(path));
+        } else if !line.starts_with("linux-vdso") && !line.starts_with("statically linked") {
+            bail!("cannot read ldd line `{line}`");
+        }
+    }
+    Ok(out)
+}
+
+/// One file of the base archive: where it goes, its mode, where it comes from.
+struct Item {
+    dest: String,
+    perm: u32,
+    src: PathBuf,
+}
+
+/// Builds `wbstall-fuse` as a static binary for the guest.
+fn build_fuse_server(sh: &Shell) -> Result<PathBuf> {
+    let cargo = sh.var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+    let target_dir = util::target_dir().join("guest");
+    cmd!(sh, "{cargo} build --quiet --release --locked -p wbstall-fuse --target x86_64-unknown-linux-gnu --target-dir {target_dir}")
+        .env("CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUSTFLAGS", "-C target-feature=+crt-static")
+        .run()
+        .context("building the FUSE server (qemu/wbstall-fuse) as a static binary")?;
+    let bin = target_dir.join("x86_64-unknown-linux-gnu/release/wbstall-fuse");
+    let bytes = fs::read(&bin).with_context(|| format!("reading {}", bin.display()))?;
+    if deps::elf_is_static(&bytes) != Some(true) {
+        bail!(
+            "{} is not statically linked; the guest has no libc for it",
+            bin.display()
+        );
+    }
+    Ok(bin)
+}
+
+fn items(sh: &Shell) -> Result<Vec<Item>> {
+    let root = util::project_root();
+    let busybox =
+        deps::static_busybox().context("no static busybox: apt-get install busybox-static")?;
+    let mut items = vec![
+        Item {
+            dest: "bin/busybox".into(),
+            perm: 0o755,
+            src: busybox,
+        },
+        Item {
+            dest: "init".into(),
+            perm: 0o755,
+            src: root.join("qemu/init"),
+        },
+        Item {
+            dest: "wbstall/lib.sh".into(),
+            perm: 0o644,
+            src: root.join("qemu/lib.sh"),
+        },
+        Item {
+            dest: "bin/wbstall-fuse".into(),
+            perm: 0o755,
+            src: build_fuse_server(sh)?,
+        },
+    ];
+    for sub in ["scenarios", "jobs"] {
+        let d = root.join("qemu").join(sub);
+        let mut names: Vec<PathBuf> = fs::read_dir(&d)
+            .with_context(|| format!("listing {}", d.display()))?
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.is_file())
+            .collect();
+        names.sort();
+        for p in names {
+            let name = p
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned();
+            items.push(Item {
+                dest: format!("wbstall/{sub}/{name}"),
+                perm: 0o644,
+                src: p,
+            });
+        }
+    }
+    let fio = cmd!(sh, "sh -c 'command -v fio'")
+        .quiet()
+        .read()
+        .context("finding fio: apt-get install fio")?;
+    let ldd = cmd!(sh, "ldd {fio}")
+        .quiet()
+        .read()
+        .context("listing fio's libraries with ldd")?;
+    items.push(Item {
+        dest: "usr/bin/fio".into(),
+        perm: 0o755,
+        src: PathBuf::from(fio.trim()),
+    });
+    for lib in parse_ldd(&ldd)? {
+        let dest = lib.to_string_lossy().trim_start_matches('/').to_string();
+        // Copy the target's bytes under the name the loader looks for.
+        let src = fs::canonicalize(&lib).with_context(|| format!("resolving {}", lib.display()))?;
+        items.push(Item {
+            dest,
+            perm: 0o755,
+            src,
+        });
+    }
+    Ok(items)
+}
+
+/// Builds (or reuses) the base archive and returns its path.
+pub fn base(sh: &Shell) -> Result<PathBuf> {
+    let items = items(sh)?;
+    let mut key = String::from("wbstall-initramfs-v1\n");
+    for it in &items {
+        key.push_str(&format!(
+            "{} {:o} {}\n",
+            it.dest,
+            it.perm,
+            util::sha256_file(&it.src)?
+        ));
+    }
+    let key = util::sha256_hex(key.as_bytes());
+    let out = dir().join("base.cpio");
+    let stamp = dir().join("base.key");
+    if out.is_file() && fs::read_to_string(&stamp).is_ok_and(|s| s.trim() == key) {
+        return Ok(out);
+    }
+    fs::create_dir_all(dir()).with_context(|| format!("creating {}", dir().display()))?;
+    let tmp = dir().join(".base.cpio.tmp");
+    let file = fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+    let mut cpio = Newc::new(BufWriter::new(file));
+    for d in [
+        "dev",
+        "proc",
+        "sys",
+        "tmp",
+        "run",
+        "mnt",
+        "etc",
+        "sbin",
+        "usr/sbin",
+        "lib/modules",
+    ] {
+        cpio.dir(d)?;
+    }
+    // The kernel opens /dev/console for init before devtmpfs is mounted.
+    cpio.chardev("dev/console", 0o600, 5, 1)?;
+    cpio.chardev("dev/null", 0o666, 1, 3)?;
+    for it in &items {
+        let data = fs::read(&it.src).with_context(|| format!("reading {}", it.src.display()))?;
+        cpio.file(&it.dest, it.perm, &data)?;
+    }
+    cpio.symlink("bin/sh", "busybox")?;
+    cpio.finish().context("writing the initramfs")?;
+    fs::rename(&tmp, &out).with_context(|| format!("writing {}", out.display()))?;
+    util::write_atomic(&stamp, format!("{key}\n"))?;
+    Ok(out)
+}
+
+/// The initramfs of one variant: the base archive followed by one holding
+/// `/lib/modules/wbstall.ko`.
+pub fn for_variant(base: &Path, variant: &str, module: &Path) -> Result<PathBuf> {
+    let mut overlay = Newc::new(Vec::new());
+    let ko = fs::read(module).with_context(|| format!("reading {}", module.display()))?;
+    overlay.file("lib/modules/wbstall.ko", 0o644, &ko)?;
+    let overlay = overlay.finish()?;
+    let mut bytes = fs::read(base).with_context(|| format!("reading {}", base.display()))?;
+    bytes.extend_from_slice(&overlay);
+    let out = dir().join(format!("{variant}.cpio"));
+    if fs::read(&out).is_ok_and(|old| old == bytes) {
+        return Ok(out);
+    }
+    util::write_atomic(&out, bytes)?;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn newc_entries_are_aligned_and_parents_come_first() {
+        let mut c = Newc::new(Vec::new());
+        c.file("/a/b/f", 0o644, b"hello").unwrap();
+        c.chardev("dev/console", 0o600, 5, 1).unwrap();
+        let bytes = c.finish().unwrap();
+        let text = String::from_utf8_lossy(&bytes);
+        // Every header starts with the magic at a 4-byte boundary.
+        let starts: Vec<usize> = text.match_indices("070701").map(|(i, _)| i).collect();
+        assert_eq!(starts.len(), 6, "a, a/b, a/b/f, dev, dev/console, trailer");
+        assert!(starts.iter().all(|s| s % 4 == 0));
+        let a = text.find("a\0").unwrap();
+        let ab = text.find("a/b\0").unwrap();
+        let f = text.find("a/b/f\0").unwrap();
+        assert!(a < ab && ab < f);
+        assert!(text.contains("hello"));
+        assert!(text.ends_with("TRAILER!!!\0\0\0\0") || text.contains("TRAILER!!!\0"));
+        assert_eq!(bytes.len() % 4, 0);
+        // The console node carries major 5, minor 1 in rdevmajor/rdevminor.
+        let console = &text[starts[4]..starts[4] + 110];
+        assert_eq!(&console[14..22], "00002180"); // S_IFCHR | 0600
+        assert_eq!(&console[78..86], "00000005");
+        assert_eq!(&console[86..94], "00000001");
+    }
+
+    #[test]
+    fn ldd_output_lists_libraries_and_the_loader() {
+        let text = include_str!("../fixtures/ldd/fio.txt");
+        let libs = parse_ldd(text).unwrap();
+        assert_eq!(
+            libs.first().unwrap(),
+            Path::new("/lib/x86_64-linux-gnu/libnuma.so.1")
+        );
+        assert!(libs.contains(&PathBuf::from("/lib64/ld-linux-x86-64.so.2")));
+        assert!(!libs.iter().any(|l| l.to_string_lossy().contains("vdso")));
+        let e = parse_ldd("\tlibfoo.so.1 => not found\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("libfoo"), "{e}");
+    }
+}

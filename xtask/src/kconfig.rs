@@ -1,0 +1,282 @@
+//! Kconfig: `tinyconfig`, then `Kconfig.fragment` merged in, then `olddefconfig`;
+//! then every option of the fragment is checked in the resulting `.config`, and
+//! any that did not land fails the build with the list of them (like kunit.py).
+
+use std::{collections::BTreeMap, fmt, fs, path::Path};
+
+use anyhow::{bail, Context, Result};
+use xshell::{cmd, Shell};
+
+use crate::{deps::Toolchain, util};
+
+/// The fragment, relative to the repository root.
+pub const FRAGMENT: &str = "Kconfig.fragment";
+
+/// One `CONFIG_X=value` (or `# CONFIG_X is not set`) of a fragment or `.config`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Setting {
+    pub name: String,
+    /// `y`, `m`, `n`, a number or a quoted string, as written.
+    pub value: String,
+    /// 1-based line in the file it came from.
+    pub line: usize,
+}
+
+/// Parses a fragment or `.config`. Comments and blank lines are skipped;
+/// `# CONFIG_X is not set` reads as `CONFIG_X=n`.
+pub fn parse(text: &str, origin: &str) -> Result<Vec<Setting>> {
+    let mut out = Vec::new();
+    for (i, raw) in text.lines().enumerate() {
+        let line = raw.trim();
+        let n = i + 1;
+        if let Some(name) = line
+            .strip_prefix("# ")
+            .and_then(|l| l.strip_suffix(" is not set"))
+        {
+            if name.starts_with("CONFIG_") {
+                out.push(Setting {
+                    name: name.to_string(),
+                    value: "n".into(),
+                    line: n,
+                });
+            }
+            continue;
+        }
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let Some((name, value)) = line.split_once('=') else {
+            bail!("{origin}:{n}: `{raw}` is not `CONFIG_NAME=value` or `# CONFIG_NAME is not set`");
+        };
+        if !name.starts_with("CONFIG_")
+            || !name[7..]
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_')
+            || name.len() == 7
+        {
+            bail!(
+                "{origin}:{n}: `{name}` is not a Kconfig symbol (CONFIG_ followed by A-Z, 0-9, _)"
+            );
+        }
+        if value.is_empty() {
+            bail!("{origin}:{n}: {name} has no value");
+        }
+        out.push(Setting {
+            name: name.to_string(),
+            value: value.to_string(),
+            line: n,
+        });
+    }
+    Ok(out)
+}
+
+/// An option of the fragment that did not get its value.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Mismatch {
+    pub name: String,
+    pub wanted: String,
+    /// The value in `.config`, or None when the symbol is absent (unknown to this
+    /// tree, or its dependencies are not met).
+    pub got: Option<String>,
+    pub line: usize,
+}
+
+impl fmt::Display for Mismatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let got = match &self.got {
+            Some(v) if v == "n" => "is not set".to_string(),
+            Some(v) => format!("is {v}"),
+            None => "is absent (unknown symbol, or a dependency is not met)".to_string(),
+        };
+        write!(
+            f,
+            "{FRAGMENT}:{}: {}={} wanted, but in .config it {got}",
+            self.line, self.name, self.wanted
+        )
+    }
+}
+
+/// Compares the fragment with the final `.config`.
+pub fn verify(fragment: &[Setting], config: &[Setting]) -> Vec<Mismatch> {
+    let actual: BTreeMap<&str, &str> = config
+        .iter()
+        .map(|s| (s.name.as_str(), s.value.as_str()))
+        .collect();
+    // Later lines of a fragment override earlier ones, as in merge_config.sh.
+    let mut wanted: BTreeMap<&str, &Setting> = BTreeMap::new();
+    for s in fragment {
+        wanted.insert(s.name.as_str(), s);
+    }
+    let mut out: Vec<Mismatch> = wanted
+        .values()
+        .filter_map(|s| {
+            let got = actual.get(s.name.as_str()).copied();
+            let ok = match got {
+                Some(v) => v == s.value,
+                None => s.value == "n", // absent means "not set"
+            };
+            (!ok).then(|| Mismatch {
+                name: s.name.clone(),
+                wanted: s.value.clone(),
+                got: got.map(str::to_string),
+                line: s.line,
+            })
+        })
+        .collect();
+    out.sort_by_key(|m| m.line);
+    out
+}
+
+/// Everything that decides the generated `.config`: when it is unchanged the
+/// existing `.config` is kept, so nothing rebuilds because of configuration.
+pub fn config_key(fragment: &str, tc: &Toolchain, kconfig_touch: &[(String, String)]) -> String {
+    let mut key = format!(
+        "tinyconfig\n{fragment}\nLLVM={} {}\nrustc {}\nbindgen {}\n",
+        tc.llvm_make_arg, tc.llvm, tc.rustc, tc.bindgen
+    );
+    for (path, sha) in kconfig_touch {
+        key.push_str(&format!("{path} {sha}\n"));
+    }
+    util::sha256_hex(key.as_bytes())
+}
+
+/// Generates `.config` in `build` unless the stamp says it is current, then
+/// verifies it against the fragment.
+pub fn configure(
+    sh: &Shell,
+    tree: &Path,
+    build: &Path,
+    fragment_path: &Path,
+    tc: &Toolchain,
+    key: &str,
+    log: &Path,
+) -> Result<()> {
+    let fragment_text = fs::read_to_string(fragment_path)
+        .with_context(|| format!("reading {}", fragment_path.display()))?;
+    let fragment = parse(&fragment_text, &fragment_path.display().to_string())?;
+    let stamp = build.join(".wbstall-config-key");
+    let config = build.join(".config");
+    let current = fs::read_to_string(&stamp).is_ok_and(|s| s.trim() == key) && config.is_file();
+    if !current {
+        let llvm = format!("LLVM={}", tc.llvm_make_arg);
+        util::run_logged(
+            cmd!(sh, "make -C {tree} O={build} {llvm} tinyconfig"),
+            log,
+            "make tinyconfig",
+            |_| {},
+        )?;
+        let merge = tree.join("scripts/kconfig/merge_config.sh");
+        util::run_logged(
+            cmd!(sh, "sh {merge} -m -O {build} {config} {fragment_path}"),
+            log,
+            "merging Kconfig.fragment (merge_config.sh)",
+            |_| {},
+        )?;
+        util::run_logged(
+            cmd!(sh, "make -C {tree} O={build} {llvm} olddefconfig"),
+            log,
+            "make olddefconfig",
+            |_| {},
+        )?;
+    }
+    let text =
+        fs::read_to_string(&config).with_context(|| format!("reading {}", config.display()))?;
+    let mismatches = verify(&fragment, &parse(&text, &config.display().to_string())?);
+    if !mismatches.is_empty() {
+        // The stamp is not written: the next build regenerates the config.
+        fs::remove_file(&stamp).ok();
+        let list: Vec<String> = mismatches.iter().map(|m| format!("  {m}")).collect();
+        bail!(
+            "{} option(s) of {FRAGMENT} did not land in {}:\n{}\n\
+             Fix the fragment (check the symbol exists in this tree and its `depends on` \
+             are enabled too), then build again.",
+            mismatches.len(),
+            config.display(),
+            list.join("\n")
+        );
+    }
+    util::write_atomic(&stamp, format!("{key}\n"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(name: &str) -> Vec<Setting> {
+        let path = util::project_root()
+            .join("xtask/fixtures/kconfig")
+            .join(name);
+        parse(&fs::read_to_string(&path).unwrap(), name).unwrap()
+    }
+
+    #[test]
+    fn the_repository_fragment_parses() {
+        let text = fs::read_to_string(util::project_root().join(FRAGMENT)).unwrap();
+        let f = parse(&text, FRAGMENT).unwrap();
+        for needed in [
+            "CONFIG_RUST",
+            "CONFIG_FUSE_FS",
+            "CONFIG_MEMCG",
+            "CONFIG_TIMERFD",
+            "CONFIG_SYSVIPC",
+        ] {
+            assert!(
+                f.iter().any(|s| s.name == needed && s.value == "y"),
+                "{needed}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_fully_landed_config_verifies() {
+        assert_eq!(verify(&fixture("fragment"), &fixture("good.config")), []);
+    }
+
+    #[test]
+    fn options_that_did_not_land_are_all_listed() {
+        // bad.config lacks RUST (dependency not met), has DEBUG_FS off, and knows
+        // nothing of the bogus symbol.
+        let m = verify(&fixture("fragment"), &fixture("bad.config"));
+        let names: Vec<&str> = m.iter().map(|m| m.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["CONFIG_DEBUG_FS", "CONFIG_RUST", "CONFIG_WBSTALL_BOGUS"]
+        );
+        assert_eq!(m[0].got.as_deref(), Some("n"));
+        assert_eq!(m[1].got, None);
+        let text = m[2].to_string();
+        assert!(text.contains("CONFIG_WBSTALL_BOGUS=y wanted"), "{text}");
+        assert!(text.contains("absent"), "{text}");
+    }
+
+    #[test]
+    fn not_set_and_strings_compare_as_written() {
+        let frag = parse(
+            "# CONFIG_SWAP is not set\nCONFIG_CMDLINE=\"x\"\nCONFIG_NR_CPUS=8\n",
+            "f",
+        )
+        .unwrap();
+        let conf = parse("CONFIG_CMDLINE=\"x\"\nCONFIG_NR_CPUS=8\n", "c").unwrap();
+        assert_eq!(verify(&frag, &conf), []);
+        let conf = parse(
+            "CONFIG_SWAP=y\nCONFIG_CMDLINE=\"y\"\nCONFIG_NR_CPUS=8\n",
+            "c",
+        )
+        .unwrap();
+        let names: Vec<String> = verify(&frag, &conf).into_iter().map(|m| m.name).collect();
+        assert_eq!(names, ["CONFIG_SWAP", "CONFIG_CMDLINE"]);
+    }
+
+    #[test]
+    fn malformed_fragment_lines_are_errors_with_line_numbers() {
+        let e = parse("CONFIG_A=y\nRUST=y\n", "Kconfig.fragment")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("Kconfig.fragment:2") && e.contains("not a Kconfig symbol"),
+            "{e}"
+        );
+        let e = parse("CONFIG_A\n", "f").unwrap_err().to_string();
+        assert!(e.contains("f:1"), "{e}");
+    }
+}

@@ -1,0 +1,323 @@
+//! `cargo xtask build-kernel`: every selected variant built from one shared build
+//! directory per (source, config), with the `wbstall` module, into
+//! `target/wbstall/kernels/<variant>/` (`bzImage`, `config`, `wbstall.ko`,
+//! `build.log`, `variant.json`).
+
+use std::{
+    fs,
+    path::{Path, PathBuf},
+    time::Instant,
+};
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+use xshell::{cmd, Shell};
+
+use crate::{
+    deps::{self, Toolchain},
+    kconfig, module,
+    patch::{self, Selection, Variant, Variants, Worktree},
+    progress::{self, Progress},
+    source::{SourceArgs, SourceMeta},
+    util,
+};
+
+/// Build the kernel variants (and the wbstall module for each).
+#[derive(Debug, clap::Args)]
+pub struct BuildKernel {
+    #[command(flatten)]
+    pub selection: Selection,
+    #[command(flatten)]
+    pub source: SourceArgs,
+    /// Parallel make jobs (make -j). Default: the number of CPUs.
+    #[arg(long, value_name = "N")]
+    pub jobs: Option<usize>,
+}
+
+impl BuildKernel {
+    pub fn run(self, sh: &Shell) -> Result<()> {
+        let tc = deps::ensure(sh)?;
+        let built = build(sh, &tc, &self.selection, &self.source, self.jobs)?;
+        println!("{}", summary(&built));
+        Ok(())
+    }
+}
+
+/// A patch as recorded in `variant.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PatchMeta {
+    pub file: String,
+    pub sha256: String,
+}
+
+/// `variant.json`: what exactly a kernel image is.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct VariantMeta {
+    pub variant: String,
+    pub description: String,
+    pub base: SourceMeta,
+    pub patches: Vec<PatchMeta>,
+    /// `uname -r` of the image.
+    pub kernel_release: String,
+    pub config_sha256: String,
+    pub fragment_sha256: String,
+    pub toolchain: Toolchain,
+    /// Wall time of this variant's make (kernel and module).
+    pub build_seconds: f64,
+    /// Objects compiled by this build (0 when nothing changed).
+    pub objects_rebuilt: usize,
+    /// Source files the switch to this variant rewrote.
+    pub files_changed: Vec<String>,
+    pub module_sha256: String,
+    pub bzimage_sha256: String,
+    pub built_at: String,
+}
+
+/// A built variant.
+#[derive(Debug, Clone)]
+pub struct Built {
+    pub dir: PathBuf,
+    pub meta: VariantMeta,
+}
+
+impl Built {
+    pub fn bzimage(&self) -> PathBuf {
+        self.dir.join("bzImage")
+    }
+    pub fn module(&self) -> PathBuf {
+        self.dir.join("wbstall.ko")
+    }
+}
+
+/// Where a variant's kernel lands.
+pub fn kernels_dir() -> PathBuf {
+    util::target_dir().join("kernels")
+}
+
+/// Builds the selected variants, in order, and returns them.
+pub fn build(
+    sh: &Shell,
+    tc: &Toolchain,
+    selection: &Selection,
+    source: &SourceArgs,
+    jobs: Option<usize>,
+) -> Result<Vec<Built>> {
+    let root = util::project_root();
+    // Resolve names and read every patch before downloading anything.
+    let variants = Variants::load(&root.join(patch::VARIANTS_FILE))?;
+    let selected = selection.resolve(&variants)?;
+    let cache = util::cache_dir()?;
+    fs::create_dir_all(&cache)
+        .with_context(|| format!("creating the cache {}", cache.display()))?;
+    let src = source.prepare(sh, &cache)?;
+    let tree = src.tree();
+    deps::check_tree_minimums(sh, &tree, tc)?;
+
+    // One build at a time per cached tree.
+    let lock_path = src.root.join("lock");
+    let lock = fs::File::create(&lock_path)
+        .with_context(|| format!("creating {}", lock_path.display()))?;
+    if lock.try_lock().is_err() {
+        eprintln!("wbstall: waiting for another build of {} to finish", src.id);
+        lock.lock()
+            .with_context(|| format!("locking {}", lock_path.display()))?;
+    }
+
+    let fragment_path = root.join(kconfig::FRAGMENT);
+    let fragment = fs::read_to_string(&fragment_path)
+        .with_context(|| format!("reading {}", fragment_path.display()))?;
+    let jobs = jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
+    let worktree = Worktree::new(&src.root);
+    let mut built = Vec::new();
+    for variant in &selected {
+        built.push(build_one(
+            sh,
+            tc,
+            &src,
+            &worktree,
+            variant,
+            &fragment,
+            &fragment_path,
+            jobs,
+        )?);
+    }
+    drop(lock);
+    Ok(built)
+}
+
+/// Patches that change Kconfig files change the configuration, and so get a
+/// build directory of their own.
+fn kconfig_touch(variant: &Variant) -> Result<Vec<(String, String)>> {
+    let mut out = Vec::new();
+    for p in &variant.patches {
+        for path in patch::touched_paths(&p.diff)? {
+            let name = Path::new(&path)
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned());
+            if name.is_some_and(|n| n.starts_with("Kconfig")) {
+                out.push((path, p.sha256.clone()));
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn build_one(
+    sh: &Shell,
+    tc: &Toolchain,
+    src: &crate::source::Source,
+    worktree: &Worktree,
+    variant: &Variant,
+    fragment: &str,
+    fragment_path: &Path,
+    jobs: usize,
+) -> Result<Built> {
+    let tree = src.tree();
+    let key = kconfig::config_key(fragment, tc, &kconfig_touch(variant)?);
+    let build_dir = util::cache_dir()?
+        .join("build")
+        .join(format!("{}-{}", src.id, &key[..12]));
+    fs::create_dir_all(&build_dir).with_context(|| format!("creating {}", build_dir.display()))?;
+    let logs = util::target_dir().join("logs");
+    fs::create_dir_all(&logs).with_context(|| format!("creating {}", logs.display()))?;
+    let log = logs.join(format!("build-{}.log", variant.name));
+    fs::write(&log, "").with_context(|| format!("creating {}", log.display()))?;
+
+    let mut progress = Progress::new(&format!("build-kernel {}", variant.name));
+    let started = Instant::now();
+    progress.stage("applying patches");
+    let switch = worktree.switch(sh, variant)?;
+    progress.stage("configuring");
+    kconfig::configure(sh, &tree, &build_dir, fragment_path, tc, &key, &log)?;
+
+    progress.stage("compiling");
+    let llvm = format!("LLVM={}", tc.llvm_make_arg);
+    let jobs_arg = format!("-j{jobs}");
+    let mut objects = 0usize;
+    let mut linked = false;
+    util::run_logged(
+        cmd!(sh, "make -C {tree} O={build_dir} {llvm} {jobs_arg}"),
+        &log,
+        &format!("building the {} kernel", variant.name),
+        |line| {
+            if let Some((tool, target)) = progress::kbuild_step(line) {
+                if progress::is_compile(tool) {
+                    objects += 1;
+                }
+                match (tool, target) {
+                    ("LD", "vmlinux") => {
+                        linked = true;
+                        progress.stage("linking vmlinux");
+                    }
+                    (_, t) if linked && t.starts_with("arch/x86/boot") => {
+                        progress.stage("making bzImage")
+                    }
+                    _ => {}
+                }
+                progress.detail(&format!("[{objects} objects] {tool} {target}"));
+            }
+        },
+    )?;
+
+    progress.stage("building the wbstall module");
+    let module_out = util::target_dir().join("module").join(&variant.name);
+    let ko = module::build_external(
+        sh,
+        tc,
+        &build_dir,
+        &util::project_root().join(module::MODULE_DIR),
+        &module_out,
+    )?;
+    let seconds = started.elapsed().as_secs_f64();
+
+    // Assemble the artifacts next to the old ones, then swap: a failure above
+    // leaves the previous kernel of this variant in place.
+    let dir = kernels_dir().join(&variant.name);
+    let partial = kernels_dir().join(format!(".{}.partial", variant.name));
+    if partial.exists() {
+        fs::remove_dir_all(&partial).with_context(|| format!("removing {}", partial.display()))?;
+    }
+    fs::create_dir_all(&partial).with_context(|| format!("creating {}", partial.display()))?;
+    let bzimage = build_dir.join("arch/x86/boot/bzImage");
+    sh.copy_file(&bzimage, partial.join("bzImage"))
+        .context("copying bzImage")?;
+    sh.copy_file(build_dir.join(".config"), partial.join("config"))
+        .context("copying .config")?;
+    sh.copy_file(&ko, partial.join("wbstall.ko"))
+        .context("copying wbstall.ko")?;
+    sh.copy_file(&log, partial.join("build.log"))
+        .context("copying the build log")?;
+    let release = fs::read_to_string(build_dir.join("include/config/kernel.release"))
+        .context("reading include/config/kernel.release")?;
+    let meta = VariantMeta {
+        variant: variant.name.clone(),
+        description: variant.description.clone(),
+        base: src.meta.clone(),
+        patches: variant
+            .patches
+            .iter()
+            .map(|p| PatchMeta {
+                file: p.label.clone(),
+                sha256: p.sha256.clone(),
+            })
+            .collect(),
+        kernel_release: release.trim().to_string(),
+        config_sha256: util::sha256_file(&build_dir.join(".config"))?,
+        fragment_sha256: util::sha256_hex(fragment.as_bytes()),
+        toolchain: tc.clone(),
+        build_seconds: (seconds * 10.0).round() / 10.0,
+        objects_rebuilt: objects,
+        files_changed: switch.changed.clone(),
+        module_sha256: util::sha256_file(&ko)?,
+        bzimage_sha256: util::sha256_file(&bzimage)?,
+        built_at: util::timestamp(),
+    };
+    util::write_atomic(
+        &partial.join("variant.json"),
+        serde_json::to_string_pretty(&meta)?,
+    )?;
+    if dir.exists() {
+        fs::remove_dir_all(&dir).with_context(|| format!("replacing {}", dir.display()))?;
+    }
+    fs::rename(&partial, &dir)
+        .with_context(|| format!("moving the kernel into {}", dir.display()))?;
+    progress.finish(&format!(
+        "{} built ({} file(s) switched, {objects} objects compiled)",
+        variant.name,
+        switch.changed.len()
+    ));
+    Ok(Built { dir, meta })
+}
+
+/// Reads a built variant back (for qemu-test and reports).
+pub fn load_built(name: &str) -> Result<Built> {
+    let dir = kernels_dir().join(name);
+    let path = dir.join("variant.json");
+    let text = fs::read_to_string(&path).with_context(|| {
+        format!("no kernel built for `{name}` ({} missing): run `cargo xtask build-kernel --variant {name}`", path.display())
+    })?;
+    let meta =
+        serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+    Ok(Built { dir, meta })
+}
+
+/// The table `build-kernel` prints.
+pub fn summary(built: &[Built]) -> String {
+    let mut out = format!(
+        "{:<12} {:>8} {:>9} {:>9}  {}\n",
+        "variant", "seconds", "objects", "switched", "kernel"
+    );
+    for b in built {
+        let m = &b.meta;
+        out.push_str(&format!(
+            "{:<12} {:>8.1} {:>9} {:>9}  {}\n",
+            m.variant,
+            m.build_seconds,
+            m.objects_rebuilt,
+            m.files_changed.len(),
+            b.bzimage().display()
+        ));
+    }
+    out
+}

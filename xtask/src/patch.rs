@@ -1,0 +1,949 @@
+//! Variants: which patches make each one (`patches/variants.toml`), reading patch
+//! files (plain diffs or mails), and switching the cached tree from one variant to
+//! another so that only the files the patches touch change.
+//!
+//! Switching works like quilt: before a file is first modified its pristine copy
+//! is saved under `src/<id>/orig/`. A switch applies the new variant's patches to
+//! pristine copies in a staging directory first (nothing in the tree changes if a
+//! patch does not apply), then rewrites only the files whose content differs. Make
+//! sees new mtimes on exactly those files, so only their objects rebuild.
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    fs,
+    path::{Component, Path, PathBuf},
+};
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+use xshell::{cmd, Shell};
+
+use crate::util;
+
+/// The variants file, relative to the repository root.
+pub const VARIANTS_FILE: &str = "patches/variants.toml";
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct VariantsToml {
+    adhoc_base: String,
+    #[serde(rename = "variant")]
+    variants: Vec<VariantDef>,
+}
+
+/// One `[[variant]]` entry of the variants file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VariantDef {
+    pub name: String,
+    pub description: String,
+    /// Patch files, relative to the variants file, applied in order.
+    pub patches: Vec<String>,
+}
+
+/// The parsed variants file.
+#[derive(Debug)]
+pub struct Variants {
+    pub path: PathBuf,
+    /// The variant an ad-hoc `--patch FILE` is applied on top of.
+    pub adhoc_base: String,
+    pub defs: Vec<VariantDef>,
+}
+
+/// A patch ready to apply.
+#[derive(Debug, Clone)]
+pub struct Patch {
+    /// How to name it in messages (its path).
+    pub label: String,
+    /// The diff part of the file (mail headers and trailers removed).
+    pub diff: String,
+    /// sha256 of the file as given.
+    pub sha256: String,
+}
+
+impl Patch {
+    pub fn read(path: &Path) -> Result<Patch> {
+        let bytes = fs::read(path).with_context(|| format!("reading patch {}", path.display()))?;
+        let text = String::from_utf8_lossy(&bytes);
+        let diff =
+            extract_diff(&text).with_context(|| format!("reading patch {}", path.display()))?;
+        Ok(Patch {
+            label: path.display().to_string(),
+            diff,
+            sha256: util::sha256_hex(&bytes),
+        })
+    }
+}
+
+/// A variant: a name and the patches that make it from the base tree.
+#[derive(Debug, Clone)]
+pub struct Variant {
+    pub name: String,
+    pub description: String,
+    pub patches: Vec<Patch>,
+}
+
+fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
+}
+
+impl Variants {
+    pub fn load(path: &Path) -> Result<Variants> {
+        let text = fs::read_to_string(path)
+            .with_context(|| format!("reading the variants file {}", path.display()))?;
+        let v = Variants::parse(&text, path)?;
+        let dir = path.parent().unwrap_or(Path::new("."));
+        for def in &v.defs {
+            for p in &def.patches {
+                if !dir.join(p).is_file() {
+                    bail!(
+                        "{}: variant `{}` lists patch `{p}`, but {} does not exist",
+                        path.display(),
+                        def.name,
+                        dir.join(p).display()
+                    );
+                }
+            }
+        }
+        Ok(v)
+    }
+
+    pub fn parse(text: &str, path: &Path) -> Result<Variants> {
+        let file: VariantsToml = toml::from_str(text).map_err(|e| {
+            anyhow::anyhow!(
+                "{} is not a valid variants file: {e}\nExpected `adhoc_base = \"NAME\"` and \
+                 `[[variant]]` tables with `name`, `description` and `patches = [..]`",
+                path.display()
+            )
+        })?;
+        let mut seen = BTreeSet::new();
+        for def in &file.variants {
+            if !valid_name(&def.name) {
+                bail!(
+                    "{}: variant name `{}` must use only a-z, 0-9, `-` and `_` (it names directories)",
+                    path.display(),
+                    def.name
+                );
+            }
+            if !seen.insert(def.name.as_str()) {
+                bail!(
+                    "{}: variant `{}` is defined twice",
+                    path.display(),
+                    def.name
+                );
+            }
+        }
+        if file.variants.is_empty() {
+            bail!("{}: defines no [[variant]]", path.display());
+        }
+        if !seen.contains(file.adhoc_base.as_str()) {
+            bail!(
+                "{}: adhoc_base = `{}` is not one of the variants ({})",
+                path.display(),
+                file.adhoc_base,
+                file.variants
+                    .iter()
+                    .map(|v| v.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+        Ok(Variants {
+            path: path.to_path_buf(),
+            adhoc_base: file.adhoc_base,
+            defs: file.variants,
+        })
+    }
+
+    pub fn names(&self) -> Vec<&str> {
+        self.defs.iter().map(|d| d.name.as_str()).collect()
+    }
+
+    fn def(&self, name: &str) -> Result<&VariantDef> {
+        self.defs.iter().find(|d| d.name == name).with_context(|| {
+            format!(
+                "unknown variant `{name}`; known variants ({}): {}",
+                self.path.display(),
+                self.names().join(", ")
+            )
+        })
+    }
+
+    /// Reads the patches of a named variant.
+    pub fn variant(&self, name: &str) -> Result<Variant> {
+        let def = self.def(name)?;
+        let dir = self.path.parent().unwrap_or(Path::new("."));
+        let patches = def
+            .patches
+            .iter()
+            .map(|p| Patch::read(&dir.join(p)))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Variant {
+            name: def.name.clone(),
+            description: def.description.clone(),
+            patches,
+        })
+    }
+
+    /// An ad-hoc variant: the `adhoc_base` variant plus one patch file.
+    pub fn adhoc(&self, file: &Path) -> Result<Variant> {
+        let extra = Patch::read(file)?;
+        let stem = file
+            .file_stem()
+            .map(|s| util::sanitize(&s.to_string_lossy().to_lowercase()))
+            .unwrap_or_default();
+        let name = format!("patch-{stem}");
+        if self.def(&name).is_ok() {
+            bail!(
+                "--patch {}: the name `{name}` is taken by a variant in {}; rename the file",
+                file.display(),
+                self.path.display()
+            );
+        }
+        let mut base = self.variant(&self.adhoc_base)?;
+        base.patches.push(extra);
+        Ok(Variant {
+            name,
+            description: format!("{} + {}", self.adhoc_base, file.display()),
+            patches: base.patches,
+        })
+    }
+}
+
+/// Which variants a command works on.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct Selection {
+    /// A variant from patches/variants.toml (repeatable). Default: all of them.
+    #[arg(long = "variant", value_name = "NAME")]
+    pub variants: Vec<String>,
+    /// Every variant in patches/variants.toml (the default when nothing is selected).
+    #[arg(long)]
+    pub all: bool,
+    /// An ad-hoc variant: the regressed state plus this patch (a plain diff or a
+    /// mail such as a `git format-patch` file or an -mm commit notice). Repeatable.
+    #[arg(long = "patch", value_name = "FILE")]
+    pub patches: Vec<PathBuf>,
+}
+
+impl Selection {
+    pub fn resolve(&self, variants: &Variants) -> Result<Vec<Variant>> {
+        let mut names: Vec<&str> = self.variants.iter().map(String::as_str).collect();
+        if self.all || (names.is_empty() && self.patches.is_empty()) {
+            names = variants.names();
+        }
+        let mut out: Vec<Variant> = Vec::new();
+        for name in names {
+            if !out.iter().any(|v| v.name == name) {
+                out.push(variants.variant(name)?);
+            }
+        }
+        for file in &self.patches {
+            out.push(variants.adhoc(file)?);
+        }
+        Ok(out)
+    }
+}
+
+/// Takes the diff out of a patch file: a plain diff, a `git format-patch` mail,
+/// or a mail like an -mm commit notice (headers, prose and trailers around it).
+/// Hunks are read by their line counts, so text after the last hunk is dropped;
+/// blank lines inside a hunk (mailers strip the context's leading space) are
+/// restored as empty context lines.
+pub fn extract_diff(text: &str) -> Result<String> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    let mut files = 0;
+    let is_file_start = |i: usize| {
+        lines[i].starts_with("diff --git ")
+            || (lines[i].starts_with("--- ")
+                && lines.get(i + 1).is_some_and(|n| n.starts_with("+++ ")))
+    };
+    while i < lines.len() {
+        if !is_file_start(i) {
+            i += 1;
+            continue;
+        }
+        files += 1;
+        // File header: everything up to the first hunk or the next file.
+        out.push(lines[i].to_string());
+        i += 1;
+        while i < lines.len()
+            && !lines[i].starts_with("@@ ")
+            && !lines[i].starts_with("diff --git ")
+        {
+            let l = lines[i];
+            let header = [
+                "index ",
+                "new file mode",
+                "deleted file mode",
+                "old mode",
+                "new mode",
+                "similarity index",
+                "dissimilarity index",
+                "rename from",
+                "rename to",
+                "copy from",
+                "copy to",
+                "--- ",
+                "+++ ",
+            ];
+            if l.starts_with("Binary files ") || l.starts_with("GIT binary patch") {
+                bail!("line {}: binary patches are not supported", i + 1);
+            }
+            if !header.iter().any(|h| l.starts_with(h)) {
+                break;
+            }
+            out.push(l.to_string());
+            i += 1;
+        }
+        // Hunks.
+        while i < lines.len() && lines[i].starts_with("@@ ") {
+            let (mut old, mut new) = hunk_counts(lines[i])
+                .with_context(|| format!("line {}: malformed hunk header `{}`", i + 1, lines[i]))?;
+            out.push(lines[i].to_string());
+            i += 1;
+            while old > 0 || new > 0 {
+                let Some(l) = lines.get(i) else {
+                    bail!(
+                        "the diff ends inside a hunk (line {}): the patch is truncated",
+                        i + 1
+                    );
+                };
+                match l.chars().next() {
+                    None | Some(' ') => {
+                        if old == 0 || new == 0 {
+                            bail!("line {}: context line beyond the hunk's counts", i + 1);
+                        }
+                        old -= 1;
+                        new -= 1;
+                        out.push(if l.is_empty() { " ".to_string() } else { l.to_string() });
+                    }
+                    Some('-') if old > 0 => {
+                        old -= 1;
+                        out.push(l.to_string());
+                    }
+                    Some('+') if new > 0 => {
+                        new -= 1;
+                        out.push(l.to_string());
+                    }
+                    Some('\\') => out.push(l.to_string()),
+                    _ => bail!(
+                        "line {}: `{l}` does not fit the hunk (expected {old} more old and {new} more new lines)",
+                        i + 1
+                    ),
+                }
+                i += 1;
+            }
+            if lines.get(i).is_some_and(|l| l.starts_with('\\')) {
+                out.push(lines[i].to_string());
+                i += 1;
+            }
+        }
+    }
+    if files == 0 {
+        bail!("found no diff: expected `diff --git` or `---`/`+++` file headers followed by `@@` hunks");
+    }
+    let mut diff = out.join("\n");
+    diff.push('\n');
+    Ok(diff)
+}
+
+/// `@@ -a[,b] +c[,d] @@` → (b, d); a missing count means 1.
+fn hunk_counts(header: &str) -> Option<(usize, usize)> {
+    let (old, new) = hunk_ranges(header)?;
+    Some((old.1, new.1))
+}
+
+/// `@@ -a[,b] +c[,d] @@` → ((a, b), (c, d)).
+fn hunk_ranges(header: &str) -> Option<((usize, usize), (usize, usize))> {
+    let inner = header.strip_prefix("@@ ")?;
+    let inner = &inner[..inner.find(" @@")?];
+    let mut parts = inner.split(' ');
+    let range = |s: &str, sign: char| -> Option<(usize, usize)> {
+        let s = s.strip_prefix(sign)?;
+        match s.split_once(',') {
+            Some((a, b)) => Some((a.parse().ok()?, b.parse().ok()?)),
+            None => Some((s.parse().ok()?, 1)),
+        }
+    };
+    let old = range(parts.next()?, '-')?;
+    let new = range(parts.next()?, '+')?;
+    Some((old, new))
+}
+
+/// Strips the first path component (`-p1`) and checks that the path stays inside
+/// the tree.
+fn strip_p1(name: &str) -> Result<Option<String>> {
+    let name = name.split('\t').next().unwrap_or(name).trim_end();
+    if name == "/dev/null" {
+        return Ok(None);
+    }
+    let Some((_, rest)) = name.split_once('/') else {
+        bail!("patch path `{name}` has no leading directory to strip (diffs are applied with -p1)");
+    };
+    let path = Path::new(rest);
+    if path.is_absolute()
+        || path
+            .components()
+            .any(|c| !matches!(c, Component::Normal(_)))
+    {
+        bail!("patch path `{name}` leaves the tree");
+    }
+    Ok(Some(rest.to_string()))
+}
+
+/// The tree-relative files a diff touches (created, modified, deleted or renamed).
+pub fn touched_paths(diff: &str) -> Result<BTreeSet<String>> {
+    let mut out = BTreeSet::new();
+    let mut minus: Option<String> = None;
+    for line in diff.lines() {
+        if let Some(rest) = line.strip_prefix("diff --git ") {
+            for name in rest.split(' ') {
+                if let Some(p) = strip_p1(name)? {
+                    out.insert(p);
+                }
+            }
+        } else if let Some(name) = line.strip_prefix("--- ") {
+            minus = Some(name.to_string());
+        } else if let Some(name) = line.strip_prefix("+++ ") {
+            match strip_p1(name)? {
+                Some(p) => {
+                    out.insert(p);
+                }
+                // A deletion: the file is named on the `---` line.
+                None => {
+                    if let Some(p) = minus.as_deref().map(strip_p1).transpose()?.flatten() {
+                        out.insert(p);
+                    }
+                }
+            }
+            // For a modification the `+++` name is the path: the `---` name may
+            // carry a suffix (akpm's `a/file~patch-name`).
+        } else if let Some(name) = line
+            .strip_prefix("rename from ")
+            .or_else(|| line.strip_prefix("rename to "))
+        {
+            out.insert(name.to_string());
+        }
+    }
+    Ok(out)
+}
+
+/// Finds the hunk of `diff` for `file` that starts at old line `line` and
+/// describes it: `hunk #2 (@@ -1858,6 +1858,27 @@ ...)`.
+fn describe_hunk(diff: &str, file: &str, line: usize) -> Option<String> {
+    let mut current: Option<String> = None;
+    let mut n = 0;
+    for l in diff.lines() {
+        if let Some(name) = l.strip_prefix("+++ ") {
+            current = strip_p1(name).ok().flatten();
+            n = 0;
+        } else if l.starts_with("@@ ") {
+            n += 1;
+            let ((start, _), _) = hunk_ranges(l)?;
+            if current.as_deref() == Some(file) && start == line {
+                return Some(format!("hunk #{n} of {file} (`{l}`)"));
+            }
+        }
+    }
+    None
+}
+
+/// Names the failing hunk from `git apply`'s `error: patch failed: FILE:LINE`.
+fn failing_hunk(diff: &str, stderr: &str) -> Option<String> {
+    stderr.lines().find_map(|l| {
+        let rest = l.trim().strip_prefix("error: patch failed: ")?;
+        let (file, line) = rest.rsplit_once(':')?;
+        describe_hunk(diff, file, line.parse().ok()?)
+            .or_else(|| Some(format!("the hunk of {file} at line {line}")))
+    })
+}
+
+/// Which variant the cached tree holds, and which files differ from pristine.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct TreeState {
+    variant: Option<String>,
+    /// sha256 of each applied patch, in order.
+    patches: Vec<String>,
+    /// Files that may differ from pristine.
+    touched: BTreeSet<String>,
+    /// Whether each saved original existed in the pristine tree.
+    originals: BTreeMap<String, bool>,
+    /// Set while files are being rewritten; a crash leaves it set and the next
+    /// switch restores every file in `touched`.
+    switching: bool,
+}
+
+/// What a switch did.
+#[derive(Debug)]
+pub struct Switch {
+    /// Files whose content changed (rewritten, created or deleted).
+    pub changed: Vec<String>,
+}
+
+/// A cached source tree that variants are applied to (`src/<id>/`).
+pub struct Worktree {
+    root: PathBuf,
+}
+
+impl Worktree {
+    pub fn new(root: &Path) -> Worktree {
+        Worktree {
+            root: root.to_path_buf(),
+        }
+    }
+
+    fn tree(&self) -> PathBuf {
+        self.root.join("tree")
+    }
+
+    fn state_path(&self) -> PathBuf {
+        self.root.join("variant-state.json")
+    }
+
+    fn load_state(&self) -> Result<TreeState> {
+        match fs::read_to_string(self.state_path()) {
+            Ok(text) => serde_json::from_str(&text).with_context(|| {
+                format!(
+                    "{} is corrupt; remove {} to start from a fresh tree",
+                    self.state_path().display(),
+                    self.root.display()
+                )
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(TreeState::default()),
+            Err(e) => Err(e).with_context(|| format!("reading {}", self.state_path().display())),
+        }
+    }
+
+    fn save_state(&self, st: &TreeState) -> Result<()> {
+        util::write_atomic(&self.state_path(), serde_json::to_string_pretty(st)?)
+    }
+
+    /// The pristine content of `rel`, or None if the pristine tree lacks it.
+    fn pristine(&self, st: &TreeState, rel: &str) -> Result<Option<Vec<u8>>> {
+        let path = match st.originals.get(rel) {
+            Some(false) => return Ok(None),
+            Some(true) => self.root.join("orig").join(rel),
+            None => self.tree().join(rel),
+        };
+        read_optional(&path)
+    }
+
+    /// The variant the tree holds now, if any.
+    #[cfg(test)]
+    pub fn current(&self) -> Result<Option<String>> {
+        let st = self.load_state()?;
+        Ok(if st.switching { None } else { st.variant })
+    }
+
+    /// Makes the tree hold `variant`: pristine plus its patches, in order.
+    pub fn switch(&self, sh: &Shell, variant: &Variant) -> Result<Switch> {
+        let mut st = self.load_state()?;
+        let mut new_touched = BTreeSet::new();
+        for p in &variant.patches {
+            new_touched
+                .extend(touched_paths(&p.diff).with_context(|| format!("reading {}", p.label))?);
+        }
+
+        // 1. Apply to pristine copies in a staging directory. The tree is not
+        //    touched until every patch has applied.
+        let stage = self.root.join("stage");
+        if stage.exists() {
+            fs::remove_dir_all(&stage).with_context(|| format!("clearing {}", stage.display()))?;
+        }
+        fs::create_dir_all(&stage).with_context(|| format!("creating {}", stage.display()))?;
+        for rel in &new_touched {
+            if let Some(bytes) = self.pristine(&st, rel)? {
+                write_file(&stage.join(rel), &bytes)?;
+            }
+        }
+        {
+            let _d = sh.push_dir(&stage);
+            // Keep git from finding a repository above the staging directory.
+            let ceiling = self.root.display().to_string();
+            for p in &variant.patches {
+                let out = cmd!(sh, "git apply --whitespace=nowarn -")
+                    .env("GIT_CEILING_DIRECTORIES", &ceiling)
+                    .env_remove("GIT_DIR")
+                    .env_remove("GIT_WORK_TREE")
+                    .stdin(&p.diff)
+                    .quiet()
+                    .ignore_status()
+                    .output()
+                    .context("running git apply")?;
+                if !out.status.success() {
+                    let stderr = String::from_utf8_lossy(&out.stderr);
+                    let hunk = failing_hunk(&p.diff, &stderr)
+                        .unwrap_or_else(|| "a hunk (see below)".to_string());
+                    bail!(
+                        "patch {} does not apply for variant `{}`: {hunk} failed.\n\
+                         git apply said:\n{}\n\
+                         Nothing was changed: the cached tree still holds {}, and the other \
+                         variants are unaffected. Rebase the patch onto the state it follows \
+                         (for --patch: the regressed variant).",
+                        p.label,
+                        variant.name,
+                        stderr.trim_end(),
+                        st.variant
+                            .as_deref()
+                            .map_or("its previous state".to_string(), |v| format!(
+                                "variant `{v}`"
+                            )),
+                    );
+                }
+            }
+        }
+
+        // 2. Save the originals of files about to be touched for the first time.
+        for rel in &new_touched {
+            if !st.originals.contains_key(rel) {
+                let src = self.tree().join(rel);
+                let existed = match read_optional(&src)? {
+                    Some(bytes) => {
+                        write_file(&self.root.join("orig").join(rel), &bytes)?;
+                        true
+                    }
+                    None => false,
+                };
+                st.originals.insert(rel.clone(), existed);
+            }
+        }
+        st.touched.extend(new_touched.iter().cloned());
+        st.switching = true;
+        self.save_state(&st)?;
+
+        // 3. Rewrite only what differs.
+        let mut changed = Vec::new();
+        for rel in st.touched.clone() {
+            let want = if new_touched.contains(&rel) {
+                read_optional(&stage.join(&rel))?
+            } else {
+                self.pristine(&st, &rel)?
+            };
+            let path = self.tree().join(&rel);
+            if read_optional(&path)? != want {
+                match &want {
+                    Some(bytes) => write_file(&path, bytes)?,
+                    None => fs::remove_file(&path)
+                        .with_context(|| format!("removing {}", path.display()))?,
+                }
+                changed.push(rel);
+            }
+        }
+        st.variant = Some(variant.name.clone());
+        st.patches = variant.patches.iter().map(|p| p.sha256.clone()).collect();
+        st.touched = new_touched;
+        st.switching = false;
+        self.save_state(&st)?;
+        fs::remove_dir_all(&stage).ok();
+        Ok(Switch { changed })
+    }
+}
+
+fn read_optional(path: &Path) -> Result<Option<Vec<u8>>> {
+    match fs::read(path) {
+        Ok(b) => Ok(Some(b)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
+    }
+}
+
+fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
+    if let Some(dir) = path.parent() {
+        fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    fs::write(path, bytes).with_context(|| format!("writing {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::util::testdir;
+
+    const SEED_V1: &str = include_str!("../fixtures/mail/000_83f260798f5a9577.txt");
+    const SEED_V2: &str = include_str!("../fixtures/mail/001_5424f0ee04e0b99b.txt");
+
+    fn repo_patch(name: &str) -> String {
+        let path = util::project_root().join("patches").join(name);
+        fs::read_to_string(&path).unwrap()
+    }
+
+    /// The `+`/`-` lines of a diff, without file headers.
+    fn changed_lines(diff: &str) -> Vec<String> {
+        diff.lines()
+            .filter(|l| {
+                (l.starts_with('+') && !l.starts_with("+++ "))
+                    || (l.starts_with('-') && !l.starts_with("--- "))
+            })
+            .map(str::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn diff_is_taken_out_of_an_mm_commit_mail() {
+        // The -mm notice has prose before and `_` plus a patch list after the diff.
+        let d = extract_diff(SEED_V1).unwrap();
+        assert!(
+            d.starts_with("--- a/mm/page-writeback.c~mm-start-background"),
+            "{d}"
+        );
+        assert!(d.ends_with(" \t\t/*\n"), "{d}");
+        assert!(!d.contains("Patches currently"));
+        assert_eq!(
+            touched_paths(&d).unwrap(),
+            BTreeSet::from(["mm/page-writeback.c".to_string()])
+        );
+    }
+
+    #[test]
+    fn diff_is_taken_out_of_a_format_patch_mail() {
+        // The signature `-- \n2.52.0` after the last hunk is not part of the diff.
+        let d = extract_diff(SEED_V2).unwrap();
+        assert!(d.starts_with("diff --git a/mm/page-writeback.c b/mm/page-writeback.c\nindex "));
+        assert!(!d.contains("2.52.0"));
+        assert_eq!(changed_lines(&d).len(), 21);
+    }
+
+    #[test]
+    fn blank_context_lines_from_mailers_are_restored() {
+        let mail = "Subject: x\n\n--- a/f\n+++ b/f\n@@ -1,3 +1,3 @@\n a\n\n-b\n+c\n";
+        assert_eq!(
+            extract_diff(mail).unwrap(),
+            "--- a/f\n+++ b/f\n@@ -1,3 +1,3 @@\n a\n \n-b\n+c\n"
+        );
+    }
+
+    #[test]
+    fn broken_diffs_are_errors() {
+        let e = extract_diff("just prose\n--- not a diff\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("found no diff"), "{e}");
+        let e = extract_diff("--- a/f\n+++ b/f\n@@ -1,3 +1,3 @@\n a\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("truncated"), "{e}");
+        let e = extract_diff("--- a/f\n+++ b/f\n@@ -1,1 +1,1 @@\n?x\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("does not fit the hunk"), "{e}");
+    }
+
+    #[test]
+    fn repository_patches_change_exactly_the_seeds_lines() {
+        // v1 and v2 must carry the seeds' changes verbatim; only context may move.
+        let v1 = extract_diff(&repo_patch(
+            "0002-v1-start-writeback-on-per-wb-threshold-for-strictlimit.patch",
+        ))
+        .unwrap();
+        assert_eq!(
+            changed_lines(&v1),
+            changed_lines(&extract_diff(SEED_V1).unwrap())
+        );
+        let v2 = extract_diff(&repo_patch(
+            "0003-v2-reinstate-unconditional-writeback-start.patch",
+        ))
+        .unwrap();
+        assert_eq!(
+            changed_lines(&v2),
+            changed_lines(&extract_diff(SEED_V2).unwrap())
+        );
+    }
+
+    #[test]
+    fn touched_paths_cover_creates_deletes_and_renames() {
+        let d = "diff --git a/old.c b/new.c\nsimilarity index 90%\nrename from old.c\nrename to new.c\n\
+                 --- /dev/null\n+++ b/added.c\n@@ -0,0 +1 @@\n+x\n\
+                 --- a/gone.c\n+++ /dev/null\n@@ -1 +0,0 @@\n-x\n";
+        let t = touched_paths(d).unwrap();
+        let want: BTreeSet<String> = ["old.c", "new.c", "added.c", "gone.c"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(t, want);
+        let e = touched_paths("--- a/../etc/passwd\n+++ b/../etc/passwd\n").unwrap_err();
+        assert!(e.to_string().contains("leaves the tree"));
+    }
+
+    const VARIANTS: &str = r#"
+adhoc_base = "regressed"
+[[variant]]
+name = "regressed"
+description = "r"
+patches = ["r.patch"]
+[[variant]]
+name = "upstream"
+description = "u"
+patches = []
+"#;
+
+    #[test]
+    fn variants_file_parses_in_order() {
+        let v = Variants::parse(VARIANTS, Path::new("v.toml")).unwrap();
+        assert_eq!(v.names(), ["regressed", "upstream"]);
+        assert_eq!(v.adhoc_base, "regressed");
+        assert_eq!(v.defs[0].patches, ["r.patch"]);
+    }
+
+    #[test]
+    fn variants_file_errors_say_what_to_fix() {
+        let cases = [
+            (
+                VARIANTS.replace("name = \"upstream\"", "name = \"regressed\""),
+                "defined twice",
+            ),
+            (
+                VARIANTS.replace("adhoc_base = \"regressed\"", "adhoc_base = \"v9\""),
+                "adhoc_base = `v9` is not one of",
+            ),
+            (
+                VARIANTS.replace("name = \"upstream\"", "name = \"Up Stream\""),
+                "must use only",
+            ),
+            (
+                VARIANTS.replace("description = \"u\"", "descripton = \"u\""),
+                "unknown field",
+            ),
+            (
+                "adhoc_base = \"x\"\n".to_string(),
+                "missing field `variant`",
+            ),
+        ];
+        for (text, want) in cases {
+            let e = format!(
+                "{:#}",
+                Variants::parse(&text, Path::new("v.toml")).unwrap_err()
+            );
+            assert!(e.contains(want), "want {want:?} in {e}");
+        }
+    }
+
+    #[test]
+    fn unknown_variant_lists_the_known_ones() {
+        let v = Variants::parse(VARIANTS, Path::new("patches/variants.toml")).unwrap();
+        let e = v.variant("v7").unwrap_err().to_string();
+        assert!(e.contains("unknown variant `v7`"), "{e}");
+        assert!(e.contains("regressed, upstream"), "{e}");
+    }
+
+    #[test]
+    fn the_repository_variants_file_is_valid() {
+        let v = Variants::load(&util::project_root().join(VARIANTS_FILE)).unwrap();
+        assert_eq!(v.names(), ["regressed", "v1", "v2", "upstream"]);
+        for name in v.names() {
+            v.variant(name).unwrap();
+        }
+    }
+
+    fn patch(label: &str, diff: &str) -> Patch {
+        Patch {
+            label: label.into(),
+            diff: extract_diff(diff).unwrap(),
+            sha256: util::sha256_hex(diff.as_bytes()),
+        }
+    }
+
+    fn variant(name: &str, patches: Vec<Patch>) -> Variant {
+        Variant {
+            name: name.into(),
+            description: String::new(),
+            patches,
+        }
+    }
+
+    #[test]
+    fn switching_rewrites_only_touched_files_and_restores_pristine() {
+        let dir = testdir::Dir::new("switch");
+        let tree = dir.path().join("tree");
+        fs::create_dir_all(tree.join("mm")).unwrap();
+        fs::write(tree.join("mm/a.c"), "one\ntwo\nthree\n").unwrap();
+        fs::write(tree.join("mm/b.c"), "untouched\n").unwrap();
+        let b_mtime = fs::metadata(tree.join("mm/b.c"))
+            .unwrap()
+            .modified()
+            .unwrap();
+        let sh = Shell::new().unwrap();
+        let wt = Worktree::new(dir.path());
+
+        let p = patch(
+            "p1",
+            "--- a/mm/a.c\n+++ b/mm/a.c\n@@ -1,3 +1,3 @@\n one\n-two\n+TWO\n three\n",
+        );
+        let add = patch("p2", "--- /dev/null\n+++ b/mm/new.c\n@@ -0,0 +1 @@\n+new\n");
+        let s = wt.switch(&sh, &variant("x", vec![p.clone(), add])).unwrap();
+        assert_eq!(s.changed, ["mm/a.c", "mm/new.c"]);
+        assert_eq!(
+            fs::read_to_string(tree.join("mm/a.c")).unwrap(),
+            "one\nTWO\nthree\n"
+        );
+        assert_eq!(wt.current().unwrap().as_deref(), Some("x"));
+
+        // Same variant again: nothing is rewritten, so nothing rebuilds.
+        let s = wt
+            .switch(
+                &sh,
+                &variant(
+                    "x2",
+                    vec![
+                        p.clone(),
+                        patch("p2", "--- /dev/null\n+++ b/mm/new.c\n@@ -0,0 +1 @@\n+new\n"),
+                    ],
+                ),
+            )
+            .unwrap();
+        assert!(s.changed.is_empty(), "{:?}", s.changed);
+
+        // Back to pristine: a.c restored, new.c removed, b.c never written.
+        let s = wt.switch(&sh, &variant("pristine", vec![])).unwrap();
+        assert_eq!(s.changed, ["mm/a.c", "mm/new.c"]);
+        assert_eq!(
+            fs::read_to_string(tree.join("mm/a.c")).unwrap(),
+            "one\ntwo\nthree\n"
+        );
+        assert!(!tree.join("mm/new.c").exists());
+        assert_eq!(
+            fs::metadata(tree.join("mm/b.c"))
+                .unwrap()
+                .modified()
+                .unwrap(),
+            b_mtime
+        );
+    }
+
+    #[test]
+    fn a_patch_that_does_not_apply_names_the_hunk_and_changes_nothing() {
+        let dir = testdir::Dir::new("badpatch");
+        let tree = dir.path().join("tree");
+        fs::create_dir_all(tree.join("mm")).unwrap();
+        let text: String = (1..=30).map(|n| format!("line {n}\n")).collect();
+        fs::write(tree.join("mm/a.c"), &text).unwrap();
+        let sh = Shell::new().unwrap();
+        let wt = Worktree::new(dir.path());
+        let good = patch(
+            "good.patch",
+            "--- a/mm/a.c\n+++ b/mm/a.c\n@@ -2,3 +2,3 @@\n line 2\n-line 3\n+LINE 3\n line 4\n",
+        );
+        wt.switch(&sh, &variant("good", vec![good])).unwrap();
+        let patched = fs::read_to_string(tree.join("mm/a.c")).unwrap();
+
+        // The second hunk's context does not exist in the file.
+        let bad = patch(
+            "bad.patch",
+            "--- a/mm/a.c\n+++ b/mm/a.c\n@@ -2,3 +2,3 @@\n line 2\n-line 3\n+LINE 3\n line 4\n\
+             @@ -20,3 +20,3 @@\n line 20\n-no such line\n+x\n line 22\n",
+        );
+        let e = wt
+            .switch(&sh, &variant("bad", vec![bad]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("patch bad.patch does not apply"), "{e}");
+        assert!(e.contains("hunk #2 of mm/a.c (`@@ -20,3 +20,3 @@`)"), "{e}");
+        assert!(e.contains("still holds variant `good`"), "{e}");
+        assert_eq!(fs::read_to_string(tree.join("mm/a.c")).unwrap(), patched);
+        assert_eq!(wt.current().unwrap().as_deref(), Some("good"));
+    }
+}

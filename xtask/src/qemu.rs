@@ -1,0 +1,483 @@
+//! Running a guest: QEMU's argv from small pure functions (one reason per kernel
+//! argument), the accelerator choice, the child kept on a leash (killed on every
+//! exit path), and what a run's end means: a result, a panic, a hang or a
+//! missing result are different errors, each naming the console log.
+
+use std::{
+    ffi::OsString,
+    fs,
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, Result};
+use xshell::{cmd, Shell};
+
+use crate::results::{self, End, Stream};
+
+/// How QEMU executes guest code.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Accel {
+    /// Hardware virtualization: needs /dev/kvm *and* vmx/svm in /proc/cpuinfo.
+    Kvm,
+    /// QEMU's dynamic translator, multi-threaded (one host thread per vCPU).
+    Tcg,
+}
+
+/// KVM only where it can work: a usable /dev/kvm alone is not enough (a
+/// software-nested kvm-pvm host has one, and a guest hangs at "Booting from
+/// ROM"), the CPU must also advertise vmx or svm.
+pub fn choose_accel(cpuinfo: &str, kvm_usable: bool) -> Accel {
+    let virt = cpuinfo
+        .lines()
+        .filter(|l| l.starts_with("flags"))
+        .any(|l| l.split_whitespace().any(|f| f == "vmx" || f == "svm"));
+    if virt && kvm_usable {
+        Accel::Kvm
+    } else {
+        Accel::Tcg
+    }
+}
+
+/// Detects the accelerator on this host.
+pub fn detect_accel() -> Accel {
+    let cpuinfo = fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let kvm = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/kvm")
+        .is_ok();
+    choose_accel(&cpuinfo, kvm)
+}
+
+/// Everything one boot needs.
+#[derive(Debug, Clone)]
+pub struct VmConfig {
+    pub kernel: PathBuf,
+    pub initrd: PathBuf,
+    pub accel: Accel,
+    pub cpus: u32,
+    pub memory_mib: u32,
+    /// `wbstall.KEY=VALUE` parameters for the guest's init.
+    pub params: Vec<(String, String)>,
+    /// Serial console: a log file, or the terminal for `shell`.
+    pub console: Console,
+    /// Where the results port's bytes go (none for `shell`).
+    pub results: Option<PathBuf>,
+    /// A raw disk image for virtio-blk.
+    pub disk: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone)]
+pub enum Console {
+    File(PathBuf),
+    Stdio,
+}
+
+fn os(v: &[&str]) -> Vec<OsString> {
+    v.iter().map(OsString::from).collect()
+}
+
+/// No default devices or config files, no display, and exit instead of
+/// rebooting, so that the guest's `reboot -f` (and a panic) ends QEMU.
+pub fn base_args() -> Vec<OsString> {
+    os(&[
+        "-nodefaults",
+        "-no-user-config",
+        "-display",
+        "none",
+        "-no-reboot",
+        "-machine",
+        "pc",
+    ])
+}
+
+pub fn accel_args(accel: Accel, cpus: u32, memory_mib: u32) -> Vec<OsString> {
+    let mut a = match accel {
+        Accel::Kvm => os(&["-accel", "kvm", "-cpu", "host"]),
+        Accel::Tcg => os(&["-accel", "tcg,thread=multi", "-cpu", "max"]),
+    };
+    // One CPU per socket: the guest has no ACPI and finds its CPUs in the MP
+    // table, where SeaBIOS lists only the first CPU of each package, so QEMU's
+    // default topology (cores) would leave the guest with one CPU.
+    let smp = format!("{cpus},sockets={cpus},cores=1,threads=1");
+    a.extend(os(&["-smp", &smp, "-m", &format!("{memory_mib}M")]));
+    a
+}
+
+/// The kernel command line, one item per reason.
+pub fn kernel_cmdline(params: &[(String, String)]) -> String {
+    let mut items: Vec<String> = vec![
+        // The boot log and any panic go to the first serial port, which QEMU
+        // saves per run; results never travel this way.
+        "console=ttyS0".into(),
+        // Reboot at once on panic; with -no-reboot QEMU exits, so a panic ends the
+        // run instead of hanging it until the timeout.
+        "panic=-1".into(),
+        // A warning inside the module's probes must not go unnoticed: print the
+        // whole backtrace at the default console level.
+        "loglevel=7".into(),
+        // Run wbstall's init from the initramfs.
+        "rdinit=/init".into(),
+    ];
+    // Scenario parameters for init. Dotted names are taken as parameters of a
+    // (non built-in) module: the kernel neither warns about them nor passes them
+    // to init as environment; init reads them from /proc/cmdline.
+    items.extend(params.iter().map(|(k, v)| format!("wbstall.{k}={v}")));
+    items.join(" ")
+}
+
+pub fn kernel_args(kernel: &Path, initrd: &Path, params: &[(String, String)]) -> Vec<OsString> {
+    vec![
+        "-kernel".into(),
+        kernel.into(),
+        "-initrd".into(),
+        initrd.into(),
+        "-append".into(),
+        kernel_cmdline(params).into(),
+    ]
+}
+
+pub fn console_args(console: &Console) -> Vec<OsString> {
+    match console {
+        Console::File(path) => {
+            let mut spec = OsString::from("file,id=con,path=");
+            spec.push(path);
+            vec![
+                "-chardev".into(),
+                spec,
+                "-serial".into(),
+                "chardev:con".into(),
+            ]
+        }
+        // The terminal drives the guest's shell; Ctrl-A X leaves QEMU.
+        Console::Stdio => os(&["-serial", "mon:stdio"]),
+    }
+}
+
+/// The results port: a virtio-serial port named `wbstall.results` whose bytes
+/// QEMU writes to a file.
+pub fn results_args(path: &Path) -> Vec<OsString> {
+    let mut spec = OsString::from("file,id=results,path=");
+    spec.push(path);
+    let mut a = os(&["-device", "virtio-serial-pci,id=vser"]);
+    a.extend(["-chardev".into(), spec]);
+    a.extend(os(&[
+        "-device",
+        "virtserialport,bus=vser.0,chardev=results,name=wbstall.results",
+    ]));
+    a
+}
+
+/// A raw disk image on virtio-blk. `cache=none` bypasses the host page cache, so
+/// the guest's writeback runs against the host disk rather than host memory.
+pub fn disk_args(disk: &Path) -> Vec<OsString> {
+    let mut spec = OsString::from("file=");
+    spec.push(disk);
+    spec.push(",if=virtio,format=raw,cache=none,aio=threads");
+    vec!["-drive".into(), spec]
+}
+
+pub fn argv(cfg: &VmConfig) -> Vec<OsString> {
+    let mut a = base_args();
+    a.extend(accel_args(cfg.accel, cfg.cpus, cfg.memory_mib));
+    a.extend(kernel_args(&cfg.kernel, &cfg.initrd, &cfg.params));
+    a.extend(console_args(&cfg.console));
+    if let Some(r) = &cfg.results {
+        a.extend(results_args(r));
+    }
+    if let Some(d) = &cfg.disk {
+        a.extend(disk_args(d));
+    }
+    a
+}
+
+/// Kills QEMU when dropped: no early return leaves a guest running.
+struct Leash(Option<Child>);
+
+impl Drop for Leash {
+    fn drop(&mut self) {
+        if let Some(child) = &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Why a run produced no result.
+#[derive(Debug, PartialEq, Eq)]
+pub enum VmError {
+    /// The kernel panicked (the line that says so).
+    Panic { line: String },
+    /// Still running at the timeout; QEMU was killed.
+    Hang { secs: u64, last_line: String },
+    /// QEMU exited without the guest's END record.
+    MissingResult { why: String, qemu_status: String },
+    /// The guest ran and reported a failure.
+    GuestFailed { reason: String },
+}
+
+/// Decides what a run means from how QEMU ended, the console and the stream.
+pub fn classify(
+    timed_out: Option<u64>,
+    qemu_status: &str,
+    console: &str,
+    stream: Stream,
+) -> std::result::Result<Stream, VmError> {
+    if let Some(line) = console
+        .lines()
+        .find(|l| l.contains("Kernel panic - not syncing"))
+    {
+        return Err(VmError::Panic {
+            line: line.trim().to_string(),
+        });
+    }
+    if let Some(secs) = timed_out {
+        let last_line = console
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("")
+            .trim()
+            .to_string();
+        return Err(VmError::Hang { secs, last_line });
+    }
+    match &stream.end {
+        Some(End::Ok) => Ok(stream),
+        Some(End::Fail(reason)) => Err(VmError::GuestFailed {
+            reason: reason.clone(),
+        }),
+        None => Err(VmError::MissingResult {
+            why: stream
+                .truncated
+                .clone()
+                .unwrap_or_else(|| "no END record".into()),
+            qemu_status: qemu_status.to_string(),
+        }),
+    }
+}
+
+impl VmError {
+    /// The message a user sees, naming the console log.
+    pub fn explain(&self, console: &Path) -> String {
+        let log = console.display();
+        match self {
+            VmError::Panic { line } => format!("the guest kernel panicked: `{line}`. Console log: {log}"),
+            VmError::Hang { secs, last_line } => format!(
+                "the guest hung: no result after {secs} s, QEMU killed (last console line: `{last_line}`). \
+                 Console log: {log}. Raise --timeout if the machine is just slow."
+            ),
+            VmError::MissingResult { why, qemu_status } => format!(
+                "the guest ended without a result ({why}; QEMU {qemu_status}). Console log: {log}"
+            ),
+            VmError::GuestFailed { reason } => format!("the guest reported a failure: {reason}. Console log: {log}"),
+        }
+    }
+}
+
+/// A finished run.
+pub struct Run {
+    pub outcome: std::result::Result<Stream, VmError>,
+    pub wall_secs: f64,
+}
+
+/// Boots a guest and waits for it (or kills it at `timeout`). QEMU's own
+/// stdout/stderr go to `qemu_log`.
+pub fn run(sh: &Shell, cfg: &VmConfig, timeout: Duration, qemu_log: &Path) -> Result<Run> {
+    if let Some(r) = &cfg.results {
+        fs::write(r, b"").with_context(|| format!("creating {}", r.display()))?;
+    }
+    let argv = argv(cfg);
+    let log =
+        fs::File::create(qemu_log).with_context(|| format!("creating {}", qemu_log.display()))?;
+    fs::write(
+        qemu_log.with_extension("cmdline"),
+        format!("qemu-system-x86_64 {argv:?}\n"),
+    )
+    .ok();
+    let mut command: Command = cmd!(sh, "qemu-system-x86_64 {argv...}").into();
+    command
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().context("duplicating the QEMU log handle")?)
+        .stderr(log);
+    let started = Instant::now();
+    let mut leash = Leash(Some(
+        command.spawn().context("starting qemu-system-x86_64")?,
+    ));
+    let child = leash.0.as_mut().expect("child is set");
+    let mut timed_out = None;
+    let status = loop {
+        if let Some(status) = child.try_wait().context("waiting for QEMU")? {
+            break format!("exited {status}");
+        }
+        if started.elapsed() > timeout {
+            let _ = child.kill();
+            let _ = child.wait();
+            timed_out = Some(timeout.as_secs());
+            break "killed at the timeout".to_string();
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    leash.0 = None;
+    let wall_secs = started.elapsed().as_secs_f64();
+    let console = match &cfg.console {
+        Console::File(p) => fs::read_to_string(p).unwrap_or_default(),
+        Console::Stdio => String::new(),
+    };
+    let qemu_err = fs::read_to_string(qemu_log).unwrap_or_default();
+    if timed_out.is_none() && !status.contains("exit status: 0") && !qemu_err.trim().is_empty() {
+        anyhow::bail!("QEMU failed ({status}): {}", qemu_err.trim());
+    }
+    let stream = match &cfg.results {
+        Some(r) => results::parse(&fs::read(r).unwrap_or_default()),
+        None => Stream::default(),
+    };
+    Ok(Run {
+        outcome: classify(timed_out, &status, &console, stream),
+        wall_secs,
+    })
+}
+
+/// Boots a guest on the terminal (for `cargo xtask shell`).
+pub fn interactive(sh: &Shell, cfg: &VmConfig) -> Result<()> {
+    let argv = argv(cfg);
+    cmd!(sh, "qemu-system-x86_64 {argv...}")
+        .run()
+        .context("running QEMU")?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kvm_needs_both_the_device_and_the_cpu_flag() {
+        let with = "processor\t: 0\nflags\t\t: fpu vme vmx sse\n";
+        let without = "processor\t: 0\nflags\t\t: fpu vme sse hypervisor\n";
+        assert_eq!(choose_accel(with, true), Accel::Kvm);
+        // kvm-pvm: /dev/kvm is there but the CPU has no vmx/svm.
+        assert_eq!(choose_accel(without, true), Accel::Tcg);
+        assert_eq!(choose_accel(with, false), Accel::Tcg);
+        assert_eq!(choose_accel("flags : svm\n", true), Accel::Kvm);
+    }
+
+    fn strings(v: Vec<OsString>) -> Vec<String> {
+        v.into_iter().map(|s| s.into_string().unwrap()).collect()
+    }
+
+    #[test]
+    fn tcg_and_kvm_argv() {
+        assert_eq!(
+            strings(accel_args(Accel::Tcg, 2, 2048)),
+            [
+                "-accel",
+                "tcg,thread=multi",
+                "-cpu",
+                "max",
+                "-smp",
+                "2,sockets=2,cores=1,threads=1",
+                "-m",
+                "2048M"
+            ]
+        );
+        assert_eq!(
+            strings(accel_args(Accel::Kvm, 4, 512))[..4],
+            ["-accel", "kvm", "-cpu", "host"]
+        );
+    }
+
+    #[test]
+    fn cmdline_has_console_panic_and_params() {
+        let line = kernel_cmdline(&[
+            ("scenario".into(), "fuse-strictlimit".into()),
+            ("runtime".into(), "20".into()),
+        ]);
+        assert!(line.starts_with("console=ttyS0 panic=-1 "), "{line}");
+        assert!(line.contains("rdinit=/init"));
+        assert!(
+            line.ends_with("wbstall.scenario=fuse-strictlimit wbstall.runtime=20"),
+            "{line}"
+        );
+    }
+
+    #[test]
+    fn full_argv_has_every_part_once() {
+        let cfg = VmConfig {
+            kernel: "/k/bzImage".into(),
+            initrd: "/k/initrd.cpio".into(),
+            accel: Accel::Tcg,
+            cpus: 2,
+            memory_mib: 2048,
+            params: vec![("scenario".into(), "x".into())],
+            console: Console::File("/r/console.log".into()),
+            results: Some("/r/results.bin".into()),
+            disk: Some("/r/disk.img".into()),
+        };
+        let a = strings(argv(&cfg));
+        let joined = a.join(" ");
+        assert!(joined.contains("-no-reboot"));
+        assert!(joined.contains("-kernel /k/bzImage -initrd /k/initrd.cpio -append console=ttyS0"));
+        assert!(joined.contains("-chardev file,id=con,path=/r/console.log -serial chardev:con"));
+        assert!(joined.contains("-chardev file,id=results,path=/r/results.bin"));
+        assert!(joined.contains("name=wbstall.results"));
+        assert!(joined.contains("-drive file=/r/disk.img,if=virtio,format=raw"));
+        assert_eq!(a.iter().filter(|x| *x == "-kernel").count(), 1);
+    }
+
+    #[test]
+    fn a_panic_a_hang_and_a_missing_result_are_told_apart() {
+        let ok = results::parse(b"WBSTALL-END ok\n");
+        assert!(classify(None, "exited exit status: 0", "boot\n", ok.clone()).is_ok());
+        let panic = "[ 1.0] Kernel panic - not syncing: No working init found.\n";
+        assert!(matches!(
+            classify(None, "exited", panic, Stream::default()),
+            Err(VmError::Panic { .. })
+        ));
+        let hang = classify(
+            Some(90),
+            "killed",
+            "[ 3.2] random: crng init done\n",
+            Stream::default(),
+        );
+        assert_eq!(
+            hang,
+            Err(VmError::Hang {
+                secs: 90,
+                last_line: "[ 3.2] random: crng init done".into()
+            })
+        );
+        let missing = classify(
+            None,
+            "exited exit status: 0",
+            "",
+            results::parse(b"WBSTALL-FILE a 1\nx\n"),
+        );
+        assert!(matches!(missing, Err(VmError::MissingResult { .. })));
+        let failed = classify(
+            None,
+            "exited",
+            "",
+            results::parse(b"WBSTALL-END fail fio exited 1\n"),
+        );
+        assert_eq!(
+            failed,
+            Err(VmError::GuestFailed {
+                reason: "fio exited 1".into()
+            })
+        );
+        let text = VmError::Hang {
+            secs: 9,
+            last_line: "x".into(),
+        }
+        .explain(Path::new("/r/console.log"));
+        assert!(
+            text.contains("hung") && text.contains("/r/console.log"),
+            "{text}"
+        );
+    }
+}

@@ -1,0 +1,408 @@
+//! `cargo xtask qemu-test`: build the variants, boot each one per scenario under
+//! QEMU, collect throughput and the mechanism, and judge them against
+//! `qemu/expected.toml`. `cargo xtask shell` boots the same guest interactively.
+
+use std::{
+    fs,
+    path::{Path, PathBuf},
+    time::Duration,
+};
+
+use anyhow::{bail, Context, Result};
+use xshell::Shell;
+
+use crate::{
+    deps,
+    fio::Job,
+    initramfs,
+    kernel::{self, Built},
+    patch::Selection,
+    qemu::{self, Accel, Console, VmConfig},
+    record::{self, RunRecord},
+    report,
+    scenario::{self, Scenario},
+    source::SourceArgs,
+    util,
+    verdict::{self, Expected},
+};
+
+/// How the guest is sized and run.
+#[derive(Debug, Clone, clap::Args)]
+pub struct GuestArgs {
+    /// Accelerator. Default: kvm where /dev/kvm opens and the CPU has vmx/svm,
+    /// else tcg (qemu -accel tcg,thread=multi).
+    #[arg(long, value_enum)]
+    pub accel: Option<Accel>,
+    /// Guest CPUs (qemu -smp). Default: 2.
+    #[arg(long, default_value_t = 2, value_name = "N")]
+    pub cpus: u32,
+    /// Guest memory in MiB (qemu -m). Default: 2048.
+    #[arg(long, default_value_t = 2048, value_name = "MIB")]
+    pub memory: u32,
+    /// Use the kernels already in target/wbstall/kernels instead of building.
+    #[arg(long)]
+    pub no_build: bool,
+    /// Parallel make jobs for the build (make -j). Default: the number of CPUs.
+    #[arg(long, value_name = "N")]
+    pub jobs: Option<usize>,
+}
+
+impl GuestArgs {
+    fn accel(&self) -> Accel {
+        self.accel.unwrap_or_else(qemu::detect_accel)
+    }
+}
+
+/// Boot every variant under QEMU, run the scenarios, and judge the results.
+#[derive(Debug, clap::Args)]
+pub struct QemuTest {
+    #[command(flatten)]
+    pub selection: Selection,
+    #[command(flatten)]
+    pub source: SourceArgs,
+    #[command(flatten)]
+    pub guest: GuestArgs,
+    /// Scenario to run (repeatable). Default: all of them.
+    #[arg(long = "scenario", value_name = "NAME")]
+    pub scenarios: Vec<String>,
+    /// Boots per variant and scenario; runs are interleaved (ABBA) across variants.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub runs: u32,
+    /// A short job for CI: fio --runtime=5 --ramp_time=2 (unless given), no verify pass.
+    #[arg(long)]
+    pub quick: bool,
+    /// Seconds fio measures (fio --runtime). Default: 20, or 5 with --quick.
+    #[arg(long, value_name = "SECS")]
+    pub runtime: Option<u32>,
+    /// Seconds fio runs before measuring (fio --ramp_time). Default: 5, or 2 with --quick.
+    #[arg(long, value_name = "SECS")]
+    pub ramp: Option<u32>,
+    /// Size of each job's file (fio --size). Default: 1G.
+    #[arg(long, default_value = "1G", value_name = "SIZE")]
+    pub size: String,
+    /// Writer jobs (fio --numjobs). Default: 4, as in the seed.
+    #[arg(long, default_value_t = 4, value_name = "N")]
+    pub numjobs: u32,
+    /// Interval of the in-guest sampler in ms (0: off). Default: 100.
+    #[arg(long, default_value_t = 100, value_name = "MS")]
+    pub sample_ms: u32,
+    /// Seconds before a guest is declared hung and killed. Default: 120 + ramp + runtime.
+    #[arg(long, value_name = "SECS")]
+    pub timeout: Option<u64>,
+}
+
+impl QemuTest {
+    fn job(&self) -> Job {
+        Job {
+            size: self.size.clone(),
+            numjobs: self.numjobs,
+            runtime: self.runtime.unwrap_or(if self.quick { 5 } else { 20 }),
+            ramp_time: self.ramp.unwrap_or(if self.quick { 2 } else { 5 }),
+            bs: "128k".into(),
+        }
+    }
+
+    pub fn run(self, sh: &Shell) -> Result<()> {
+        let tc = deps::ensure(sh)?;
+        // Check every input before the long work starts.
+        let scenarios = scenario::select(&self.scenarios)?;
+        let expected = Expected::load(&util::project_root().join(verdict::EXPECTED_FILE))?;
+        if self.runs == 0 {
+            bail!("--runs must be at least 1");
+        }
+        let built = if self.guest.no_build {
+            load_selected(&self.selection)?
+        } else {
+            kernel::build(sh, &tc, &self.selection, &self.source, self.guest.jobs)?
+        };
+        let accel = self.guest.accel();
+        let job = self.job();
+        let base = initramfs::base(sh).context("building the initramfs")?;
+        let dir = util::target_dir().join("results").join(util::timestamp());
+        fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        eprintln!(
+            "qemu-test: {} variant(s) x {} scenario(s) x {} run(s), accel {accel:?}, {} CPUs, {} MiB, job: {}",
+            built.len(),
+            scenarios.len(),
+            self.runs,
+            self.guest.cpus,
+            self.guest.memory,
+            job.command_line()
+        );
+        eprintln!("qemu-test: results in {}", dir.display());
+        let mut records: Vec<RunRecord> = Vec::new();
+        let mut failures: Vec<String> = Vec::new();
+        for (run, variant, scen) in schedule(&built, &scenarios, self.runs) {
+            let initrd = initramfs::for_variant(&base, &variant.meta.variant, &variant.module())?;
+            match self.one(sh, &dir, variant, scen, run, accel, &initrd, &job) {
+                Ok(rec) => {
+                    eprintln!(
+                        "  {} {} #{}: {} MiB/s, stall share {:.1}% (stall_sleeps {}, throttle_sleeps {}, bg_starts {}) in {:.0} s",
+                        rec.variant,
+                        rec.scenario,
+                        run + 1,
+                        report::num(rec.fio.bw_mib_s),
+                        rec.stall_fraction * 100.0,
+                        rec.mechanism.stall_sleeps,
+                        rec.mechanism.throttle_sleeps,
+                        rec.mechanism.bg_starts,
+                        rec.wall_secs
+                    );
+                    for p in record::problems(&rec) {
+                        failures.push(format!(
+                            "{}/{} #{}: {p}",
+                            rec.scenario,
+                            rec.variant,
+                            run + 1
+                        ));
+                    }
+                    records.push(rec);
+                    // Written run by run: a crash later loses nothing.
+                    util::write_atomic(
+                        &dir.join("results.json"),
+                        serde_json::to_string_pretty(&records)?,
+                    )?;
+                }
+                Err(e) => {
+                    let msg = format!("{}/{} #{}: {e:#}", scen.name, variant.meta.variant, run + 1);
+                    eprintln!("  FAILED {msg}");
+                    failures.push(msg);
+                }
+            }
+        }
+        let verdict = verdict::judge(&records, &expected);
+        util::write_atomic(
+            &dir.join("verdict.json"),
+            serde_json::to_string_pretty(&verdict)?,
+        )?;
+        println!("{}", report::table(&records, &verdict));
+        print!("{}", report::verdict_lines(&verdict));
+        for f in &failures {
+            println!("FAIL run {f}");
+        }
+        println!("results: {}", dir.join("results.json").display());
+        if !failures.is_empty() || !verdict.passed() {
+            bail!("qemu-test failed: see the FAIL lines above");
+        }
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn one(
+        &self,
+        sh: &Shell,
+        dir: &Path,
+        variant: &Built,
+        scen: Scenario,
+        run: u32,
+        accel: Accel,
+        initrd: &Path,
+        job: &Job,
+    ) -> Result<RunRecord> {
+        let name = format!("{}-{}-{}", variant.meta.variant, scen.name, run + 1);
+        let console = dir.join(format!("{name}.console.log"));
+        let results = dir.join(format!("{name}.results.bin"));
+        let params = guest_params(scen, job, self.sample_ms, !self.quick && run == 0);
+        let cfg = VmConfig {
+            kernel: variant.bzimage(),
+            initrd: initrd.to_path_buf(),
+            accel,
+            cpus: self.guest.cpus,
+            memory_mib: self.guest.memory,
+            params,
+            console: Console::File(console.clone()),
+            results: Some(results.clone()),
+            disk: None,
+        };
+        let timeout = Duration::from_secs(
+            self.timeout
+                .unwrap_or(120 + u64::from(job.ramp_time) + u64::from(job.runtime)),
+        );
+        let out = qemu::run(sh, &cfg, timeout, &dir.join(format!("{name}.qemu.log")))?;
+        let stream = out
+            .outcome
+            .map_err(|e| anyhow::anyhow!(e.explain(&console)))?;
+        let samples = match stream.files.get("samples") {
+            Some(bytes) => {
+                let file = format!("{name}.samples.txt");
+                fs::write(dir.join(&file), bytes).with_context(|| format!("writing {file}"))?;
+                Some(file)
+            }
+            None => None,
+        };
+        let ctx = record::RunContext {
+            variant: &variant.meta,
+            scenario: scen.name,
+            run,
+            accel,
+            cpus: self.guest.cpus,
+            memory_mib: self.guest.memory,
+            job,
+            wall_secs: out.wall_secs,
+            console_log: file_name(&console),
+            samples,
+        };
+        record::build(ctx, &stream)
+    }
+}
+
+fn file_name(p: &Path) -> String {
+    p.file_name()
+        .unwrap_or_default()
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// The `wbstall.*` parameters of a run, read by the guest's init.
+pub fn guest_params(
+    scen: Scenario,
+    job: &Job,
+    sample_ms: u32,
+    verify: bool,
+) -> Vec<(String, String)> {
+    let p = |k: &str, v: String| (k.to_string(), v);
+    vec![
+        p("scenario", scen.name.to_string()),
+        p("size", job.size.clone()),
+        p("numjobs", job.numjobs.to_string()),
+        p("runtime", job.runtime.to_string()),
+        p("ramp", job.ramp_time.to_string()),
+        p("bs", job.bs.clone()),
+        p("sample_ms", sample_ms.to_string()),
+        p("verify", u8::from(verify).to_string()),
+    ]
+}
+
+/// The order of boots: run by run, every scenario, variants forward on even
+/// runs and backward on odd ones (ABBA), so that drift hits all variants alike.
+pub fn schedule<'a>(
+    variants: &'a [Built],
+    scenarios: &[Scenario],
+    runs: u32,
+) -> Vec<(u32, &'a Built, Scenario)> {
+    let mut out = Vec::new();
+    for run in 0..runs {
+        for scen in scenarios {
+            let order: Vec<&Built> = if run % 2 == 0 {
+                variants.iter().collect()
+            } else {
+                variants.iter().rev().collect()
+            };
+            for v in order {
+                out.push((run, v, *scen));
+            }
+        }
+    }
+    out
+}
+
+fn load_selected(selection: &Selection) -> Result<Vec<Built>> {
+    let root = util::project_root();
+    let variants = crate::patch::Variants::load(&root.join(crate::patch::VARIANTS_FILE))?;
+    let mut names: Vec<String> = selection.variants.clone();
+    if selection.all || (names.is_empty() && selection.patches.is_empty()) {
+        names = variants.names().iter().map(|s| s.to_string()).collect();
+    }
+    if !selection.patches.is_empty() {
+        bail!("--patch needs a build: drop --no-build");
+    }
+    names.iter().map(|n| kernel::load_built(n)).collect()
+}
+
+/// Boot one variant with an interactive shell on the terminal (for debugging).
+#[derive(Debug, clap::Args)]
+pub struct ShellCmd {
+    /// The variant to boot.
+    #[arg(long, value_name = "NAME")]
+    pub variant: String,
+    #[command(flatten)]
+    pub source: SourceArgs,
+    #[command(flatten)]
+    pub guest: GuestArgs,
+    /// Attach the ext4 disk image of the disk scenarios (created if missing).
+    #[arg(long)]
+    pub disk: Option<PathBuf>,
+}
+
+impl ShellCmd {
+    pub fn run(self, sh: &Shell) -> Result<()> {
+        let tc = deps::ensure(sh)?;
+        let selection = Selection {
+            variants: vec![self.variant.clone()],
+            ..Selection::default()
+        };
+        let built = if self.guest.no_build {
+            load_selected(&selection)?
+        } else {
+            kernel::build(sh, &tc, &selection, &self.source, self.guest.jobs)?
+        };
+        let b = &built[0];
+        let base = initramfs::base(sh)?;
+        let initrd = initramfs::for_variant(&base, &b.meta.variant, &b.module())?;
+        let cfg = VmConfig {
+            kernel: b.bzimage(),
+            initrd,
+            accel: self.guest.accel(),
+            cpus: self.guest.cpus,
+            memory_mib: self.guest.memory,
+            params: vec![("scenario".into(), "shell".into())],
+            console: Console::Stdio,
+            results: None,
+            disk: self.disk,
+        };
+        eprintln!(
+            "shell: booting {} ({:?}); Ctrl-A X quits QEMU",
+            b.meta.variant, cfg.accel
+        );
+        qemu::interactive(sh, &cfg)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn guest_params_carry_the_job() {
+        let job = Job {
+            size: "1G".into(),
+            numjobs: 4,
+            runtime: 20,
+            ramp_time: 5,
+            bs: "128k".into(),
+        };
+        let p = guest_params(scenario::ALL[0], &job, 100, true);
+        let get = |k: &str| p.iter().find(|(a, _)| a == k).map(|(_, v)| v.as_str());
+        assert_eq!(get("scenario"), Some("fuse-strictlimit"));
+        assert_eq!(get("size"), Some("1G"));
+        assert_eq!(get("runtime"), Some("20"));
+        assert_eq!(get("verify"), Some("1"));
+        // Every value must survive the kernel command line: no spaces.
+        assert!(p.iter().all(|(k, v)| !k.contains(' ') && !v.contains(' ')));
+    }
+
+    #[test]
+    fn the_fio_job_file_keeps_the_seed_options() {
+        let text =
+            std::fs::read_to_string(util::project_root().join("qemu/jobs/writeback.fio")).unwrap();
+        for opt in [
+            "ioengine=psync",
+            "rw=write",
+            "time_based",
+            "group_reporting=1",
+            "direct=0",
+            "[writeback_test]",
+        ] {
+            assert!(text.lines().any(|l| l.trim() == opt), "missing {opt}");
+        }
+        for var in [
+            "${WB_BS}",
+            "${WB_SIZE}",
+            "${WB_NUMJOBS}",
+            "${WB_RAMP}",
+            "${WB_RUNTIME}",
+        ] {
+            assert!(text.contains(var), "missing {var}");
+        }
+    }
+}

@@ -1,0 +1,134 @@
+//! The results stream the guest writes on the virtio-serial port
+//! `wbstall.results` (see `qemu/lib.sh`):
+//!
+//! ```text
+//! WBSTALL-FILE <name> <length>\n<length bytes>\n
+//! WBSTALL-END ok\n            or   WBSTALL-END fail <reason>\n
+//! ```
+
+use std::collections::BTreeMap;
+
+/// How the guest ended its stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum End {
+    Ok,
+    Fail(String),
+}
+
+/// A parsed stream. A stream cut short keeps every complete file before the cut.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stream {
+    pub files: BTreeMap<String, Vec<u8>>,
+    pub end: Option<End>,
+    /// Why parsing stopped before an END record, if it did.
+    pub truncated: Option<String>,
+}
+
+impl Stream {
+    pub fn text(&self, name: &str) -> Option<String> {
+        self.files
+            .get(name)
+            .map(|b| String::from_utf8_lossy(b).into_owned())
+    }
+}
+
+pub fn parse(bytes: &[u8]) -> Stream {
+    let mut s = Stream::default();
+    let mut pos = 0;
+    while pos < bytes.len() {
+        let Some(nl) = bytes[pos..].iter().position(|&b| b == b'\n') else {
+            s.truncated = Some(format!("partial header at byte {pos}"));
+            return s;
+        };
+        let header = String::from_utf8_lossy(&bytes[pos..pos + nl]).into_owned();
+        pos += nl + 1;
+        if let Some(rest) = header.strip_prefix("WBSTALL-END ") {
+            s.end = Some(match rest.trim() {
+                "ok" => End::Ok,
+                other => End::Fail(
+                    other
+                        .strip_prefix("fail")
+                        .unwrap_or(other)
+                        .trim()
+                        .to_string(),
+                ),
+            });
+            return s;
+        }
+        let mut words = header
+            .strip_prefix("WBSTALL-FILE ")
+            .unwrap_or("")
+            .split(' ');
+        let (Some(name), Some(len), None) = (words.next(), words.next(), words.next()) else {
+            s.truncated = Some(format!(
+                "unexpected record `{header}` at byte {}",
+                pos - nl - 1
+            ));
+            return s;
+        };
+        let Ok(len) = len.parse::<usize>() else {
+            s.truncated = Some(format!("bad length in `{header}`"));
+            return s;
+        };
+        if bytes.len() < pos + len + 1 {
+            s.truncated = Some(format!(
+                "file `{name}` cut short ({} of {len} bytes)",
+                bytes.len() - pos
+            ));
+            return s;
+        }
+        s.files
+            .insert(name.to_string(), bytes[pos..pos + len].to_vec());
+        pos += len + 1; // and the newline after the data
+    }
+    s.truncated = Some("no WBSTALL-END record".to_string());
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(name: &str, body: &str) -> String {
+        format!("WBSTALL-FILE {name} {}\n{body}\n", body.len())
+    }
+
+    #[test]
+    fn a_complete_stream() {
+        let text = format!(
+            "{}{}WBSTALL-END ok\n",
+            rec("bdi", "0:45\n"),
+            rec("empty", "")
+        );
+        let s = parse(text.as_bytes());
+        assert_eq!(s.end, Some(End::Ok));
+        assert_eq!(s.text("bdi").as_deref(), Some("0:45\n"));
+        assert_eq!(s.text("empty").as_deref(), Some(""));
+        assert_eq!(s.truncated, None);
+    }
+
+    #[test]
+    fn contents_that_look_like_records_are_data() {
+        let body = "WBSTALL-END ok\nWBSTALL-FILE x 3\n";
+        let text = format!(
+            "{}WBSTALL-END fail fio exited with status 1\n",
+            rec("dmesg", body)
+        );
+        let s = parse(text.as_bytes());
+        assert_eq!(s.text("dmesg").as_deref(), Some(body));
+        assert_eq!(s.end, Some(End::Fail("fio exited with status 1".into())));
+    }
+
+    #[test]
+    fn a_cut_stream_keeps_what_arrived() {
+        let full = format!("{}{}", rec("a", "1\n"), rec("b", "22222\n"));
+        let s = parse(&full.as_bytes()[..full.len() - 3]);
+        assert_eq!(s.text("a").as_deref(), Some("1\n"));
+        assert!(!s.files.contains_key("b"));
+        assert!(s.truncated.unwrap().contains("cut short"));
+        let s = parse(rec("a", "1").as_bytes());
+        assert_eq!(s.end, None);
+        assert_eq!(s.truncated.as_deref(), Some("no WBSTALL-END record"));
+        assert!(parse(b"").truncated.is_some());
+    }
+}

@@ -1,0 +1,478 @@
+//! The kernel source: Debian's `linux-source-7.3` (default), downloaded with a
+//! private apt configuration and extracted once into the cache, or a developer's
+//! own tree (`--kernel-src`), copied into the cache so that it is never modified.
+//!
+//! Cache layout, per source id:
+//! - `src/<id>/tree/`       the tree the variants are applied to and built from;
+//! - `src/<id>/orig/`       pristine copies of the files variants touch ([`crate::patch`]);
+//! - `src/<id>/source.json` provenance ([`SourceMeta`]).
+
+use std::{
+    fs,
+    path::{Path, PathBuf},
+};
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use xshell::{cmd, Shell};
+
+use crate::{apt, util};
+
+/// The Linux release the patches in `patches/` are written against.
+pub const BASE_SERIES: &str = "7.3";
+
+/// Suites that carry `linux-source-7.3` (sid moves on; backports keeps it).
+const SUITES: &[&str] = &["sid", "trixie-backports"];
+
+/// Where the kernel source comes from.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct SourceArgs {
+    /// Build from your own kernel tree instead of Debian's linux-source-7.3. The
+    /// tree is never modified: its tracked and untracked (not ignored) files are
+    /// copied into the wbstall cache.
+    #[arg(long, value_name = "DIR")]
+    pub kernel_src: Option<PathBuf>,
+    /// Ask apt again for the newest linux-source-7.3 even if one is cached.
+    #[arg(long)]
+    pub refresh_source: bool,
+}
+
+/// Where a tree came from; recorded in every artifact's metadata.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SourceMeta {
+    /// `debian` or `local`.
+    pub kind: String,
+    /// The kernel version from the tree's Makefile, e.g. `7.3.4`.
+    pub kernel_version: String,
+    /// The Debian package and its exact version (Debian sources only).
+    pub package: Option<String>,
+    pub package_version: Option<String>,
+    /// sha256 of the upstream tarball (Debian) or of the tree's content (local).
+    pub sha256: String,
+    /// The directory a local tree was copied from.
+    pub origin: Option<String>,
+}
+
+/// A kernel tree in the cache, ready to be patched and built.
+#[derive(Debug, Clone)]
+pub struct Source {
+    pub id: String,
+    pub root: PathBuf,
+    pub meta: SourceMeta,
+}
+
+impl Source {
+    pub fn tree(&self) -> PathBuf {
+        self.root.join("tree")
+    }
+}
+
+impl SourceArgs {
+    /// Finds or prepares the source tree in the cache.
+    pub fn prepare(&self, sh: &Shell, cache: &Path) -> Result<Source> {
+        match &self.kernel_src {
+            Some(dir) => local_tree(sh, cache, dir),
+            None => debian_tree(sh, cache, self.refresh_source),
+        }
+    }
+}
+
+/// Reads `VERSION.PATCHLEVEL.SUBLEVEL` from a tree's top Makefile and checks that
+/// it is a 7.x tree whose `balance_dirty_pages()` looks like the one the patches
+/// are about.
+pub fn validate_tree(tree: &Path) -> Result<String> {
+    let makefile = tree.join("Makefile");
+    let text = fs::read_to_string(&makefile).with_context(|| {
+        format!(
+            "{} is not a kernel tree (no readable Makefile); --kernel-src wants the top of a Linux 7.x checkout",
+            tree.display()
+        )
+    })?;
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.trim_start().strip_prefix('='))
+            .map(|v| v.trim().to_string())
+    };
+    let (Some(v), Some(p), Some(s)) = (field("VERSION"), field("PATCHLEVEL"), field("SUBLEVEL"))
+    else {
+        bail!(
+            "{} has no VERSION/PATCHLEVEL/SUBLEVEL: not a kernel tree",
+            makefile.display()
+        );
+    };
+    let version = format!("{v}.{p}.{s}");
+    if v != "7" {
+        bail!(
+            "{} is Linux {version}; wbstall's patches need a 7.x tree (Linux {BASE_SERIES} by default)",
+            tree.display()
+        );
+    }
+    let pw = tree.join("mm/page-writeback.c");
+    let code = fs::read_to_string(&pw).with_context(|| format!("reading {}", pw.display()))?;
+    let expected = [
+        "static int balance_dirty_pages(",
+        "wb_start_background_writeback(wb)",
+    ];
+    if let Some(missing) = expected.iter().find(|e| !code.contains(*e)) {
+        bail!(
+            "{} has no `{missing}`: this is not the balance_dirty_pages() the variants patch",
+            pw.display()
+        );
+    }
+    Ok(version)
+}
+
+fn read_meta(root: &Path) -> Option<SourceMeta> {
+    let text = fs::read_to_string(root.join("source.json")).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
+/// Private apt state under the cache; the system's apt configuration is not touched.
+struct PrivateApt {
+    dir: PathBuf,
+}
+
+impl PrivateApt {
+    fn options(&self) -> Vec<String> {
+        let d = &self.dir;
+        vec![
+            format!(
+                "-oDir::Etc::SourceList={}",
+                d.join("sources.list").display()
+            ),
+            format!(
+                "-oDir::Etc::SourceParts={}",
+                d.join("sources.list.d").display()
+            ),
+            format!("-oDir::State::Lists={}", d.join("lists").display()),
+            format!("-oDir::Cache={}", d.join("cache").display()),
+            "-oDir::State::status=/dev/null".to_string(),
+            // Downloads land in a directory owned by root, not _apt.
+            "-oAPT::Sandbox::User=root".to_string(),
+            "-oAcquire::Languages=none".to_string(),
+        ]
+    }
+
+    fn write_sources(&self) -> Result<()> {
+        let host = apt::read_host_sources(Path::new("/etc/apt"))
+            .context("reading the host's apt sources")?;
+        let mirror = apt::debian_mirror(&host).context(
+            "found no Debian mirror in /etc/apt/sources.list{,.d}: add a `deb <mirror> <suite> main` \
+             source, or build from your own tree with --kernel-src DIR",
+        )?;
+        let keyring = mirror
+            .signed_by
+            .clone()
+            .unwrap_or_else(|| "/usr/share/keyrings/debian-archive-keyring.gpg".to_string());
+        let mut list = String::from("# Written by wbstall from the host's Debian mirror.\n");
+        for suite in SUITES {
+            list.push_str(&format!(
+                "deb [signed-by={keyring}] {} {suite} main\n",
+                mirror.uri
+            ));
+        }
+        for sub in [
+            "lists/partial",
+            "cache/archives/partial",
+            "sources.list.d",
+            "debs",
+        ] {
+            fs::create_dir_all(self.dir.join(sub))
+                .with_context(|| format!("creating {}", self.dir.join(sub).display()))?;
+        }
+        util::write_atomic(&self.dir.join("sources.list"), list)
+    }
+}
+
+/// The newest cached `linux-source-7.3_*.deb`, if any.
+fn cached_deb(debs: &Path, package: &str) -> Option<PathBuf> {
+    let mut found: Vec<PathBuf> = fs::read_dir(debs)
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(&format!("{package}_")) && n.ends_with(".deb"))
+        })
+        .collect();
+    found.sort_by_key(|p| fs::metadata(p).and_then(|m| m.modified()).ok());
+    found.pop()
+}
+
+fn debian_tree(sh: &Shell, cache: &Path, refresh: bool) -> Result<Source> {
+    let package = format!("linux-source-{BASE_SERIES}");
+    let apt = PrivateApt {
+        dir: cache.join("apt"),
+    };
+    let debs = apt.dir.join("debs");
+    let mut deb = if refresh {
+        None
+    } else {
+        cached_deb(&debs, &package)
+    };
+    if deb.is_none() {
+        apt.write_sources()?;
+        let opts = apt.options();
+        eprintln!("wbstall: asking apt for {package} ({})", SUITES.join(", "));
+        let update_opts = opts.clone();
+        cmd!(sh, "apt-get {update_opts...} -q update")
+            .quiet()
+            .ignore_stdout()
+            .run()
+            .context(
+                "apt-get update with wbstall's private sources list (is the mirror reachable?)",
+            )?;
+        let _d = sh.push_dir(&debs);
+        cmd!(sh, "apt-get {opts...} -q download {package}")
+            .quiet()
+            .run()
+            .with_context(|| format!("downloading {package} with apt-get download"))?;
+        deb = cached_deb(&debs, &package);
+    }
+    let deb = deb.with_context(|| {
+        format!(
+            "apt-get download left no {package}_*.deb in {}",
+            debs.display()
+        )
+    })?;
+    let package_version = cmd!(sh, "dpkg-deb -f {deb} Version")
+        .quiet()
+        .read()
+        .with_context(|| format!("reading the version of {}", deb.display()))?;
+    let id = util::sanitize(&format!("debian-{package_version}"));
+    let root = cache.join("src").join(&id);
+    if let (Some(meta), true) = (read_meta(&root), root.join("tree").is_dir()) {
+        return Ok(Source { id, root, meta });
+    }
+
+    eprintln!(
+        "wbstall: extracting {} into {}",
+        deb.display(),
+        root.display()
+    );
+    let staging = cache.join("src").join(format!(".{id}.partial"));
+    if staging.exists() {
+        fs::remove_dir_all(&staging).with_context(|| format!("removing {}", staging.display()))?;
+    }
+    fs::create_dir_all(&staging).with_context(|| format!("creating {}", staging.display()))?;
+    cmd!(sh, "dpkg-deb -x {deb} {staging}/deb")
+        .run()
+        .with_context(|| format!("unpacking {}", deb.display()))?;
+    let tarball = staging.join(format!("deb/usr/src/{package}.tar.xz"));
+    let sha256 = util::sha256_file(&tarball)?;
+    cmd!(sh, "tar -xJf {tarball} -C {staging}")
+        .run()
+        .with_context(|| format!("extracting {}", tarball.display()))?;
+    fs::remove_dir_all(staging.join("deb")).ok();
+    fs::rename(staging.join(&package), staging.join("tree"))
+        .with_context(|| format!("{} did not contain {package}/", tarball.display()))?;
+    let kernel_version = validate_tree(&staging.join("tree"))?;
+    let meta = SourceMeta {
+        kind: "debian".into(),
+        kernel_version,
+        package: Some(package),
+        package_version: Some(package_version),
+        sha256,
+        origin: None,
+    };
+    util::write_atomic(
+        &staging.join("source.json"),
+        serde_json::to_string_pretty(&meta)?,
+    )?;
+    if root.exists() {
+        // A tree without source.json is a leftover of an interrupted extraction.
+        fs::remove_dir_all(&root).with_context(|| format!("removing stale {}", root.display()))?;
+    }
+    fs::rename(&staging, &root)
+        .with_context(|| format!("moving the tree to {}", root.display()))?;
+    Ok(Source { id, root, meta })
+}
+
+/// Identifies a developer's tree by content: for a git checkout, HEAD plus the
+/// uncommitted diff and untracked files; otherwise every file's path and bytes.
+fn local_identity(sh: &Shell, dir: &Path) -> Result<(String, Option<Vec<String>>)> {
+    let is_git = cmd!(sh, "git -C {dir} rev-parse --is-inside-work-tree")
+        .quiet()
+        .ignore_stderr()
+        .ignore_status()
+        .read()
+        .is_ok_and(|o| o.trim() == "true");
+    let mut hasher = Sha256::new();
+    if is_git {
+        let head = cmd!(sh, "git -C {dir} rev-parse HEAD")
+            .quiet()
+            .read()
+            .context("git rev-parse HEAD")?;
+        let diff = cmd!(sh, "git -C {dir} diff HEAD --binary")
+            .quiet()
+            .read()
+            .context("git diff HEAD")?;
+        let files = cmd!(
+            sh,
+            "git -C {dir} ls-files -z --cached --others --exclude-standard"
+        )
+        .quiet()
+        .read()
+        .context("listing the tree's files with git ls-files")?;
+        let untracked = cmd!(sh, "git -C {dir} ls-files -z --others --exclude-standard")
+            .quiet()
+            .read()
+            .context("listing untracked files")?;
+        hasher.update(head.as_bytes());
+        hasher.update(diff.as_bytes());
+        for f in untracked.split('\0').filter(|f| !f.is_empty()) {
+            hasher.update(f.as_bytes());
+            hasher.update(fs::read(dir.join(f)).unwrap_or_default());
+        }
+        let list = files
+            .split('\0')
+            .filter(|f| !f.is_empty())
+            .map(str::to_string)
+            .collect();
+        Ok((util::hex(&hasher.finalize()), Some(list)))
+    } else {
+        let mut files = Vec::new();
+        walk(dir, dir, &mut files)?;
+        files.sort();
+        for rel in &files {
+            hasher.update(rel.as_bytes());
+            hasher.update([0]);
+            hasher.update(fs::read(dir.join(rel)).with_context(|| format!("reading {rel}"))?);
+        }
+        Ok((util::hex(&hasher.finalize()), None))
+    }
+}
+
+fn walk(base: &Path, dir: &Path, out: &mut Vec<String>) -> Result<()> {
+    for entry in fs::read_dir(dir).with_context(|| format!("listing {}", dir.display()))? {
+        let entry = entry?;
+        let path = entry.path();
+        let ty = entry.file_type()?;
+        if ty.is_dir() {
+            if entry.file_name() != ".git" {
+                walk(base, &path, out)?;
+            }
+        } else if ty.is_file() {
+            out.push(
+                path.strip_prefix(base)
+                    .unwrap_or(&path)
+                    .to_string_lossy()
+                    .into_owned(),
+            );
+        }
+    }
+    Ok(())
+}
+
+fn local_tree(sh: &Shell, cache: &Path, dir: &Path) -> Result<Source> {
+    let dir = fs::canonicalize(dir)
+        .with_context(|| format!("--kernel-src {}: no such directory", dir.display()))?;
+    let kernel_version = validate_tree(&dir)?;
+    let (sha256, git_files) = local_identity(sh, &dir)?;
+    let id = format!(
+        "local-{}-{}",
+        util::sanitize(&kernel_version),
+        &sha256[..12]
+    );
+    let root = cache.join("src").join(&id);
+    if let (Some(meta), true) = (read_meta(&root), root.join("tree").is_dir()) {
+        return Ok(Source { id, root, meta });
+    }
+    eprintln!(
+        "wbstall: copying {} into {} (it is never modified)",
+        dir.display(),
+        root.display()
+    );
+    let staging = cache.join("src").join(format!(".{id}.partial"));
+    if staging.exists() {
+        fs::remove_dir_all(&staging).with_context(|| format!("removing {}", staging.display()))?;
+    }
+    let tree = staging.join("tree");
+    fs::create_dir_all(&tree).with_context(|| format!("creating {}", tree.display()))?;
+    match git_files {
+        Some(files) => {
+            // Copy exactly the files git knows about (tracked or untracked, not ignored):
+            // build outputs of an in-tree build stay behind.
+            let list = staging.join("files");
+            fs::write(&list, files.join("\0")).context("writing the file list")?;
+            let producer = cmd!(sh, "tar -C {dir} --null -T {list} -cf -");
+            let consumer = cmd!(sh, "tar -C {tree} -xf -");
+            util::pipe(producer, consumer, "copying the tree")?;
+            fs::remove_file(&list).ok();
+        }
+        None => {
+            cmd!(sh, "cp -a {dir}/. {tree}")
+                .run()
+                .context("copying the tree")?;
+            // A plain tree may carry an in-tree build, which O= builds refuse.
+            cmd!(sh, "make -s -C {tree} mrproper")
+                .run()
+                .context("make mrproper in the copy")?;
+        }
+    }
+    let meta = SourceMeta {
+        kind: "local".into(),
+        kernel_version,
+        package: None,
+        package_version: None,
+        sha256,
+        origin: Some(dir.display().to_string()),
+    };
+    util::write_atomic(
+        &staging.join("source.json"),
+        serde_json::to_string_pretty(&meta)?,
+    )?;
+    if root.exists() {
+        fs::remove_dir_all(&root).with_context(|| format!("removing stale {}", root.display()))?;
+    }
+    fs::rename(&staging, &root)
+        .with_context(|| format!("moving the tree to {}", root.display()))?;
+    Ok(Source { id, root, meta })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use crate::util::testdir;
+
+    fn fake_tree(version: &str, bdp: bool) -> testdir::Dir {
+        let t = testdir::Dir::new("tree");
+        let (v, rest) = version.split_once('.').unwrap();
+        let (p, s) = rest.split_once('.').unwrap();
+        fs::write(
+            t.path().join("Makefile"),
+            format!("# SPDX\nVERSION = {v}\nPATCHLEVEL = {p}\nSUBLEVEL = {s}\nEXTRAVERSION =\n"),
+        )
+        .unwrap();
+        fs::create_dir_all(t.path().join("mm")).unwrap();
+        let body = if bdp {
+            "static int balance_dirty_pages(struct bdi_writeback *wb)\n{\n\twb_start_background_writeback(wb);\n}\n"
+        } else {
+            "int nothing;\n"
+        };
+        fs::write(t.path().join("mm/page-writeback.c"), body).unwrap();
+        t
+    }
+
+    #[test]
+    fn accepts_a_7x_tree_with_balance_dirty_pages() {
+        let t = fake_tree("7.3.4", true);
+        assert_eq!(validate_tree(t.path()).unwrap(), "7.3.4");
+    }
+
+    #[test]
+    fn rejects_other_majors_and_missing_functions() {
+        let old = fake_tree("6.19.0", true);
+        let err = validate_tree(old.path()).unwrap_err().to_string();
+        assert!(err.contains("Linux 6.19.0") && err.contains("7.x"), "{err}");
+        let odd = fake_tree("7.3.0", false);
+        let err = validate_tree(odd.path()).unwrap_err().to_string();
+        assert!(err.contains("balance_dirty_pages"), "{err}");
+        let none = testdir::Dir::new("empty");
+        let err = validate_tree(none.path()).unwrap_err().to_string();
+        assert!(err.contains("not a kernel tree"), "{err}");
+    }
+}

@@ -1,0 +1,273 @@
+//! Small helpers shared by the stages: where things live, hashing, atomic writes,
+//! and running a long command with its output in a log file.
+
+use std::{
+    fs,
+    io::{BufRead, BufReader, Read, Write},
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+    sync::{Arc, Mutex},
+    thread,
+};
+
+use anyhow::{bail, Context, Result};
+use sha2::{Digest, Sha256};
+
+/// The repository root (the parent of `xtask/`).
+pub fn project_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives one level below the repository root")
+        .to_path_buf()
+}
+
+/// Where build outputs that belong to this checkout go: `target/wbstall/`.
+pub fn target_dir() -> PathBuf {
+    project_root().join("target").join("wbstall")
+}
+
+/// The cache shared by all checkouts: `$WBSTALL_CACHE`, else `~/.cache/wbstall`.
+pub fn cache_dir() -> Result<PathBuf> {
+    if let Some(dir) = std::env::var_os("WBSTALL_CACHE") {
+        if !dir.is_empty() {
+            return Ok(PathBuf::from(dir));
+        }
+    }
+    let home = std::env::var_os("HOME")
+        .context("neither WBSTALL_CACHE nor HOME is set: set WBSTALL_CACHE=/some/dir")?;
+    Ok(PathBuf::from(home).join(".cache").join("wbstall"))
+}
+
+/// True when running under CI (`CI=true`), where prompts and spinners make no sense.
+pub fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+}
+
+/// True when running as root (uid 0).
+pub fn is_root() -> bool {
+    fs::metadata("/proc/self")
+        .map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0)
+        .unwrap_or(false)
+}
+
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex(&Sha256::digest(bytes))
+}
+
+pub fn sha256_file(path: &Path) -> Result<String> {
+    let mut file =
+        fs::File::open(path).with_context(|| format!("opening {} to hash it", path.display()))?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = file
+            .read(&mut buf)
+            .with_context(|| format!("reading {}", path.display()))?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    Ok(hex(&hasher.finalize()))
+}
+
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Writes `contents` to `path` through a temporary file and a rename, so that a
+/// crash never leaves a half-written file behind.
+pub fn write_atomic(path: &Path, contents: impl AsRef<[u8]>) -> Result<()> {
+    let dir = path
+        .parent()
+        .with_context(|| format!("{} has no parent directory", path.display()))?;
+    fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let tmp = dir.join(format!(
+        ".{}.tmp",
+        path.file_name().unwrap_or_default().to_string_lossy()
+    ));
+    fs::write(&tmp, contents).with_context(|| format!("writing {}", tmp.display()))?;
+    fs::rename(&tmp, path).with_context(|| format!("renaming into {}", path.display()))?;
+    Ok(())
+}
+
+/// Seconds since the Unix epoch.
+pub fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// A UTC timestamp usable in a directory name: `20261129T201530Z`.
+pub fn timestamp() -> String {
+    let secs = unix_now();
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    let (y, m, d) = civil_from_days(days as i64);
+    format!(
+        "{y:04}{m:02}{d:02}T{:02}{:02}{:02}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
+}
+
+/// Days since 1970-01-01 to (year, month, day), after Howard Hinnant's algorithm.
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+/// The last `n` lines of a file, for error messages.
+pub fn tail(path: &Path, n: usize) -> String {
+    let text = fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// Runs `cmd` with stdout and stderr appended to `log`, calling `on_line` for
+/// every stdout line (progress reporting). On failure the error carries the log's
+/// tail and its path.
+pub fn run_logged(
+    cmd: impl Into<Command>,
+    log: &Path,
+    what: &str,
+    mut on_line: impl FnMut(&str),
+) -> Result<()> {
+    let mut cmd: Command = cmd.into();
+    let file = fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .with_context(|| format!("opening log {}", log.display()))?;
+    let file = Arc::new(Mutex::new(file));
+    writeln!(file.lock().unwrap(), "$ {cmd:?}").ok();
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("starting {what}: {cmd:?}"))?;
+    let stderr = child.stderr.take().expect("stderr is piped");
+    let err_log = Arc::clone(&file);
+    let err_thread = thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            writeln!(err_log.lock().unwrap(), "{line}").ok();
+        }
+    });
+    let stdout = child.stdout.take().expect("stdout is piped");
+    for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+        writeln!(file.lock().unwrap(), "{line}").ok();
+        on_line(&line);
+    }
+    err_thread.join().ok();
+    let status = child
+        .wait()
+        .with_context(|| format!("waiting for {what}"))?;
+    if !status.success() {
+        bail!(
+            "{what} failed ({status}). Last lines of {}:\n{}\n\nFull log: {}",
+            log.display(),
+            tail(log, 40),
+            log.display()
+        );
+    }
+    Ok(())
+}
+
+/// Pipes `producer`'s stdout into `consumer`'s stdin (`producer | consumer`)
+/// without a shell, failing if either side fails.
+pub fn pipe(producer: impl Into<Command>, consumer: impl Into<Command>, what: &str) -> Result<()> {
+    let mut producer: Command = producer.into();
+    let mut consumer: Command = consumer.into();
+    let mut p = producer
+        .stdout(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("starting {producer:?} ({what})"))?;
+    let out = p.stdout.take().expect("stdout is piped");
+    let c_status = consumer
+        .stdin(out)
+        .status()
+        .with_context(|| format!("running {consumer:?} ({what})"));
+    let p_status = p
+        .wait()
+        .with_context(|| format!("waiting for {producer:?}"))?;
+    let c_status = c_status?;
+    if !p_status.success() || !c_status.success() {
+        bail!("{what} failed: {producer:?} exited {p_status}, {consumer:?} exited {c_status}");
+    }
+    Ok(())
+}
+
+/// A name safe for a directory: anything outside `[A-Za-z0-9._-]` becomes `-`.
+pub fn sanitize(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn civil_dates() {
+        // 2026-11-29 is day 20_786 since the epoch.
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(civil_from_days(20_786), (2026, 11, 29));
+        assert_eq!(civil_from_days(11_016), (2000, 2, 29));
+    }
+
+    #[test]
+    fn sanitize_keeps_safe_characters() {
+        assert_eq!(sanitize("7.3.4-1~bpo13+1"), "7.3.4-1-bpo13-1");
+        assert_eq!(sanitize("v1_x.y"), "v1_x.y");
+    }
+}
+
+/// A throwaway directory removed on drop (tests only).
+#[cfg(test)]
+pub mod testdir {
+    use std::path::{Path, PathBuf};
+
+    pub struct Dir(PathBuf);
+
+    impl Dir {
+        pub fn new(tag: &str) -> Dir {
+            use std::sync::atomic::{AtomicUsize, Ordering};
+            static N: AtomicUsize = AtomicUsize::new(0);
+            let p = std::env::temp_dir().join(format!(
+                "wbstall-test-{tag}-{}-{}",
+                std::process::id(),
+                N.fetch_add(1, Ordering::Relaxed)
+            ));
+            let _ = std::fs::remove_dir_all(&p);
+            std::fs::create_dir_all(&p).unwrap();
+            Dir(p)
+        }
+
+        pub fn path(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
