@@ -145,11 +145,19 @@ stop_fuse() {
 }
 
 # The fio job of the seed, scaled by wbstall.* parameters (qemu/jobs/writeback.fio).
+# Also sends fio's wall time (fio-wall, seconds): a stalled write can outlast
+# the runtime by seconds, and the stall share is taken of the writers' real time.
 run_fio() {
 	dir=$1 out=$2
+	read -r t0 _ </proc/uptime
 	WB_DIR=$dir WB_BS=$WB_bs WB_SIZE=$WB_size WB_NUMJOBS=$WB_numjobs \
 		WB_RAMP=$WB_ramp WB_RUNTIME=$WB_runtime \
 		fio --output-format=json --output="$out" /wbstall/jobs/writeback.fio
+	rc=$?
+	read -r t1 _ </proc/uptime
+	echo "$t0 $t1" >/tmp/fio-wall
+	emit fio-wall /tmp/fio-wall
+	return $rc
 }
 
 # The time series: every $WB_sample_ms ms, the module's snapshot and counters,
@@ -212,4 +220,31 @@ mount_bdi() {
 		[ "$mnt" = "$1" ] && echo "$dev" && return 0
 	done </proc/self/mountinfo
 	return 1
+}
+
+# ext4_mount: mount the host-made ext4 disk (virtio-blk, /dev/vda) on /mnt/disk.
+ext4_mount() {
+	mkdir -p /mnt/disk
+	[ -b /dev/vda ] || fail "no /dev/vda: the ext4 disk image is not attached"
+	mount -t ext4 /dev/vda /mnt/disk || fail "cannot mount /dev/vda as ext4"
+	EXT4_BDI=$(mount_bdi /mnt/disk) || fail "cannot find the BDI of /mnt/disk"
+	echo "$EXT4_BDI" >/tmp/bdi
+	emit bdi /tmp/bdi
+	emit_cmd bdi-knobs-before bdi_knobs "$EXT4_BDI"
+}
+
+# ext4_fio CGROUP: the fio job on /mnt/disk, its processes in CGROUP ("" for
+# the root cgroup). The sampler stays in the root cgroup.
+ext4_fio() {
+	echo 1 >/sys/kernel/debug/wbstall/reset || fail "cannot reset the wbstall counters"
+	emit vmstat-before /proc/vmstat
+	start_sampler "$EXT4_BDI"
+	# This shell joins the cgroup so that fio, its child, starts inside it.
+	[ -n "$1" ] && { echo $$ >"$1/cgroup.procs" || fail "cannot join $1"; }
+	run_fio /mnt/disk /tmp/fio.json
+	rc=$?
+	[ -n "$1" ] && echo $$ >/sys/fs/cgroup/cgroup.procs
+	stop_sampler
+	emit fio /tmp/fio.json
+	[ $rc = 0 ] || fail "fio exited with status $rc"
 }

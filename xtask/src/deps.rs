@@ -44,7 +44,7 @@ impl Deps {
 }
 
 /// A `major.minor.patch` version.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Version(pub u32, pub u32, pub u32);
 
 impl fmt::Display for Version {
@@ -69,7 +69,7 @@ impl Version {
 }
 
 /// The toolchain the kernel is built with; its versions go into every artifact.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Toolchain {
     /// The value of make's `LLVM=` (`-19` for `clang-19`, `1` for plain `clang`).
     pub llvm_make_arg: String,

@@ -8,7 +8,7 @@ use serde_json::Value;
 /// The seed's fio job, with size and runtime scaled for the machine:
 /// `fio --name=writeback_test --ioengine=psync --rw=write --bs=128k --size=2G
 ///  --numjobs=4 --ramp_time=10 --runtime=20 --time_based --group_reporting=1 --direct=0`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Job {
     /// Per-job file size (fio --size), e.g. `512M`.
     pub size: String,
@@ -47,7 +47,7 @@ impl Job {
 }
 
 /// What a run measured, from fio's JSON (group reporting: one job entry).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct FioResult {
     pub fio_version: String,
     /// Write bandwidth in MiB/s (fio reports KiB/s).

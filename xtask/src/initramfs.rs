@@ -164,6 +164,7 @@ fn build_fuse_server(sh: &Shell) -> Result<PathBuf> {
     let target_dir = util::target_dir().join("guest");
     cmd!(sh, "{cargo} build --quiet --release --locked -p wbstall-fuse --target x86_64-unknown-linux-gnu --target-dir {target_dir}")
         .env("CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUSTFLAGS", "-C target-feature=+crt-static")
+        .quiet()
         .run()
         .context("building the FUSE server (qemu/wbstall-fuse) as a static binary")?;
     let bin = target_dir.join("x86_64-unknown-linux-gnu/release/wbstall-fuse");

@@ -51,7 +51,7 @@ pub struct PatchMeta {
 }
 
 /// `variant.json`: what exactly a kernel image is.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct VariantMeta {
     pub variant: String,
     pub description: String,

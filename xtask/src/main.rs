@@ -11,14 +11,17 @@ mod kernel;
 mod ktap;
 mod module;
 mod patch;
+mod plots;
 mod progress;
 mod qemu;
 mod qemu_test;
 mod record;
 mod report;
 mod results;
+mod samples;
 mod scenario;
 mod source;
+mod stats;
 mod util;
 mod verdict;
 
@@ -46,6 +49,10 @@ enum Task {
     QemuTest(qemu_test::QemuTest),
     /// Boot one variant with an interactive shell (debugging).
     Shell(qemu_test::ShellCmd),
+    /// rmmod/insmod the wbstall module N times while writers run; fail on any warning.
+    ModuleStress(qemu_test::ModuleStress),
+    /// Re-render the report of a results directory.
+    Report(report::ReportCmd),
     /// The test command: fmt, clippy, unit tests, quick qemu-test of regressed and v1.
     Ci(ci::Ci),
 }
@@ -63,6 +70,8 @@ fn main() -> Result<()> {
         Some(Task::BuildKernel(t)) => t.run(&sh),
         Some(Task::QemuTest(t)) => t.run(&sh),
         Some(Task::Shell(t)) => t.run(&sh),
+        Some(Task::ModuleStress(t)) => t.run(&sh),
+        Some(Task::Report(t)) => t.run(&sh),
         Some(Task::Ci(t)) => t.run(&sh),
     }
 }

@@ -18,13 +18,22 @@ use crate::results::{self, End, Stream};
 
 /// How QEMU executes guest code.
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    clap::ValueEnum,
+    serde::Serialize,
+    serde::Deserialize,
 )]
 #[serde(rename_all = "lowercase")]
 pub enum Accel {
     /// Hardware virtualization: needs /dev/kvm *and* vmx/svm in /proc/cpuinfo.
     Kvm,
     /// QEMU's dynamic translator, multi-threaded (one host thread per vCPU).
+    #[default]
     Tcg,
 }
 

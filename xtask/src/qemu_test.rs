@@ -9,7 +9,7 @@ use std::{
 };
 
 use anyhow::{bail, Context, Result};
-use xshell::Shell;
+use xshell::{cmd, Shell};
 
 use crate::{
     deps,
@@ -65,9 +65,10 @@ pub struct QemuTest {
     /// Scenario to run (repeatable). Default: all of them.
     #[arg(long = "scenario", value_name = "NAME")]
     pub scenarios: Vec<String>,
-    /// Boots per variant and scenario; runs are interleaved (ABBA) across variants.
-    #[arg(long, default_value_t = 1, value_name = "N")]
-    pub runs: u32,
+    /// Boots per variant and scenario, interleaved (ABBA) across variants.
+    /// Default: 3, or 1 with --quick.
+    #[arg(long, value_name = "N")]
+    pub runs: Option<u32>,
     /// A short job for CI: fio --runtime=5 --ramp_time=2 (unless given), no verify pass.
     #[arg(long)]
     pub quick: bool,
@@ -77,9 +78,10 @@ pub struct QemuTest {
     /// Seconds fio runs before measuring (fio --ramp_time). Default: 5, or 2 with --quick.
     #[arg(long, value_name = "SECS")]
     pub ramp: Option<u32>,
-    /// Size of each job's file (fio --size). Default: 1G.
-    #[arg(long, default_value = "1G", value_name = "SIZE")]
-    pub size: String,
+    /// Size of each job's file (fio --size). Default: per scenario (1G on FUSE,
+    /// 64M on ext4, where the file set must stay below the memcg's memory.max).
+    #[arg(long, value_name = "SIZE")]
+    pub size: Option<String>,
     /// Writer jobs (fio --numjobs). Default: 4, as in the seed.
     #[arg(long, default_value_t = 4, value_name = "N")]
     pub numjobs: u32,
@@ -89,12 +91,19 @@ pub struct QemuTest {
     /// Seconds before a guest is declared hung and killed. Default: 120 + ramp + runtime.
     #[arg(long, value_name = "SECS")]
     pub timeout: Option<u64>,
+    /// The variant booted a second time as its own A/A control, to measure the
+    /// noise floor (only with --runs >= 2). Default: upstream when selected.
+    #[arg(long, value_name = "NAME")]
+    pub aa: Option<String>,
+    /// Do not run the A/A control.
+    #[arg(long)]
+    pub no_aa: bool,
 }
 
 impl QemuTest {
-    fn job(&self) -> Job {
+    fn job(&self, scen: Scenario) -> Job {
         Job {
-            size: self.size.clone(),
+            size: self.size.clone().unwrap_or_else(|| scen.size.to_string()),
             numjobs: self.numjobs,
             runtime: self.runtime.unwrap_or(if self.quick { 5 } else { 20 }),
             ramp_time: self.ramp.unwrap_or(if self.quick { 2 } else { 5 }),
@@ -107,34 +116,61 @@ impl QemuTest {
         // Check every input before the long work starts.
         let scenarios = scenario::select(&self.scenarios)?;
         let expected = Expected::load(&util::project_root().join(verdict::EXPECTED_FILE))?;
-        if self.runs == 0 {
+        let runs = self.runs.unwrap_or(if self.quick { 1 } else { 3 });
+        if runs == 0 {
             bail!("--runs must be at least 1");
         }
-        let built = if self.guest.no_build {
+        let mut built = if self.guest.no_build {
             load_selected(&self.selection)?
         } else {
             kernel::build(sh, &tc, &self.selection, &self.source, self.guest.jobs)?
         };
+        if let Some(aa) = self.aa_variant(&built, runs)? {
+            built.push(aa);
+        }
         let accel = self.guest.accel();
-        let job = self.job();
         let base = initramfs::base(sh).context("building the initramfs")?;
         let dir = util::target_dir().join("results").join(util::timestamp());
         fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let mut session = Session {
+            command: std::env::args().skip(1).collect::<Vec<_>>().join(" "),
+            started: util::timestamp(),
+            accel,
+            cpus: self.guest.cpus,
+            memory_mib: self.guest.memory,
+            runs,
+            quick: self.quick,
+            toolchain: tc.clone(),
+            host_cpus: std::thread::available_parallelism().map_or(0, |n| n.get()),
+            variants: built.iter().map(|b| b.meta.clone()).collect(),
+            scenarios: scenarios
+                .iter()
+                .map(|s| ScenarioInfo {
+                    name: s.name.into(),
+                    what: s.what.into(),
+                    job: self.job(*s),
+                })
+                .collect(),
+            failures: Vec::new(),
+        };
+        util::write_atomic(
+            &dir.join("session.json"),
+            serde_json::to_string_pretty(&session)?,
+        )?;
         eprintln!(
-            "qemu-test: {} variant(s) x {} scenario(s) x {} run(s), accel {accel:?}, {} CPUs, {} MiB, job: {}",
+            "qemu-test: {} variant(s) x {} scenario(s) x {} run(s), accel {accel:?}, {} CPUs, {} MiB",
             built.len(),
             scenarios.len(),
-            self.runs,
+            runs,
             self.guest.cpus,
             self.guest.memory,
-            job.command_line()
         );
         eprintln!("qemu-test: results in {}", dir.display());
         let mut records: Vec<RunRecord> = Vec::new();
-        let mut failures: Vec<String> = Vec::new();
-        for (run, variant, scen) in schedule(&built, &scenarios, self.runs) {
-            let initrd = initramfs::for_variant(&base, &variant.meta.variant, &variant.module())?;
-            match self.one(sh, &dir, variant, scen, run, accel, &initrd, &job) {
+        for (run, variant, scen) in schedule(&built, &scenarios, runs) {
+            let kernel_dir = file_name(&variant.dir);
+            let initrd = initramfs::for_variant(&base, &kernel_dir, &variant.module())?;
+            match self.one(sh, &dir, variant, scen, run, accel, &initrd) {
                 Ok(rec) => {
                     eprintln!(
                         "  {} {} #{}: {} MiB/s, stall share {:.1}% (stall_sleeps {}, throttle_sleeps {}, bg_starts {}) in {:.0} s",
@@ -149,7 +185,7 @@ impl QemuTest {
                         rec.wall_secs
                     );
                     for p in record::problems(&rec) {
-                        failures.push(format!(
+                        session.failures.push(format!(
                             "{}/{} #{}: {p}",
                             rec.scenario,
                             rec.variant,
@@ -166,25 +202,44 @@ impl QemuTest {
                 Err(e) => {
                     let msg = format!("{}/{} #{}: {e:#}", scen.name, variant.meta.variant, run + 1);
                     eprintln!("  FAILED {msg}");
-                    failures.push(msg);
+                    session.failures.push(msg);
                 }
             }
+            util::write_atomic(
+                &dir.join("session.json"),
+                serde_json::to_string_pretty(&session)?,
+            )?;
         }
-        let verdict = verdict::judge(&records, &expected);
-        util::write_atomic(
-            &dir.join("verdict.json"),
-            serde_json::to_string_pretty(&verdict)?,
-        )?;
+        let verdict = report::render(&dir, &session, &records, &expected)?;
         println!("{}", report::table(&records, &verdict));
         print!("{}", report::verdict_lines(&verdict));
-        for f in &failures {
+        for f in &session.failures {
             println!("FAIL run {f}");
         }
-        println!("results: {}", dir.join("results.json").display());
-        if !failures.is_empty() || !verdict.passed() {
+        println!("report: {}", dir.join("report.md").display());
+        if !session.failures.is_empty() || !verdict.passed() {
             bail!("qemu-test failed: see the FAIL lines above");
         }
         Ok(())
+    }
+
+    /// The A/A control: the chosen variant again, under its own name.
+    fn aa_variant(&self, built: &[Built], runs: u32) -> Result<Option<Built>> {
+        if self.no_aa || runs < 2 {
+            return Ok(None);
+        }
+        let name = match &self.aa {
+            Some(n) => n.clone(),
+            None if built.iter().any(|b| b.meta.variant == "upstream") => "upstream".into(),
+            None => return Ok(None),
+        };
+        let b = built
+            .iter()
+            .find(|b| b.meta.variant == name)
+            .with_context(|| format!("--aa {name}: that variant is not selected"))?;
+        let mut aa = b.clone();
+        aa.meta.variant = report::aa_name(&name);
+        Ok(Some(aa))
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -197,28 +252,37 @@ impl QemuTest {
         run: u32,
         accel: Accel,
         initrd: &Path,
-        job: &Job,
     ) -> Result<RunRecord> {
+        let job = self.job(scen);
         let name = format!("{}-{}-{}", variant.meta.variant, scen.name, run + 1);
         let console = dir.join(format!("{name}.console.log"));
         let results = dir.join(format!("{name}.results.bin"));
-        let params = guest_params(scen, job, self.sample_ms, !self.quick && run == 0);
+        let verify = scen.verify && !self.quick && run == 0;
+        let disk = if scen.disk {
+            Some(make_disk(sh, dir, &name)?)
+        } else {
+            None
+        };
         let cfg = VmConfig {
             kernel: variant.bzimage(),
             initrd: initrd.to_path_buf(),
             accel,
             cpus: self.guest.cpus,
             memory_mib: self.guest.memory,
-            params,
+            params: guest_params(scen, &job, self.sample_ms, verify),
             console: Console::File(console.clone()),
             results: Some(results.clone()),
-            disk: None,
+            disk: disk.clone(),
         };
         let timeout = Duration::from_secs(
             self.timeout
                 .unwrap_or(120 + u64::from(job.ramp_time) + u64::from(job.runtime)),
         );
-        let out = qemu::run(sh, &cfg, timeout, &dir.join(format!("{name}.qemu.log")))?;
+        let out = qemu::run(sh, &cfg, timeout, &dir.join(format!("{name}.qemu.log")));
+        if let Some(d) = &disk {
+            fs::remove_file(d).ok(); // a sparse GiB per run is not worth keeping
+        }
+        let out = out?;
         let stream = out
             .outcome
             .map_err(|e| anyhow::anyhow!(e.explain(&console)))?;
@@ -237,13 +301,53 @@ impl QemuTest {
             accel,
             cpus: self.guest.cpus,
             memory_mib: self.guest.memory,
-            job,
+            job: &job,
             wall_secs: out.wall_secs,
             console_log: file_name(&console),
             samples,
         };
         record::build(ctx, &stream)
     }
+}
+
+/// A fresh ext4 image for one run, made on the host with e2fsprogs. Inode
+/// tables and journal are initialised now, so no lazy-init thread writes in
+/// the guest while fio measures.
+fn make_disk(sh: &Shell, dir: &Path, name: &str) -> Result<PathBuf> {
+    let path = dir.join(format!("{name}.ext4.img"));
+    fs::remove_file(&path).ok();
+    cmd!(
+        sh,
+        "mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 -L wbstall {path} 1G"
+    )
+    .run()
+    .with_context(|| format!("creating the ext4 disk {}", path.display()))?;
+    Ok(path)
+}
+
+/// What produced a results directory (`session.json`).
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub struct Session {
+    pub command: String,
+    pub started: String,
+    pub accel: Accel,
+    pub cpus: u32,
+    pub memory_mib: u32,
+    pub runs: u32,
+    pub quick: bool,
+    pub toolchain: deps::Toolchain,
+    pub host_cpus: usize,
+    pub variants: Vec<kernel::VariantMeta>,
+    pub scenarios: Vec<ScenarioInfo>,
+    /// Runs that produced no usable record, and why.
+    pub failures: Vec<String>,
+}
+
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct ScenarioInfo {
+    pub name: String,
+    pub what: String,
+    pub job: Job,
 }
 
 fn file_name(p: &Path) -> String {
@@ -261,7 +365,7 @@ pub fn guest_params(
     verify: bool,
 ) -> Vec<(String, String)> {
     let p = |k: &str, v: String| (k.to_string(), v);
-    vec![
+    let mut params = vec![
         p("scenario", scen.name.to_string()),
         p("size", job.size.clone()),
         p("numjobs", job.numjobs.to_string()),
@@ -270,7 +374,9 @@ pub fn guest_params(
         p("bs", job.bs.clone()),
         p("sample_ms", sample_ms.to_string()),
         p("verify", u8::from(verify).to_string()),
-    ]
+    ];
+    params.extend(scen.params.iter().map(|(k, v)| p(k, v.to_string())));
+    params
 }
 
 /// The order of boots: run by run, every scenario, variants forward on even
@@ -358,9 +464,132 @@ impl ShellCmd {
     }
 }
 
+/// Remove and load the wbstall module N times while writers dirty a FUSE
+/// mount, and fail on any kernel warning.
+#[derive(Debug, clap::Args)]
+pub struct ModuleStress {
+    /// The variant to boot. Default: regressed.
+    #[arg(long, value_name = "NAME", default_value = "regressed")]
+    pub variant: String,
+    /// rmmod/insmod cycles.
+    #[arg(long, default_value_t = 100, value_name = "N")]
+    pub cycles: u32,
+    #[command(flatten)]
+    pub source: SourceArgs,
+    #[command(flatten)]
+    pub guest: GuestArgs,
+}
+
+impl ModuleStress {
+    pub fn run(self, sh: &Shell) -> Result<()> {
+        let tc = deps::ensure(sh)?;
+        let selection = Selection {
+            variants: vec![self.variant.clone()],
+            ..Selection::default()
+        };
+        let built = if self.guest.no_build {
+            load_selected(&selection)?
+        } else {
+            kernel::build(sh, &tc, &selection, &self.source, self.guest.jobs)?
+        };
+        let b = &built[0];
+        let base = initramfs::base(sh)?;
+        let initrd = initramfs::for_variant(&base, &file_name(&b.dir), &b.module())?;
+        let dir = util::target_dir()
+            .join("module-stress")
+            .join(util::timestamp());
+        fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let console = dir.join("console.log");
+        let cfg = VmConfig {
+            kernel: b.bzimage(),
+            initrd,
+            accel: self.guest.accel(),
+            cpus: self.guest.cpus,
+            memory_mib: self.guest.memory,
+            params: vec![
+                ("scenario".into(), "module-cycles".into()),
+                ("cycles".into(), self.cycles.to_string()),
+            ],
+            console: Console::File(console.clone()),
+            results: Some(dir.join("results.bin")),
+            disk: None,
+        };
+        eprintln!(
+            "module-stress: {} cycles on {} ({:?}); logs in {}",
+            self.cycles,
+            b.meta.variant,
+            cfg.accel,
+            dir.display()
+        );
+        let timeout = Duration::from_secs(120 + u64::from(self.cycles));
+        let out = qemu::run(sh, &cfg, timeout, &dir.join("qemu.log"))?;
+        let stream = out
+            .outcome
+            .map_err(|e| anyhow::anyhow!(e.explain(&console)))?;
+        let cycles = stream.text("cycles").unwrap_or_default();
+        // The console has every kernel message; dmesg's ring buffer may have wrapped
+        // after a hundred loads (each prints its KUnit results).
+        let warnings = record::warnings(&fs::read_to_string(&console).unwrap_or_default());
+        let ktap: String = stream
+            .files
+            .iter()
+            .filter(|(k, _)| k.starts_with("ktap-"))
+            .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
+            .collect();
+        let ktap = crate::ktap::parse(&ktap);
+        println!(
+            "module-stress: {} in {:.0} s; KUnit at first load: {}",
+            cycles.trim(),
+            out.wall_secs,
+            ktap.summary()
+        );
+        if !cycles.contains(&format!("cycles={}", self.cycles)) {
+            bail!(
+                "the guest did not complete {} cycles ({}); console: {}",
+                self.cycles,
+                cycles.trim(),
+                console.display()
+            );
+        }
+        if !warnings.is_empty() {
+            bail!(
+                "the kernel logged {} warning line(s) during the cycles:\n{}\nconsole: {}",
+                warnings.len(),
+                warnings.join("\n"),
+                console.display()
+            );
+        }
+        if !ktap.passed() {
+            bail!("the module's KUnit tests did not pass: {}", ktap.summary());
+        }
+        println!("module-stress: no kernel warning on the console");
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn runs_are_interleaved_abba() {
+        let b = |n: &str| Built {
+            dir: PathBuf::from(n),
+            meta: kernel::VariantMeta {
+                variant: n.into(),
+                ..Default::default()
+            },
+        };
+        let built = [b("a"), b("b")];
+        let order: Vec<(u32, &str)> = schedule(&built, &scenario::ALL[..1], 3)
+            .into_iter()
+            .map(|(run, v, _)| (run, v.meta.variant.as_str()))
+            .collect();
+        assert_eq!(
+            order,
+            [(0, "a"), (0, "b"), (1, "b"), (1, "a"), (2, "a"), (2, "b")]
+        );
+    }
 
     #[test]
     fn guest_params_carry_the_job() {

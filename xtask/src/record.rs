@@ -17,7 +17,7 @@ use crate::{
 };
 
 /// What identifies the kernel a run booted.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct KernelIds {
     pub release: String,
     pub base_version: String,
@@ -81,7 +81,7 @@ impl Mechanism {
 }
 
 /// One boot of one variant in one scenario.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct RunRecord {
     pub variant: String,
     pub scenario: String,
@@ -100,6 +100,8 @@ pub struct RunRecord {
     pub mechanism: Mechanism,
     /// Writer time lost to stall sleeps: stall_ms / (numjobs × fio wall ms).
     pub stall_fraction: f64,
+    /// fio's wall time in the guest, seconds.
+    pub fio_wall_s: f64,
     pub wbstall_stats: Vec<Record>,
     pub wbstall_thresholds: Vec<Record>,
     pub wbstall_summary: Option<Record>,
@@ -188,23 +190,42 @@ pub fn build(ctx: RunContext<'_>, stream: &Stream) -> Result<RunRecord> {
         bail!("fio reported error {} (see {})", fio.error, ctx.console_log);
     }
     let bdi = need("bdi")?.trim().to_string();
-    let memcg_id = stream.text("memcg_id").and_then(|t| t.trim().parse().ok());
     let stats = debugfs::parse_stats(&need("wbstall-stats")?)?;
     let thresholds = debugfs::parse_thresholds(&need("wbstall-thresholds")?)?;
     let summary = debugfs::parse_kv_lines(&need("wbstall-summary")?, "wbstall/summary")?
         .into_iter()
         .next();
-    let writer = debugfs::find(&stats, &bdi, memcg_id.or(Some(0)));
-    if writer.is_none() {
+    let in_memcg = stream
+        .text("writer-domain")
+        .is_some_and(|t| t.trim() == "memcg");
+    let writer = writer_record(&stats, &bdi, in_memcg);
+    let Some(writer_rec) = writer else {
         bail!(
-            "the wbstall module saw no writeback event for the writer's BDI {bdi}: \
+            "the wbstall module saw no writeback event for the writer's {} of BDI {bdi}: \
              the writes did not go through the page cache (see {})",
+            if in_memcg {
+                "memcg writeback domain"
+            } else {
+                "root writeback domain"
+            },
             ctx.console_log
         );
-    }
+    };
+    let memcg_id = in_memcg.then(|| debugfs::counter(Some(writer_rec), "memcg_id"));
     let mechanism = Mechanism::from_record(writer);
-    let writer_ms =
-        f64::from(ctx.job.numjobs) * f64::from(ctx.job.runtime + ctx.job.ramp_time) * 1000.0;
+    // The writers' real time: fio's wall time as the guest measured it (a stalled
+    // write can outlast --runtime by seconds), else the nominal ramp + runtime.
+    let fio_wall_s = stream
+        .text("fio-wall")
+        .and_then(|t| {
+            let mut w = t.split_whitespace().map(|x| x.parse::<f64>());
+            match (w.next(), w.next()) {
+                (Some(Ok(a)), Some(Ok(b))) if b > a => Some(b - a),
+                _ => None,
+            }
+        })
+        .unwrap_or(f64::from(ctx.job.runtime + ctx.job.ramp_time));
+    let writer_ms = f64::from(ctx.job.numjobs) * fio_wall_s * 1000.0;
     let stall_fraction = if writer_ms > 0.0 {
         mechanism.stall_ms as f64 / writer_ms
     } else {
@@ -248,6 +269,7 @@ pub fn build(ctx: RunContext<'_>, stream: &Stream) -> Result<RunRecord> {
         memcg_id,
         mechanism,
         stall_fraction,
+        fio_wall_s,
         wbstall_stats: stats,
         wbstall_thresholds: thresholds,
         wbstall_summary: summary,
@@ -265,6 +287,23 @@ pub fn build(ctx: RunContext<'_>, stream: &Stream) -> Result<RunRecord> {
         console_log: ctx.console_log,
         samples: ctx.samples,
     })
+}
+
+/// The writer's line of `stats`: the BDI's root writeback domain, or, for a
+/// writer in a memcg, the busiest of the BDI's cgroup writeback domains.
+pub fn writer_record<'a>(stats: &'a [Record], bdi: &str, in_memcg: bool) -> Option<&'a Record> {
+    if !in_memcg {
+        return debugfs::find(stats, bdi, Some(0));
+    }
+    stats
+        .iter()
+        .filter(|r| {
+            r.get("bdi").and_then(Value::as_str) == Some(bdi)
+                && debugfs::counter(Some(r), "memcg_id") != 0
+        })
+        .max_by_key(|r| {
+            debugfs::counter(Some(r), "throttle_events") + debugfs::counter(Some(r), "bg_starts")
+        })
 }
 
 /// What makes a completed run invalid as evidence, beyond fio's own errors.
@@ -302,6 +341,17 @@ pub fn problems(r: &RunRecord) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_writer_is_the_root_or_the_busiest_memcg_domain() {
+        let stats =
+            debugfs::parse_stats(include_str!("../../rust-module/fixtures/stats.txt")).unwrap();
+        let root = writer_record(&stats, "254:0", false).unwrap();
+        assert_eq!(debugfs::counter(Some(root), "memcg_id"), 0);
+        let memcg = writer_record(&stats, "254:0", true).unwrap();
+        assert_eq!(debugfs::counter(Some(memcg), "memcg_id"), 42);
+        assert!(writer_record(&stats, "0:45", true).is_none());
+    }
 
     #[test]
     fn dmesg_warnings_are_picked_out() {

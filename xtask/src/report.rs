@@ -2,7 +2,7 @@
 //! columns, throughput and the mechanism as rows), and the verdict lines.
 
 use crate::{
-    debugfs,
+    debugfs, plots,
     record::RunRecord,
     verdict::{median, Verdict},
 };
@@ -189,4 +189,567 @@ pub fn verdict_lines(verdict: &Verdict) -> String {
         out.push_str("PASS: every measured cell matches qemu/expected.toml\n");
     }
     out
+}
+
+/// The name of the A/A control of a variant.
+pub fn aa_name(variant: &str) -> String {
+    format!("{variant}-aa")
+}
+
+/// Renders a results directory: `verdict.json`, `report.md` and the SVG plots.
+pub fn render(
+    dir: &std::path::Path,
+    session: &crate::qemu_test::Session,
+    records: &[RunRecord],
+    expected: &crate::verdict::Expected,
+) -> anyhow::Result<Verdict> {
+    use anyhow::Context;
+    let verdict = crate::verdict::judge(records, expected);
+    crate::util::write_atomic(
+        &dir.join("verdict.json"),
+        serde_json::to_string_pretty(&verdict)?,
+    )?;
+    let mut plots = Vec::new();
+    if !records.is_empty() {
+        plots::throughput(records, &dir.join("throughput.svg")).context("plotting throughput")?;
+        plots.push((
+            "Throughput per cell".to_string(),
+            "throughput.svg".to_string(),
+        ));
+    }
+    let (_, scenarios) = axes(records);
+    for s in &scenarios {
+        let file = format!("timeseries-{s}.svg");
+        if plots::timeseries(dir, records, s, &dir.join(&file))
+            .with_context(|| format!("plotting the time series of {s}"))?
+        {
+            plots.push((format!("Time series, {s}"), file));
+        }
+    }
+    let md = markdown(session, records, &verdict, &plots);
+    crate::util::write_atomic(&dir.join("report.md"), md)?;
+    Ok(verdict)
+}
+
+type Metric = (&'static str, fn(&RunRecord) -> Option<f64>);
+
+/// The rows of the 0-day style table: throughput, then the mechanism.
+const METRICS: &[Metric] = &[
+    ("fio.write_bw_MiB/s", |r| Some(r.fio.bw_mib_s)),
+    ("fio.write_iops", |r| Some(r.fio.iops)),
+    ("fio.clat_p99_ms", |r| {
+        r.fio.clat_at(99.0).map(|v| v / 1000.0)
+    }),
+    ("fio.clat_max_ms", |r| Some(r.fio.clat_max_us / 1000.0)),
+    ("wbstall.stall_share_%", |r| Some(r.stall_fraction * 100.0)),
+    ("wbstall.stall_sleeps", |r| {
+        Some(r.mechanism.stall_sleeps as f64)
+    }),
+    ("wbstall.stall_ms", |r| Some(r.mechanism.stall_ms as f64)),
+    ("wbstall.idle_sleeps", |r| {
+        Some(r.mechanism.idle_sleeps as f64)
+    }),
+    ("wbstall.throttle_sleeps", |r| {
+        Some(r.mechanism.throttle_sleeps as f64)
+    }),
+    ("wbstall.throttle_events", |r| {
+        Some(r.mechanism.throttle_events as f64)
+    }),
+    ("wbstall.pause_ms", |r| Some(r.mechanism.pause_ms as f64)),
+    ("wbstall.max_pause_ms", |r| {
+        Some(r.mechanism.max_pause_ms as f64)
+    }),
+    ("wbstall.bg_starts", |r| Some(r.mechanism.bg_starts as f64)),
+    ("wbstall.work_background", |r| {
+        Some(r.mechanism.work_background as f64)
+    }),
+    ("wbstall.work_periodic", |r| {
+        Some(r.mechanism.work_periodic as f64)
+    }),
+    ("vmstat.nr_dirtied", |r| {
+        r.vmstat_delta.get("nr_dirtied").map(|&v| v as f64)
+    }),
+    ("vmstat.nr_written", |r| {
+        r.vmstat_delta.get("nr_written").map(|&v| v as f64)
+    }),
+    ("bdi.BdiWritten_kB", |r| {
+        r.bdi_stats.get("BdiWritten_kB").map(|&v| v as f64)
+    }),
+];
+
+fn values(runs: &[&RunRecord], f: fn(&RunRecord) -> Option<f64>) -> Vec<f64> {
+    runs.iter().filter_map(|r| f(r)).collect()
+}
+
+fn pct(v: f64) -> String {
+    if v.abs() >= 1000.0 {
+        format!("{v:+.0}%")
+    } else {
+        format!("{v:+.1}%")
+    }
+}
+
+fn change_text(c: Option<crate::stats::Change>) -> String {
+    match c {
+        Some(c) => format!("{} [{}, {}]", pct(c.pct), pct(c.lo), pct(c.hi)),
+        None => "-".into(),
+    }
+}
+
+/// The report, in Markdown.
+pub fn markdown(
+    session: &crate::qemu_test::Session,
+    records: &[RunRecord],
+    verdict: &Verdict,
+    plots: &[(String, String)],
+) -> String {
+    use crate::stats::{change, mean, stddev};
+    use std::fmt::Write;
+
+    let (variants, scenarios) = axes(records);
+    let main: Vec<&String> = variants.iter().filter(|v| !v.ends_with("-aa")).collect();
+    let mut o = String::new();
+    let _ = writeln!(o, "# wbstall report\n");
+    let _ = writeln!(
+        o,
+        "Made by `cargo xtask {}` (started {}).",
+        session.command, session.started
+    );
+    let _ = writeln!(
+        o,
+        "{} run(s) per cell, each on a fresh boot, interleaved across variants (ABBA).{}\n",
+        session.runs,
+        if session.quick {
+            " Quick job (CI)."
+        } else {
+            ""
+        }
+    );
+
+    // Verdict matrix.
+    let _ = writeln!(o, "## Verdict\n");
+    let _ = write!(o, "| scenario |");
+    for v in &main {
+        let _ = write!(o, " {v} |");
+    }
+    let _ = write!(o, "\n|---|");
+    for _ in &main {
+        let _ = write!(o, "---|");
+    }
+    o.push('\n');
+    for s in &scenarios {
+        let _ = write!(o, "| {s} |");
+        for v in &main {
+            let cell = verdict
+                .cells
+                .iter()
+                .find(|c| &c.variant == *v && &c.scenario == s);
+            let text = match cell {
+                Some(c) => {
+                    let mark = match c.expected {
+                        Some(_) if c.failures.is_empty() => " ✓",
+                        Some(_) => " ✗",
+                        None => "",
+                    };
+                    let exp = c.expected.map_or("-".to_string(), |e| e.to_string());
+                    format!(
+                        "{} ({:.1}%; expected {exp}){mark}",
+                        c.observed,
+                        c.stall_fraction * 100.0
+                    )
+                }
+                None => "not run".into(),
+            };
+            let _ = write!(o, " {text} |");
+        }
+        o.push('\n');
+    }
+    let _ = writeln!(
+        o,
+        "\nEach cell: the observed class, the median share of writer time spent in stall sleeps \
+         (throttled in `balance_dirty_pages()` while no writeback ran and none had been requested), \
+         and the hypothesis from `qemu/expected.toml`.\n"
+    );
+    let failures: Vec<String> = verdict
+        .cells
+        .iter()
+        .flat_map(|c| {
+            c.failures
+                .iter()
+                .map(move |f| format!("- {}/{}: {f}", c.scenario, c.variant))
+        })
+        .collect();
+    if failures.is_empty() && !verdict.cells.is_empty() {
+        let _ = writeln!(o, "Every measured cell matches its hypothesis.\n");
+    } else {
+        let _ = writeln!(o, "Mismatches:\n\n{}\n", failures.join("\n"));
+    }
+    for (cell, ratio) in &verdict.throughput_ratio {
+        let _ = writeln!(
+            o,
+            "- {cell}: throughput {:.4} of the slowest clean variant ({:.0}x slower).",
+            ratio,
+            1.0 / ratio.max(1e-9)
+        );
+    }
+    if !session.failures.is_empty() {
+        let _ = writeln!(o, "\nRuns without a usable result:\n");
+        for f in &session.failures {
+            let _ = writeln!(o, "- {f}");
+        }
+    }
+
+    // Per scenario: statistics, then the 0-day table.
+    for s in &scenarios {
+        let info = session.scenarios.iter().find(|i| &i.name == s);
+        let _ = writeln!(o, "\n## {s}\n");
+        if let Some(i) = info {
+            let _ = writeln!(o, "{}. Job: `{}`.\n", i.what, i.job.command_line());
+        }
+        let bw =
+            |v: &str| -> Vec<f64> { cell(records, v, s).iter().map(|r| r.fio.bw_mib_s).collect() };
+        let _ = writeln!(
+            o,
+            "| variant | runs | median MiB/s | mean ± stddev | %change vs regressed [95% CI] | %change vs upstream [95% CI] |\n|---|---|---|---|---|---|"
+        );
+        for v in &variants {
+            let x = bw(v);
+            if x.is_empty() {
+                continue;
+            }
+            let vs = |base: &str| {
+                if base == v.as_str() || bw(base).is_empty() {
+                    "-".to_string()
+                } else {
+                    change_text(change(&bw(base), &x))
+                }
+            };
+            let _ = writeln!(
+                o,
+                "| {v} | {} | {} | {} ± {} | {} | {} |",
+                x.len(),
+                num(median(&x)),
+                num(mean(&x)),
+                num(stddev(&x)),
+                vs("regressed"),
+                vs("upstream"),
+            );
+        }
+        o.push('\n');
+        let (v1, v2) = (bw("v1"), bw("v2"));
+        if !v1.is_empty() && !v2.is_empty() {
+            if let Some(c) = change(&v2, &v1) {
+                let resolved = if c.resolved() {
+                    "resolved: the interval excludes 0".to_string()
+                } else {
+                    format!(
+                        "not resolvable at this noise (the interval is {:.1} points wide)",
+                        c.width()
+                    )
+                };
+                let _ = writeln!(
+                    o,
+                    "v1 against v2: {} ({resolved}). Seed 000 claims about +3-4% for v1 on FUSE.\n",
+                    change_text(Some(c))
+                );
+            }
+        }
+        for v in variants.iter().filter(|v| v.ends_with("-aa")) {
+            let base = v.trim_end_matches("-aa");
+            if let Some(c) = change(&bw(base), &bw(v)) {
+                let _ = writeln!(
+                    o,
+                    "Noise floor (A/A: {base} booted again as {v}): {}; differences inside this are noise.\n",
+                    change_text(Some(c))
+                );
+            }
+        }
+        // 0-day style: base ±%stddev | %change | other ±%stddev | ... | metric
+        let base = main.first().map(|v| v.as_str()).unwrap_or("");
+        let _ = write!(o, "| {base} ±%stddev |");
+        for v in main.iter().skip(1) {
+            let _ = write!(o, " %change | {v} ±%stddev |");
+        }
+        let _ = write!(o, " metric |\n|---|");
+        for _ in main.iter().skip(1) {
+            let _ = write!(o, "---|---|");
+        }
+        o.push_str("---|\n");
+        let base_runs = cell(records, base, s);
+        for (name, f) in METRICS {
+            let b = values(&base_runs, *f);
+            let cellfmt = |x: &[f64]| {
+                if x.is_empty() {
+                    "-".to_string()
+                } else {
+                    let m = mean(x);
+                    let sd = if m != 0.0 {
+                        stddev(x) / m.abs() * 100.0
+                    } else {
+                        0.0
+                    };
+                    format!("{} ±{:.0}%", num(m), sd)
+                }
+            };
+            let _ = write!(o, "| {} |", cellfmt(&b));
+            for v in main.iter().skip(1) {
+                let x = values(&cell(records, v, s), *f);
+                let ch = if b.is_empty() || x.is_empty() || mean(&b) == 0.0 {
+                    "-".to_string()
+                } else {
+                    pct((mean(&x) / mean(&b) - 1.0) * 100.0)
+                };
+                let _ = write!(o, " {ch} | {} |", cellfmt(&x));
+            }
+            let _ = writeln!(o, " {name} |");
+        }
+    }
+
+    if !plots.is_empty() {
+        let _ = writeln!(o, "\n## Plots\n");
+        for (title, file) in plots {
+            let _ = writeln!(o, "### {title}\n\n![{title}]({file})\n");
+        }
+        let _ = writeln!(
+            o,
+            "The time series: per variant, the BDI's dirty pages (live, from \
+             `/sys/kernel/debug/bdi/<bdi>/stats`) against the writer's `wb_thresh` and \
+             `wb_bg_thresh` (from the last throttle decision), with the cumulative stall sleeps \
+             and background-writeback starts on the right axis.\n"
+        );
+    }
+
+    // Environment.
+    let _ = writeln!(o, "## Environment\n");
+    if let Some(m) = session.variants.first() {
+        let b = &m.base;
+        let _ = writeln!(
+            o,
+            "- Kernel base: Linux {}{}; source sha256 `{}`.",
+            b.kernel_version,
+            match (&b.package, &b.package_version) {
+                (Some(p), Some(v)) => format!(" (Debian {p} {v})"),
+                _ => format!(" (local tree {})", b.origin.as_deref().unwrap_or("?")),
+            },
+            b.sha256
+        );
+        let _ = writeln!(
+            o,
+            "- Config: tinyconfig + Kconfig.fragment (sha256 `{}`), .config sha256 `{}`.",
+            m.fragment_sha256, m.config_sha256
+        );
+    }
+    for m in &session.variants {
+        let patches: Vec<String> = m
+            .patches
+            .iter()
+            .map(|p| {
+                let file = std::path::Path::new(&p.file)
+                    .file_name()
+                    .map_or(p.file.clone(), |f| f.to_string_lossy().into_owned());
+                format!("`{file}` (sha256 `{}`)", &p.sha256[..16])
+            })
+            .collect();
+        let _ = writeln!(
+            o,
+            "- `{}`: {}; bzImage sha256 `{}`.",
+            m.variant,
+            if patches.is_empty() {
+                "no patches".to_string()
+            } else {
+                patches.join(" + ")
+            },
+            &m.bzimage_sha256[..16]
+        );
+    }
+    let t = &session.toolchain;
+    let _ = writeln!(
+        o,
+        "- QEMU {} with {:?}; guest: {} CPUs, {} MiB; host: {} CPUs.",
+        t.qemu, session.accel, session.cpus, session.memory_mib, session.host_cpus
+    );
+    let _ = writeln!(
+        o,
+        "- Toolchain: LLVM {}, rustc {}, bindgen {}; {}.",
+        t.llvm, t.rustc, t.bindgen, t.fio
+    );
+    let _ = writeln!(o, "- fio jobs:");
+    for i in &session.scenarios {
+        let _ = writeln!(o, "  - {}: `{}`", i.name, i.job.command_line());
+    }
+    o
+}
+
+/// Re-render the report of a results directory (report.md, SVGs, verdict.json).
+#[derive(Debug, clap::Args)]
+pub struct ReportCmd {
+    /// A results directory (target/wbstall/results/<timestamp>).
+    pub dir: std::path::PathBuf,
+}
+
+impl ReportCmd {
+    pub fn run(self, _sh: &xshell::Shell) -> anyhow::Result<()> {
+        use anyhow::Context;
+        let read = |name: &str| {
+            let path = self.dir.join(name);
+            std::fs::read_to_string(&path).with_context(|| {
+                format!(
+                    "reading {} (is {} a qemu-test results directory?)",
+                    path.display(),
+                    self.dir.display()
+                )
+            })
+        };
+        let session: crate::qemu_test::Session =
+            serde_json::from_str(&read("session.json")?).context("parsing session.json")?;
+        let records: Vec<RunRecord> =
+            serde_json::from_str(&read("results.json")?).context("parsing results.json")?;
+        let expected = crate::verdict::Expected::load(
+            &crate::util::project_root().join(crate::verdict::EXPECTED_FILE),
+        )?;
+        let verdict = render(&self.dir, &session, &records, &expected)?;
+        println!("{}", table(&records, &verdict));
+        print!("{}", verdict_lines(&verdict));
+        println!("report: {}", self.dir.join("report.md").display());
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{
+        qemu_test::Session,
+        util::testdir,
+        verdict::tests::{expected, rec},
+    };
+
+    fn records() -> Vec<RunRecord> {
+        let mut out = Vec::new();
+        for (v, bw, stall) in [
+            ("regressed", 0.8, 0.7),
+            ("v1", 200.0, 0.0),
+            ("v2", 196.0, 0.0),
+            ("upstream", 201.0, 0.0),
+            ("upstream-aa", 199.0, 0.0),
+        ] {
+            for k in 0..3 {
+                let mut r = rec(v, "fuse-strictlimit", bw * (1.0 + 0.01 * k as f64), stall);
+                r.bdi = "0:45".into();
+                r.mechanism.stall_sleeps = (stall * 1000.0) as u64;
+                r.samples = Some(format!("{v}-{k}.samples.txt"));
+                out.push(r);
+            }
+        }
+        out
+    }
+
+    /// Enough of an XML check for generated SVG: every tag closes, in order.
+    fn well_formed(xml: &str) -> bool {
+        let mut stack: Vec<String> = Vec::new();
+        let mut rest = xml;
+        while let Some(i) = rest.find('<') {
+            let Some(j) = rest[i..].find('>') else {
+                return false;
+            };
+            let tag = &rest[i + 1..i + j];
+            rest = &rest[i + j + 1..];
+            if tag.starts_with('?') || tag.starts_with('!') || tag.ends_with('/') {
+                continue;
+            }
+            if let Some(name) = tag.strip_prefix('/') {
+                if stack.pop().as_deref() != Some(name.trim()) {
+                    return false;
+                }
+            } else {
+                stack.push(tag.split_whitespace().next().unwrap_or("").to_string());
+            }
+        }
+        stack.is_empty()
+    }
+
+    #[test]
+    fn the_table_puts_variants_side_by_side() {
+        let r = records();
+        let v = crate::verdict::judge(&r, &expected());
+        let t = table(&r, &v);
+        let header = t
+            .lines()
+            .find(|l| l.starts_with("fuse-strictlimit"))
+            .unwrap();
+        let cols: Vec<&str> = header.split_whitespace().collect();
+        assert_eq!(
+            cols,
+            [
+                "fuse-strictlimit",
+                "regressed",
+                "v1",
+                "v2",
+                "upstream",
+                "upstream-aa"
+            ]
+        );
+        assert!(t.contains("stall (stall)"), "{t}");
+        assert!(t.contains("slowest clean variant"), "{t}");
+        assert!(verdict_lines(&v).starts_with("PASS"));
+    }
+
+    #[test]
+    fn the_markdown_report_has_the_matrix_the_statistics_and_the_environment() {
+        let r = records();
+        let v = crate::verdict::judge(&r, &expected());
+        let md = markdown(
+            &Session::default(),
+            &r,
+            &v,
+            &[("Throughput per cell".into(), "throughput.svg".into())],
+        );
+        assert!(
+            md.contains(
+                "| fuse-strictlimit | stall (70.0%; expected stall) ✓ | ok (0.0%; expected ok) ✓ |"
+            ),
+            "{md}"
+        );
+        assert!(
+            md.contains("| regressed ±%stddev | %change | v1 ±%stddev |"),
+            "{md}"
+        );
+        assert!(md.contains("fio.write_bw_MiB/s"));
+        assert!(md.contains("v1 against v2:"), "{md}");
+        assert!(
+            md.contains("Noise floor (A/A: upstream booted again as upstream-aa)"),
+            "{md}"
+        );
+        assert!(md.contains("![Throughput per cell](throughput.svg)"));
+        assert!(md.contains("## Environment"));
+    }
+
+    #[test]
+    fn plots_are_well_formed_svg() {
+        let dir = testdir::Dir::new("plots");
+        let r = records();
+        for v in ["regressed", "v1"] {
+            let samples = "S t=1.0\nT bdi=0:45 memcg_id=0 domain=global age_ms=1 thresh=1 bg_thresh=1 dirty=1 limit=1 wb_dirty=900 wb_thresh=948 wb_bg_thresh=473 pos_ratio=0 dirty_ratelimit=1 task_ratelimit=0 pause_ms=48\n\
+                           C bdi=0:45 memcg_id=0 strictlimit=1 bg_starts=0 throttle_events=1 throttle_sleeps=1 idle_sleeps=1 stall_sleeps=1 pause_ms=48 max_pause_ms=48 work_background=0 work_periodic=0 work_sync=0 work_other=0\n\
+                           B BdiReclaimable=3600\nS t=1.1\nB BdiReclaimable=3700\n";
+            std::fs::write(dir.path().join(format!("{v}-0.samples.txt")), samples).unwrap();
+        }
+        plots::throughput(&r, &dir.path().join("t.svg")).unwrap();
+        assert!(plots::timeseries(
+            dir.path(),
+            &r,
+            "fuse-strictlimit",
+            &dir.path().join("s.svg")
+        )
+        .unwrap());
+        assert!(
+            !plots::timeseries(dir.path(), &r, "memcg-ext4", &dir.path().join("m.svg")).unwrap()
+        );
+        for f in ["t.svg", "s.svg"] {
+            let svg = std::fs::read_to_string(dir.path().join(f)).unwrap();
+            assert!(svg.starts_with("<svg") || svg.starts_with("<?xml"), "{f}");
+            assert!(well_formed(&svg), "{f} is not well-formed");
+        }
+        assert!(well_formed("<a><b/><c x=\"1\">t</c></a>") && !well_formed("<a><b></a>"));
+    }
 }

@@ -7,15 +7,53 @@ use anyhow::{bail, Result};
 pub struct Scenario {
     pub name: &'static str,
     pub what: &'static str,
-    /// Whether the guest needs the ext4 disk image.
+    /// Whether the guest needs the ext4 disk image (virtio-blk).
     pub disk: bool,
+    /// Whether the first run also proves that the bytes go through (fio verify
+    /// on a data-keeping FUSE mount).
+    pub verify: bool,
+    /// Per-job file size (fio --size) unless --size says otherwise.
+    pub size: &'static str,
+    /// More `wbstall.*` parameters for the guest script.
+    pub params: &'static [(&'static str, &'static str)],
 }
 
-pub const ALL: &[Scenario] = &[Scenario {
-    name: "fuse-strictlimit",
-    what: "seed fio job on a writeback-cache FUSE mount (strict_limit=1, max_ratio=1)",
-    disk: false,
-}];
+pub const ALL: &[Scenario] = &[
+    Scenario {
+        name: "fuse-strictlimit",
+        what: "seed fio job on a writeback-cache FUSE mount (strict_limit=1, max_ratio=1)",
+        disk: false,
+        verify: true,
+        size: "1G",
+        params: &[],
+    },
+    Scenario {
+        name: "fuse-nostrict",
+        what: "the same FUSE mount with strict_limit=0: the control",
+        disk: false,
+        verify: false,
+        size: "1G",
+        params: &[],
+    },
+    Scenario {
+        name: "memcg-ext4",
+        what: "ext4 on virtio-blk, writers in a cgroup with memory.max=512M (file set 256M)",
+        disk: true,
+        verify: false,
+        // 4 x 64M = 256M, overwritten in place: half of memory.max, so the
+        // memcg's dirty limits bind long before reclaim would.
+        size: "64M",
+        params: &[("memcg_max", "512M")],
+    },
+    Scenario {
+        name: "ext4-global",
+        what: "the same ext4 disk and job with no memcg limit: the control",
+        disk: true,
+        verify: false,
+        size: "64M",
+        params: &[],
+    },
+];
 
 pub fn by_name(name: &str) -> Result<Scenario> {
     match ALL.iter().find(|s| s.name == name) {
@@ -47,8 +85,14 @@ mod tests {
                 .join(format!("{}.sh", s.name));
             let text = std::fs::read_to_string(&path)
                 .unwrap_or_else(|_| panic!("{} missing", path.display()));
+            // It defines scenario_run, or builds on a scenario that does.
+            let base = text
+                .lines()
+                .find_map(|l| l.strip_prefix(". /wbstall/scenarios/"))
+                .map(|f| std::fs::read_to_string(path.with_file_name(f)).unwrap_or_default());
             assert!(
-                text.contains("scenario_run()"),
+                text.contains("scenario_run()")
+                    || base.is_some_and(|b| b.contains("scenario_run()")),
                 "{} defines no scenario_run",
                 path.display()
             );

@@ -39,7 +39,7 @@ pub struct SourceArgs {
 }
 
 /// Where a tree came from; recorded in every artifact's metadata.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct SourceMeta {
     /// `debian` or `local`.
     pub kind: String,

@@ -1,0 +1,13 @@
+# SPDX-License-Identifier: GPL-2.0
+# Scenario ext4-global: memcg-ext4's disk and job with no memcg limit. The
+# control: only the global domain throttles, and its own check
+# (nr_dirty > bg_thresh) starts writeback on every variant.
+
+scenario_run() {
+	ext4_mount
+	echo global >/tmp/wb_domain
+	emit writer-domain /tmp/wb_domain
+	ext4_fio ""
+	collect "$EXT4_BDI"
+	umount /mnt/disk || fail "cannot unmount the ext4 disk"
+}

@@ -1,0 +1,33 @@
+# SPDX-License-Identifier: GPL-2.0
+# Scenario memcg-ext4: the fio job on ext4 (a virtio-blk disk the host made),
+# with the writers in a cgroup v2 (seed 001, case b).
+#
+# The memcg's dirty limits must bind while the global ones do not, and the
+# cgroup must stay clear of memory.max: reclaim at memory.max wakes the flusher
+# (WB_REASON_VMSCAN), which would hide a missing start. So the file set
+# (numjobs x size, overwritten in place by the time-based job) is kept well
+# below memory.max (wbstall.memcg_max): the memcg's dirtyable memory is then
+# about memory.max, its dirty threshold about 20% of it, and the global
+# nr_dirty never reaches the global background threshold.
+
+scenario_run() {
+	ext4_mount
+	cg=/sys/fs/cgroup/wbstall
+	echo +memory >/sys/fs/cgroup/cgroup.subtree_control || fail "cannot enable the memory controller"
+	mkdir -p "$cg"
+	echo "${WB_memcg_max:?wbstall.memcg_max is not set}" >"$cg/memory.max" || fail "cannot set memory.max"
+	echo memcg >/tmp/wb_domain
+	emit writer-domain /tmp/wb_domain
+	ext4_fio "$cg"
+	emit memcg-events "$cg/memory.events"
+	emit memcg-stat "$cg/memory.stat"
+	emit_cmd memcg-limits memcg_limits "$cg"
+	collect "$EXT4_BDI"
+	umount /mnt/disk || fail "cannot unmount the ext4 disk"
+}
+
+memcg_limits() {
+	for f in memory.max memory.high memory.current memory.peak; do
+		[ -f "$1/$f" ] && echo "$f=$(cat "$1/$f")"
+	done
+}

@@ -1,0 +1,244 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The text of the debugfs files: pure functions from plain rows to [`fmt::Write`].
+//!
+//! The layout is a contract with the host tool (`cargo xtask`), which parses the same
+//! `fixtures/*.txt` the KUnit tests compare against. Keys only ever get appended at the end of a
+//! line; `summary`'s `format=` changes if anything else does.
+
+use crate::table::{
+    jiffies_to_ms,
+    Busy,
+    Counter,
+    Slot,
+    Snapshot,
+    Table,
+    NR_COUNTERS,
+    NR_SLOTS, //
+};
+use kernel::{
+    fmt::{
+        self,
+        Write, //
+    },
+    time::Jiffies, //
+};
+
+/// Version of the layout, printed as `format=` in `summary`.
+pub(crate) const FORMAT_VERSION: u32 = 1;
+
+/// The `stats` keys of the counters, in [`Counter`] order.
+pub(crate) const COUNTER_KEYS: [&str; NR_COUNTERS] = [
+    "bg_starts",
+    "throttle_events",
+    "throttle_sleeps",
+    "idle_sleeps",
+    "stall_sleeps",
+    "pause_ms",
+    "max_pause_ms",
+    "work_background",
+    "work_periodic",
+    "work_sync",
+    "work_other",
+    "stall_ms",
+];
+
+/// How many of the last [`COUNTER_KEYS`] come after `bdi_id`: they were added after it, and keys
+/// are only ever appended.
+const APPENDED_COUNTERS: usize = 1;
+
+// The key table and the enum must not drift apart.
+const _: () = {
+    assert!(Counter::StallMs as usize == NR_COUNTERS - 1);
+};
+
+/// One `stats` line.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct StatsRow<'a> {
+    /// The bdi's `dev_name`.
+    pub(crate) bdi: &'a str,
+    /// `bdi->id`.
+    pub(crate) bdi_id: u64,
+    /// The memcg css id, 0 for the root wb.
+    pub(crate) memcg_id: u32,
+    /// `BDI_CAP_STRICTLIMIT` as last seen.
+    pub(crate) strictlimit: bool,
+    /// The counters, in [`Counter`] order.
+    pub(crate) counters: [u64; NR_COUNTERS],
+}
+
+/// One `thresholds` line.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ThreshRow<'a> {
+    /// The bdi's `dev_name`.
+    pub(crate) bdi: &'a str,
+    /// `bdi->id`.
+    pub(crate) bdi_id: u64,
+    /// The memcg css id, 0 for the root wb.
+    pub(crate) memcg_id: u32,
+    /// ms since the snapshot was taken.
+    pub(crate) age_ms: u64,
+    /// The snapshot.
+    pub(crate) snap: Snapshot,
+}
+
+/// The `summary` line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Summary {
+    /// Size of the slot table.
+    pub(crate) slots: usize,
+    /// Slots claimed.
+    pub(crate) used: usize,
+    /// Events that found no slot.
+    pub(crate) unslotted: u64,
+    /// `CONFIG_HZ`.
+    pub(crate) hz: u32,
+}
+
+/// Writes one `stats` line, newline included.
+pub(crate) fn stats_line(w: &mut impl Write, row: &StatsRow<'_>) -> fmt::Result {
+    write!(
+        w,
+        "bdi={} memcg_id={} strictlimit={}",
+        row.bdi,
+        row.memcg_id,
+        u8::from(row.strictlimit)
+    )?;
+    let first = NR_COUNTERS - APPENDED_COUNTERS;
+    for (key, value) in COUNTER_KEYS.iter().zip(row.counters).take(first) {
+        write!(w, " {key}={value}")?;
+    }
+    write!(w, " bdi_id={}", row.bdi_id)?;
+    for (key, value) in COUNTER_KEYS.iter().zip(row.counters).skip(first) {
+        write!(w, " {key}={value}")?;
+    }
+    writeln!(w)
+}
+
+/// Writes one `thresholds` line, newline included.
+pub(crate) fn thresholds_line(w: &mut impl Write, row: &ThreshRow<'_>) -> fmt::Result {
+    let s = &row.snap;
+    writeln!(
+        w,
+        "bdi={} memcg_id={} domain={} age_ms={} thresh={} bg_thresh={} dirty={} limit={} \
+         wb_dirty={} wb_thresh={} wb_bg_thresh={} pos_ratio={} dirty_ratelimit={} \
+         task_ratelimit={} pause_ms={} bdi_id={}",
+        row.bdi,
+        row.memcg_id,
+        s.domain.as_str(),
+        row.age_ms,
+        s.thresh,
+        s.bg_thresh,
+        s.dirty,
+        s.limit,
+        s.wb_dirty,
+        s.wb_thresh,
+        s.wb_bg_thresh,
+        s.pos_ratio,
+        s.dirty_ratelimit,
+        s.task_ratelimit,
+        s.pause_ms,
+        row.bdi_id,
+    )
+}
+
+/// Writes the `summary` line, newline included.
+pub(crate) fn summary_line(w: &mut impl Write, s: &Summary) -> fmt::Result {
+    writeln!(
+        w,
+        "slots={} used={} unslotted={} hz={} format={}",
+        s.slots, s.used, s.unslotted, s.hz, FORMAT_VERSION
+    )
+}
+
+/// Writes `stats`: one line per claimed slot, in slot order.
+pub(crate) fn write_stats(w: &mut impl Write, table: &Table) -> fmt::Result {
+    for slot in table.slots() {
+        let Some(key) = slot.key() else {
+            continue;
+        };
+        let name = slot.name();
+        stats_line(
+            w,
+            &StatsRow {
+                bdi: name.as_str(),
+                bdi_id: key.bdi_id,
+                memcg_id: key.memcg_id,
+                strictlimit: slot.strictlimit(),
+                counters: slot.counters(),
+            },
+        )?;
+    }
+    Ok(())
+}
+
+/// Reads the snapshot of `slot`, asking `on_busy` whether to try again each time a probe is
+/// rewriting it throughout `tries` attempts. `Err` when `on_busy` gave up.
+fn read_snapshot(
+    slot: &Slot,
+    tries: usize,
+    on_busy: &mut impl FnMut() -> bool,
+) -> Result<Option<Snapshot>, Busy> {
+    loop {
+        match slot.snapshot().read(tries) {
+            Err(Busy) if on_busy() => continue,
+            other => return other,
+        }
+    }
+}
+
+/// Writes `thresholds`: one line per claimed slot with a snapshot, in slot order; `now` (jiffies)
+/// gives `age_ms`. A slot whose snapshot stays mid-write after `on_busy` gave up is left out,
+/// never printed torn.
+pub(crate) fn write_thresholds(
+    w: &mut impl Write,
+    table: &Table,
+    now: Jiffies,
+    tries: usize,
+    mut on_busy: impl FnMut() -> bool,
+) -> fmt::Result {
+    for slot in table.slots() {
+        let Some(key) = slot.key() else {
+            continue;
+        };
+        let Ok(Some(snap)) = read_snapshot(slot, tries, &mut on_busy) else {
+            continue;
+        };
+        let name = slot.name();
+        thresholds_line(
+            w,
+            &ThreshRow {
+                bdi: name.as_str(),
+                bdi_id: key.bdi_id,
+                memcg_id: key.memcg_id,
+                age_ms: jiffies_to_ms(now.wrapping_sub(snap.taken) as u64, table.hz()),
+                snap,
+            },
+        )?;
+    }
+    Ok(())
+}
+
+/// The `summary` of `table`.
+pub(crate) fn summary(table: &Table) -> Summary {
+    Summary {
+        slots: NR_SLOTS,
+        used: table.used(),
+        unslotted: table.unslotted(),
+        hz: table.hz(),
+    }
+}
+
+/// Writes `summary`.
+pub(crate) fn write_summary(w: &mut impl Write, table: &Table) -> fmt::Result {
+    summary_line(w, &summary(table))
+}
+
+/// Parses what was written to `reset`: `1`, optionally surrounded by whitespace (`echo 1`
+/// appends a newline). Anything else is `EINVAL`.
+pub(crate) fn parse_reset(input: &[u8]) -> kernel::error::Result {
+    match core::str::from_utf8(input).map(str::trim) {
+        Ok("1") => Ok(()),
+        _ => Err(kernel::error::code::EINVAL),
+    }
+}

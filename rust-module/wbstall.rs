@@ -1,0 +1,197 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! wbstall: counts dirty-page throttling that happens while no writeback runs.
+//!
+//! Commit 64dd89ae01f2 ("mm/block/fs: remove laptop_mode") dropped the unconditional
+//! `wb_start_background_writeback()` from `balance_dirty_pages()`. For strictlimit BDIs (FUSE)
+//! and memcg domains a writer can then be throttled (sleep) while no writeback runs and none was
+//! asked for. This module attaches probes to existing writeback tracepoints (the kernel is not
+//! changed) and counts, per writeback domain, how often that happens.
+//!
+//! # Use
+//!
+//! ```text
+//! mount -t debugfs none /sys/kernel/debug
+//! insmod wbstall.ko            # ENOENT, logged, if a tracepoint is missing
+//! dd if=/dev/zero of=/mnt/f bs=1M count=300
+//! cat /sys/kernel/debug/wbstall/stats
+//! echo 1 > /sys/kernel/debug/wbstall/reset
+//! rmmod wbstall
+//! ```
+//!
+//! Probes: `writeback_wake_background` (each `wb_start_background_writeback()`),
+//! `balance_dirty_pages` (each throttle decision) and `writeback_start` (each pass of the
+//! flusher's `wb_writeback()`).
+//!
+//! A slot is one writeback domain: a bdi (`bdi->id`) and the memcg of its `bdi_writeback` (0 for
+//! the bdi's root wb, else `wb->memcg_css->id`). There are 32 slots, claimed on first event and
+//! kept until the module is unloaded; events that find no free slot count as `unslotted`.
+//!
+//! # Files in `/sys/kernel/debug/wbstall/`
+//!
+//! Lines are space-separated `key=value` pairs, keys in the order below. New keys are only ever
+//! appended at the end of a line; `format` in `summary` changes for anything else.
+//!
+//! `stats`: one line per claimed slot, in claim order:
+//!
+//! - `bdi`: the bdi's `dev_name` (`254:0`, `0:45`); bytes other than printable ASCII, `=` and
+//!   space show as `_`; `(unknown)` for a bdi without a device.
+//! - `memcg_id`: 0 for the bdi's root wb, else the memcg's css id (u32).
+//! - `strictlimit`: 1 if the bdi had `BDI_CAP_STRICTLIMIT` at its last event, else 0.
+//! - `bg_starts`: `writeback_wake_background` events (background writeback requested).
+//! - `throttle_events`: `balance_dirty_pages` events (throttle decisions).
+//! - `throttle_sleeps`: decisions with `pause > 0`: the writer slept.
+//! - `idle_sleeps`: sleeps taken while `writeback_in_progress(wb)` was false.
+//! - `stall_sleeps`: idle sleeps with no `writeback_wake_background` for the slot since the
+//!   `balance_dirty_pages()` call began (`time_after_eq(last_kick, start_time)` false): throttled,
+//!   nothing running, nothing asked. The regression's signature.
+//! - `pause_ms`, `max_pause_ms`: sum and maximum of the sleeps, ms.
+//! - `work_background`, `work_periodic`, `work_sync`, `work_other`: `writeback_start` events by
+//!   `work->reason` (`WB_REASON_BACKGROUND`, `_PERIODIC`, `_SYNC`, anything else). One event per
+//!   pass of `wb_writeback()`, so a long work counts several times.
+//! - `bdi_id`: `bdi->id`, which tells apart two bdis that had the same name (a FUSE remount).
+//! - `stall_ms`: sum of the stall sleeps, ms: the writer time lost to the stall.
+//!
+//! `thresholds`: one line per claimed slot that has a snapshot: the last throttle decision's
+//! `dirty_throttle_control`, written whole or not at all (a sequence counter; readers never see
+//! a torn snapshot):
+//!
+//! - `bdi`, `memcg_id`: as in `stats`.
+//! - `domain`: `global`, or `memcg` when the dtc throttled on was a memcg domain's.
+//! - `age_ms`: ms since the snapshot was taken.
+//! - `thresh`, `bg_thresh`, `dirty`, `limit`, `wb_dirty`, `wb_thresh`, `wb_bg_thresh`: the dtc's
+//!   fields, pages.
+//! - `pos_ratio`: the dtc's `pos_ratio` (1.0 is 1024).
+//! - `dirty_ratelimit`, `task_ratelimit`: pages per second.
+//! - `pause_ms`: the pause decided, ms (signed; zero or negative when the writer did not sleep).
+//! - `bdi_id`: as in `stats`.
+//!
+//! `summary`: one line, `slots=32 used=<claimed slots> unslotted=<events without a slot>
+//! hz=<CONFIG_HZ> format=1`.
+//!
+//! `reset`: write-only; writing `1` zeroes every counter, every snapshot and `unslotted`. Slot
+//! keys and names stay, so do `strictlimit` and the time of the last background start. Anything
+//! else is `EINVAL`; `EBUSY` if a probe kept a snapshot mid-write (counters are zeroed anyway).
+//!
+//! An open file holds a reference on the module: `rmmod` fails with `EWOULDBLOCK` ("Resource
+//! temporarily unavailable") until it is closed (`files.rs` says why the files do not use
+//! `kernel::debugfs`).
+//!
+//! KUnit: suite `wbstall` runs at load on a kernel with `CONFIG_KUNIT`; with `CONFIG_KUNIT_DEBUGFS`
+//! its KTAP is in `/sys/kernel/debug/kunit/wbstall/results`.
+
+mod files;
+mod format;
+mod probes;
+mod table;
+mod tests;
+
+use kernel::{
+    fmt,
+    prelude::*,
+    time::{
+        delay::fsleep,
+        Delta, //
+    },
+    uaccess::UserSliceReader, //
+};
+use probes::TABLE;
+use table::Table;
+
+module! {
+    type: WbStall,
+    name: "wbstall",
+    authors: ["wbstall developers"],
+    description: "Counts dirty throttling while no writeback runs",
+    license: "GPL",
+}
+
+/// Attempts at a snapshot a probe is writing, before a debugfs read sleeps and tries again.
+const SPIN_TRIES: usize = 1000;
+
+/// Sleeps a `thresholds` read or a `reset` takes while a probe holds a snapshot mid-write.
+const BUSY_SLEEPS: u32 = 10;
+
+/// `stats`.
+struct Stats;
+
+impl files::Show for Stats {
+    fn show(table: &Table, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        format::write_stats(f, table)
+    }
+}
+
+/// `thresholds`.
+struct Thresholds;
+
+impl files::Show for Thresholds {
+    fn show(table: &Table, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut sleeps = 0;
+        format::write_thresholds(f, table, probes::jiffies(), SPIN_TRIES, || {
+            // A probe was preempted mid-write (7.3 runs probes preemptibly, under SRCU-fast):
+            // give it a millisecond, a bounded number of times.
+            sleeps += 1;
+            fsleep(Delta::from_millis(1));
+            sleeps < BUSY_SLEEPS
+        })
+    }
+}
+
+/// `summary`.
+struct Summary;
+
+impl files::Show for Summary {
+    fn show(table: &Table, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        format::write_summary(f, table)
+    }
+}
+
+/// `reset`.
+struct Reset;
+
+impl files::Store for Reset {
+    fn store(table: &Table, reader: &mut UserSliceReader) -> Result {
+        let mut buf = [0u8; 8];
+        let n = reader.len();
+        if n > buf.len() {
+            return Err(EINVAL);
+        }
+        reader.read_slice(&mut buf[..n])?;
+        format::parse_reset(&buf[..n])?;
+        for _ in 0..BUSY_SLEEPS {
+            if table.reset(SPIN_TRIES).is_ok() {
+                return Ok(());
+            }
+            fsleep(Delta::from_millis(1));
+        }
+        Err(EBUSY)
+    }
+}
+
+struct WbStall {
+    // Held for their `Drop` only. Order matters: the probes are detached (and waited for)
+    // before the files go.
+    _probes: probes::Probes,
+    _dir: files::Dir,
+}
+
+impl kernel::Module for WbStall {
+    fn init(_module: &'static ThisModule) -> Result<Self> {
+        use files::{
+            Show,
+            Store, //
+        };
+
+        let dir = files::Dir::new(c"wbstall");
+        dir.file(c"stats", 0o400, &TABLE, &Stats::FOPS);
+        dir.file(c"thresholds", 0o400, &TABLE, &Thresholds::FOPS);
+        dir.file(c"summary", 0o400, &TABLE, &Summary::FOPS);
+        dir.file(c"reset", 0o200, &TABLE, &Reset::FOPS);
+        let probes = probes::Probes::attach()?;
+        pr_info!("loaded: {} slots, HZ={}\n", table::NR_SLOTS, TABLE.hz());
+        Ok(Self {
+            _probes: probes,
+            _dir: dir,
+        })
+    }
+}

@@ -1,0 +1,243 @@
+//! SVG plots of a results directory (plotters): throughput per cell with 95%
+//! confidence whiskers, and the time series that shows the bug: per variant,
+//! the BDI's dirty pages against the writer's per-wb thresholds, with the
+//! cumulative stall sleeps and background-writeback starts.
+
+use std::path::Path;
+
+use anyhow::{anyhow, Result};
+use plotters::prelude::*;
+
+use crate::{
+    record::RunRecord,
+    report, samples,
+    stats::{mean, mean_ci},
+};
+
+const COLORS: [RGBColor; 6] = [
+    RGBColor(214, 39, 40),
+    RGBColor(31, 119, 180),
+    RGBColor(44, 160, 44),
+    RGBColor(148, 103, 189),
+    RGBColor(255, 127, 14),
+    RGBColor(127, 127, 127),
+];
+
+fn err<E: std::fmt::Debug>(e: E) -> anyhow::Error {
+    anyhow!("plotting: {e:?}")
+}
+
+/// Throughput per variant, one panel per scenario: every run as a dot, the mean
+/// with its bootstrap 95% interval as a whisker. Log scale: a stall is orders
+/// of magnitude, not percent.
+pub fn throughput(records: &[RunRecord], out: &Path) -> Result<()> {
+    let (variants, scenarios) = report::axes(records);
+    let panel_h = 300u32;
+    let root =
+        SVGBackend::new(out, (900, panel_h * scenarios.len().max(1) as u32)).into_drawing_area();
+    root.fill(&WHITE).map_err(err)?;
+    let panels = root.split_evenly((scenarios.len().max(1), 1));
+    for (scenario, area) in scenarios.iter().zip(panels.iter()) {
+        let cells: Vec<(usize, Vec<f64>)> = variants
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                let bws = records
+                    .iter()
+                    .filter(|r| &r.variant == v && &r.scenario == scenario)
+                    .map(|r| r.fio.bw_mib_s.max(0.01))
+                    .collect();
+                (i, bws)
+            })
+            .collect();
+        let all: Vec<f64> = cells.iter().flat_map(|(_, v)| v.iter().copied()).collect();
+        let hi = all.iter().copied().fold(1.0f64, f64::max) * 2.0;
+        let lo = all.iter().copied().fold(hi, f64::min).min(1.0) / 2.0;
+        let mut chart = ChartBuilder::on(area)
+            .caption(
+                format!("{scenario}: fio write bandwidth (MiB/s, log)"),
+                ("sans-serif", 18),
+            )
+            .margin(10)
+            .x_label_area_size(30)
+            .y_label_area_size(60)
+            .build_cartesian_2d(-0.5f64..(variants.len() as f64 - 0.5), (lo..hi).log_scale())
+            .map_err(err)?;
+        let names = variants.clone();
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_labels(variants.len())
+            .x_label_formatter(&|x| {
+                let i = x.round();
+                if (x - i).abs() < 0.01 && i >= 0.0 {
+                    names.get(i as usize).cloned().unwrap_or_default()
+                } else {
+                    String::new()
+                }
+            })
+            .y_desc("MiB/s")
+            .draw()
+            .map_err(err)?;
+        for (i, bws) in &cells {
+            if bws.is_empty() {
+                continue;
+            }
+            let color = COLORS[i % COLORS.len()];
+            let x = *i as f64;
+            chart
+                .draw_series(bws.iter().enumerate().map(|(k, &bw)| {
+                    Circle::new(
+                        (x - 0.1 + 0.2 * k as f64 / bws.len().max(1) as f64, bw),
+                        3,
+                        color.filled(),
+                    )
+                }))
+                .map_err(err)?;
+            let (clo, chi) = mean_ci(bws).unwrap_or((mean(bws), mean(bws)));
+            chart
+                .draw_series(std::iter::once(ErrorBar::new_vertical(
+                    x + 0.2,
+                    clo.max(lo),
+                    mean(bws),
+                    chi,
+                    color.stroke_width(2),
+                    12,
+                )))
+                .map_err(err)?;
+        }
+    }
+    root.present().map_err(err)?;
+    Ok(())
+}
+
+/// The time series of one scenario: one panel per variant (its first run with
+/// samples).
+pub fn timeseries(dir: &Path, records: &[RunRecord], scenario: &str, out: &Path) -> Result<bool> {
+    let (variants, _) = report::axes(records);
+    let mut runs: Vec<(&RunRecord, Vec<samples::Point>)> = Vec::new();
+    for v in &variants {
+        let Some(r) = records
+            .iter()
+            .find(|r| &r.variant == v && r.scenario == scenario && r.samples.is_some())
+        else {
+            continue;
+        };
+        let path = dir.join(r.samples.as_deref().unwrap_or_default());
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue; // a results directory copied without its samples
+        };
+        let points = samples::series(&samples::parse(&text)?, &r.bdi, r.memcg_id);
+        if !points.is_empty() {
+            runs.push((r, points));
+        }
+    }
+    if runs.is_empty() {
+        return Ok(false);
+    }
+    let panel_h = 260u32;
+    let root = SVGBackend::new(out, (1000, panel_h * runs.len() as u32)).into_drawing_area();
+    root.fill(&WHITE).map_err(err)?;
+    let panels = root.split_evenly((runs.len(), 1));
+    for ((r, points), area) in runs.iter().zip(panels.iter()) {
+        let t_max = points.last().map_or(1.0, |p| p.t).max(1.0);
+        let y_max = points
+            .iter()
+            .map(|p| p.dirty.max(p.wb_thresh.unwrap_or(0.0)))
+            .fold(1.0, f64::max)
+            * 1.15;
+        let c_max = points
+            .iter()
+            .map(|p| p.stall_sleeps.max(p.bg_starts))
+            .fold(1.0, f64::max)
+            * 1.15;
+        let mut chart = ChartBuilder::on(area)
+            .caption(
+                format!(
+                    "{} / {}: {} MiB/s, stall share {:.1}%",
+                    r.variant,
+                    scenario,
+                    report::num(r.fio.bw_mib_s),
+                    r.stall_fraction * 100.0
+                ),
+                ("sans-serif", 16),
+            )
+            .margin(8)
+            .x_label_area_size(28)
+            .y_label_area_size(60)
+            .right_y_label_area_size(60)
+            .build_cartesian_2d(0f64..t_max, 0f64..y_max)
+            .map_err(err)?
+            .set_secondary_coord(0f64..t_max, 0f64..c_max);
+        chart
+            .configure_mesh()
+            .x_desc("seconds since the writers started")
+            .y_desc("pages")
+            .draw()
+            .map_err(err)?;
+        chart
+            .configure_secondary_axes()
+            .y_desc("cumulative count")
+            .draw()
+            .map_err(err)?;
+        let line = |f: &dyn Fn(&samples::Point) -> Option<f64>| -> Vec<(f64, f64)> {
+            points
+                .iter()
+                .filter_map(|p| f(p).map(|y| (p.t, y)))
+                .collect()
+        };
+        chart
+            .draw_series(LineSeries::new(
+                line(&|p| Some(p.dirty)),
+                BLACK.stroke_width(2),
+            ))
+            .map_err(err)?
+            .label("BDI dirty pages")
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], BLACK.stroke_width(2)));
+        chart
+            .draw_series(LineSeries::new(
+                line(&|p| p.wb_thresh),
+                COLORS[3].stroke_width(1),
+            ))
+            .map_err(err)?
+            .label("wb_thresh")
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], COLORS[3]));
+        chart
+            .draw_series(LineSeries::new(
+                line(&|p| p.wb_bg_thresh),
+                COLORS[4].stroke_width(1),
+            ))
+            .map_err(err)?
+            .label("wb_bg_thresh")
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], COLORS[4]));
+        chart
+            .draw_secondary_series(LineSeries::new(
+                line(&|p| Some(p.stall_sleeps)),
+                COLORS[0].stroke_width(2),
+            ))
+            .map_err(err)?
+            .label("stall sleeps (right)")
+            .legend(|(x, y)| {
+                PathElement::new(vec![(x, y), (x + 16, y)], COLORS[0].stroke_width(2))
+            });
+        chart
+            .draw_secondary_series(LineSeries::new(
+                line(&|p| Some(p.bg_starts)),
+                COLORS[2].stroke_width(2),
+            ))
+            .map_err(err)?
+            .label("background writeback starts (right)")
+            .legend(|(x, y)| {
+                PathElement::new(vec![(x, y), (x + 16, y)], COLORS[2].stroke_width(2))
+            });
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .position(SeriesLabelPosition::UpperLeft)
+            .draw()
+            .map_err(err)?;
+    }
+    root.present().map_err(err)?;
+    Ok(true)
+}

@@ -1,0 +1,157 @@
+//! The in-guest sampler's time series (`qemu/lib.sh`, `sampler_loop`): one block
+//! per interval, each line prefixed with what it is:
+//!
+//! ```text
+//! S t=<uptime s>
+//! T <wbstall thresholds line>      (one per slot)
+//! C <wbstall stats line>           (one per slot)
+//! B <bdi stats as key=value>
+//! V <vmstat as key=value>
+//! ```
+
+use std::collections::BTreeMap;
+
+use anyhow::{bail, Result};
+use serde_json::Value;
+
+use crate::debugfs::{self, Record};
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Sample {
+    /// Guest uptime, seconds.
+    pub t: f64,
+    pub thresholds: Vec<Record>,
+    pub stats: Vec<Record>,
+    pub bdi: BTreeMap<String, i64>,
+    pub vmstat: BTreeMap<String, i64>,
+}
+
+fn numbers(words: &str) -> BTreeMap<String, i64> {
+    words
+        .split_whitespace()
+        .filter_map(|w| {
+            let (k, v) = w.split_once('=')?;
+            Some((k.to_string(), v.parse().ok()?))
+        })
+        .collect()
+}
+
+/// Parses a samples file. A last block cut short (the sampler is killed at any
+/// point) is kept as far as it goes.
+pub fn parse(text: &str) -> Result<Vec<Sample>> {
+    let mut out: Vec<Sample> = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let (tag, rest) = line.split_once(' ').unwrap_or((line, ""));
+        if tag == "S" {
+            let t = rest
+                .strip_prefix("t=")
+                .and_then(|v| v.trim().parse::<f64>().ok());
+            let Some(t) = t else {
+                bail!("samples:{}: bad time `{line}`", i + 1);
+            };
+            out.push(Sample {
+                t,
+                ..Sample::default()
+            });
+            continue;
+        }
+        let Some(s) = out.last_mut() else {
+            continue; // output before the first block (none expected)
+        };
+        match tag {
+            "T" => s
+                .thresholds
+                .extend(debugfs::parse_kv_lines(rest, "samples")?),
+            "C" => s.stats.extend(debugfs::parse_kv_lines(rest, "samples")?),
+            "B" => s.bdi = numbers(rest),
+            "V" => s.vmstat = numbers(rest),
+            _ => {} // a torn line at the end
+        }
+    }
+    Ok(out)
+}
+
+/// The record of the writer (BDI, and memcg id when it has one) in a list.
+pub fn writer<'a>(records: &'a [Record], bdi: &str, memcg_id: Option<u64>) -> Option<&'a Record> {
+    records.iter().find(|r| {
+        r.get("bdi").and_then(Value::as_str) == Some(bdi)
+            && debugfs::counter(Some(r), "memcg_id") == memcg_id.unwrap_or(0)
+    })
+}
+
+/// One point of the plotted series.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Point {
+    /// Seconds since the first sample.
+    pub t: f64,
+    /// Dirty (reclaimable) pages of the BDI, live.
+    pub dirty: f64,
+    /// The writer's per-wb thresholds from the last throttle snapshot, in pages.
+    pub wb_thresh: Option<f64>,
+    pub wb_bg_thresh: Option<f64>,
+    /// Cumulative counters of the writer's domain.
+    pub stall_sleeps: f64,
+    pub bg_starts: f64,
+}
+
+pub fn series(samples: &[Sample], bdi: &str, memcg_id: Option<u64>) -> Vec<Point> {
+    let t0 = samples.first().map_or(0.0, |s| s.t);
+    samples
+        .iter()
+        .map(|s| {
+            let th = writer(&s.thresholds, bdi, memcg_id);
+            let st = writer(&s.stats, bdi, memcg_id);
+            let page_kb = 4.0;
+            Point {
+                t: s.t - t0,
+                dirty: s.bdi.get("BdiReclaimable").copied().unwrap_or(0) as f64 / page_kb,
+                wb_thresh: th.map(|r| debugfs::counter(Some(r), "wb_thresh") as f64),
+                wb_bg_thresh: th.map(|r| debugfs::counter(Some(r), "wb_bg_thresh") as f64),
+                stall_sleeps: debugfs::counter(st, "stall_sleeps") as f64,
+                bg_starts: debugfs::counter(st, "bg_starts") as f64,
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SAMPLES: &str = "\
+S t=10.00
+T bdi=0:45 memcg_id=0 domain=global age_ms=3 thresh=92240 bg_thresh=46064 dirty=1000 limit=92240 wb_dirty=1000 wb_thresh=948 wb_bg_thresh=473 pos_ratio=0 dirty_ratelimit=25 task_ratelimit=0 pause_ms=48
+C bdi=0:45 memcg_id=0 strictlimit=1 bg_starts=0 throttle_events=10 throttle_sleeps=9 idle_sleeps=9 stall_sleeps=9 pause_ms=400 max_pause_ms=48 work_background=0 work_periodic=0 work_sync=0 work_other=0
+B BdiWriteback=0 BdiReclaimable=4000 BdiDirtyThresh=3688
+V nr_dirty=1000 nr_writeback=0
+S t=10.10
+B BdiWriteback=0 BdiReclaimable=4096
+C bdi=0:45 memcg_id=0 strictlimit=1 bg_starts=1 throttle_events=12 throttle_sleeps=11 idle_sleeps=11 stall_sleeps=11 pause_ms=500 max_pause_ms=48 work_background=0 work_periodic=1 work_sync=0 work_other=0
+S t=10.2";
+
+    #[test]
+    fn blocks_parse_and_a_torn_end_is_kept() {
+        let s = parse(SAMPLES).unwrap();
+        assert_eq!(s.len(), 3);
+        assert_eq!(s[0].bdi["BdiReclaimable"], 4000);
+        assert_eq!(s[0].vmstat["nr_dirty"], 1000);
+        assert_eq!(s[1].thresholds.len(), 0);
+        assert!(s[2].stats.is_empty());
+    }
+
+    #[test]
+    fn the_writer_series_follows_the_counters() {
+        let p = series(&parse(SAMPLES).unwrap(), "0:45", None);
+        assert_eq!(p[0].t, 0.0);
+        assert_eq!(p[0].dirty, 1000.0);
+        assert_eq!(p[0].wb_thresh, Some(948.0));
+        assert_eq!(p[1].wb_thresh, None);
+        assert_eq!(p[1].stall_sleeps, 11.0);
+        assert!((p[1].t - 0.1).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_bad_time_is_an_error() {
+        assert!(parse("S t=soon\n").is_err());
+    }
+}

@@ -1,0 +1,147 @@
+//! Statistics for repeated runs: mean, standard deviation, and a bootstrap 95%
+//! confidence interval for the %change between two cells. The resampling uses a
+//! fixed-seed generator, so a report renders the same numbers every time.
+
+use serde::{Deserialize, Serialize};
+
+pub fn mean(v: &[f64]) -> f64 {
+    if v.is_empty() {
+        0.0
+    } else {
+        v.iter().sum::<f64>() / v.len() as f64
+    }
+}
+
+/// Sample standard deviation (n - 1); 0 for fewer than two values.
+pub fn stddev(v: &[f64]) -> f64 {
+    if v.len() < 2 {
+        return 0.0;
+    }
+    let m = mean(v);
+    (v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (v.len() - 1) as f64).sqrt()
+}
+
+/// xorshift64*: small, fast, deterministic; good enough for resampling indices.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    fn index(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+/// %change of `b` against `a` (ratio of means), with a percentile-bootstrap 95%
+/// confidence interval: both samples are resampled with replacement.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Change {
+    pub pct: f64,
+    pub lo: f64,
+    pub hi: f64,
+}
+
+impl Change {
+    /// True when the interval excludes 0: the difference is resolved.
+    pub fn resolved(&self) -> bool {
+        self.lo > 0.0 || self.hi < 0.0
+    }
+
+    pub fn width(&self) -> f64 {
+        self.hi - self.lo
+    }
+}
+
+pub const RESAMPLES: usize = 5000;
+
+/// A percentile-bootstrap 95% confidence interval of the mean.
+pub fn mean_ci(v: &[f64]) -> Option<(f64, f64)> {
+    if v.is_empty() {
+        return None;
+    }
+    let mut rng = Rng(0xD1B5_4A32_D192_ED03);
+    let mut boots: Vec<f64> = (0..RESAMPLES)
+        .map(|_| (0..v.len()).map(|_| v[rng.index(v.len())]).sum::<f64>() / v.len() as f64)
+        .collect();
+    boots.sort_by(f64::total_cmp);
+    let at = |q: f64| boots[((boots.len() - 1) as f64 * q).round() as usize];
+    Some((at(0.025), at(0.975)))
+}
+
+pub fn change(a: &[f64], b: &[f64]) -> Option<Change> {
+    let (ma, mb) = (mean(a), mean(b));
+    if a.is_empty() || b.is_empty() || ma <= 0.0 {
+        return None;
+    }
+    let pct = (mb / ma - 1.0) * 100.0;
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let mut boots: Vec<f64> = Vec::with_capacity(RESAMPLES);
+    for _ in 0..RESAMPLES {
+        let ra: f64 = (0..a.len()).map(|_| a[rng.index(a.len())]).sum::<f64>() / a.len() as f64;
+        let rb: f64 = (0..b.len()).map(|_| b[rng.index(b.len())]).sum::<f64>() / b.len() as f64;
+        if ra > 0.0 {
+            boots.push((rb / ra - 1.0) * 100.0);
+        }
+    }
+    boots.sort_by(f64::total_cmp);
+    let at = |q: f64| boots[((boots.len() - 1) as f64 * q).round() as usize];
+    Some(Change {
+        pct,
+        lo: at(0.025),
+        hi: at(0.975),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mean_and_stddev() {
+        assert_eq!(mean(&[1.0, 2.0, 3.0]), 2.0);
+        assert!((stddev(&[2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0]) - 2.138_089_935).abs() < 1e-6);
+        assert_eq!(stddev(&[5.0]), 0.0);
+    }
+
+    #[test]
+    fn a_clear_difference_is_resolved() {
+        let a = [100.0, 102.0, 98.0, 101.0];
+        let b = [150.0, 149.0, 152.0, 151.0];
+        let c = change(&a, &b).unwrap();
+        assert!((c.pct - 50.124_688).abs() < 1e-3, "{c:?}");
+        assert!(c.resolved() && c.lo > 40.0 && c.hi < 60.0, "{c:?}");
+    }
+
+    #[test]
+    fn overlapping_samples_are_not_resolved() {
+        let a = [100.0, 90.0, 110.0];
+        let b = [105.0, 95.0, 100.0];
+        let c = change(&a, &b).unwrap();
+        assert!(!c.resolved(), "{c:?}");
+        assert!(c.lo < c.pct && c.pct < c.hi);
+    }
+
+    #[test]
+    fn the_mean_lies_in_its_interval() {
+        let (lo, hi) = mean_ci(&[10.0, 12.0, 11.0, 13.0]).unwrap();
+        assert!(lo <= 11.5 && 11.5 <= hi && lo >= 10.0 && hi <= 13.0);
+        assert_eq!(mean_ci(&[5.0]), Some((5.0, 5.0)));
+        assert_eq!(mean_ci(&[]), None);
+    }
+
+    #[test]
+    fn the_interval_is_reproducible() {
+        let a = [1.0, 2.0, 3.0];
+        let b = [2.0, 3.0, 4.0];
+        assert_eq!(change(&a, &b), change(&a, &b));
+        assert_eq!(change(&[], &b), None);
+        assert_eq!(change(&[0.0], &b), None);
+    }
+}
