@@ -152,7 +152,7 @@ run_fio() {
 	read -r t0 _ </proc/uptime
 	WB_DIR=$dir WB_BS=$WB_bs WB_SIZE=$WB_size WB_NUMJOBS=$WB_numjobs \
 		WB_RAMP=$WB_ramp WB_RUNTIME=$WB_runtime \
-		fio --output-format=json --output="$out" /wbstall/jobs/writeback.fio
+		fio --eta=never --output-format=json --output="$out" /wbstall/jobs/writeback.fio
 	rc=$?
 	read -r t1 _ </proc/uptime
 	echo "$t0 $t1" >/tmp/fio-wall

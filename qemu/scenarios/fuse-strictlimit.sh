@@ -13,7 +13,7 @@ scenario_run() {
 		# The bytes go through: write and read back with checksums on a mount
 		# that keeps the data.
 		start_fuse mem /mnt/verify verify
-		fio --name=verify --directory=/mnt/verify --ioengine=psync --rw=write --bs=128k \
+		fio --eta=never --name=verify --directory=/mnt/verify --ioengine=psync --rw=write --bs=128k \
 			--size=8M --verify=crc32c --do_verify=1 --direct=0 \
 			--output-format=json --output=/tmp/fio-verify.json ||
 			fail "fio verify on the mem-backed FUSE mount failed"

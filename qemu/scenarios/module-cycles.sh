@@ -9,7 +9,7 @@ scenario_run() {
 	bdi=$(mount_bdi /mnt/fuse) || fail "cannot find the BDI of /mnt/fuse in /proc/self/mountinfo"
 	echo "$bdi" >/tmp/bdi
 	emit bdi /tmp/bdi
-	fio --name=cycles --directory=/mnt/fuse --ioengine=psync --rw=write --bs=128k \
+	fio --eta=never --name=cycles --directory=/mnt/fuse --ioengine=psync --rw=write --bs=128k \
 		--size=256M --numjobs=2 --time_based --runtime=3600 --output=/dev/null &
 	fio_pid=$!
 	sleep 1

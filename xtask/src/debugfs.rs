@@ -111,12 +111,18 @@ pub fn parse_thresholds(text: &str) -> Result<Vec<Record>> {
 }
 
 /// The record of a BDI (and memcg id, where given) in parsed `stats` or
-/// `thresholds`.
+/// `thresholds`. A name can stand for several BDIs: the module keeps the slot
+/// of an unmounted FUSE mount, and the next mount may get the same device
+/// number. `bdi_id` grows with every registration, so the highest is the BDI
+/// that has the name now.
 pub fn find<'a>(records: &'a [Record], bdi: &str, memcg_id: Option<u64>) -> Option<&'a Record> {
-    records.iter().find(|r| {
-        r.get("bdi").and_then(Value::as_str) == Some(bdi)
-            && memcg_id.is_none_or(|id| r.get("memcg_id").and_then(Value::as_u64) == Some(id))
-    })
+    records
+        .iter()
+        .filter(|r| {
+            r.get("bdi").and_then(Value::as_str) == Some(bdi)
+                && memcg_id.is_none_or(|id| r.get("memcg_id").and_then(Value::as_u64) == Some(id))
+        })
+        .max_by_key(|r| counter(Some(r), "bdi_id"))
 }
 
 /// A counter of a record, 0 when absent.
@@ -211,6 +217,29 @@ mod tests {
         let fuse = find(&t, "0:45", None).unwrap();
         assert_eq!(fuse["pause_ms"], 200);
         assert_eq!(find(&t, "254:0", Some(0)).unwrap()["pause_ms"], -4);
+    }
+
+    #[test]
+    fn a_reused_name_means_the_newest_bdi() {
+        // The verify mount's slot (bdi_id 7) stays after unmount; the next FUSE
+        // mount got the same device number and bdi_id 9.
+        let s = parse_stats(&format!(
+            "{}\n{}\n",
+            STATS
+                .lines()
+                .nth(2)
+                .unwrap()
+                .replace("bdi_id=5", "bdi_id=7"),
+            STATS
+                .lines()
+                .nth(2)
+                .unwrap()
+                .replace("bdi_id=5", "bdi_id=9")
+                .replace("stall_sleeps=8990", "stall_sleeps=1")
+        ))
+        .unwrap();
+        assert_eq!(counter(find(&s, "0:45", Some(0)), "bdi_id"), 9);
+        assert_eq!(counter(find(&s, "0:45", Some(0)), "stall_sleeps"), 1);
     }
 
     #[test]

@@ -71,6 +71,8 @@ pub struct VmConfig {
     pub accel: Accel,
     pub cpus: u32,
     pub memory_mib: u32,
+    /// The initramfs program the kernel runs as init (`/init`).
+    pub init: String,
     /// `wbstall.KEY=VALUE` parameters for the guest's init.
     pub params: Vec<(String, String)>,
     /// Serial console: a log file, or the terminal for `shell`.
@@ -119,7 +121,7 @@ pub fn accel_args(accel: Accel, cpus: u32, memory_mib: u32) -> Vec<OsString> {
 }
 
 /// The kernel command line, one item per reason.
-pub fn kernel_cmdline(params: &[(String, String)]) -> String {
+pub fn kernel_cmdline(init: &str, params: &[(String, String)]) -> String {
     let mut items: Vec<String> = vec![
         // The boot log and any panic go to the first serial port, which QEMU
         // saves per run; results never travel this way.
@@ -131,7 +133,7 @@ pub fn kernel_cmdline(params: &[(String, String)]) -> String {
         // whole backtrace at the default console level.
         "loglevel=7".into(),
         // Run wbstall's init from the initramfs.
-        "rdinit=/init".into(),
+        format!("rdinit={init}"),
     ];
     // Scenario parameters for init. Dotted names are taken as parameters of a
     // (non built-in) module: the kernel neither warns about them nor passes them
@@ -140,14 +142,19 @@ pub fn kernel_cmdline(params: &[(String, String)]) -> String {
     items.join(" ")
 }
 
-pub fn kernel_args(kernel: &Path, initrd: &Path, params: &[(String, String)]) -> Vec<OsString> {
+pub fn kernel_args(
+    kernel: &Path,
+    initrd: &Path,
+    init: &str,
+    params: &[(String, String)],
+) -> Vec<OsString> {
     vec![
         "-kernel".into(),
         kernel.into(),
         "-initrd".into(),
         initrd.into(),
         "-append".into(),
-        kernel_cmdline(params).into(),
+        kernel_cmdline(init, params).into(),
     ]
 }
 
@@ -194,7 +201,12 @@ pub fn disk_args(disk: &Path) -> Vec<OsString> {
 pub fn argv(cfg: &VmConfig) -> Vec<OsString> {
     let mut a = base_args();
     a.extend(accel_args(cfg.accel, cfg.cpus, cfg.memory_mib));
-    a.extend(kernel_args(&cfg.kernel, &cfg.initrd, &cfg.params));
+    a.extend(kernel_args(
+        &cfg.kernel,
+        &cfg.initrd,
+        &cfg.init,
+        &cfg.params,
+    ));
     a.extend(console_args(&cfg.console));
     if let Some(r) = &cfg.results {
         a.extend(results_args(r));
@@ -205,8 +217,24 @@ pub fn argv(cfg: &VmConfig) -> Vec<OsString> {
     a
 }
 
-/// Kills QEMU when dropped: no early return leaves a guest running.
+/// Kills QEMU when dropped: no early return leaves a guest running. A signal
+/// that kills xtask skips destructors; [`die_with_parent`] covers that path.
 struct Leash(Option<Child>);
+
+/// Makes the child get SIGKILL when xtask dies, however it dies.
+fn die_with_parent(command: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure runs in the forked child before exec and only calls
+    // prctl(2), which is async-signal-safe.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
 
 impl Drop for Leash {
     fn drop(&mut self) {
@@ -313,6 +341,7 @@ pub fn run(sh: &Shell, cfg: &VmConfig, timeout: Duration, qemu_log: &Path) -> Re
         .stdin(Stdio::null())
         .stdout(log.try_clone().context("duplicating the QEMU log handle")?)
         .stderr(log);
+    die_with_parent(&mut command);
     let started = Instant::now();
     let mut leash = Leash(Some(
         command.spawn().context("starting qemu-system-x86_64")?,
@@ -402,10 +431,13 @@ mod tests {
 
     #[test]
     fn cmdline_has_console_panic_and_params() {
-        let line = kernel_cmdline(&[
-            ("scenario".into(), "fuse-strictlimit".into()),
-            ("runtime".into(), "20".into()),
-        ]);
+        let line = kernel_cmdline(
+            "/init",
+            &[
+                ("scenario".into(), "fuse-strictlimit".into()),
+                ("runtime".into(), "20".into()),
+            ],
+        );
         assert!(line.starts_with("console=ttyS0 panic=-1 "), "{line}");
         assert!(line.contains("rdinit=/init"));
         assert!(
@@ -422,6 +454,7 @@ mod tests {
             accel: Accel::Tcg,
             cpus: 2,
             memory_mib: 2048,
+            init: "/init".into(),
             params: vec![("scenario".into(), "x".into())],
             console: Console::File("/r/console.log".into()),
             results: Some("/r/results.bin".into()),

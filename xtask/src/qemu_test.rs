@@ -45,11 +45,71 @@ pub struct GuestArgs {
     /// Parallel make jobs for the build (make -j). Default: the number of CPUs.
     #[arg(long, value_name = "N")]
     pub jobs: Option<usize>,
+    /// Run PATH from the initramfs as init instead of wbstall's /init (kernel
+    /// rdinit=), to debug the harness: a path that does not exist makes the
+    /// guest kernel panic, /bin/cat makes it wait for ever.
+    #[arg(
+        long,
+        value_name = "PATH",
+        default_value = "/init",
+        hide_default_value = true
+    )]
+    pub rdinit: String,
 }
 
 impl GuestArgs {
     fn accel(&self) -> Accel {
         self.accel.unwrap_or_else(qemu::detect_accel)
+    }
+
+    /// The selected kernels: built (incrementally), or with --no-build as they are.
+    fn kernels(
+        &self,
+        sh: &Shell,
+        tc: &deps::Toolchain,
+        selection: &Selection,
+        source: &SourceArgs,
+    ) -> Result<Vec<Built>> {
+        if self.no_build {
+            load_selected(selection)
+        } else {
+            kernel::build(sh, tc, selection, source, self.jobs)
+        }
+    }
+
+    /// One variant's kernel and initramfs, for the single-boot tasks.
+    fn one_variant(&self, sh: &Shell, source: &SourceArgs, name: &str) -> Result<(Built, PathBuf)> {
+        let tc = deps::ensure(sh)?;
+        let selection = Selection {
+            variants: vec![name.to_string()],
+            ..Selection::default()
+        };
+        let built = self.kernels(sh, &tc, &selection, source)?.remove(0);
+        let base = initramfs::base(sh)?;
+        let initrd = initramfs::for_variant(&base, &file_name(&built.dir), &built.module())?;
+        Ok((built, initrd))
+    }
+
+    /// A VM for `kernel` sized by these flags.
+    fn vm(
+        &self,
+        kernel: &Built,
+        initrd: PathBuf,
+        params: Vec<(String, String)>,
+        console: Console,
+    ) -> VmConfig {
+        VmConfig {
+            kernel: kernel.bzimage(),
+            initrd,
+            accel: self.accel(),
+            cpus: self.cpus,
+            memory_mib: self.memory,
+            init: self.rdinit.clone(),
+            params,
+            console,
+            results: None,
+            disk: None,
+        }
     }
 }
 
@@ -120,11 +180,7 @@ impl QemuTest {
         if runs == 0 {
             bail!("--runs must be at least 1");
         }
-        let mut built = if self.guest.no_build {
-            load_selected(&self.selection)?
-        } else {
-            kernel::build(sh, &tc, &self.selection, &self.source, self.guest.jobs)?
-        };
+        let mut built = self.guest.kernels(sh, &tc, &self.selection, &self.source)?;
         if let Some(aa) = self.aa_variant(&built, runs)? {
             built.push(aa);
         }
@@ -259,21 +315,23 @@ impl QemuTest {
         let results = dir.join(format!("{name}.results.bin"));
         let verify = scen.verify && !self.quick && run == 0;
         let disk = if scen.disk {
-            Some(make_disk(sh, dir, &name)?)
+            let path = dir.join(format!("{name}.ext4.img"));
+            fs::remove_file(&path).ok();
+            mkfs_ext4(sh, &path)?;
+            Some(path)
         } else {
             None
         };
-        let cfg = VmConfig {
-            kernel: variant.bzimage(),
-            initrd: initrd.to_path_buf(),
-            accel,
-            cpus: self.guest.cpus,
-            memory_mib: self.guest.memory,
-            params: guest_params(scen, &job, self.sample_ms, verify),
-            console: Console::File(console.clone()),
-            results: Some(results.clone()),
-            disk: disk.clone(),
-        };
+        let params = guest_params(scen, &job, self.sample_ms, verify);
+        let mut cfg = self.guest.vm(
+            variant,
+            initrd.to_path_buf(),
+            params,
+            Console::File(console.clone()),
+        );
+        cfg.accel = accel;
+        cfg.results = Some(results.clone());
+        cfg.disk = disk.clone();
         let timeout = Duration::from_secs(
             self.timeout
                 .unwrap_or(120 + u64::from(job.ramp_time) + u64::from(job.runtime)),
@@ -310,19 +368,16 @@ impl QemuTest {
     }
 }
 
-/// A fresh ext4 image for one run, made on the host with e2fsprogs. Inode
-/// tables and journal are initialised now, so no lazy-init thread writes in
-/// the guest while fio measures.
-fn make_disk(sh: &Shell, dir: &Path, name: &str) -> Result<PathBuf> {
-    let path = dir.join(format!("{name}.ext4.img"));
-    fs::remove_file(&path).ok();
+/// A fresh ext4 image, made on the host with e2fsprogs. Inode tables and the
+/// journal are initialised now, so no lazy-init thread writes in the guest
+/// while fio measures.
+fn mkfs_ext4(sh: &Shell, path: &Path) -> Result<()> {
     cmd!(
         sh,
         "mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 -L wbstall {path} 1G"
     )
     .run()
-    .with_context(|| format!("creating the ext4 disk {}", path.display()))?;
-    Ok(path)
+    .with_context(|| format!("creating the ext4 disk {}", path.display()))
 }
 
 /// What produced a results directory (`session.json`).
@@ -432,30 +487,15 @@ pub struct ShellCmd {
 
 impl ShellCmd {
     pub fn run(self, sh: &Shell) -> Result<()> {
-        let tc = deps::ensure(sh)?;
-        let selection = Selection {
-            variants: vec![self.variant.clone()],
-            ..Selection::default()
-        };
-        let built = if self.guest.no_build {
-            load_selected(&selection)?
-        } else {
-            kernel::build(sh, &tc, &selection, &self.source, self.guest.jobs)?
-        };
-        let b = &built[0];
-        let base = initramfs::base(sh)?;
-        let initrd = initramfs::for_variant(&base, &b.meta.variant, &b.module())?;
-        let cfg = VmConfig {
-            kernel: b.bzimage(),
-            initrd,
-            accel: self.guest.accel(),
-            cpus: self.guest.cpus,
-            memory_mib: self.guest.memory,
-            params: vec![("scenario".into(), "shell".into())],
-            console: Console::Stdio,
-            results: None,
-            disk: self.disk,
-        };
+        let (b, initrd) = self.guest.one_variant(sh, &self.source, &self.variant)?;
+        let params = vec![("scenario".into(), "shell".into())];
+        let mut cfg = self.guest.vm(&b, initrd, params, Console::Stdio);
+        if let Some(disk) = self.disk {
+            if !disk.exists() {
+                mkfs_ext4(sh, &disk)?;
+            }
+            cfg.disk = Some(disk);
+        }
         eprintln!(
             "shell: booting {} ({:?}); Ctrl-A X quits QEMU",
             b.meta.variant, cfg.accel
@@ -482,38 +522,20 @@ pub struct ModuleStress {
 
 impl ModuleStress {
     pub fn run(self, sh: &Shell) -> Result<()> {
-        let tc = deps::ensure(sh)?;
-        let selection = Selection {
-            variants: vec![self.variant.clone()],
-            ..Selection::default()
-        };
-        let built = if self.guest.no_build {
-            load_selected(&selection)?
-        } else {
-            kernel::build(sh, &tc, &selection, &self.source, self.guest.jobs)?
-        };
-        let b = &built[0];
-        let base = initramfs::base(sh)?;
-        let initrd = initramfs::for_variant(&base, &file_name(&b.dir), &b.module())?;
+        let (b, initrd) = self.guest.one_variant(sh, &self.source, &self.variant)?;
         let dir = util::target_dir()
             .join("module-stress")
             .join(util::timestamp());
         fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
         let console = dir.join("console.log");
-        let cfg = VmConfig {
-            kernel: b.bzimage(),
-            initrd,
-            accel: self.guest.accel(),
-            cpus: self.guest.cpus,
-            memory_mib: self.guest.memory,
-            params: vec![
-                ("scenario".into(), "module-cycles".into()),
-                ("cycles".into(), self.cycles.to_string()),
-            ],
-            console: Console::File(console.clone()),
-            results: Some(dir.join("results.bin")),
-            disk: None,
-        };
+        let params = vec![
+            ("scenario".into(), "module-cycles".into()),
+            ("cycles".into(), self.cycles.to_string()),
+        ];
+        let mut cfg = self
+            .guest
+            .vm(&b, initrd, params, Console::File(console.clone()));
+        cfg.results = Some(dir.join("results.bin"));
         eprintln!(
             "module-stress: {} cycles on {} ({:?}); logs in {}",
             self.cycles,
@@ -530,13 +552,7 @@ impl ModuleStress {
         // The console has every kernel message; dmesg's ring buffer may have wrapped
         // after a hundred loads (each prints its KUnit results).
         let warnings = record::warnings(&fs::read_to_string(&console).unwrap_or_default());
-        let ktap: String = stream
-            .files
-            .iter()
-            .filter(|(k, _)| k.starts_with("ktap-"))
-            .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
-            .collect();
-        let ktap = crate::ktap::parse(&ktap);
+        let ktap = record::ktap(&stream);
         println!(
             "module-stress: {} in {:.0} s; KUnit at first load: {}",
             cycles.trim(),

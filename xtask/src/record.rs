@@ -160,6 +160,17 @@ fn json_line(stream: &Stream, name: &str) -> Result<Option<Value>> {
     }
 }
 
+/// The KUnit results the guest sent (every suite's KTAP).
+pub fn ktap(stream: &Stream) -> Ktap {
+    let text: String = stream
+        .files
+        .iter()
+        .filter(|(k, _)| k.starts_with("ktap-"))
+        .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
+        .collect();
+    ktap::parse(&text)
+}
+
 /// Where a run came from, besides the stream.
 pub struct RunContext<'a> {
     pub variant: &'a VariantMeta,
@@ -246,12 +257,6 @@ pub fn build(ctx: RunContext<'_>, stream: &Stream) -> Result<RunRecord> {
             }
         }
     }
-    let ktap_text: String = stream
-        .files
-        .iter()
-        .filter(|(k, _)| k.starts_with("ktap-"))
-        .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
-        .collect();
     let verify_ok = stream
         .text("fio-verify")
         .map(|t| fio::parse(&t).is_ok_and(|r| r.error == 0));
@@ -277,7 +282,7 @@ pub fn build(ctx: RunContext<'_>, stream: &Stream) -> Result<RunRecord> {
         bdi_knobs: key_values(&stream.text("bdi-knobs").unwrap_or_default()),
         vmstat,
         vmstat_delta,
-        ktap: ktap::parse(&ktap_text),
+        ktap: ktap(stream),
         fuse_ready: json_line(stream, "fuse-main-ready")?,
         fuse_stats: json_line(stream, "fuse-main-stats")?,
         verify_ok,

@@ -12,7 +12,6 @@
 use std::collections::BTreeMap;
 
 use anyhow::{bail, Result};
-use serde_json::Value;
 
 use crate::debugfs::{self, Record};
 
@@ -73,10 +72,7 @@ pub fn parse(text: &str) -> Result<Vec<Sample>> {
 
 /// The record of the writer (BDI, and memcg id when it has one) in a list.
 pub fn writer<'a>(records: &'a [Record], bdi: &str, memcg_id: Option<u64>) -> Option<&'a Record> {
-    records.iter().find(|r| {
-        r.get("bdi").and_then(Value::as_str) == Some(bdi)
-            && debugfs::counter(Some(r), "memcg_id") == memcg_id.unwrap_or(0)
-    })
+    debugfs::find(records, bdi, Some(memcg_id.unwrap_or(0)))
 }
 
 /// One point of the plotted series.

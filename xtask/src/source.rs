@@ -123,6 +123,31 @@ pub fn validate_tree(tree: &Path) -> Result<String> {
     Ok(version)
 }
 
+/// An empty `src/.<id>.partial/`, where a tree is prepared before [`publish`].
+fn fresh_staging(cache: &Path, id: &str) -> Result<PathBuf> {
+    let staging = cache.join("src").join(format!(".{id}.partial"));
+    if staging.exists() {
+        fs::remove_dir_all(&staging).with_context(|| format!("removing {}", staging.display()))?;
+    }
+    fs::create_dir_all(&staging).with_context(|| format!("creating {}", staging.display()))?;
+    Ok(staging)
+}
+
+/// Writes `source.json` and moves the prepared tree into place in one rename,
+/// so that a tree in the cache is always complete.
+fn publish(staging: &Path, root: PathBuf, id: String, meta: SourceMeta) -> Result<Source> {
+    util::write_atomic(
+        &staging.join("source.json"),
+        serde_json::to_string_pretty(&meta)?,
+    )?;
+    if root.exists() {
+        // A tree without source.json is a leftover of an interrupted preparation.
+        fs::remove_dir_all(&root).with_context(|| format!("removing stale {}", root.display()))?;
+    }
+    fs::rename(staging, &root).with_context(|| format!("moving the tree to {}", root.display()))?;
+    Ok(Source { id, root, meta })
+}
+
 fn read_meta(root: &Path) -> Option<SourceMeta> {
     let text = fs::read_to_string(root.join("source.json")).ok()?;
     serde_json::from_str(&text).ok()
@@ -252,11 +277,7 @@ fn debian_tree(sh: &Shell, cache: &Path, refresh: bool) -> Result<Source> {
         deb.display(),
         root.display()
     );
-    let staging = cache.join("src").join(format!(".{id}.partial"));
-    if staging.exists() {
-        fs::remove_dir_all(&staging).with_context(|| format!("removing {}", staging.display()))?;
-    }
-    fs::create_dir_all(&staging).with_context(|| format!("creating {}", staging.display()))?;
+    let staging = fresh_staging(cache, &id)?;
     cmd!(sh, "dpkg-deb -x {deb} {staging}/deb")
         .run()
         .with_context(|| format!("unpacking {}", deb.display()))?;
@@ -277,17 +298,7 @@ fn debian_tree(sh: &Shell, cache: &Path, refresh: bool) -> Result<Source> {
         sha256,
         origin: None,
     };
-    util::write_atomic(
-        &staging.join("source.json"),
-        serde_json::to_string_pretty(&meta)?,
-    )?;
-    if root.exists() {
-        // A tree without source.json is a leftover of an interrupted extraction.
-        fs::remove_dir_all(&root).with_context(|| format!("removing stale {}", root.display()))?;
-    }
-    fs::rename(&staging, &root)
-        .with_context(|| format!("moving the tree to {}", root.display()))?;
-    Ok(Source { id, root, meta })
+    publish(&staging, root, id, meta)
 }
 
 /// Identifies a developer's tree by content: for a git checkout, HEAD plus the
@@ -385,10 +396,7 @@ fn local_tree(sh: &Shell, cache: &Path, dir: &Path) -> Result<Source> {
         dir.display(),
         root.display()
     );
-    let staging = cache.join("src").join(format!(".{id}.partial"));
-    if staging.exists() {
-        fs::remove_dir_all(&staging).with_context(|| format!("removing {}", staging.display()))?;
-    }
+    let staging = fresh_staging(cache, &id)?;
     let tree = staging.join("tree");
     fs::create_dir_all(&tree).with_context(|| format!("creating {}", tree.display()))?;
     match git_files {
@@ -420,16 +428,7 @@ fn local_tree(sh: &Shell, cache: &Path, dir: &Path) -> Result<Source> {
         sha256,
         origin: Some(dir.display().to_string()),
     };
-    util::write_atomic(
-        &staging.join("source.json"),
-        serde_json::to_string_pretty(&meta)?,
-    )?;
-    if root.exists() {
-        fs::remove_dir_all(&root).with_context(|| format!("removing stale {}", root.display()))?;
-    }
-    fs::rename(&staging, &root)
-        .with_context(|| format!("moving the tree to {}", root.display()))?;
-    Ok(Source { id, root, meta })
+    publish(&staging, root, id, meta)
 }
 
 #[cfg(test)]
