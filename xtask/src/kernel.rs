@@ -126,21 +126,33 @@ pub fn build(
     let fragment_path = root.join(kconfig::FRAGMENT);
     let fragment = fs::read_to_string(&fragment_path)
         .with_context(|| format!("reading {}", fragment_path.display()))?;
-    let jobs = jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
-    let worktree = Worktree::new(&src.root);
-    let mut built = Vec::new();
-    for variant in &selected {
-        built.push(build_one(
-            sh,
-            tc,
-            &src,
-            &worktree,
-            variant,
-            &fragment,
-            &fragment_path,
-            jobs,
-        )?);
+    // The files any variant patches: each kernel keeps its own copy of them, so
+    // that what was built can be read (and diffed) next to the image.
+    let mut patched = std::collections::BTreeSet::new();
+    for v in variants
+        .names()
+        .into_iter()
+        .map(|n| variants.variant(n))
+        .chain(selected.iter().cloned().map(Ok))
+    {
+        for p in &v?.patches {
+            patched.extend(patch::touched_paths(&p.diff)?);
+        }
     }
+    let builder = Builder {
+        sh,
+        tc,
+        src: &src,
+        worktree: Worktree::new(&src.root),
+        fragment,
+        fragment_path,
+        jobs: jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get())),
+        patched,
+    };
+    let built = selected
+        .iter()
+        .map(|v| builder.one(v))
+        .collect::<Result<Vec<_>>>()?;
     drop(lock);
     Ok(built)
 }
@@ -162,132 +174,151 @@ fn kconfig_touch(variant: &Variant) -> Result<Vec<(String, String)>> {
     Ok(out)
 }
 
-#[allow(clippy::too_many_arguments)]
-fn build_one(
-    sh: &Shell,
-    tc: &Toolchain,
-    src: &crate::source::Source,
-    worktree: &Worktree,
-    variant: &Variant,
-    fragment: &str,
-    fragment_path: &Path,
+/// What every variant of one `build` shares.
+struct Builder<'a> {
+    sh: &'a Shell,
+    tc: &'a Toolchain,
+    src: &'a crate::source::Source,
+    worktree: Worktree,
+    fragment: String,
+    fragment_path: PathBuf,
     jobs: usize,
-) -> Result<Built> {
-    let tree = src.tree();
-    let key = kconfig::config_key(fragment, tc, &kconfig_touch(variant)?);
-    let build_dir = util::cache_dir()?
-        .join("build")
-        .join(format!("{}-{}", src.id, &key[..12]));
-    fs::create_dir_all(&build_dir).with_context(|| format!("creating {}", build_dir.display()))?;
-    let logs = util::target_dir().join("logs");
-    fs::create_dir_all(&logs).with_context(|| format!("creating {}", logs.display()))?;
-    let log = logs.join(format!("build-{}.log", variant.name));
-    fs::write(&log, "").with_context(|| format!("creating {}", log.display()))?;
+    /// Tree-relative files some variant patches.
+    patched: std::collections::BTreeSet<String>,
+}
 
-    let mut progress = Progress::new(&format!("build-kernel {}", variant.name));
-    let started = Instant::now();
-    progress.stage("applying patches");
-    let switch = worktree.switch(sh, variant)?;
-    progress.stage("configuring");
-    kconfig::configure(sh, &tree, &build_dir, fragment_path, tc, &key, &log)?;
+impl Builder<'_> {
+    fn one(&self, variant: &Variant) -> Result<Built> {
+        let (sh, tc, src, jobs) = (self.sh, self.tc, self.src, self.jobs);
+        let (fragment, fragment_path) = (&self.fragment, self.fragment_path.as_path());
+        let tree = src.tree();
+        let key = kconfig::config_key(fragment, tc, &kconfig_touch(variant)?);
+        let build_dir = util::cache_dir()?
+            .join("build")
+            .join(format!("{}-{}", src.id, &key[..12]));
+        fs::create_dir_all(&build_dir)
+            .with_context(|| format!("creating {}", build_dir.display()))?;
+        let logs = util::target_dir().join("logs");
+        fs::create_dir_all(&logs).with_context(|| format!("creating {}", logs.display()))?;
+        let log = logs.join(format!("build-{}.log", variant.name));
+        fs::write(&log, "").with_context(|| format!("creating {}", log.display()))?;
 
-    progress.stage("compiling");
-    let llvm = format!("LLVM={}", tc.llvm_make_arg);
-    let jobs_arg = format!("-j{jobs}");
-    let mut objects = 0usize;
-    let mut linked = false;
-    util::run_logged(
-        cmd!(sh, "make -C {tree} O={build_dir} {llvm} {jobs_arg}"),
-        &log,
-        &format!("building the {} kernel", variant.name),
-        |line| {
-            if let Some((tool, target)) = progress::kbuild_step(line) {
-                if progress::is_compile(tool) {
-                    objects += 1;
-                }
-                match (tool, target) {
-                    ("LD", "vmlinux") => {
-                        linked = true;
-                        progress.stage("linking vmlinux");
+        let mut progress = Progress::new(&format!("build-kernel {}", variant.name));
+        let started = Instant::now();
+        progress.stage("applying patches");
+        let switch = self.worktree.switch(sh, variant)?;
+        progress.stage("configuring");
+        kconfig::configure(sh, &tree, &build_dir, fragment_path, tc, &key, &log)?;
+
+        progress.stage("compiling");
+        let llvm = format!("LLVM={}", tc.llvm_make_arg);
+        let jobs_arg = format!("-j{jobs}");
+        let mut objects = 0usize;
+        let mut linked = false;
+        util::run_logged(
+            cmd!(sh, "make -C {tree} O={build_dir} {llvm} {jobs_arg}"),
+            &log,
+            &format!("building the {} kernel", variant.name),
+            |line| {
+                if let Some((tool, target)) = progress::kbuild_step(line) {
+                    if progress::is_compile(tool) {
+                        objects += 1;
                     }
-                    (_, t) if linked && t.starts_with("arch/x86/boot") => {
-                        progress.stage("making bzImage")
+                    match (tool, target) {
+                        ("LD", "vmlinux") => {
+                            linked = true;
+                            progress.stage("linking vmlinux");
+                        }
+                        (_, t) if linked && t.starts_with("arch/x86/boot") => {
+                            progress.stage("making bzImage")
+                        }
+                        _ => {}
                     }
-                    _ => {}
+                    progress.detail(&format!("[{objects} objects] {tool} {target}"));
                 }
-                progress.detail(&format!("[{objects} objects] {tool} {target}"));
+            },
+        )?;
+
+        progress.stage("building the wbstall module");
+        let module_out = util::target_dir().join("module").join(&variant.name);
+        let ko = module::build_external(
+            sh,
+            tc,
+            &build_dir,
+            &util::project_root().join(module::MODULE_DIR),
+            &module_out,
+        )?;
+        let seconds = started.elapsed().as_secs_f64();
+
+        // Assemble the artifacts next to the old ones, then swap: a failure above
+        // leaves the previous kernel of this variant in place.
+        let dir = kernels_dir().join(&variant.name);
+        let partial = kernels_dir().join(format!(".{}.partial", variant.name));
+        if partial.exists() {
+            fs::remove_dir_all(&partial)
+                .with_context(|| format!("removing {}", partial.display()))?;
+        }
+        fs::create_dir_all(&partial).with_context(|| format!("creating {}", partial.display()))?;
+        let bzimage = build_dir.join("arch/x86/boot/bzImage");
+        sh.copy_file(&bzimage, partial.join("bzImage"))
+            .context("copying bzImage")?;
+        sh.copy_file(build_dir.join(".config"), partial.join("config"))
+            .context("copying .config")?;
+        sh.copy_file(&ko, partial.join("wbstall.ko"))
+            .context("copying wbstall.ko")?;
+        sh.copy_file(&log, partial.join("build.log"))
+            .context("copying the build log")?;
+        for rel in &self.patched {
+            let from = tree.join(rel);
+            if from.is_file() {
+                let to = partial.join("src").join(rel);
+                fs::create_dir_all(to.parent().unwrap_or(&partial))
+                    .with_context(|| format!("creating {}", to.display()))?;
+                sh.copy_file(&from, &to)
+                    .with_context(|| format!("copying {rel}"))?;
             }
-        },
-    )?;
-
-    progress.stage("building the wbstall module");
-    let module_out = util::target_dir().join("module").join(&variant.name);
-    let ko = module::build_external(
-        sh,
-        tc,
-        &build_dir,
-        &util::project_root().join(module::MODULE_DIR),
-        &module_out,
-    )?;
-    let seconds = started.elapsed().as_secs_f64();
-
-    // Assemble the artifacts next to the old ones, then swap: a failure above
-    // leaves the previous kernel of this variant in place.
-    let dir = kernels_dir().join(&variant.name);
-    let partial = kernels_dir().join(format!(".{}.partial", variant.name));
-    if partial.exists() {
-        fs::remove_dir_all(&partial).with_context(|| format!("removing {}", partial.display()))?;
+        }
+        let release = fs::read_to_string(build_dir.join("include/config/kernel.release"))
+            .context("reading include/config/kernel.release")?;
+        let meta = VariantMeta {
+            variant: variant.name.clone(),
+            description: variant.description.clone(),
+            base: src.meta.clone(),
+            patches: variant
+                .patches
+                .iter()
+                .map(|p| PatchMeta {
+                    file: p.label.clone(),
+                    sha256: p.sha256.clone(),
+                })
+                .collect(),
+            kernel_release: release.trim().to_string(),
+            config_sha256: util::sha256_file(&build_dir.join(".config"))?,
+            fragment_sha256: util::sha256_hex(fragment.as_bytes()),
+            toolchain: tc.clone(),
+            build_seconds: (seconds * 10.0).round() / 10.0,
+            objects_rebuilt: objects,
+            files_changed: switch.changed.clone(),
+            module_sha256: util::sha256_file(&ko)?,
+            bzimage_sha256: util::sha256_file(&bzimage)?,
+            built_at: util::timestamp(),
+        };
+        util::write_atomic(
+            &partial.join("variant.json"),
+            serde_json::to_string_pretty(&meta)?,
+        )?;
+        if dir.exists() {
+            fs::remove_dir_all(&dir).with_context(|| format!("replacing {}", dir.display()))?;
+        }
+        fs::rename(&partial, &dir)
+            .with_context(|| format!("moving the kernel into {}", dir.display()))?;
+        progress.finish(&format!(
+            "{} built ({} file(s) switched, {objects} objects compiled)",
+            variant.name,
+            switch.changed.len()
+        ));
+        Ok(Built { dir, meta })
     }
-    fs::create_dir_all(&partial).with_context(|| format!("creating {}", partial.display()))?;
-    let bzimage = build_dir.join("arch/x86/boot/bzImage");
-    sh.copy_file(&bzimage, partial.join("bzImage"))
-        .context("copying bzImage")?;
-    sh.copy_file(build_dir.join(".config"), partial.join("config"))
-        .context("copying .config")?;
-    sh.copy_file(&ko, partial.join("wbstall.ko"))
-        .context("copying wbstall.ko")?;
-    sh.copy_file(&log, partial.join("build.log"))
-        .context("copying the build log")?;
-    let release = fs::read_to_string(build_dir.join("include/config/kernel.release"))
-        .context("reading include/config/kernel.release")?;
-    let meta = VariantMeta {
-        variant: variant.name.clone(),
-        description: variant.description.clone(),
-        base: src.meta.clone(),
-        patches: variant
-            .patches
-            .iter()
-            .map(|p| PatchMeta {
-                file: p.label.clone(),
-                sha256: p.sha256.clone(),
-            })
-            .collect(),
-        kernel_release: release.trim().to_string(),
-        config_sha256: util::sha256_file(&build_dir.join(".config"))?,
-        fragment_sha256: util::sha256_hex(fragment.as_bytes()),
-        toolchain: tc.clone(),
-        build_seconds: (seconds * 10.0).round() / 10.0,
-        objects_rebuilt: objects,
-        files_changed: switch.changed.clone(),
-        module_sha256: util::sha256_file(&ko)?,
-        bzimage_sha256: util::sha256_file(&bzimage)?,
-        built_at: util::timestamp(),
-    };
-    util::write_atomic(
-        &partial.join("variant.json"),
-        serde_json::to_string_pretty(&meta)?,
-    )?;
-    if dir.exists() {
-        fs::remove_dir_all(&dir).with_context(|| format!("replacing {}", dir.display()))?;
-    }
-    fs::rename(&partial, &dir)
-        .with_context(|| format!("moving the kernel into {}", dir.display()))?;
-    progress.finish(&format!(
-        "{} built ({} file(s) switched, {objects} objects compiled)",
-        variant.name,
-        switch.changed.len()
-    ));
-    Ok(Built { dir, meta })
 }
 
 /// Reads a built variant back (for qemu-test and reports).
@@ -304,14 +335,20 @@ pub fn load_built(name: &str) -> Result<Built> {
 
 /// The table `build-kernel` prints.
 pub fn summary(built: &[Built]) -> String {
+    let w = built
+        .iter()
+        .map(|b| b.meta.variant.len())
+        .max()
+        .unwrap_or(0)
+        .max(12);
     let mut out = format!(
-        "{:<12} {:>8} {:>9} {:>9}  {}\n",
+        "{:<w$} {:>8} {:>9} {:>9}  {}\n",
         "variant", "seconds", "objects", "switched", "kernel"
     );
     for b in built {
         let m = &b.meta;
         out.push_str(&format!(
-            "{:<12} {:>8.1} {:>9} {:>9}  {}\n",
+            "{:<w$} {:>8.1} {:>9} {:>9}  {}\n",
             m.variant,
             m.build_seconds,
             m.objects_rebuilt,

@@ -839,6 +839,35 @@ patches = []
         }
     }
 
+    #[test]
+    fn an_adhoc_patch_is_regressed_plus_the_file() {
+        let v = Variants::load(&util::project_root().join(VARIANTS_FILE)).unwrap();
+        let seed = util::project_root().join("xtask/fixtures/mail/001_5424f0ee04e0b99b.txt");
+        let sel = Selection {
+            variants: vec!["v1".into()],
+            patches: vec![seed],
+            ..Selection::default()
+        };
+        let out = sel.resolve(&v).unwrap();
+        let names: Vec<&str> = out.iter().map(|v| v.name.as_str()).collect();
+        assert_eq!(names, ["v1", "patch-001_5424f0ee04e0b99b"]);
+        let adhoc = &out[1];
+        assert_eq!(adhoc.patches.len(), 2);
+        assert!(adhoc.patches[0]
+            .label
+            .ends_with("0001-regressed-restore-64dd89ae01f2-balance_dirty_pages.patch"));
+        assert!(adhoc.patches[1]
+            .diff
+            .starts_with("diff --git a/mm/page-writeback.c"));
+        let e = Selection {
+            variants: vec!["v9".into()],
+            ..Selection::default()
+        }
+        .resolve(&v)
+        .unwrap_err();
+        assert!(e.to_string().contains("known variants"), "{e}");
+    }
+
     fn patch(label: &str, diff: &str) -> Patch {
         Patch {
             label: label.into(),

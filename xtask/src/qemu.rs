@@ -380,12 +380,19 @@ pub fn run(sh: &Shell, cfg: &VmConfig, timeout: Duration, qemu_log: &Path) -> Re
     })
 }
 
-/// Boots a guest on the terminal (for `cargo xtask shell`).
+/// Boots a guest on the terminal (for `cargo xtask shell`). QEMU gets this
+/// process's stdin (xshell would give it /dev/null) and dies with it.
 pub fn interactive(sh: &Shell, cfg: &VmConfig) -> Result<()> {
     let argv = argv(cfg);
-    cmd!(sh, "qemu-system-x86_64 {argv...}")
-        .run()
-        .context("running QEMU")?;
+    let mut command: Command = cmd!(sh, "qemu-system-x86_64 {argv...}").into();
+    die_with_parent(&mut command);
+    let status = command
+        .stdin(Stdio::inherit())
+        .status()
+        .context("running qemu-system-x86_64")?;
+    if !status.success() {
+        anyhow::bail!("QEMU exited {status}");
+    }
     Ok(())
 }
 

@@ -138,8 +138,9 @@ pub struct QemuTest {
     /// Seconds fio runs before measuring (fio --ramp_time). Default: 5, or 2 with --quick.
     #[arg(long, value_name = "SECS")]
     pub ramp: Option<u32>,
-    /// Size of each job's file (fio --size). Default: per scenario (1G on FUSE,
-    /// 64M on ext4, where the file set must stay below the memcg's memory.max).
+    /// Size of each job's file (fio --size). Default: per scenario (256M on FUSE,
+    /// 64M on ext4): the file set must fit in guest memory, and on ext4 stay well
+    /// below the memcg's memory.max.
     #[arg(long, value_name = "SIZE")]
     pub size: Option<String>,
     /// Writer jobs (fio --numjobs). Default: 4, as in the seed.
@@ -376,6 +377,8 @@ fn mkfs_ext4(sh: &Shell, path: &Path) -> Result<()> {
         sh,
         "mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 -L wbstall {path} 1G"
     )
+    .quiet()
+    .ignore_stdout()
     .run()
     .with_context(|| format!("creating the ext4 disk {}", path.display()))
 }
