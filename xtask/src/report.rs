@@ -124,6 +124,18 @@ const ROWS: &[Row] = &[
     }),
 ];
 
+/// `0.0037 (270x slower)`, or `1.58 (not slower)`.
+fn ratio_text(ratio: f64) -> String {
+    let x = 1.0 / ratio.max(1e-9);
+    if ratio < 1.0 && x >= 10.0 {
+        format!("{ratio:.4} ({x:.0}x slower)")
+    } else if ratio < 1.0 {
+        format!("{ratio:.2} ({x:.1}x slower)")
+    } else {
+        format!("{ratio:.2} (not slower)")
+    }
+}
+
 /// The side-by-side table, one block per scenario.
 pub fn table(records: &[RunRecord], verdict: &Verdict) -> String {
     let (variants, scenarios) = axes(records);
@@ -167,8 +179,8 @@ pub fn table(records: &[RunRecord], verdict: &Verdict) -> String {
         out.push('\n');
         for (cell, ratio) in &verdict.throughput_ratio {
             out.push_str(&format!(
-                "throughput of stalling cell {cell} / slowest clean variant: {ratio:.4} ({:.0}x slower)\n",
-                1.0 / ratio.max(1e-9)
+                "throughput of stalling cell {cell} / slowest clean variant: {}\n",
+                ratio_text(*ratio)
             ));
         }
     }
@@ -387,9 +399,8 @@ pub fn markdown(
     for (cell, ratio) in &verdict.throughput_ratio {
         let _ = writeln!(
             o,
-            "- {cell}: throughput {:.4} of the slowest clean variant ({:.0}x slower).",
-            ratio,
-            1.0 / ratio.max(1e-9)
+            "- {cell}: throughput / slowest clean variant: {}.",
+            ratio_text(*ratio)
         );
     }
     if !session.failures.is_empty() {
