@@ -1,6 +1,7 @@
 //! `cargo xtask ci`: the test command (README, `.ci/run`). Formatting, lints and
 //! unit tests of the workspace and the kernel module, then the regressed and v1
-//! kernels built and judged by a quick `qemu-test`.
+//! kernels built and judged by a quick `qemu-test`, and 100 rmmod/insmod cycles
+//! of the module under writers (`module-stress`).
 
 use std::time::Instant;
 
@@ -10,7 +11,7 @@ use xshell::{cmd, Shell};
 use crate::{deps, module, util};
 
 /// Run the test command: fmt, clippy, unit tests, then a quick qemu-test of
-/// regressed and v1 (which builds both kernels).
+/// regressed and v1 (which builds both kernels) and the module stress test.
 #[derive(Debug, clap::Args)]
 pub struct Ci {
     /// Only the checks that need no kernel (fmt, clippy, unit tests).
@@ -21,6 +22,10 @@ pub struct Ci {
 impl Ci {
     pub fn run(self, sh: &Shell) -> Result<()> {
         let started = Instant::now();
+        if !self.no_kernel {
+            // Stop before anything else if a tool of the kernel steps is missing.
+            deps::ensure(sh)?;
+        }
         let cargo = sh.var("CARGO").unwrap_or_else(|_| "cargo".to_string());
         step("cargo fmt --check", || {
             cmd!(sh, "{cargo} fmt --all --check")
@@ -43,7 +48,6 @@ impl Ci {
         if self.no_kernel {
             return Ok(());
         }
-        deps::ensure(sh)?;
         step("rustfmt of the kernel module", || {
             let dir = util::project_root().join(module::MODULE_DIR);
             let files: Vec<_> = std::fs::read_dir(&dir)?
@@ -64,6 +68,17 @@ impl Ci {
             .run()
             .context("qemu-test --quick")
         })?;
+        step(
+            "module-stress (100 rmmod/insmod cycles under writers)",
+            || {
+                cmd!(
+                    sh,
+                    "{cargo} xtask module-stress --variant regressed --cycles 100 --no-build"
+                )
+                .run()
+                .context("module-stress")
+            },
+        )?;
         eprintln!(
             "ci: all steps passed in {:.0} s",
             started.elapsed().as_secs_f64()

@@ -447,33 +447,46 @@ pub fn markdown(
             );
         }
         o.push('\n');
-        let (v1, v2) = (bw("v1"), bw("v2"));
-        if !v1.is_empty() && !v2.is_empty() {
-            if let Some(c) = change(&v2, &v1) {
-                let resolved = if c.resolved() {
-                    "resolved: the interval excludes 0".to_string()
-                } else {
-                    format!(
-                        "not resolvable at this noise (the interval is {:.1} points wide)",
-                        c.width()
-                    )
-                };
-                let _ = writeln!(
-                    o,
-                    "v1 against v2: {} ({resolved}). Seed 000 claims about +3-4% for v1 on FUSE.\n",
-                    change_text(Some(c))
-                );
-            }
-        }
+        // The A/A control first: it says how far this scenario's noise reaches.
+        let mut noisy = false;
         for v in variants.iter().filter(|v| v.ends_with("-aa")) {
             let base = v.trim_end_matches("-aa");
             if let Some(c) = change(&bw(base), &bw(v)) {
+                noisy |= c.resolved();
                 let _ = writeln!(
                     o,
-                    "Noise floor (A/A: {base} booted again as {v}): {}; differences inside this are noise.\n",
-                    change_text(Some(c))
+                    "Noise floor (A/A: {base} booted again as {v}): {}. {}\n",
+                    change_text(Some(c)),
+                    if c.resolved() {
+                        "The same kernel came out \"different\": this scenario's run-to-run noise is \
+                         larger than these runs can estimate, so its throughput %changes are not \
+                         evidence; the mechanism counters are."
+                    } else {
+                        "Differences inside this are noise."
+                    }
                 );
             }
+        }
+        let (v1, v2) = (bw("v1"), bw("v2"));
+        if let Some(c) = change(&v2, &v1) {
+            let verdict = if c.resolved() && !noisy {
+                "resolved: the interval excludes 0".to_string()
+            } else if c.resolved() {
+                "the interval excludes 0, but so does the A/A control's: not resolvable".to_string()
+            } else {
+                format!(
+                    "not resolvable at this noise: the interval is {:.1} points wide",
+                    c.width()
+                )
+            };
+            let _ = writeln!(o, "v1 against v2: {} ({verdict}).", change_text(Some(c)));
+            if s == "fuse-strictlimit" {
+                let _ = writeln!(
+                    o,
+                    "Seed 000 reports about +3-4% for v1 on FUSE (its baseline is not stated).",
+                );
+            }
+            o.push('\n');
         }
         // 0-day style: base ±%stddev | %change | other ±%stddev | ... | metric
         let base = main.first().map(|v| v.as_str()).unwrap_or("");

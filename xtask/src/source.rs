@@ -337,9 +337,10 @@ fn local_identity(sh: &Shell, dir: &Path) -> Result<(String, Option<Vec<String>>
             hasher.update(f.as_bytes());
             hasher.update(fs::read(dir.join(f)).unwrap_or_default());
         }
+        // Tracked files deleted in the working tree are not copied.
         let list = files
             .split('\0')
-            .filter(|f| !f.is_empty())
+            .filter(|f| !f.is_empty() && fs::symlink_metadata(dir.join(f)).is_ok())
             .map(str::to_string)
             .collect();
         Ok((util::hex(&hasher.finalize()), Some(list)))
@@ -454,6 +455,73 @@ mod tests {
         };
         fs::write(t.path().join("mm/page-writeback.c"), body).unwrap();
         t
+    }
+
+    #[test]
+    fn a_developer_tree_is_copied_never_modified_and_identified_by_content() {
+        let dir = fake_tree("7.4.0", true);
+        let sh = Shell::new().unwrap();
+        let d = dir.path();
+        let git = |args: &[&str]| {
+            let out = std::process::Command::new("git")
+                .arg("-C")
+                .arg(d)
+                .args(args)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "git {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        };
+        git(&["init", "-q"]);
+        fs::write(d.join(".gitignore"), "*.o\n").unwrap();
+        git(&["add", "."]);
+        git(&[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-qm",
+            "base",
+        ]);
+        // An uncommitted change, an untracked file, and a build output.
+        fs::write(
+            d.join("mm/page-writeback.c"),
+            "static int balance_dirty_pages(x) { wb_start_background_writeback(wb); } /* mine */\n",
+        )
+        .unwrap();
+        fs::write(d.join("NEW"), "untracked\n").unwrap();
+        fs::write(d.join("mm/page-writeback.o"), "object").unwrap();
+        let status = git(&["status", "--porcelain"]);
+
+        let cache = testdir::Dir::new("cache");
+        let src = local_tree(&sh, cache.path(), d).unwrap();
+        let tree = src.tree();
+        assert!(fs::read_to_string(tree.join("mm/page-writeback.c"))
+            .unwrap()
+            .contains("/* mine */"));
+        assert!(tree.join("NEW").is_file());
+        assert!(
+            !tree.join("mm/page-writeback.o").exists(),
+            "ignored build outputs stay behind"
+        );
+        assert!(!tree.join(".git").exists());
+        assert_eq!(src.meta.kind, "local");
+        assert_eq!(src.meta.kernel_version, "7.4.0");
+        assert_eq!(
+            git(&["status", "--porcelain"]),
+            status,
+            "the developer's tree was modified"
+        );
+
+        // Same content, same entry; a change makes a new one.
+        assert_eq!(local_tree(&sh, cache.path(), d).unwrap().id, src.id);
+        fs::write(d.join("NEW"), "changed\n").unwrap();
+        assert_ne!(local_tree(&sh, cache.path(), d).unwrap().id, src.id);
     }
 
     #[test]
