@@ -139,8 +139,8 @@ pub struct QemuTest {
     #[arg(long, value_name = "SECS")]
     pub ramp: Option<u32>,
     /// Size of each job's file (fio --size). Default: per scenario (256M on FUSE,
-    /// 64M on ext4): the file set must fit in guest memory, and on ext4 stay well
-    /// below the memcg's memory.max.
+    /// 16M on ext4): the file set must fit in guest memory, and on ext4 stay well
+    /// below both the memcg's memory.max and the global background threshold.
     #[arg(long, value_name = "SIZE")]
     pub size: Option<String>,
     /// Writer jobs (fio --numjobs). Default: 4, as in the seed.

@@ -107,6 +107,8 @@ pub struct RunRecord {
     pub wbstall_summary: Option<Record>,
     pub bdi_stats: BTreeMap<String, i64>,
     pub bdi_knobs: BTreeMap<String, String>,
+    /// The writers' cgroup `memory.events` (memcg scenarios).
+    pub memcg_events: BTreeMap<String, i64>,
     /// Selected /proc/vmstat counters after the run, and their change over it.
     pub vmstat: BTreeMap<String, i64>,
     pub vmstat_delta: BTreeMap<String, i64>,
@@ -280,6 +282,12 @@ pub fn build(ctx: RunContext<'_>, stream: &Stream) -> Result<RunRecord> {
         wbstall_summary: summary,
         bdi_stats: debugfs::parse_bdi_stats(&need("bdi-stats")?)?,
         bdi_knobs: key_values(&stream.text("bdi-knobs").unwrap_or_default()),
+        memcg_events: stream
+            .text("memcg-events")
+            .map(|t| debugfs::parse_vmstat(&t))
+            .transpose()
+            .context("parsing memory.events")?
+            .unwrap_or_default(),
         vmstat,
         vmstat_delta,
         ktap: ktap(stream),
@@ -332,6 +340,14 @@ pub fn problems(r: &RunRecord) -> Vec<String> {
         if stats["writes_cached"].as_u64() == Some(0) {
             p.push("the FUSE server saw no page-cache (FUSE_WRITE_CACHE) writes".into());
         }
+    }
+    // Reclaim at memory.max wakes the flusher by itself and hides a missing
+    // start: the memcg scenario is only evidence while the cgroup stays clear.
+    if let Some(&n) = r.memcg_events.get("max").filter(|&&n| n > 0) {
+        p.push(format!(
+            "the writers' cgroup hit memory.max {n} time(s): reclaim started writeback; \
+             use a smaller --size or a larger memcg_max"
+        ));
     }
     if !r.dmesg_warnings.is_empty() {
         p.push(format!(

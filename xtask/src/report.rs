@@ -114,6 +114,14 @@ const ROWS: &[Row] = &[
             .map(|s| debugfs::counter(Some(s), "bg_thresh").to_string())
             .unwrap_or_else(|| "-".into())
     }),
+    ("memcg memory.max events", |c| {
+        if c.iter().all(|r| r.memcg_events.is_empty()) {
+            return "-".into();
+        }
+        num(med(c, |r| {
+            r.memcg_events.get("max").copied().unwrap_or(0) as f64
+        }))
+    }),
     ("strict_limit/max_ratio", |c| {
         c.last()
             .map(|r| {
