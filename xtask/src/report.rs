@@ -108,7 +108,7 @@ const ROWS: &[Row] = &[
             })
             .unwrap_or_else(|| "-".into())
     }),
-    ("bg_thresh pages (global)", |c| {
+    ("bg_thresh pages (throttling domain)", |c| {
         c.last()
             .and_then(|r| snapshot(r))
             .map(|s| debugfs::counter(Some(s), "bg_thresh").to_string())
@@ -417,6 +417,18 @@ pub fn markdown(
             let _ = writeln!(o, "- {f}");
         }
     }
+
+    let _ = writeln!(
+        o,
+        "\nIntervals below are percentile-bootstrap 95% intervals of the ratio of means \
+         ({} resamples, {} run(s) per cell). With few runs the bootstrap understates the \
+         uncertainty, since it cannot see variation the runs did not show; the A/A control \
+         (the same kernel booted twice) is the better yardstick. Treat a throughput \
+         difference as real only when it is outside its interval and well beyond the A/A \
+         difference of the same scenario.",
+        crate::stats::RESAMPLES,
+        session.runs
+    );
 
     // Per scenario: statistics, then the 0-day table.
     for s in &scenarios {
