@@ -180,56 +180,40 @@ pub fn timeseries(dir: &Path, records: &[RunRecord], scenario: &str, out: &Path)
             .y_desc("cumulative count")
             .draw()
             .map_err(err)?;
-        let line = |f: &dyn Fn(&samples::Point) -> Option<f64>| -> Vec<(f64, f64)> {
-            points
+        type Pick = fn(&samples::Point) -> Option<f64>;
+        // (label, colour, width, on the right axis, value)
+        let series: [(&str, RGBColor, u32, bool, Pick); 5] = [
+            ("BDI dirty pages", BLACK, 2, false, |p| Some(p.dirty)),
+            ("wb_thresh", COLORS[3], 1, false, |p| p.wb_thresh),
+            ("wb_bg_thresh", COLORS[4], 1, false, |p| p.wb_bg_thresh),
+            ("stall sleeps (right)", COLORS[0], 2, true, |p| {
+                Some(p.stall_sleeps)
+            }),
+            (
+                "background writeback starts (right)",
+                COLORS[2],
+                2,
+                true,
+                |p| Some(p.bg_starts),
+            ),
+        ];
+        for (label, color, width, right, pick) in series {
+            let data: Vec<(f64, f64)> = points
                 .iter()
-                .filter_map(|p| f(p).map(|y| (p.t, y)))
-                .collect()
-        };
-        chart
-            .draw_series(LineSeries::new(
-                line(&|p| Some(p.dirty)),
-                BLACK.stroke_width(2),
-            ))
-            .map_err(err)?
-            .label("BDI dirty pages")
-            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], BLACK.stroke_width(2)));
-        chart
-            .draw_series(LineSeries::new(
-                line(&|p| p.wb_thresh),
-                COLORS[3].stroke_width(1),
-            ))
-            .map_err(err)?
-            .label("wb_thresh")
-            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], COLORS[3]));
-        chart
-            .draw_series(LineSeries::new(
-                line(&|p| p.wb_bg_thresh),
-                COLORS[4].stroke_width(1),
-            ))
-            .map_err(err)?
-            .label("wb_bg_thresh")
-            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], COLORS[4]));
-        chart
-            .draw_secondary_series(LineSeries::new(
-                line(&|p| Some(p.stall_sleeps)),
-                COLORS[0].stroke_width(2),
-            ))
-            .map_err(err)?
-            .label("stall sleeps (right)")
-            .legend(|(x, y)| {
-                PathElement::new(vec![(x, y), (x + 16, y)], COLORS[0].stroke_width(2))
-            });
-        chart
-            .draw_secondary_series(LineSeries::new(
-                line(&|p| Some(p.bg_starts)),
-                COLORS[2].stroke_width(2),
-            ))
-            .map_err(err)?
-            .label("background writeback starts (right)")
-            .legend(|(x, y)| {
-                PathElement::new(vec![(x, y), (x + 16, y)], COLORS[2].stroke_width(2))
-            });
+                .filter_map(|p| pick(p).map(|y| (p.t, y)))
+                .collect();
+            let style = color.stroke_width(width);
+            let line = LineSeries::new(data, style);
+            let drawn = if right {
+                chart.draw_secondary_series(line)
+            } else {
+                chart.draw_series(line)
+            };
+            drawn
+                .map_err(err)?
+                .label(label)
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], style));
+        }
         chart
             .configure_series_labels()
             .background_style(WHITE.mix(0.8))
