@@ -223,11 +223,19 @@ impl QemuTest {
             self.guest.memory,
         );
         eprintln!("qemu-test: results in {}", dir.display());
+        // One initramfs per kernel, assembled once, not per boot.
+        let mut initrds = std::collections::BTreeMap::new();
+        for b in &built {
+            let kernel_dir = file_name(&b.dir);
+            if let std::collections::btree_map::Entry::Vacant(e) = initrds.entry(kernel_dir) {
+                let initrd = initramfs::for_variant(&base, e.key(), &b.module())?;
+                e.insert(initrd);
+            }
+        }
         let mut records: Vec<RunRecord> = Vec::new();
         for (run, variant, scen) in schedule(&built, &scenarios, runs) {
-            let kernel_dir = file_name(&variant.dir);
-            let initrd = initramfs::for_variant(&base, &kernel_dir, &variant.module())?;
-            match self.one(sh, &dir, variant, scen, run, accel, &initrd) {
+            let initrd = &initrds[&file_name(&variant.dir)];
+            match self.one(sh, &dir, variant, scen, run, accel, initrd) {
                 Ok(rec) => {
                     eprintln!(
                         "  {} {} #{}: {} MiB/s, stall share {:.1}% (stall_sleeps {}, throttle_sleeps {}, bg_starts {}) in {:.0} s",
