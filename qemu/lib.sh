@@ -12,6 +12,7 @@ mount_basics() {
 	mount -t sysfs sysfs /sys
 	mount -t devtmpfs devtmpfs /dev
 	mount -t debugfs debugfs /sys/kernel/debug
+	mount -t tracefs tracefs /sys/kernel/tracing
 	mkdir -p /tmp /run /mnt
 	mount -t tmpfs -o mode=1777 tmpfs /tmp
 	mount -t tmpfs tmpfs /run
@@ -53,10 +54,11 @@ open_results_port() {
 }
 
 # emit NAME FILE: send one file. It is copied first: debugfs and proc files can
-# change between two reads, and the length must match the bytes sent.
+# change between two reads, and the length must match the bytes sent. A file
+# that cannot be read fails the run: an empty stand-in would read as zeros.
 emit() {
 	[ -n "$RESULTS_PORT" ] || return 0
-	cp "$2" /tmp/.emit 2>/dev/null || : >/tmp/.emit
+	cp "$2" /tmp/.emit 2>/dev/null || fail "cannot read $2 (result file $1)"
 	printf 'WBSTALL-FILE %s %s\n' "$1" "$(wc -c </tmp/.emit)" >&3
 	cat /tmp/.emit >&3
 	printf '\n' >&3
@@ -65,7 +67,7 @@ emit() {
 
 # emit_cmd NAME CMD...: send a command's output (stdout and stderr).
 emit_cmd() {
-	name=$1
+	local name=$1
 	shift
 	"$@" >/tmp/.emit_cmd 2>&1
 	emit "$name" /tmp/.emit_cmd
@@ -83,8 +85,15 @@ finish() {
 
 fail() {
 	echo "wbstall: FAIL: $*" >&2
-	emit_cmd dmesg dmesg
+	[ -n "$FAILING" ] || { FAILING=1; emit_cmd dmesg dmesg; }
 	finish fail "$*"
+}
+
+# need NAME: the value of wbstall.NAME=, or a failed run that names it.
+need() {
+	eval "local v=\${WB_$1-}"
+	[ -n "$v" ] || fail "the kernel command line lacks wbstall.$1="
+	echo "$v"
 }
 
 guest_env() {
@@ -111,14 +120,13 @@ load_module() {
 # start_fuse MODE MOUNTPOINT TAG: start wbstall-fuse and wait until it has
 # answered the kernel's INIT with the writeback cache enabled.
 start_fuse() {
-	mode=$1 mnt=$2 tag=$3
+	local mode=$1 mnt=$2 tag=$3 i=0
 	mkdir -p "$mnt"
 	rm -f "/run/fuse-$tag.ready" "/run/fuse-$tag.stats"
 	wbstall-fuse --mountpoint "$mnt" --mode "$mode" --threads "${WB_fuse_threads:-2}" \
 		--ready-file "/run/fuse-$tag.ready" --stats-file "/run/fuse-$tag.stats" \
 		>"/run/fuse-$tag.log" 2>&1 &
-	eval "FUSE_PID_$tag=$!"
-	i=0
+	echo $! >"/run/fuse-$tag.pid"
 	while [ ! -s "/run/fuse-$tag.ready" ]; do
 		i=$((i + 1))
 		if [ $i -gt 200 ]; then
@@ -134,24 +142,24 @@ start_fuse() {
 
 # stop_fuse TAG: SIGTERM makes the server unmount, write its stats and exit.
 stop_fuse() {
-	tag=$1
-	eval "pid=\$FUSE_PID_$tag"
+	local tag=$1 pid rc
+	read -r pid <"/run/fuse-$tag.pid" || fail "no pid file of wbstall-fuse ($tag)"
 	kill -TERM "$pid"
 	wait "$pid"
 	rc=$?
-	emit "fuse-$tag-stats" "/run/fuse-$tag.stats"
 	emit "fuse-$tag-log" "/run/fuse-$tag.log"
 	[ $rc = 0 ] || fail "wbstall-fuse ($tag) exited $rc"
+	emit "fuse-$tag-stats" "/run/fuse-$tag.stats"
 }
 
 # The fio job of the seed, scaled by wbstall.* parameters (qemu/jobs/writeback.fio).
 # Also sends fio's wall time (fio-wall, seconds): a stalled write can outlast
 # the runtime by seconds, and the stall share is taken of the writers' real time.
 run_fio() {
-	dir=$1 out=$2
+	local dir=$1 out=$2 t0 t1 rc
 	read -r t0 _ </proc/uptime
-	WB_DIR=$dir WB_BS=$WB_bs WB_SIZE=$WB_size WB_NUMJOBS=$WB_numjobs \
-		WB_RAMP=$WB_ramp WB_RUNTIME=$WB_runtime \
+	WB_DIR=$dir WB_BS=$(need bs) WB_SIZE=$(need size) WB_NUMJOBS=$(need numjobs) \
+		WB_RAMP=$(need ramp) WB_RUNTIME=$(need runtime) \
 		fio --eta=never --output-format=json --output="$out" /wbstall/jobs/writeback.fio
 	rc=$?
 	read -r t1 _ </proc/uptime
@@ -165,7 +173,7 @@ run_fio() {
 #   S t=<uptime s>   T <thresholds line>   C <stats line>   B <bdi stats k=v>   V <vmstat k=v>
 # Only shell builtins run in the loop (usleep aside), to keep its cost low.
 sampler_loop() {
-	bdi=$1
+	local bdi=$1 up b v l k n
 	while :; do
 		read -r up _ </proc/uptime
 		echo "S t=$up"
@@ -197,18 +205,67 @@ stop_sampler() {
 	emit samples /tmp/samples
 }
 
-# Everything the host needs to explain a run on BDI $1.
+# The global dirty limits of a control scenario: wbstall.dirty_bytes and
+# wbstall.dirty_background_bytes, when given, replace the ratios (writing a
+# *_bytes knob zeroes its *_ratio), so that the global domain throttles a file
+# set that still fits in memory.
+set_dirty_limits() {
+	[ -n "${WB_dirty_bytes-}" ] || return 0
+	echo "$WB_dirty_bytes" >/proc/sys/vm/dirty_bytes || fail "cannot set vm.dirty_bytes=$WB_dirty_bytes"
+	echo "$(need dirty_background_bytes)" >/proc/sys/vm/dirty_background_bytes ||
+		fail "cannot set vm.dirty_background_bytes=$WB_dirty_background_bytes"
+}
+
+vm_knobs() {
+	local f
+	for f in dirty_ratio dirty_background_ratio dirty_bytes dirty_background_bytes \
+		dirty_expire_centisecs dirty_writeback_centisecs; do
+		echo "vm.$f=$(cat /proc/sys/vm/$f)"
+	done
+}
+
+# The independent witness: the kernel's own count of the tracepoint events the
+# module counts, from hist triggers in tracefs, per BDI and cgroup inode.
+# Started right after the module's counters are reset, read right after them.
+TRACE_EVENTS=/sys/kernel/tracing/events/writeback
+WITNESS_BDP="hist:keys=bdi,cgroup_ino:vals=hitcount"
+WITNESS_SLEEP="hist:keys=bdi,cgroup_ino:vals=hitcount if pause > 0"
+WITNESS_WAKE="hist:keys=name,cgroup_ino:vals=hitcount"
+
+# measure_start BDI CGROUP_DIR: zero the module's counters, start the witness,
+# and record the state the measurement starts from.
+measure_start() {
+	local bdi=$1 cg=$2
+	[ -d "$TRACE_EVENTS/balance_dirty_pages" ] ||
+		fail "no $TRACE_EVENTS/balance_dirty_pages: tracefs or the writeback events are missing"
+	echo 1 >/sys/kernel/debug/wbstall/reset || fail "cannot reset the wbstall counters"
+	echo "$WITNESS_BDP" >>"$TRACE_EVENTS/balance_dirty_pages/trigger" &&
+		echo "$WITNESS_SLEEP" >>"$TRACE_EVENTS/balance_dirty_pages/trigger" &&
+		echo "$WITNESS_WAKE" >>"$TRACE_EVENTS/writeback_wake_background/trigger" ||
+		fail "cannot attach the witness's hist triggers (CONFIG_HIST_TRIGGERS?)"
+	stat -c %i "$cg" >/tmp/cgroup_ino || fail "cannot stat $cg"
+	emit writer-cgroup-ino /tmp/cgroup_ino
+	emit_cmd vm-knobs vm_knobs
+	emit vmstat-before /proc/vmstat
+	emit bdi-stats-before "/sys/kernel/debug/bdi/$bdi/stats"
+}
+
+# Everything the host needs to explain a run on BDI $1: the module's files
+# first and the witness's right after, so that both count the same events.
 collect() {
-	bdi=$1
+	local bdi=$1 f
 	for f in stats thresholds summary; do
 		emit "wbstall-$f" "/sys/kernel/debug/wbstall/$f"
 	done
+	emit witness-balance_dirty_pages "$TRACE_EVENTS/balance_dirty_pages/hist"
+	emit witness-writeback_wake_background "$TRACE_EVENTS/writeback_wake_background/hist"
 	emit bdi-stats "/sys/kernel/debug/bdi/$bdi/stats"
 	emit vmstat /proc/vmstat
 	emit_cmd bdi-knobs bdi_knobs "$bdi"
 }
 
 bdi_knobs() {
+	local k
 	for k in strict_limit max_ratio min_ratio max_bytes read_ahead_kb; do
 		[ -f "/sys/class/bdi/$1/$k" ] && echo "$k=$(cat "/sys/class/bdi/$1/$k")"
 	done
@@ -236,15 +293,15 @@ ext4_mount() {
 # ext4_fio CGROUP: the fio job on /mnt/disk, its processes in CGROUP ("" for
 # the root cgroup). The sampler stays in the root cgroup.
 ext4_fio() {
-	echo 1 >/sys/kernel/debug/wbstall/reset || fail "cannot reset the wbstall counters"
-	emit vmstat-before /proc/vmstat
+	local cg=$1 rc
+	measure_start "$EXT4_BDI" "$cg"
 	start_sampler "$EXT4_BDI"
 	# This shell joins the cgroup so that fio, its child, starts inside it.
-	[ -n "$1" ] && { echo $$ >"$1/cgroup.procs" || fail "cannot join $1"; }
+	[ "$cg" = /sys/fs/cgroup ] || { echo $$ >"$cg/cgroup.procs" || fail "cannot join $cg"; }
 	run_fio /mnt/disk /tmp/fio.json
 	rc=$?
-	[ -n "$1" ] && echo $$ >/sys/fs/cgroup/cgroup.procs
+	echo $$ >/sys/fs/cgroup/cgroup.procs
 	stop_sampler
-	emit fio /tmp/fio.json
 	[ $rc = 0 ] || fail "fio exited with status $rc"
+	emit fio /tmp/fio.json
 }

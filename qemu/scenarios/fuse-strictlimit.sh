@@ -9,6 +9,7 @@ fuse_tune() {
 }
 
 scenario_run() {
+	local bdi rc
 	if [ "${WB_verify:-1}" = 1 ]; then
 		# The bytes go through: write and read back with checksums on a mount
 		# that keeps the data.
@@ -28,14 +29,15 @@ scenario_run() {
 	fuse_tune "$bdi"
 	emit_cmd bdi-knobs-before bdi_knobs "$bdi"
 
-	echo 1 >/sys/kernel/debug/wbstall/reset || fail "cannot reset the wbstall counters"
-	emit vmstat-before /proc/vmstat
+	echo global >/tmp/wb_domain
+	emit writer-domain /tmp/wb_domain
+	measure_start "$bdi" /sys/fs/cgroup
 	start_sampler "$bdi"
 	run_fio /mnt/fuse /tmp/fio.json
 	rc=$?
 	stop_sampler
+	[ $rc = 0 ] || fail "fio exited with status $rc"
 	emit fio /tmp/fio.json
 	collect "$bdi"
 	stop_fuse main
-	[ $rc = 0 ] || fail "fio exited with status $rc"
 }

@@ -14,11 +14,11 @@
 # 2 GiB guest, where that threshold is 184 MB).
 
 scenario_run() {
+	local cg=/sys/fs/cgroup/wbstall
 	ext4_mount
-	cg=/sys/fs/cgroup/wbstall
 	echo +memory >/sys/fs/cgroup/cgroup.subtree_control || fail "cannot enable the memory controller"
 	mkdir -p "$cg"
-	echo "${WB_memcg_max:?wbstall.memcg_max is not set}" >"$cg/memory.max" || fail "cannot set memory.max"
+	echo "$(need memcg_max)" >"$cg/memory.max" || fail "cannot set memory.max"
 	echo memcg >/tmp/wb_domain
 	emit writer-domain /tmp/wb_domain
 	ext4_fio "$cg"
@@ -30,6 +30,7 @@ scenario_run() {
 }
 
 memcg_limits() {
+	local f
 	for f in memory.max memory.high memory.current memory.peak; do
 		[ -f "$1/$f" ] && echo "$f=$(cat "$1/$f")"
 	done

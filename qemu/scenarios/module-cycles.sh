@@ -15,7 +15,8 @@ scenario_run() {
 	sleep 1
 	n=0
 	busy=0
-	while [ "$n" -lt "${WB_cycles:?}" ]; do
+	cycles=$(need cycles)
+	while [ "$n" -lt "$cycles" ]; do
 		# rmmod fails (EWOULDBLOCK) while a debugfs file is open; nothing here
 		# holds one, but retry a little rather than fail on a stray reader.
 		tries=0

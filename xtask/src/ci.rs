@@ -1,17 +1,18 @@
 //! `cargo xtask ci`: the test command (README, `.ci/run`). Formatting, lints and
-//! unit tests of the workspace and the kernel module, then the regressed and v1
-//! kernels built and judged by a quick `qemu-test`, and 100 rmmod/insmod cycles
-//! of the module under writers (`module-stress`).
+//! unit tests of the workspace and the kernel module, then every variant built
+//! and judged by a quick `qemu-test` in every scenario, one live run that the
+//! verdict must reject, and 100 rmmod/insmod cycles of the module under writers
+//! (`module-stress`).
 
 use std::time::Instant;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use xshell::{cmd, Shell};
 
 use crate::{deps, module, util};
 
 /// Run the test command: fmt, clippy, unit tests, then a quick qemu-test of
-/// regressed and v1 (which builds both kernels) and the module stress test.
+/// every variant (which builds them), a live negative, and the module stress test.
 #[derive(Debug, clap::Args)]
 pub struct Ci {
     /// Only the checks that need no kernel (fmt, clippy, unit tests).
@@ -60,14 +61,15 @@ impl Ci {
                 .run()
                 .context("rustfmt of rust-module/ (run the same without --check)")
         })?;
-        step("qemu-test --quick (regressed, v1)", || {
-            cmd!(
-                sh,
-                "{cargo} xtask qemu-test --quick --variant regressed --variant v1"
-            )
-            .run()
-            .context("qemu-test --quick")
+        step("qemu-test --quick (every variant, every scenario)", || {
+            cmd!(sh, "{cargo} xtask qemu-test --quick")
+                .run()
+                .context("qemu-test --quick")
         })?;
+        step(
+            "the verdict says no: regressed on fuse-strictlimit against `ok`",
+            || live_negative(sh, &cargo),
+        )?;
         step(
             "module-stress (100 rmmod/insmod cycles under writers)",
             || {
@@ -87,10 +89,94 @@ impl Ci {
     }
 }
 
+/// A live run that must fail: regressed booted on fuse-strictlimit and judged
+/// against an expectations file that claims `ok` there. It must exit non-zero,
+/// and for the right reason (the verdict, not a broken boot).
+fn live_negative(sh: &Shell, cargo: &str) -> Result<()> {
+    let path = util::project_root().join(crate::verdict::EXPECTED_FILE);
+    let text =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    let wrong = flip_regressed_fuse(&text)?;
+    let dir = util::target_dir().join("ci");
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let file = dir.join("expected-wrong.toml");
+    std::fs::write(&file, wrong).with_context(|| format!("writing {}", file.display()))?;
+    let out = cmd!(
+        sh,
+        "{cargo} xtask qemu-test --quick --no-build --variant regressed --scenario fuse-strictlimit --expected {file}"
+    )
+    .ignore_status()
+    .output()
+    .context("running qemu-test against the wrong expectations")?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    eprint!("{stdout}");
+    const WANT: &str = "FAIL fuse-strictlimit/regressed: expected ok, observed stall";
+    if out.status.success() {
+        bail!("qemu-test passed a stalling regressed cell against an `ok` expectation");
+    }
+    if !stdout.contains(WANT) {
+        bail!(
+            "qemu-test failed, but not on the verdict (no `{WANT}` line): {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    eprintln!(
+        "ci: qemu-test exited {} with `{WANT}`, as it must",
+        out.status
+    );
+    Ok(())
+}
+
+/// The expectations with `regressed = "stall"` of `[expect.fuse-strictlimit]`
+/// turned into `ok`.
+fn flip_regressed_fuse(text: &str) -> Result<String> {
+    let mut out = String::new();
+    let mut in_table = false;
+    let mut flipped = false;
+    for line in text.lines() {
+        if line.starts_with('[') {
+            in_table = line.trim() == "[expect.fuse-strictlimit]";
+        }
+        if in_table && line.trim() == "regressed = \"stall\"" {
+            out.push_str("regressed = \"ok\"\n");
+            flipped = true;
+        } else {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    if !flipped {
+        bail!("qemu/expected.toml has no `regressed = \"stall\"` in [expect.fuse-strictlimit]");
+    }
+    Ok(out)
+}
+
 fn step(name: &str, f: impl FnOnce() -> Result<()>) -> Result<()> {
     let t = Instant::now();
     eprintln!("ci: == {name}");
     f()?;
     eprintln!("ci: == {name}: ok ({:.0} s)", t.elapsed().as_secs_f64());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_live_negative_flips_exactly_the_regressed_fuse_hypothesis() {
+        let path = util::project_root().join(crate::verdict::EXPECTED_FILE);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let wrong = flip_regressed_fuse(&text).unwrap();
+        let e = crate::verdict::Expected::parse(&wrong, &path).unwrap();
+        assert_eq!(
+            e.expect["fuse-strictlimit"]["regressed"],
+            crate::verdict::Class::Ok
+        );
+        assert_eq!(
+            e.expect["memcg-ext4"]["regressed"],
+            crate::verdict::Class::Stall
+        );
+        assert!(flip_regressed_fuse("[expect.memcg-ext4]\nregressed = \"stall\"\n").is_err());
+    }
 }

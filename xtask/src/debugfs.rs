@@ -44,7 +44,12 @@ pub fn parse_kv_lines(text: &str, origin: &str) -> Result<Vec<Record>> {
     Ok(out)
 }
 
-/// Keys every `stats` line carries, in order (format=1).
+/// The module's layout version this parser reads (`format=` of `summary`;
+/// `FORMAT_VERSION` in `rust-module/format.rs`).
+pub const FORMAT_VERSION: u64 = 1;
+
+/// Keys every `stats` line carries, in order (format=1). A unit test checks
+/// them against `rust-module/format.rs`, the module's formatter.
 pub const STATS_KEYS: &[&str] = &[
     "bdi",
     "memcg_id",
@@ -60,6 +65,8 @@ pub const STATS_KEYS: &[&str] = &[
     "work_periodic",
     "work_sync",
     "work_other",
+    "bdi_id",
+    "stall_ms",
 ];
 
 /// Keys every `thresholds` line carries, in order (format=1).
@@ -79,17 +86,32 @@ pub const THRESHOLD_KEYS: &[&str] = &[
     "dirty_ratelimit",
     "task_ratelimit",
     "pause_ms",
+    "bdi_id",
 ];
 
+/// Keys of the `summary` line, in order (format=1).
+pub const SUMMARY_KEYS: &[&str] = &["slots", "used", "unslotted", "hz", "format"];
+
+/// Keys whose value is text; every other key of the module's files is a number.
+const TEXT_KEYS: &[&str] = &["bdi", "domain"];
+
+/// Every line has every key, numbers where numbers belong. Keys the module
+/// appends later are allowed (the layout only ever grows at the end).
 fn check_keys(records: &[Record], keys: &[&str], origin: &str) -> Result<()> {
     for (i, r) in records.iter().enumerate() {
-        let have: Vec<&str> = r.keys().map(String::as_str).collect();
         for k in keys {
-            if !have.contains(k) {
-                bail!(
-                    "{origin}: line {} lacks `{k}` (module and xtask disagree on the format)",
+            match r.get(*k) {
+                None => bail!(
+                    "{origin}: line {} lacks `{k}` (the module and xtask disagree on the format: \
+                     rebuild the kernels with `cargo xtask build-kernel --all`)",
                     i + 1
-                );
+                ),
+                Some(v)
+                    if !TEXT_KEYS.contains(k) && v.as_i64().is_none() && v.as_u64().is_none() =>
+                {
+                    bail!("{origin}: line {}: `{k}={v}` is not a number", i + 1)
+                }
+                Some(_) => {}
             }
         }
     }
@@ -110,6 +132,25 @@ pub fn parse_thresholds(text: &str) -> Result<Vec<Record>> {
     Ok(r)
 }
 
+/// Parses the module's `summary` (one line) and checks its `format=`.
+pub fn parse_summary(text: &str) -> Result<Record> {
+    let origin = "wbstall/summary";
+    let mut lines = parse_kv_lines(text, origin)?;
+    if lines.len() != 1 {
+        bail!("{origin}: expected one line, got {}", lines.len());
+    }
+    check_keys(&lines, SUMMARY_KEYS, origin)?;
+    let r = lines.remove(0);
+    let format = counter(&r, "format", origin)?;
+    if format != FORMAT_VERSION {
+        bail!(
+            "{origin}: the module writes format={format}, this xtask reads format={FORMAT_VERSION}: \
+             build the kernels and xtask from the same checkout (`cargo xtask build-kernel --all`)"
+        );
+    }
+    Ok(r)
+}
+
 /// The record of a BDI (and memcg id, where given) in parsed `stats` or
 /// `thresholds`. A name can stand for several BDIs: the module keeps the slot
 /// of an unmounted FUSE mount, and the next mount may get the same device
@@ -122,15 +163,31 @@ pub fn find<'a>(records: &'a [Record], bdi: &str, memcg_id: Option<u64>) -> Opti
             r.get("bdi").and_then(Value::as_str) == Some(bdi)
                 && memcg_id.is_none_or(|id| r.get("memcg_id").and_then(Value::as_u64) == Some(id))
         })
-        .max_by_key(|r| counter(Some(r), "bdi_id"))
+        .max_by_key(|r| value(r, "bdi_id"))
 }
 
-/// A counter of a record, 0 when absent.
-pub fn counter(record: Option<&Record>, key: &str) -> u64 {
-    record
-        .and_then(|r| r.get(key))
-        .and_then(Value::as_u64)
-        .unwrap_or(0)
+/// A counter of a record; a missing or non-numeric value is an error naming
+/// the key and where the record came from, never a 0.
+pub fn counter(record: &Record, key: &str, origin: &str) -> Result<u64> {
+    match record.get(key) {
+        Some(v) => v
+            .as_u64()
+            .with_context(|| format!("{origin}: `{key}={v}` is not a count")),
+        None => bail!(
+            "{origin}: no `{key}` in `{}`",
+            record
+                .iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().map_or(v.to_string(), str::to_string)))
+                .collect::<Vec<_>>()
+                .join(" ")
+        ),
+    }
+}
+
+/// A number of a record where absence is expected and shown as such (the
+/// sampler's last block can be torn): `None`, never a made-up 0.
+pub fn value(record: &Record, key: &str) -> Option<u64> {
+    record.get(key).and_then(Value::as_u64)
 }
 
 /// Parses `/sys/kernel/debug/bdi/<bdi>/stats` (`BdiWriteback:   0 kB` lines)
@@ -194,18 +251,137 @@ mod tests {
     const STATS: &str = include_str!("../../rust-module/fixtures/stats.txt");
     const THRESHOLDS: &str = include_str!("../../rust-module/fixtures/thresholds.txt");
 
+    const FORMAT_RS: &str = include_str!("../../rust-module/format.rs");
+
+    fn c(r: &Record, k: &str) -> u64 {
+        counter(r, k, "test").unwrap()
+    }
+
     #[test]
     fn module_stats_fixture_parses() {
         let s = parse_stats(STATS).unwrap();
         assert_eq!(s.len(), 3);
         let fuse = find(&s, "0:45", None).unwrap();
-        assert_eq!(counter(Some(fuse), "strictlimit"), 1);
-        assert_eq!(counter(Some(fuse), "stall_sleeps"), 8990);
+        assert_eq!(c(fuse, "strictlimit"), 1);
+        assert_eq!(c(fuse, "stall_sleeps"), 8990);
+        assert_eq!(c(fuse, "stall_ms"), 1_795_800);
         let memcg = find(&s, "254:0", Some(42)).unwrap();
-        assert_eq!(counter(Some(memcg), "stall_sleeps"), 377);
-        assert_eq!(counter(find(&s, "254:0", Some(0)), "bg_starts"), 12);
+        assert_eq!(c(memcg, "stall_sleeps"), 377);
+        assert_eq!(c(find(&s, "254:0", Some(0)).unwrap(), "bg_starts"), 12);
         assert!(find(&s, "9:9", None).is_none());
-        assert_eq!(counter(None, "stall_sleeps"), 0);
+    }
+
+    /// The quoted items of the array literal that follows `marker` in `src`.
+    fn array_after(src: &str, marker: &str) -> Vec<String> {
+        let at = src
+            .find(marker)
+            .unwrap_or_else(|| panic!("{marker} not in format.rs"));
+        let body = &src[at..];
+        let body = &body[body.find("= [").unwrap() + 3..body.find("];").unwrap()];
+        body.split('"')
+            .skip(1)
+            .step_by(2)
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// The `key=` names of the format string that follows `marker` in `src`.
+    fn format_keys(src: &str, marker: &str) -> Vec<String> {
+        let at = src.find(marker).unwrap();
+        let body = &src[at..];
+        let body = &body[body.find('"').unwrap() + 1..];
+        let body = &body[..body.find("\",").unwrap()];
+        body.split(|c: char| c.is_whitespace() || c == '\\')
+            .filter_map(|w| w.strip_suffix("={}"))
+            .map(str::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn the_host_key_lists_are_the_module_formatters() {
+        // stats: three leading keys, the counters up to the appended ones,
+        // bdi_id, then the appended counters (format.rs's stats_line).
+        let counters = array_after(FORMAT_RS, "pub(crate) const COUNTER_KEYS");
+        let appended: usize = FORMAT_RS
+            .split("const APPENDED_COUNTERS: usize = ")
+            .nth(1)
+            .and_then(|r| r.split(';').next())
+            .unwrap()
+            .parse()
+            .unwrap();
+        let first = counters.len() - appended;
+        let mut stats: Vec<String> = format_keys(FORMAT_RS, "fn stats_line");
+        assert_eq!(stats, ["bdi", "memcg_id", "strictlimit"]);
+        stats.extend(counters[..first].iter().cloned());
+        stats.push("bdi_id".into());
+        stats.extend(counters[first..].iter().cloned());
+        assert_eq!(
+            stats, STATS_KEYS,
+            "STATS_KEYS drifted from rust-module/format.rs"
+        );
+        assert_eq!(
+            format_keys(FORMAT_RS, "fn thresholds_line"),
+            THRESHOLD_KEYS,
+            "THRESHOLD_KEYS drifted from rust-module/format.rs"
+        );
+        assert_eq!(format_keys(FORMAT_RS, "fn summary_line"), SUMMARY_KEYS);
+        assert!(
+            FORMAT_RS.contains(&format!("const FORMAT_VERSION: u32 = {FORMAT_VERSION};")),
+            "FORMAT_VERSION drifted from rust-module/format.rs"
+        );
+        // And the module's own KUnit fixtures carry exactly these keys.
+        for line in STATS.lines() {
+            let keys: Vec<&str> = line
+                .split(' ')
+                .map(|w| w.split('=').next().unwrap())
+                .collect();
+            assert_eq!(keys, STATS_KEYS);
+        }
+    }
+
+    #[test]
+    fn a_missing_or_bad_counter_is_an_error_not_a_zero() {
+        // The module stopped printing stall_ms, the verdict's input.
+        let line = STATS
+            .lines()
+            .nth(2)
+            .unwrap()
+            .replace(" stall_ms=1795800", "");
+        let e = parse_stats(&line).unwrap_err().to_string();
+        assert!(e.contains("lacks `stall_ms`"), "{e}");
+        let line = STATS
+            .lines()
+            .nth(2)
+            .unwrap()
+            .replace("bg_starts=1 ", "bg_starts=x ");
+        let e = parse_stats(&line).unwrap_err().to_string();
+        assert!(e.contains("`bg_starts=\"x\"` is not a number"), "{e}");
+        let r = parse_kv_lines("bdi=0:45 bg_starts=3\n", "x").unwrap();
+        let e = counter(&r[0], "stall_ms", "wbstall/stats")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("wbstall/stats: no `stall_ms` in `bdi=0:45 bg_starts=3`"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn the_summary_format_is_checked() {
+        let ok = "slots=64 used=3 unslotted=0 hz=250 format=1\n";
+        assert_eq!(c(&parse_summary(ok).unwrap(), "hz"), 250);
+        let e = parse_summary(&ok.replace("format=1", "format=2"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("writes format=2, this xtask reads format=1"),
+            "{e}"
+        );
+        let e = parse_summary(&ok.replace(" format=1", ""))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("lacks `format`"), "{e}");
+        assert!(parse_summary("").is_err());
     }
 
     #[test]
@@ -238,8 +414,8 @@ mod tests {
                 .replace("stall_sleeps=8990", "stall_sleeps=1")
         ))
         .unwrap();
-        assert_eq!(counter(find(&s, "0:45", Some(0)), "bdi_id"), 9);
-        assert_eq!(counter(find(&s, "0:45", Some(0)), "stall_sleeps"), 1);
+        assert_eq!(c(find(&s, "0:45", Some(0)).unwrap(), "bdi_id"), 9);
+        assert_eq!(c(find(&s, "0:45", Some(0)).unwrap(), "stall_sleeps"), 1);
     }
 
     #[test]

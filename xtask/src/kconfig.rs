@@ -129,15 +129,29 @@ pub fn verify(fragment: &[Setting], config: &[Setting]) -> Vec<Mismatch> {
 
 /// Everything that decides the generated `.config`: when it is unchanged the
 /// existing `.config` is kept, so nothing rebuilds because of configuration.
-pub fn config_key(fragment: &str, tc: &Toolchain, kconfig_touch: &[(String, String)]) -> String {
-    let mut key = format!(
-        "tinyconfig\n{fragment}\nLLVM={} {}\nrustc {}\nbindgen {}\n",
+/// The fragment counts by its effective settings, not its text: a comment
+/// or a reordering does not make a new build directory (a cold build).
+pub fn config_key(
+    fragment: &str,
+    tc: &Toolchain,
+    kconfig_touch: &[(String, String)],
+) -> Result<String> {
+    let mut settings: BTreeMap<String, String> = BTreeMap::new();
+    for s in parse(fragment, FRAGMENT)? {
+        settings.insert(s.name, s.value);
+    }
+    let mut key = String::from("tinyconfig\n");
+    for (name, value) in &settings {
+        key.push_str(&format!("{name}={value}\n"));
+    }
+    key.push_str(&format!(
+        "LLVM={} {}\nrustc {}\nbindgen {}\n",
         tc.llvm_make_arg, tc.llvm, tc.rustc, tc.bindgen
-    );
+    ));
     for (path, sha) in kconfig_touch {
         key.push_str(&format!("{path} {sha}\n"));
     }
-    util::sha256_hex(key.as_bytes())
+    Ok(util::sha256_hex(key.as_bytes()))
 }
 
 /// Generates `.config` in `build` unless the stamp says it is current, then
@@ -278,5 +292,23 @@ mod tests {
         );
         let e = parse("CONFIG_A\n", "f").unwrap_err().to_string();
         assert!(e.contains("f:1"), "{e}");
+    }
+
+    #[test]
+    fn the_config_key_follows_settings_not_comments() {
+        let tc = Toolchain::default();
+        let a = config_key("CONFIG_A=y\nCONFIG_B=y\n", &tc, &[]).unwrap();
+        let b = config_key("# why\nCONFIG_B=y\n\n# and why\nCONFIG_A=y\n", &tc, &[]).unwrap();
+        assert_eq!(a, b);
+        assert_ne!(a, config_key("CONFIG_A=y\nCONFIG_B=n\n", &tc, &[]).unwrap());
+        assert_ne!(
+            a,
+            config_key(
+                "CONFIG_A=y\nCONFIG_B=y\n",
+                &tc,
+                &[("init/Kconfig".into(), "x".into())]
+            )
+            .unwrap()
+        );
     }
 }

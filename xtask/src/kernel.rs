@@ -69,6 +69,9 @@ pub struct VariantMeta {
     /// Source files the switch to this variant rewrote.
     pub files_changed: Vec<String>,
     pub module_sha256: String,
+    /// sha256 over the module's sources (`rust-module/`), to tell a stale
+    /// `wbstall.ko` from a current one without building.
+    pub module_source_sha256: String,
     pub bzimage_sha256: String,
     pub built_at: String,
 }
@@ -192,7 +195,7 @@ impl Builder<'_> {
         let (sh, tc, src, jobs) = (self.sh, self.tc, self.src, self.jobs);
         let (fragment, fragment_path) = (&self.fragment, self.fragment_path.as_path());
         let tree = src.tree();
-        let key = kconfig::config_key(fragment, tc, &kconfig_touch(variant)?);
+        let key = kconfig::config_key(fragment, tc, &kconfig_touch(variant)?)?;
         let build_dir = util::cache_dir()?
             .join("build")
             .join(format!("{}-{}", src.id, &key[..12]));
@@ -241,13 +244,10 @@ impl Builder<'_> {
 
         progress.stage("building the wbstall module");
         let module_out = util::target_dir().join("module").join(&variant.name);
-        let ko = module::build_external(
-            sh,
-            tc,
-            &build_dir,
-            &util::project_root().join(module::MODULE_DIR),
-            &module_out,
-        )?;
+        let module_src = util::project_root().join(module::MODULE_DIR);
+        // Hashed before the build: an edit during the build marks the module stale.
+        let module_source_sha256 = module::source_sha256(&module_src)?;
+        let ko = module::build_external(sh, tc, &build_dir, &module_src, &module_out)?;
         let seconds = started.elapsed().as_secs_f64();
 
         // Assemble the artifacts next to the old ones, then swap: a failure above
@@ -300,6 +300,7 @@ impl Builder<'_> {
             objects_rebuilt: objects,
             files_changed: switch.changed.clone(),
             module_sha256: util::sha256_file(&ko)?,
+            module_source_sha256,
             bzimage_sha256: util::sha256_file(&bzimage)?,
             built_at: util::timestamp(),
         };

@@ -24,6 +24,7 @@ mod source;
 mod stats;
 mod util;
 mod verdict;
+mod witness;
 
 use anyhow::Result;
 use clap::{CommandFactory, Parser, Subcommand};

@@ -11,6 +11,37 @@ use crate::{deps::Toolchain, util};
 /// The module's source directory, relative to the repository root.
 pub const MODULE_DIR: &str = "rust-module";
 
+/// sha256 over every file below `dir` (path and content, in path order).
+pub fn source_sha256(dir: &Path) -> Result<String> {
+    fn walk(dir: &Path, root: &Path, out: &mut Vec<(String, Vec<u8>)>) -> Result<()> {
+        for e in std::fs::read_dir(dir).with_context(|| format!("listing {}", dir.display()))? {
+            let path = e?.path();
+            if path.is_dir() {
+                walk(&path, root, out)?;
+            } else {
+                let rel = path
+                    .strip_prefix(root)
+                    .unwrap_or(&path)
+                    .display()
+                    .to_string();
+                let bytes =
+                    std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+                out.push((rel, bytes));
+            }
+        }
+        Ok(())
+    }
+    let mut files = Vec::new();
+    walk(dir, dir, &mut files)?;
+    files.sort();
+    let mut all = Vec::new();
+    for (rel, bytes) in files {
+        all.extend_from_slice(format!("{rel}\0{}\0", bytes.len()).as_bytes());
+        all.extend_from_slice(&bytes);
+    }
+    Ok(util::sha256_hex(&all))
+}
+
 /// Builds the external module in `src` against the kernel build dir `build`,
 /// with objects in `out` (kbuild's `MO=`, so the source tree stays clean), and
 /// returns the `.ko`. Clippy runs as part of the build (`CLIPPY=1`), and any

@@ -16,6 +16,7 @@ use crate::{
     fio::Job,
     initramfs,
     kernel::{self, Built},
+    module,
     patch::Selection,
     qemu::{self, Accel, Console, VmConfig},
     record::{self, RunRecord},
@@ -159,6 +160,9 @@ pub struct QemuTest {
     /// Do not run the A/A control.
     #[arg(long)]
     pub no_aa: bool,
+    /// The hypotheses to judge against. Default: qemu/expected.toml.
+    #[arg(long, value_name = "FILE")]
+    pub expected: Option<PathBuf>,
 }
 
 impl QemuTest {
@@ -176,7 +180,13 @@ impl QemuTest {
         let tc = deps::ensure(sh)?;
         // Check every input before the long work starts.
         let scenarios = scenario::select(&self.scenarios)?;
-        let expected = Expected::load(&util::project_root().join(verdict::EXPECTED_FILE))?;
+        let expected_file = self
+            .expected
+            .clone()
+            .unwrap_or_else(|| util::project_root().join(verdict::EXPECTED_FILE));
+        let expected_text = fs::read_to_string(&expected_file)
+            .with_context(|| format!("reading {}", expected_file.display()))?;
+        let expected = load_expectations(&expected_text, &expected_file)?;
         let runs = self.runs.unwrap_or(if self.quick { 1 } else { 3 });
         if runs == 0 {
             bail!("--runs must be at least 1");
@@ -208,6 +218,8 @@ impl QemuTest {
                     job: self.job(*s),
                 })
                 .collect(),
+            expected_file: expected_file.display().to_string(),
+            expected: Some(expected_text),
             failures: Vec::new(),
         };
         util::write_atomic(
@@ -237,8 +249,9 @@ impl QemuTest {
             let initrd = &initrds[&file_name(&variant.dir)];
             match self.one(sh, &dir, variant, scen, run, accel, initrd) {
                 Ok(rec) => {
+                    let problems = record::problems(&rec, &expected.witness);
                     eprintln!(
-                        "  {} {} #{}: {} MiB/s, stall share {:.1}% (stall_sleeps {}, throttle_sleeps {}, bg_starts {}) in {:.0} s",
+                        "  {} {} #{}: {} MiB/s, stall share {:.1}% (stall_sleeps {}, throttle_sleeps {}/{}, bg_starts {}/{} module/tracefs) in {:.0} s",
                         rec.variant,
                         rec.scenario,
                         run + 1,
@@ -246,16 +259,13 @@ impl QemuTest {
                         rec.stall_fraction * 100.0,
                         rec.mechanism.stall_sleeps,
                         rec.mechanism.throttle_sleeps,
+                        rec.witness.throttle_sleeps,
                         rec.mechanism.bg_starts,
+                        rec.witness.bg_starts,
                         rec.wall_secs
                     );
-                    for p in record::problems(&rec) {
-                        session.failures.push(format!(
-                            "{}/{} #{}: {p}",
-                            rec.scenario,
-                            rec.variant,
-                            run + 1
-                        ));
+                    for p in problems {
+                        eprintln!("  not usable as evidence: {p}");
                     }
                     records.push(rec);
                     // Written run by run: a crash later loses nothing.
@@ -276,7 +286,10 @@ impl QemuTest {
             )?;
         }
         let verdict = report::render(&dir, &session, &records, &expected)?;
-        println!("{}", report::table(&records, &verdict));
+        println!(
+            "{}",
+            report::table(&verdict::usable(&records, &expected), &verdict)
+        );
         print!("{}", report::verdict_lines(&verdict));
         for f in &session.failures {
             println!("FAIL run {f}");
@@ -405,8 +418,56 @@ pub struct Session {
     pub host_cpus: usize,
     pub variants: Vec<kernel::VariantMeta>,
     pub scenarios: Vec<ScenarioInfo>,
-    /// Runs that produced no usable record, and why.
+    /// The expectations file the session was judged against, and its text.
+    pub expected_file: String,
+    pub expected: Option<String>,
+    /// Boots that produced no record, and why.
     pub failures: Vec<String>,
+}
+
+impl Session {
+    /// What the session set out to measure.
+    pub fn plan(&self) -> verdict::Plan {
+        verdict::Plan {
+            variants: self.variants.iter().map(|v| v.variant.clone()).collect(),
+            scenarios: self.scenarios.iter().map(|s| s.name.clone()).collect(),
+            runs: self.runs,
+        }
+    }
+
+    /// The expectations to judge the session by: `file` when given, else the
+    /// text the session recorded.
+    pub fn expectations(&self, file: Option<&Path>) -> Result<Expected> {
+        match (file, &self.expected) {
+            (Some(f), _) => {
+                let text =
+                    fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?;
+                load_expectations(&text, f)
+            }
+            (None, Some(text)) => load_expectations(
+                text,
+                Path::new(&format!(
+                    "{} (as recorded in session.json)",
+                    self.expected_file
+                )),
+            ),
+            (None, None) => bail!(
+                "session.json records no expectations: pass --expected {}",
+                verdict::EXPECTED_FILE
+            ),
+        }
+    }
+}
+
+/// Parses an expectations file and checks every name in it against the
+/// scenarios and `patches/variants.toml`.
+fn load_expectations(text: &str, origin: &Path) -> Result<Expected> {
+    let e = Expected::parse(text, origin)?;
+    let variants =
+        crate::patch::Variants::load(&util::project_root().join(crate::patch::VARIANTS_FILE))?;
+    let scenarios: Vec<&str> = scenario::ALL.iter().map(|s| s.name).collect();
+    e.validate(&scenarios, &variants.names(), origin)?;
+    Ok(e)
 }
 
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -478,7 +539,26 @@ fn load_selected(selection: &Selection) -> Result<Vec<Built>> {
     if !selection.patches.is_empty() {
         bail!("--patch needs a build: drop --no-build");
     }
-    names.iter().map(|n| kernel::load_built(n)).collect()
+    let sources = module::source_sha256(&root.join(module::MODULE_DIR))?;
+    names
+        .iter()
+        .map(|n| {
+            let b = kernel::load_built(n)?;
+            if b.meta.module_source_sha256 != sources {
+                bail!(
+                    "--no-build: the `{n}` kernel's wbstall.ko was built from other module \
+                     sources than rust-module/ holds now (sha256 {} recorded, {sources} now): \
+                     drop --no-build, or run `cargo xtask build-kernel --variant {n}`",
+                    if b.meta.module_source_sha256.is_empty() {
+                        "none"
+                    } else {
+                        &b.meta.module_source_sha256
+                    }
+                );
+            }
+            Ok(b)
+        })
+        .collect()
 }
 
 /// Boot one variant with an interactive shell on the terminal (for debugging).

@@ -14,6 +14,8 @@ use crate::{
     ktap::{self, Ktap},
     qemu::Accel,
     results::Stream,
+    scenario,
+    witness::{Tolerance, Witness},
 };
 
 /// What identifies the kernel a run booted.
@@ -45,6 +47,8 @@ impl From<&VariantMeta> for KernelIds {
 }
 
 /// The module's counters for the writer's BDI (and memcg), the mechanism.
+/// Read from a `stats` line by field name: a key the module did not print is
+/// an error naming it (a unit test keeps the names within `STATS_KEYS`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Mechanism {
     pub strictlimit: u64,
@@ -62,21 +66,9 @@ pub struct Mechanism {
 }
 
 impl Mechanism {
-    pub fn from_record(r: Option<&Record>) -> Mechanism {
-        let c = |k| debugfs::counter(r, k);
-        Mechanism {
-            strictlimit: c("strictlimit"),
-            bg_starts: c("bg_starts"),
-            throttle_events: c("throttle_events"),
-            throttle_sleeps: c("throttle_sleeps"),
-            idle_sleeps: c("idle_sleeps"),
-            stall_sleeps: c("stall_sleeps"),
-            pause_ms: c("pause_ms"),
-            stall_ms: c("stall_ms"),
-            max_pause_ms: c("max_pause_ms"),
-            work_background: c("work_background"),
-            work_periodic: c("work_periodic"),
-        }
+    pub fn from_record(r: &Record) -> Result<Mechanism> {
+        serde_json::from_value(Value::Object(r.clone()))
+            .context("the writer's line of wbstall/stats lacks a counter")
     }
 }
 
@@ -97,7 +89,13 @@ pub struct RunRecord {
     /// puts the writer in a cgroup.
     pub bdi: String,
     pub memcg_id: Option<u64>,
+    /// `global` or `memcg`: the writeback domain the writers were in.
+    pub writer_domain: String,
+    /// The inode of the writers' cgroup directory (the tracepoints' `cgroup_ino`).
+    pub cgroup_ino: u64,
     pub mechanism: Mechanism,
+    /// The kernel's own count of the same events (tracefs hist triggers).
+    pub witness: Witness,
     /// Writer time lost to stall sleeps: stall_ms / (numjobs × fio wall ms).
     pub stall_fraction: f64,
     /// fio's wall time in the guest, seconds.
@@ -106,13 +104,20 @@ pub struct RunRecord {
     pub wbstall_thresholds: Vec<Record>,
     pub wbstall_summary: Option<Record>,
     pub bdi_stats: BTreeMap<String, i64>,
+    /// The BDI's `BdiWritten` over the measurement (kB written back).
+    pub bdi_written_kb: i64,
     pub bdi_knobs: BTreeMap<String, String>,
+    /// `vm.dirty_*` as the measurement ran (`vm.dirty_bytes`, ... in bytes,
+    /// `vm.dirty_writeback_centisecs`, ...).
+    pub vm_knobs: BTreeMap<String, i64>,
     /// The writers' cgroup `memory.events` (memcg scenarios).
     pub memcg_events: BTreeMap<String, i64>,
     /// Selected /proc/vmstat counters after the run, and their change over it.
     pub vmstat: BTreeMap<String, i64>,
     pub vmstat_delta: BTreeMap<String, i64>,
     pub ktap: Ktap,
+    /// The KUnit suites that reported (`ktap-<suite>` files).
+    pub ktap_suites: Vec<String>,
     pub fuse_ready: Option<Value>,
     pub fuse_stats: Option<Value>,
     /// Result of the fio verify pass on the data-keeping FUSE mount, if it ran.
@@ -124,6 +129,9 @@ pub struct RunRecord {
     pub console_log: String,
     pub samples: Option<String>,
 }
+
+/// The module's KUnit suite: it must have run and passed in every boot.
+pub const KUNIT_SUITE: &str = "wbstall";
 
 /// Lines of dmesg that mean something went wrong in the kernel.
 pub fn warnings(dmesg: &str) -> Vec<String> {
@@ -173,6 +181,45 @@ pub fn ktap(stream: &Stream) -> Ktap {
     ktap::parse(&text)
 }
 
+/// The KUnit suites the guest sent results of.
+pub fn ktap_suites(stream: &Stream) -> Vec<String> {
+    stream
+        .files
+        .keys()
+        .filter_map(|k| k.strip_prefix("ktap-"))
+        .map(str::to_string)
+        .collect()
+}
+
+/// `name=value` lines of numbers (`vm.dirty_bytes=0`).
+fn numbers(text: &str, origin: &str) -> Result<BTreeMap<String, i64>> {
+    let mut out = BTreeMap::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let (k, v) = line
+            .split_once('=')
+            .with_context(|| format!("{origin}: `{line}` is not name=value"))?;
+        let n = v
+            .trim()
+            .parse()
+            .with_context(|| format!("{origin}: `{line}` is not a number"))?;
+        out.insert(k.trim().to_string(), n);
+    }
+    Ok(out)
+}
+
+/// `<start> <end>` uptimes in seconds → fio's wall time.
+fn wall_seconds(text: &str) -> Result<f64> {
+    let w: Vec<f64> = text
+        .split_whitespace()
+        .map(str::parse)
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("fio-wall `{}` is not two uptimes", text.trim()))?;
+    match w[..] {
+        [a, b] if b > a => Ok(b - a),
+        _ => bail!("fio-wall `{}` is not two increasing uptimes", text.trim()),
+    }
+}
+
 /// Where a run came from, besides the stream.
 pub struct RunContext<'a> {
     pub variant: &'a VariantMeta,
@@ -205,14 +252,14 @@ pub fn build(ctx: RunContext<'_>, stream: &Stream) -> Result<RunRecord> {
     let bdi = need("bdi")?.trim().to_string();
     let stats = debugfs::parse_stats(&need("wbstall-stats")?)?;
     let thresholds = debugfs::parse_thresholds(&need("wbstall-thresholds")?)?;
-    let summary = debugfs::parse_kv_lines(&need("wbstall-summary")?, "wbstall/summary")?
-        .into_iter()
-        .next();
-    let in_memcg = stream
-        .text("writer-domain")
-        .is_some_and(|t| t.trim() == "memcg");
-    let writer = writer_record(&stats, &bdi, in_memcg);
-    let Some(writer_rec) = writer else {
+    let summary = debugfs::parse_summary(&need("wbstall-summary")?)?;
+    let writer_domain = need("writer-domain")?.trim().to_string();
+    let in_memcg = match writer_domain.as_str() {
+        "memcg" => true,
+        "global" => false,
+        other => bail!("writer-domain is `{other}`, not `global` or `memcg`"),
+    };
+    let Some(writer) = writer_record(&stats, &bdi, in_memcg) else {
         bail!(
             "the wbstall module saw no writeback event for the writer's {} of BDI {bdi}: \
              the writes did not go through the page cache (see {})",
@@ -224,41 +271,58 @@ pub fn build(ctx: RunContext<'_>, stream: &Stream) -> Result<RunRecord> {
             ctx.console_log
         );
     };
-    let memcg_id = in_memcg.then(|| debugfs::counter(Some(writer_rec), "memcg_id"));
-    let mechanism = Mechanism::from_record(writer);
-    // The writers' real time: fio's wall time as the guest measured it (a stalled
-    // write can outlast --runtime by seconds), else the nominal ramp + runtime.
-    let fio_wall_s = stream
-        .text("fio-wall")
-        .and_then(|t| {
-            let mut w = t.split_whitespace().map(|x| x.parse::<f64>());
-            match (w.next(), w.next()) {
-                (Some(Ok(a)), Some(Ok(b))) if b > a => Some(b - a),
-                _ => None,
-            }
-        })
-        .unwrap_or(f64::from(ctx.job.runtime + ctx.job.ramp_time));
-    let writer_ms = f64::from(ctx.job.numjobs) * fio_wall_s * 1000.0;
-    let stall_fraction = if writer_ms > 0.0 {
-        mechanism.stall_ms as f64 / writer_ms
+    let memcg_id = if in_memcg {
+        Some(debugfs::counter(writer, "memcg_id", "wbstall/stats")?)
     } else {
-        0.0
+        None
     };
+    let mechanism = Mechanism::from_record(writer)?;
+    let cgroup_ino: u64 = need("writer-cgroup-ino")?
+        .trim()
+        .parse()
+        .context("writer-cgroup-ino is not an inode number")?;
+    let witness = Witness::from_hists(
+        &need("witness-balance_dirty_pages")?,
+        &need("witness-writeback_wake_background")?,
+        &bdi,
+        cgroup_ino,
+    )?;
+    // The writers' real time: fio's wall time as the guest measured it (a
+    // stalled write can outlast --runtime by seconds).
+    let fio_wall_s = wall_seconds(&need("fio-wall")?)?;
+    let writer_ms = f64::from(ctx.job.numjobs) * fio_wall_s * 1000.0;
+    let stall_fraction = mechanism.stall_ms as f64 / writer_ms;
     let vm_after = debugfs::parse_vmstat(&need("vmstat")?)?;
-    let vm_before = stream
-        .text("vmstat-before")
-        .map(|t| debugfs::parse_vmstat(&t))
-        .transpose()?;
+    let vm_before = debugfs::parse_vmstat(&need("vmstat-before")?)?;
     let mut vmstat = BTreeMap::new();
     let mut vmstat_delta = BTreeMap::new();
     for k in debugfs::VMSTAT_KEYS {
-        if let Some(v) = vm_after.get(*k) {
-            vmstat.insert(k.to_string(), *v);
-            if let Some(b) = vm_before.as_ref().and_then(|b| b.get(*k)) {
-                vmstat_delta.insert(k.to_string(), v - b);
-            }
-        }
+        let (Some(v), Some(b)) = (vm_after.get(*k), vm_before.get(*k)) else {
+            bail!("/proc/vmstat lacks `{k}`");
+        };
+        vmstat.insert(k.to_string(), *v);
+        vmstat_delta.insert(k.to_string(), v - b);
     }
+    let bdi_stats = debugfs::parse_bdi_stats(&need("bdi-stats")?)?;
+    let bdi_before = debugfs::parse_bdi_stats(&need("bdi-stats-before")?)?;
+    let written = |m: &BTreeMap<String, i64>| {
+        m.get("BdiWritten_kB")
+            .copied()
+            .context("the BDI's debugfs stats lack BdiWritten")
+    };
+    let bdi_written_kb = written(&bdi_stats)? - written(&bdi_before)?;
+    let vm_knobs = numbers(&need("vm-knobs")?, "vm-knobs")?;
+    // Reclaim at memory.max would start writeback by itself: a memcg run
+    // without its events cannot show that it stayed clear of it.
+    let memcg_events = if in_memcg {
+        let e = debugfs::parse_vmstat(&need("memcg-events")?).context("parsing memory.events")?;
+        if !e.contains_key("max") {
+            bail!("the writers' memory.events has no `max` line");
+        }
+        e
+    } else {
+        BTreeMap::new()
+    };
     let verify_ok = stream
         .text("fio-verify")
         .map(|t| fio::parse(&t).is_ok_and(|r| r.error == 0));
@@ -274,28 +338,29 @@ pub fn build(ctx: RunContext<'_>, stream: &Stream) -> Result<RunRecord> {
         fio,
         bdi,
         memcg_id,
+        writer_domain,
+        cgroup_ino,
         mechanism,
+        witness,
         stall_fraction,
         fio_wall_s,
         wbstall_stats: stats,
         wbstall_thresholds: thresholds,
-        wbstall_summary: summary,
-        bdi_stats: debugfs::parse_bdi_stats(&need("bdi-stats")?)?,
-        bdi_knobs: key_values(&stream.text("bdi-knobs").unwrap_or_default()),
-        memcg_events: stream
-            .text("memcg-events")
-            .map(|t| debugfs::parse_vmstat(&t))
-            .transpose()
-            .context("parsing memory.events")?
-            .unwrap_or_default(),
+        wbstall_summary: Some(summary),
+        bdi_stats,
+        bdi_written_kb,
+        bdi_knobs: key_values(&need("bdi-knobs")?),
+        vm_knobs,
+        memcg_events,
         vmstat,
         vmstat_delta,
         ktap: ktap(stream),
+        ktap_suites: ktap_suites(stream),
         fuse_ready: json_line(stream, "fuse-main-ready")?,
         fuse_stats: json_line(stream, "fuse-main-stats")?,
         verify_ok,
-        dmesg_warnings: warnings(&stream.text("dmesg").unwrap_or_default()),
-        guest_env: key_values(&stream.text("guest-env").unwrap_or_default()),
+        dmesg_warnings: warnings(&need("dmesg")?),
+        guest_env: key_values(&need("guest-env")?),
         wall_secs: ctx.wall_secs,
         console_log: ctx.console_log,
         samples: ctx.samples,
@@ -312,22 +377,56 @@ pub fn writer_record<'a>(stats: &'a [Record], bdi: &str, in_memcg: bool) -> Opti
         .iter()
         .filter(|r| {
             r.get("bdi").and_then(Value::as_str) == Some(bdi)
-                && debugfs::counter(Some(r), "memcg_id") != 0
+                && debugfs::value(r, "memcg_id").is_some_and(|id| id != 0)
         })
         .max_by_key(|r| {
-            debugfs::counter(Some(r), "throttle_events") + debugfs::counter(Some(r), "bg_starts")
+            debugfs::value(r, "throttle_events").unwrap_or(0)
+                + debugfs::value(r, "bg_starts").unwrap_or(0)
         })
 }
 
 /// What makes a completed run invalid as evidence, beyond fio's own errors.
-pub fn problems(r: &RunRecord) -> Vec<String> {
+/// Such a run is listed and left out of every median.
+pub fn problems(r: &RunRecord, tolerance: &Tolerance) -> Vec<String> {
     let mut p = Vec::new();
-    if !r.ktap.passed() {
+    if !r.ktap_suites.iter().any(|s| s == KUNIT_SUITE) {
+        p.push(format!(
+            "the module's KUnit suite `{KUNIT_SUITE}` did not report (suites: {})",
+            if r.ktap_suites.is_empty() {
+                "none".to_string()
+            } else {
+                r.ktap_suites.join(", ")
+            }
+        ));
+    } else if !r.ktap.passed() {
         p.push(format!(
             "the module's KUnit tests did not pass: {}",
             r.ktap.summary()
         ));
     }
+    match scenario::by_name(&r.scenario) {
+        Ok(s) => {
+            let want = u8::from(s.strictlimit).to_string();
+            let have = r
+                .bdi_knobs
+                .get("strict_limit")
+                .map_or("absent", String::as_str);
+            if have != want {
+                p.push(format!(
+                    "the BDI's strict_limit is {have}, the scenario needs {want}"
+                ));
+            }
+            if r.mechanism.strictlimit != u64::from(s.strictlimit) {
+                p.push(format!(
+                    "the module saw strictlimit={} on the writer's BDI, the scenario needs {}",
+                    r.mechanism.strictlimit,
+                    u8::from(s.strictlimit)
+                ));
+            }
+        }
+        Err(e) => p.push(e.to_string()),
+    }
+    p.extend(tolerance.disagreements(&r.witness, &r.mechanism));
     if r.verify_ok == Some(false) {
         p.push("fio verify on the data-keeping FUSE mount failed".into());
     }
@@ -363,14 +462,189 @@ pub fn problems(r: &RunRecord) -> Vec<String> {
 mod tests {
     use super::*;
 
+    /// A results stream recorded from a quick boot (the sampler's file left out).
+    fn stream(name: &str) -> Stream {
+        let path = crate::util::project_root()
+            .join("xtask/tests/fixtures")
+            .join(name);
+        crate::results::parse(&std::fs::read(path).unwrap())
+    }
+
+    fn build_from(stream: &Stream, variant: &str, scenario: &str, size: &str) -> Result<RunRecord> {
+        let meta = VariantMeta {
+            variant: variant.into(),
+            ..VariantMeta::default()
+        };
+        let job = Job {
+            size: size.into(),
+            numjobs: 4,
+            runtime: 5,
+            ramp_time: 2,
+            bs: "128k".into(),
+        };
+        let ctx = RunContext {
+            variant: &meta,
+            scenario,
+            run: 0,
+            accel: Accel::default(),
+            cpus: 2,
+            memory_mib: 2048,
+            job: &job,
+            wall_secs: 1.0,
+            console_log: "console.log".into(),
+            samples: None,
+        };
+        build(ctx, stream)
+    }
+
+    const FUSE: &str = "stream-regressed-fuse-strictlimit.bin";
+    const MEMCG: &str = "stream-v2-memcg-ext4.bin";
+
+    fn tolerance() -> Tolerance {
+        Tolerance { abs: 2, rel: 0.005 }
+    }
+
+    #[test]
+    fn recorded_streams_build_usable_records() {
+        let r = build_from(&stream(FUSE), "regressed", "fuse-strictlimit", "256M").unwrap();
+        assert_eq!(r.writer_domain, "global");
+        assert_eq!((r.mechanism.stall_sleeps, r.mechanism.bg_starts), (1806, 0));
+        assert_eq!(r.witness.throttle_sleeps, r.mechanism.throttle_sleeps);
+        assert!(r.stall_fraction > 0.5, "{}", r.stall_fraction);
+        assert_eq!(r.vm_knobs["vm.dirty_writeback_centisecs"], 500);
+        assert!(r.bdi_written_kb > 0);
+        assert_eq!(problems(&r, &tolerance()), Vec::<String>::new());
+
+        let r = build_from(&stream(MEMCG), "v2", "memcg-ext4", "16M").unwrap();
+        assert_eq!((r.memcg_id, r.cgroup_ino), (Some(2), 14));
+        assert_eq!(r.witness.bg_starts, 1360);
+        assert_eq!(r.mechanism.bg_starts, 1360);
+        assert_eq!(r.memcg_events["max"], 0);
+        assert_eq!(problems(&r, &tolerance()), Vec::<String>::new());
+    }
+
+    /// `f` changes the recorded stream; the record must then fail to build
+    /// with an error containing `want`.
+    fn fails(name: &str, scenario: &str, f: impl FnOnce(&mut Stream), want: &str) {
+        let mut s = stream(name);
+        f(&mut s);
+        let size = if scenario.starts_with("fuse") {
+            "256M"
+        } else {
+            "16M"
+        };
+        let e = format!("{:#}", build_from(&s, "v", scenario, size).unwrap_err());
+        assert!(e.contains(want), "wanted `{want}` in: {e}");
+    }
+
+    fn edit(s: &mut Stream, file: &str, from: &str, to: &str) {
+        let text = s.text(file).unwrap();
+        assert!(text.contains(from), "{file} lacks {from}");
+        s.files
+            .insert(file.into(), text.replace(from, to).into_bytes());
+    }
+
+    #[test]
+    fn a_missing_value_fails_the_boot_instead_of_reading_as_zero() {
+        fails(
+            FUSE,
+            "fuse-strictlimit",
+            |s| edit(s, "wbstall-stats", " stall_ms=32056", ""),
+            "lacks `stall_ms`",
+        );
+        fails(
+            FUSE,
+            "fuse-strictlimit",
+            |s| {
+                s.files.remove("fio-wall");
+            },
+            "the guest sent no `fio-wall`",
+        );
+        fails(
+            FUSE,
+            "fuse-strictlimit",
+            |s| edit(s, "fio-wall", " ", ""),
+            "fio-wall",
+        );
+        fails(
+            FUSE,
+            "fuse-strictlimit",
+            |s| edit(s, "wbstall-summary", "format=1", "format=2"),
+            "writes format=2",
+        );
+        fails(
+            FUSE,
+            "fuse-strictlimit",
+            |s| {
+                s.files.remove("witness-balance_dirty_pages");
+            },
+            "no `witness-balance_dirty_pages`",
+        );
+        fails(
+            FUSE,
+            "fuse-strictlimit",
+            |s| {
+                s.files.remove("vm-knobs");
+            },
+            "no `vm-knobs`",
+        );
+        fails(
+            FUSE,
+            "fuse-strictlimit",
+            |s| {
+                s.files.remove("writer-domain");
+            },
+            "no `writer-domain`",
+        );
+        fails(
+            MEMCG,
+            "memcg-ext4",
+            |s| {
+                s.files.remove("memcg-events");
+            },
+            "no `memcg-events`",
+        );
+        fails(
+            MEMCG,
+            "memcg-ext4",
+            |s| edit(s, "memcg-events", "max 0\n", ""),
+            "no `max` line",
+        );
+        fails(
+            MEMCG,
+            "memcg-ext4",
+            |s| edit(s, "bdi-stats-before", "BdiWritten", "BdiWrote"),
+            "lack BdiWritten",
+        );
+    }
+
+    #[test]
+    fn a_witness_that_disagrees_makes_the_boot_unusable() {
+        let mut s = stream(MEMCG);
+        edit(&mut s, "wbstall-stats", "bg_starts=1360", "bg_starts=1200");
+        let r = build_from(&s, "v2", "memcg-ext4", "16M").unwrap();
+        assert_eq!(
+            problems(&r, &tolerance()),
+            ["the witness and the module disagree on bg_starts: tracefs counted 1360, the module 1200 (tolerance: 2 events or 0.5%)"]
+        );
+        // The same stream judged as strictlimit FUSE: the BDI says otherwise.
+        let r = build_from(&stream(MEMCG), "v2", "fuse-strictlimit", "16M").unwrap();
+        assert_eq!(
+            problems(&r, &tolerance()).len(),
+            2,
+            "{:?}",
+            problems(&r, &tolerance())
+        );
+    }
+
     #[test]
     fn the_writer_is_the_root_or_the_busiest_memcg_domain() {
         let stats =
             debugfs::parse_stats(include_str!("../../rust-module/fixtures/stats.txt")).unwrap();
         let root = writer_record(&stats, "254:0", false).unwrap();
-        assert_eq!(debugfs::counter(Some(root), "memcg_id"), 0);
+        assert_eq!(debugfs::value(root, "memcg_id"), Some(0));
         let memcg = writer_record(&stats, "254:0", true).unwrap();
-        assert_eq!(debugfs::counter(Some(memcg), "memcg_id"), 42);
+        assert_eq!(debugfs::value(memcg, "memcg_id"), Some(42));
         assert!(writer_record(&stats, "0:45", true).is_none());
     }
 

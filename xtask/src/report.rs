@@ -52,6 +52,15 @@ fn snapshot(r: &RunRecord) -> Option<&debugfs::Record> {
     debugfs::find(&r.wbstall_thresholds, &r.bdi, r.memcg_id.or(Some(0)))
 }
 
+/// A value of the last run's threshold snapshot: `none` where the writer
+/// never reached a throttle decision (no snapshot), `?` where the key is absent.
+fn snap_value(c: &[&RunRecord], key: &str) -> String {
+    match c.last().map(|r| snapshot(r)) {
+        Some(Some(s)) => debugfs::value(s, key).map_or("?".into(), |v| v.to_string()),
+        _ => "none".into(),
+    }
+}
+
 type Row = (&'static str, fn(&[&RunRecord]) -> String);
 
 const ROWS: &[Row] = &[
@@ -89,6 +98,24 @@ const ROWS: &[Row] = &[
     ("bg_starts", |c| {
         num(med(c, |r| r.mechanism.bg_starts as f64))
     }),
+    ("witness bg_starts/throttle_sleeps", |c| {
+        format!(
+            "{}/{}",
+            num(med(c, |r| r.witness.bg_starts as f64)),
+            num(med(c, |r| r.witness.throttle_sleeps as f64))
+        )
+    }),
+    ("witness agrees (runs)", |c| {
+        let t = crate::witness::Tolerance { abs: 0, rel: 0.0 };
+        let exact = c
+            .iter()
+            .filter(|r| t.disagreements(&r.witness, &r.mechanism).is_empty())
+            .count();
+        format!("{exact}/{} exact", c.len())
+    }),
+    ("written back MiB (BdiWritten)", |c| {
+        num(med(c, |r| r.bdi_written_kb as f64 / 1024.0))
+    }),
     ("work background/periodic", |c| {
         format!(
             "{}/{}",
@@ -97,22 +124,30 @@ const ROWS: &[Row] = &[
         )
     }),
     ("wb_thresh/wb_bg_thresh pages", |c| {
-        c.last()
-            .and_then(|r| snapshot(r))
-            .map(|s| {
-                format!(
-                    "{}/{}",
-                    debugfs::counter(Some(s), "wb_thresh"),
-                    debugfs::counter(Some(s), "wb_bg_thresh")
-                )
-            })
-            .unwrap_or_else(|| "-".into())
+        format!(
+            "{}/{}",
+            snap_value(c, "wb_thresh"),
+            snap_value(c, "wb_bg_thresh")
+        )
     }),
     ("bg_thresh pages (throttling domain)", |c| {
+        snap_value(c, "bg_thresh")
+    }),
+    ("vm.dirty_bytes/background_bytes", |c| {
         c.last()
-            .and_then(|r| snapshot(r))
-            .map(|s| debugfs::counter(Some(s), "bg_thresh").to_string())
-            .unwrap_or_else(|| "-".into())
+            .map(|r| {
+                let k = |n: &str| {
+                    r.vm_knobs.get(n).map_or("?".to_string(), |&v| {
+                        if v == 0 {
+                            "0".into()
+                        } else {
+                            format!("{}M", v >> 20)
+                        }
+                    })
+                };
+                format!("{}/{}", k("vm.dirty_bytes"), k("vm.dirty_background_bytes"))
+            })
+            .unwrap_or_default()
     }),
     ("memcg memory.max events", |c| {
         if c.iter().all(|r| r.memcg_events.is_empty()) {
@@ -203,17 +238,23 @@ pub fn verdict_lines(verdict: &Verdict) -> String {
             out.push_str(&format!("FAIL {}/{}: {f}\n", c.scenario, c.variant));
         }
     }
+    for m in &verdict.missing {
+        out.push_str(&format!("FAIL missing cell {m}\n"));
+    }
+    for x in &verdict.excluded {
+        out.push_str(&format!("FAIL run left out: {x}\n"));
+    }
     if verdict.cells.is_empty() {
         out.push_str("FAIL: no cell was measured\n");
     } else if verdict.passed() {
-        out.push_str("PASS: every measured cell matches qemu/expected.toml\n");
+        out.push_str("PASS: every planned cell was measured and matches its expectation\n");
     }
     out
 }
 
 /// The name of the A/A control of a variant.
 pub fn aa_name(variant: &str) -> String {
-    format!("{variant}-aa")
+    format!("{variant}{}", crate::verdict::AA_SUFFIX)
 }
 
 /// Renders a results directory: `verdict.json`, `report.md` and the SVG plots.
@@ -224,11 +265,13 @@ pub fn render(
     expected: &crate::verdict::Expected,
 ) -> anyhow::Result<Verdict> {
     use anyhow::Context;
-    let verdict = crate::verdict::judge(records, expected);
+    let verdict = crate::verdict::judge(records, expected, &session.plan());
     crate::util::write_atomic(
         &dir.join("verdict.json"),
         serde_json::to_string_pretty(&verdict)?,
     )?;
+    // Tables and plots summarise the runs the verdict used.
+    let records = &crate::verdict::usable(records, expected);
     let mut plots = Vec::new();
     if !records.is_empty() {
         plots::throughput(records, &dir.join("throughput.svg")).context("plotting throughput")?;
@@ -246,7 +289,7 @@ pub fn render(
             plots.push((format!("Time series, {s}"), file));
         }
     }
-    let md = markdown(session, records, &verdict, &plots);
+    let md = markdown(session, records, &verdict, &plots, expected);
     crate::util::write_atomic(&dir.join("report.md"), md)?;
     Ok(verdict)
 }
@@ -292,9 +335,16 @@ const METRICS: &[Metric] = &[
     ("vmstat.nr_written", |r| {
         r.vmstat_delta.get("nr_written").map(|&v| v as f64)
     }),
-    ("bdi.BdiWritten_kB", |r| {
-        r.bdi_stats.get("BdiWritten_kB").map(|&v| v as f64)
+    ("tracefs.writeback_wake_background", |r| {
+        Some(r.witness.bg_starts as f64)
     }),
+    ("tracefs.balance_dirty_pages", |r| {
+        Some(r.witness.throttle_events as f64)
+    }),
+    ("tracefs.balance_dirty_pages_pause>0", |r| {
+        Some(r.witness.throttle_sleeps as f64)
+    }),
+    ("bdi.BdiWritten_kB", |r| Some(r.bdi_written_kb as f64)),
 ];
 
 fn values(runs: &[&RunRecord], f: fn(&RunRecord) -> Option<f64>) -> Vec<f64> {
@@ -322,6 +372,7 @@ pub fn markdown(
     records: &[RunRecord],
     verdict: &Verdict,
     plots: &[(String, String)],
+    expected: &crate::verdict::Expected,
 ) -> String {
     use crate::stats::{change, mean, stddev};
     use std::fmt::Write;
@@ -388,7 +439,12 @@ pub fn markdown(
         o,
         "\nEach cell: the observed class, the median share of writer time spent in stall sleeps \
          (throttled in `balance_dirty_pages()` while no writeback ran and none had been requested), \
-         and the hypothesis from `qemu/expected.toml`.\n"
+         and the hypothesis from `qemu/expected.toml`. Classes: `stall` (share >= {:.0}%), `ok` \
+         (< {:.0}%), `unclear` (in between), `idle` (in some run the writers were never \
+         throttled: nothing was exercised). Every run's module counts were checked against the \
+         kernel's own tracefs counts of the same events.\n",
+        expected.criteria.stall_fraction * 100.0,
+        expected.criteria.ok_fraction * 100.0
     );
     let failures: Vec<String> = verdict
         .cells
@@ -403,6 +459,23 @@ pub fn markdown(
         let _ = writeln!(o, "Every measured cell matches its hypothesis.\n");
     } else {
         let _ = writeln!(o, "Mismatches:\n\n{}\n", failures.join("\n"));
+    }
+    if !verdict.missing.is_empty() {
+        let _ = writeln!(o, "Planned cells without a usable run:\n");
+        for m in &verdict.missing {
+            let _ = writeln!(o, "- {m}");
+        }
+        o.push('\n');
+    }
+    if !verdict.excluded.is_empty() {
+        let _ = writeln!(
+            o,
+            "Runs left out of every median (not usable as evidence):\n"
+        );
+        for x in &verdict.excluded {
+            let _ = writeln!(o, "- {x}");
+        }
+        o.push('\n');
     }
     for (cell, ratio) in &verdict.throughput_ratio {
         let _ = writeln!(
@@ -624,11 +697,16 @@ pub fn markdown(
     o
 }
 
-/// Re-render the report of a results directory (report.md, SVGs, verdict.json).
+/// Re-render the report of a results directory (report.md, SVGs, verdict.json)
+/// and judge it again; exits non-zero when the verdict fails or runs failed.
 #[derive(Debug, clap::Args)]
 pub struct ReportCmd {
     /// A results directory (target/wbstall/results/<timestamp>).
     pub dir: std::path::PathBuf,
+    /// Judge against this expectations file. Default: the expectations the
+    /// session recorded (else qemu/expected.toml).
+    #[arg(long, value_name = "FILE")]
+    pub expected: Option<std::path::PathBuf>,
 }
 
 impl ReportCmd {
@@ -648,13 +726,23 @@ impl ReportCmd {
             serde_json::from_str(&read("session.json")?).context("parsing session.json")?;
         let records: Vec<RunRecord> =
             serde_json::from_str(&read("results.json")?).context("parsing results.json")?;
-        let expected = crate::verdict::Expected::load(
-            &crate::util::project_root().join(crate::verdict::EXPECTED_FILE),
-        )?;
+        let expected = session.expectations(self.expected.as_deref())?;
         let verdict = render(&self.dir, &session, &records, &expected)?;
-        println!("{}", table(&records, &verdict));
+        println!(
+            "{}",
+            table(&crate::verdict::usable(&records, &expected), &verdict)
+        );
         print!("{}", verdict_lines(&verdict));
+        for f in &session.failures {
+            println!("FAIL run {f}");
+        }
         println!("report: {}", self.dir.join("report.md").display());
+        if !session.failures.is_empty() || !verdict.passed() {
+            anyhow::bail!(
+                "the verdict of {} fails: see the FAIL lines above",
+                self.dir.display()
+            );
+        }
         Ok(())
     }
 }
@@ -665,7 +753,7 @@ mod tests {
     use crate::{
         qemu_test::Session,
         util::testdir,
-        verdict::tests::{expected, rec},
+        verdict::tests::{expected, plan, rec},
     };
 
     fn records() -> Vec<RunRecord> {
@@ -679,6 +767,7 @@ mod tests {
         ] {
             for k in 0..3 {
                 let mut r = rec(v, "fuse-strictlimit", bw * (1.0 + 0.01 * k as f64), stall);
+                r.run = k;
                 r.bdi = "0:45".into();
                 r.mechanism.stall_sleeps = (stall * 1000.0) as u64;
                 r.samples = Some(format!("{v}-{k}.samples.txt"));
@@ -715,7 +804,7 @@ mod tests {
     #[test]
     fn the_table_puts_variants_side_by_side() {
         let r = records();
-        let v = crate::verdict::judge(&r, &expected());
+        let v = crate::verdict::judge(&r, &expected(), &plan(&r, 3));
         let t = table(&r, &v);
         let header = t
             .lines()
@@ -741,12 +830,13 @@ mod tests {
     #[test]
     fn the_markdown_report_has_the_matrix_the_statistics_and_the_environment() {
         let r = records();
-        let v = crate::verdict::judge(&r, &expected());
+        let v = crate::verdict::judge(&r, &expected(), &plan(&r, 3));
         let md = markdown(
             &Session::default(),
             &r,
             &v,
             &[("Throughput per cell".into(), "throughput.svg".into())],
+            &expected(),
         );
         assert!(
             md.contains(

@@ -101,10 +101,18 @@ pub fn series(samples: &[Sample], bdi: &str, memcg_id: Option<u64>) -> Vec<Point
             Point {
                 t: s.t - t0,
                 dirty: s.bdi.get("BdiReclaimable").copied().unwrap_or(0) as f64 / page_kb,
-                wb_thresh: th.map(|r| debugfs::counter(Some(r), "wb_thresh") as f64),
-                wb_bg_thresh: th.map(|r| debugfs::counter(Some(r), "wb_bg_thresh") as f64),
-                stall_sleeps: debugfs::counter(st, "stall_sleeps") as f64,
-                bg_starts: debugfs::counter(st, "bg_starts") as f64,
+                wb_thresh: th
+                    .and_then(|r| debugfs::value(r, "wb_thresh"))
+                    .map(|v| v as f64),
+                wb_bg_thresh: th
+                    .and_then(|r| debugfs::value(r, "wb_bg_thresh"))
+                    .map(|v| v as f64),
+                // Plotted, not judged: before the writer's first event its
+                // domain has no line yet, and no event has been counted.
+                stall_sleeps: st
+                    .and_then(|r| debugfs::value(r, "stall_sleeps"))
+                    .unwrap_or(0) as f64,
+                bg_starts: st.and_then(|r| debugfs::value(r, "bg_starts")).unwrap_or(0) as f64,
             }
         })
         .collect()
