@@ -1,30 +1,14 @@
 //! wbstall's tasks: `cargo xtask <task>`. See README.md.
 
-mod apt;
-mod ci;
-mod debugfs;
+mod analysis;
 mod deps;
-mod fio;
-mod initramfs;
-mod kconfig;
+mod guest;
 mod kernel;
-mod ktap;
-mod module;
-mod patch;
-mod plots;
 mod progress;
-mod qemu;
-mod qemu_test;
-mod record;
 mod report;
 mod results;
-mod samples;
-mod scenario;
-mod source;
-mod stats;
+mod tasks;
 mod util;
-mod verdict;
-mod witness;
 
 use anyhow::Result;
 use clap::{CommandFactory, Parser, Subcommand};
@@ -45,17 +29,17 @@ enum Task {
     /// Check the host tools the pipeline needs (and install them with --install).
     Deps(deps::Deps),
     /// Build kernel variants from patches/variants.toml with the wbstall module.
-    BuildKernel(kernel::BuildKernel),
+    BuildKernel(kernel::build::BuildKernel),
     /// Boot every variant under QEMU, run the scenarios and judge the results.
-    QemuTest(qemu_test::QemuTest),
+    QemuTest(tasks::matrix::QemuTest),
     /// Boot one variant with an interactive shell (debugging).
-    Shell(qemu_test::ShellCmd),
+    Shell(tasks::matrix::ShellCmd),
     /// rmmod/insmod the wbstall module N times while writers run; fail on any warning.
-    ModuleStress(qemu_test::ModuleStress),
+    ModuleStress(tasks::matrix::ModuleStress),
     /// Re-render the report of a results directory.
     Report(report::ReportCmd),
     /// The test command: fmt, clippy, unit tests, quick qemu-test of regressed and v1.
-    Ci(ci::Ci),
+    Ci(tasks::ci::Ci),
 }
 
 fn main() -> Result<()> {

@@ -1,10 +1,12 @@
 //! Rendering results: the side-by-side table `qemu-test` prints (variants as
 //! columns, throughput and the mechanism as rows), and the verdict lines.
 
+pub mod plots;
+
 use crate::{
-    debugfs, plots,
-    record::RunRecord,
-    verdict::{median, Verdict},
+    analysis::verdict::{median, Verdict},
+    results::debugfs,
+    results::record::RunRecord,
 };
 
 /// The variants and scenarios of some records, in order of first appearance.
@@ -106,7 +108,7 @@ const ROWS: &[Row] = &[
         )
     }),
     ("witness agrees (runs)", |c| {
-        let t = crate::witness::Tolerance { abs: 0, rel: 0.0 };
+        let t = crate::results::witness::Tolerance { abs: 0, rel: 0.0 };
         let exact = c
             .iter()
             .filter(|r| t.disagreements(&r.witness, &r.mechanism).is_empty())
@@ -254,24 +256,24 @@ pub fn verdict_lines(verdict: &Verdict) -> String {
 
 /// The name of the A/A control of a variant.
 pub fn aa_name(variant: &str) -> String {
-    format!("{variant}{}", crate::verdict::AA_SUFFIX)
+    format!("{variant}{}", crate::analysis::verdict::AA_SUFFIX)
 }
 
 /// Renders a results directory: `verdict.json`, `report.md` and the SVG plots.
 pub fn render(
     dir: &std::path::Path,
-    session: &crate::qemu_test::Session,
+    session: &crate::tasks::matrix::Session,
     records: &[RunRecord],
-    expected: &crate::verdict::Expected,
+    expected: &crate::analysis::verdict::Expected,
 ) -> anyhow::Result<Verdict> {
     use anyhow::Context;
-    let verdict = crate::verdict::judge(records, expected, &session.plan());
+    let verdict = crate::analysis::verdict::judge(records, expected, &session.plan());
     crate::util::write_atomic(
         &dir.join("verdict.json"),
         serde_json::to_string_pretty(&verdict)?,
     )?;
     // Tables and plots summarise the runs the verdict used.
-    let records = &crate::verdict::usable(records, expected);
+    let records = &crate::analysis::verdict::usable(records, expected);
     let mut plots = Vec::new();
     if !records.is_empty() {
         plots::throughput(records, &dir.join("throughput.svg")).context("plotting throughput")?;
@@ -359,7 +361,7 @@ fn pct(v: f64) -> String {
     }
 }
 
-fn change_text(c: Option<crate::stats::Change>) -> String {
+fn change_text(c: Option<crate::analysis::stats::Change>) -> String {
     match c {
         Some(c) => format!("{} [{}, {}]", pct(c.pct), pct(c.lo), pct(c.hi)),
         None => "-".into(),
@@ -368,13 +370,13 @@ fn change_text(c: Option<crate::stats::Change>) -> String {
 
 /// The report, in Markdown.
 pub fn markdown(
-    session: &crate::qemu_test::Session,
+    session: &crate::tasks::matrix::Session,
     records: &[RunRecord],
     verdict: &Verdict,
     plots: &[(String, String)],
-    expected: &crate::verdict::Expected,
+    expected: &crate::analysis::verdict::Expected,
 ) -> String {
-    use crate::stats::{change, mean, stddev};
+    use crate::analysis::stats::{change, mean, stddev};
     use std::fmt::Write;
 
     let (variants, scenarios) = axes(records);
@@ -499,7 +501,7 @@ pub fn markdown(
          (the same kernel booted twice) is the better yardstick. Treat a throughput \
          difference as real only when it is outside its interval and well beyond the A/A \
          difference of the same scenario.",
-        crate::stats::RESAMPLES,
+        crate::analysis::stats::RESAMPLES,
         session.runs
     );
 
@@ -722,7 +724,7 @@ impl ReportCmd {
                 )
             })
         };
-        let session: crate::qemu_test::Session =
+        let session: crate::tasks::matrix::Session =
             serde_json::from_str(&read("session.json")?).context("parsing session.json")?;
         let records: Vec<RunRecord> =
             serde_json::from_str(&read("results.json")?).context("parsing results.json")?;
@@ -730,7 +732,10 @@ impl ReportCmd {
         let verdict = render(&self.dir, &session, &records, &expected)?;
         println!(
             "{}",
-            table(&crate::verdict::usable(&records, &expected), &verdict)
+            table(
+                &crate::analysis::verdict::usable(&records, &expected),
+                &verdict
+            )
         );
         print!("{}", verdict_lines(&verdict));
         for f in &session.failures {
@@ -751,9 +756,9 @@ impl ReportCmd {
 mod tests {
     use super::*;
     use crate::{
-        qemu_test::Session,
+        analysis::verdict::tests::{expected, plan, rec},
+        tasks::matrix::Session,
         util::testdir,
-        verdict::tests::{expected, plan, rec},
     };
 
     fn records() -> Vec<RunRecord> {
@@ -804,7 +809,7 @@ mod tests {
     #[test]
     fn the_table_puts_variants_side_by_side() {
         let r = records();
-        let v = crate::verdict::judge(&r, &expected(), &plan(&r, 3));
+        let v = crate::analysis::verdict::judge(&r, &expected(), &plan(&r, 3));
         let t = table(&r, &v);
         let header = t
             .lines()
@@ -830,7 +835,7 @@ mod tests {
     #[test]
     fn the_markdown_report_has_the_matrix_the_statistics_and_the_environment() {
         let r = records();
-        let v = crate::verdict::judge(&r, &expected(), &plan(&r, 3));
+        let v = crate::analysis::verdict::judge(&r, &expected(), &plan(&r, 3));
         let md = markdown(
             &Session::default(),
             &r,

@@ -9,9 +9,10 @@ use anyhow::{anyhow, Result};
 use plotters::prelude::*;
 
 use crate::{
-    record::RunRecord,
-    report, samples,
-    stats::{mean, mean_ci},
+    analysis::stats::{mean, mean_ci},
+    report,
+    results::record::RunRecord,
+    results::samples,
 };
 
 const COLORS: [RGBColor; 6] = [

@@ -248,10 +248,10 @@ mod tests {
     use super::*;
 
     // The module's own KUnit tests render these fixtures byte for byte.
-    const STATS: &str = include_str!("../../rust-module/fixtures/stats.txt");
-    const THRESHOLDS: &str = include_str!("../../rust-module/fixtures/thresholds.txt");
+    const STATS: &str = include_str!("../../../rust-module/fixtures/stats.txt");
+    const THRESHOLDS: &str = include_str!("../../../rust-module/fixtures/thresholds.txt");
 
-    const FORMAT_RS: &str = include_str!("../../rust-module/format.rs");
+    const FORMAT_RS: &str = include_str!("../../../rust-module/format.rs");
 
     fn c(r: &Record, k: &str) -> u64 {
         counter(r, k, "test").unwrap()

@@ -9,7 +9,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use xshell::{cmd, Shell};
 
-use crate::{deps, module, util};
+use crate::{deps, kernel::module, util};
 
 /// Run the test command: fmt, clippy, unit tests, then a quick qemu-test of
 /// every variant (which builds them), a live negative, and the module stress test.
@@ -93,7 +93,7 @@ impl Ci {
 /// against an expectations file that claims `ok` there. It must exit non-zero,
 /// and for the right reason (the verdict, not a broken boot).
 fn live_negative(sh: &Shell, cargo: &str) -> Result<()> {
-    let path = util::project_root().join(crate::verdict::EXPECTED_FILE);
+    let path = util::project_root().join(crate::analysis::verdict::EXPECTED_FILE);
     let text =
         std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
     let wrong = flip_regressed_fuse(&text)?;
@@ -165,17 +165,17 @@ mod tests {
 
     #[test]
     fn the_live_negative_flips_exactly_the_regressed_fuse_hypothesis() {
-        let path = util::project_root().join(crate::verdict::EXPECTED_FILE);
+        let path = util::project_root().join(crate::analysis::verdict::EXPECTED_FILE);
         let text = std::fs::read_to_string(&path).unwrap();
         let wrong = flip_regressed_fuse(&text).unwrap();
-        let e = crate::verdict::Expected::parse(&wrong, &path).unwrap();
+        let e = crate::analysis::verdict::Expected::parse(&wrong, &path).unwrap();
         assert_eq!(
             e.expect["fuse-strictlimit"]["regressed"],
-            crate::verdict::Class::Ok
+            crate::analysis::verdict::Class::Ok
         );
         assert_eq!(
             e.expect["memcg-ext4"]["regressed"],
-            crate::verdict::Class::Stall
+            crate::analysis::verdict::Class::Stall
         );
         assert!(flip_regressed_fuse("[expect.memcg-ext4]\nregressed = \"stall\"\n").is_err());
     }

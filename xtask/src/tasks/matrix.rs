@@ -12,19 +12,19 @@ use anyhow::{bail, Context, Result};
 use xshell::{cmd, Shell};
 
 use crate::{
+    analysis::verdict::{self, Expected},
     deps,
-    fio::Job,
-    initramfs,
-    kernel::{self, Built},
-    module,
-    patch::Selection,
-    qemu::{self, Accel, Console, VmConfig},
-    record::{self, RunRecord},
+    guest::initramfs,
+    guest::qemu::{self, Accel, Console, VmConfig},
+    guest::scenario::{self, Scenario},
+    kernel::build::{self as kernel, Built},
+    kernel::module,
+    kernel::patch::Selection,
+    kernel::source::SourceArgs,
     report,
-    scenario::{self, Scenario},
-    source::SourceArgs,
+    results::fio::Job,
+    results::record::{self, RunRecord},
     util,
-    verdict::{self, Expected},
 };
 
 /// How the guest is sized and run.
@@ -463,8 +463,9 @@ impl Session {
 /// scenarios and `patches/variants.toml`.
 fn load_expectations(text: &str, origin: &Path) -> Result<Expected> {
     let e = Expected::parse(text, origin)?;
-    let variants =
-        crate::patch::Variants::load(&util::project_root().join(crate::patch::VARIANTS_FILE))?;
+    let variants = crate::kernel::patch::Variants::load(
+        &util::project_root().join(crate::kernel::patch::VARIANTS_FILE),
+    )?;
     let scenarios: Vec<&str> = scenario::ALL.iter().map(|s| s.name).collect();
     e.validate(&scenarios, &variants.names(), origin)?;
     Ok(e)
@@ -531,7 +532,8 @@ pub fn schedule<'a>(
 
 fn load_selected(selection: &Selection) -> Result<Vec<Built>> {
     let root = util::project_root();
-    let variants = crate::patch::Variants::load(&root.join(crate::patch::VARIANTS_FILE))?;
+    let variants =
+        crate::kernel::patch::Variants::load(&root.join(crate::kernel::patch::VARIANTS_FILE))?;
     let mut names: Vec<String> = selection.variants.clone();
     if selection.all || (names.is_empty() && selection.patches.is_empty()) {
         names = variants.names().iter().map(|s| s.to_string()).collect();

@@ -14,7 +14,7 @@ use std::{
 use anyhow::{Context, Result};
 use xshell::{cmd, Shell};
 
-use crate::results::{self, End, Stream};
+use crate::guest::stream::{self, End, Stream};
 
 /// How QEMU executes guest code.
 #[derive(
@@ -371,7 +371,7 @@ pub fn run(sh: &Shell, cfg: &VmConfig, timeout: Duration, qemu_log: &Path) -> Re
         anyhow::bail!("QEMU failed ({status}): {}", qemu_err.trim());
     }
     let stream = match &cfg.results {
-        Some(r) => results::parse(&fs::read(r).unwrap_or_default()),
+        Some(r) => stream::parse(&fs::read(r).unwrap_or_default()),
         None => Stream::default(),
     };
     Ok(Run {
@@ -480,7 +480,7 @@ mod tests {
 
     #[test]
     fn a_panic_a_hang_and_a_missing_result_are_told_apart() {
-        let ok = results::parse(b"WBSTALL-END ok\n");
+        let ok = stream::parse(b"WBSTALL-END ok\n");
         assert!(classify(None, "exited exit status: 0", "boot\n", ok.clone()).is_ok());
         let panic = "[ 1.0] Kernel panic - not syncing: No working init found.\n";
         assert!(matches!(
@@ -504,14 +504,14 @@ mod tests {
             None,
             "exited exit status: 0",
             "",
-            results::parse(b"WBSTALL-FILE a 1\nx\n"),
+            stream::parse(b"WBSTALL-FILE a 1\nx\n"),
         );
         assert!(matches!(missing, Err(VmError::MissingResult { .. })));
         let failed = classify(
             None,
             "exited",
             "",
-            results::parse(b"WBSTALL-END fail fio exited 1\n"),
+            stream::parse(b"WBSTALL-END fail fio exited 1\n"),
         );
         assert_eq!(
             failed,

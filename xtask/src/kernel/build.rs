@@ -15,10 +15,11 @@ use xshell::{cmd, Shell};
 
 use crate::{
     deps::{self, Toolchain},
-    kconfig, module,
-    patch::{self, Selection, Variant, Variants, Worktree},
+    kernel::kconfig,
+    kernel::module,
+    kernel::patch::{self, Selection, Variant, Variants, Worktree},
+    kernel::source::{SourceArgs, SourceMeta},
     progress::{self, Progress},
-    source::{SourceArgs, SourceMeta},
     util,
 };
 
@@ -181,7 +182,7 @@ fn kconfig_touch(variant: &Variant) -> Result<Vec<(String, String)>> {
 struct Builder<'a> {
     sh: &'a Shell,
     tc: &'a Toolchain,
-    src: &'a crate::source::Source,
+    src: &'a crate::kernel::source::Source,
     worktree: Worktree,
     fragment: String,
     fragment_path: PathBuf,

@@ -4,7 +4,7 @@
 //!
 //! Cache layout, per source id:
 //! - `src/<id>/tree/`       the tree the variants are applied to and built from;
-//! - `src/<id>/orig/`       pristine copies of the files variants touch ([`crate::patch`]);
+//! - `src/<id>/orig/`       pristine copies of the files variants touch ([`crate::kernel::patch`]);
 //! - `src/<id>/source.json` provenance ([`SourceMeta`]).
 
 use std::{
@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use xshell::{cmd, Shell};
 
-use crate::{apt, util};
+use crate::{kernel::apt, util};
 
 /// The Linux release the patches in `patches/` are written against.
 pub const BASE_SERIES: &str = "7.3";

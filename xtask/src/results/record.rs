@@ -8,14 +8,14 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::{
-    debugfs::{self, Record},
-    fio::{self, FioResult, Job},
-    kernel::{PatchMeta, VariantMeta},
-    ktap::{self, Ktap},
-    qemu::Accel,
-    results::Stream,
-    scenario,
-    witness::{Tolerance, Witness},
+    guest::qemu::Accel,
+    guest::scenario,
+    guest::stream::Stream,
+    kernel::build::{PatchMeta, VariantMeta},
+    results::debugfs::{self, Record},
+    results::fio::{self, FioResult, Job},
+    results::ktap::{self, Ktap},
+    results::witness::{Tolerance, Witness},
 };
 
 /// What identifies the kernel a run booted.
@@ -465,9 +465,9 @@ mod tests {
     /// A results stream recorded from a quick boot (the sampler's file left out).
     fn stream(name: &str) -> Stream {
         let path = crate::util::project_root()
-            .join("xtask/tests/fixtures")
+            .join("xtask/fixtures/streams")
             .join(name);
-        crate::results::parse(&std::fs::read(path).unwrap())
+        crate::guest::stream::parse(&std::fs::read(path).unwrap())
     }
 
     fn build_from(stream: &Stream, variant: &str, scenario: &str, size: &str) -> Result<RunRecord> {
@@ -497,8 +497,8 @@ mod tests {
         build(ctx, stream)
     }
 
-    const FUSE: &str = "stream-regressed-fuse-strictlimit.bin";
-    const MEMCG: &str = "stream-v2-memcg-ext4.bin";
+    const FUSE: &str = "regressed-fuse-strictlimit.bin";
+    const MEMCG: &str = "v2-memcg-ext4.bin";
 
     fn tolerance() -> Tolerance {
         Tolerance { abs: 2, rel: 0.005 }
@@ -640,7 +640,7 @@ mod tests {
     #[test]
     fn the_writer_is_the_root_or_the_busiest_memcg_domain() {
         let stats =
-            debugfs::parse_stats(include_str!("../../rust-module/fixtures/stats.txt")).unwrap();
+            debugfs::parse_stats(include_str!("../../../rust-module/fixtures/stats.txt")).unwrap();
         let root = writer_record(&stats, "254:0", false).unwrap();
         assert_eq!(debugfs::value(root, "memcg_id"), Some(0));
         let memcg = writer_record(&stats, "254:0", true).unwrap();

@@ -350,7 +350,7 @@ mod tests {
 
     #[test]
     fn ldd_output_lists_libraries_and_the_loader() {
-        let text = include_str!("../fixtures/ldd/fio.txt");
+        let text = include_str!("../../fixtures/ldd/fio.txt");
         let libs = parse_ldd(text).unwrap();
         assert_eq!(
             libs.first().unwrap(),

@@ -664,8 +664,8 @@ mod tests {
     use super::*;
     use crate::util::testdir;
 
-    const SEED_V1: &str = include_str!("../fixtures/mail/000_83f260798f5a9577.txt");
-    const SEED_V2: &str = include_str!("../fixtures/mail/001_5424f0ee04e0b99b.txt");
+    const SEED_V1: &str = include_str!("../../fixtures/mail/000_83f260798f5a9577.txt");
+    const SEED_V2: &str = include_str!("../../fixtures/mail/001_5424f0ee04e0b99b.txt");
 
     fn repo_patch(name: &str) -> String {
         let path = util::project_root().join("patches").join(name);

@@ -189,8 +189,8 @@ pub fn read_host_sources(etc_apt: &Path) -> Result<Vec<AptSource>> {
 mod tests {
     use super::*;
 
-    const ONE_LINE: &str = include_str!("../fixtures/apt/sources.list");
-    const DEB822: &str = include_str!("../fixtures/apt/debian.sources");
+    const ONE_LINE: &str = include_str!("../../fixtures/apt/sources.list");
+    const DEB822: &str = include_str!("../../fixtures/apt/debian.sources");
 
     #[test]
     fn one_line_format() {

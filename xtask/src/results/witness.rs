@@ -169,7 +169,7 @@ impl Witness {
     }
 
     /// (name, witness count, module count) for each counter both keep.
-    pub fn pairs(&self, m: &crate::record::Mechanism) -> [(&'static str, u64, u64); 3] {
+    pub fn pairs(&self, m: &crate::results::record::Mechanism) -> [(&'static str, u64, u64); 3] {
         [
             ("throttle_events", self.throttle_events, m.throttle_events),
             ("throttle_sleeps", self.throttle_sleeps, m.throttle_sleeps),
@@ -190,7 +190,7 @@ pub struct Tolerance {
 
 impl Tolerance {
     /// Disagreements beyond the tolerance, each naming both numbers.
-    pub fn disagreements(&self, w: &Witness, m: &crate::record::Mechanism) -> Vec<String> {
+    pub fn disagreements(&self, w: &Witness, m: &crate::results::record::Mechanism) -> Vec<String> {
         w.pairs(m)
             .iter()
             .filter(|(_, a, b)| {
@@ -218,10 +218,10 @@ impl Tolerance {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::Mechanism;
+    use crate::results::record::Mechanism;
 
-    pub const BDP: &str = include_str!("../tests/fixtures/hist-balance_dirty_pages.txt");
-    pub const WAKE: &str = include_str!("../tests/fixtures/hist-writeback_wake_background.txt");
+    pub const BDP: &str = include_str!("../../fixtures/witness/balance_dirty_pages.hist");
+    pub const WAKE: &str = include_str!("../../fixtures/witness/writeback_wake_background.hist");
 
     #[test]
     fn the_recorded_hist_files_parse() {

@@ -124,7 +124,7 @@ pub fn parse(text: &str) -> Result<FioResult> {
 mod tests {
     use super::*;
 
-    const HOST: &str = include_str!("../fixtures/fio/host-tmpfs.json");
+    const HOST: &str = include_str!("../../fixtures/fio/host-tmpfs.json");
 
     #[test]
     fn parses_a_group_reported_write_job() {

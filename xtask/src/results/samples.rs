@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 use anyhow::{bail, Result};
 
-use crate::debugfs::{self, Record};
+use crate::results::debugfs::{self, Record};
 
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Sample {

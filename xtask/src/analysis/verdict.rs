@@ -11,7 +11,7 @@ use std::{collections::BTreeMap, fmt, path::Path};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::{record::RunRecord, witness::Tolerance};
+use crate::{results::record::RunRecord, results::witness::Tolerance};
 
 /// The expectations file, relative to the repository root.
 pub const EXPECTED_FILE: &str = "qemu/expected.toml";
@@ -226,7 +226,7 @@ impl Verdict {
 pub fn usable(records: &[RunRecord], expected: &Expected) -> Vec<RunRecord> {
     records
         .iter()
-        .filter(|r| crate::record::problems(r, &expected.witness).is_empty())
+        .filter(|r| crate::results::record::problems(r, &expected.witness).is_empty())
         .cloned()
         .collect()
 }
@@ -236,7 +236,7 @@ pub fn judge(records: &[RunRecord], expected: &Expected, plan: &Plan) -> Verdict
     let mut verdict = Verdict::default();
     let mut usable: Vec<&RunRecord> = Vec::new();
     for r in records {
-        let problems = crate::record::problems(r, &expected.witness);
+        let problems = crate::results::record::problems(r, &expected.witness);
         if problems.is_empty() {
             usable.push(r);
         } else {
@@ -438,7 +438,7 @@ fn throughput_criterion(verdict: &mut Verdict, expected: &Expected) {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::{ktap, scenario};
+    use crate::{guest::scenario, results::ktap};
 
     pub const EXPECTED: &str = r#"
 [criteria]
@@ -488,8 +488,8 @@ v2 = "ok"
         let e = Expected::parse(&std::fs::read_to_string(&path).unwrap(), &path).unwrap();
         assert_eq!(e.expect["fuse-strictlimit"]["regressed"], Class::Stall);
         assert_eq!(e.expect["fuse-strictlimit"]["upstream"], Class::Ok);
-        let variants = crate::patch::Variants::load(
-            &crate::util::project_root().join(crate::patch::VARIANTS_FILE),
+        let variants = crate::kernel::patch::Variants::load(
+            &crate::util::project_root().join(crate::kernel::patch::VARIANTS_FILE),
         )
         .unwrap();
         let names = variants.names();
@@ -578,7 +578,7 @@ v2 = "ok"
         r.mechanism.throttle_sleeps = 1000;
         r.mechanism.stall_sleeps = (stall * 1000.0) as u64;
         r.mechanism.bg_starts = if stall > 0.05 { 0 } else { 4000 };
-        r.witness = crate::witness::Witness {
+        r.witness = crate::results::witness::Witness {
             throttle_events: r.mechanism.throttle_events,
             throttle_sleeps: r.mechanism.throttle_sleeps,
             bg_starts: r.mechanism.bg_starts,
@@ -702,14 +702,14 @@ v2 = "ok"
     fn a_missing_kunit_suite_or_a_wrong_strict_limit_makes_a_run_unusable() {
         let t = expected().witness;
         let mut r = rec("regressed", "fuse-strictlimit", 1.0, 0.6);
-        assert!(crate::record::problems(&r, &t).is_empty());
+        assert!(crate::results::record::problems(&r, &t).is_empty());
         r.ktap_suites = vec!["rust_kernel".into()];
-        assert!(crate::record::problems(&r, &t)[0]
+        assert!(crate::results::record::problems(&r, &t)[0]
             .contains("KUnit suite `wbstall` did not report (suites: rust_kernel)"));
         let mut r = rec("regressed", "fuse-strictlimit", 1.0, 0.6);
         r.bdi_knobs.insert("strict_limit".into(), "0".into());
         assert_eq!(
-            crate::record::problems(&r, &t),
+            crate::results::record::problems(&r, &t),
             ["the BDI's strict_limit is 0, the scenario needs 1"]
         );
     }

@@ -1,0 +1,8 @@
+//! Stage 2, the guest: the initramfs every boot shares (`initramfs`), what each
+//! scenario needs of it (`scenario`), QEMU's argv and the boot itself (`qemu`),
+//! and the framed results stream the guest writes back (`stream`).
+
+pub mod initramfs;
+pub mod qemu;
+pub mod scenario;
+pub mod stream;

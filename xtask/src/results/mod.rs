@@ -1,0 +1,10 @@
+//! Stage 3, the results: a boot's stream turned into a checked `record`, with
+//! the parsers of what the guest sends (`fio`, `debugfs`, `ktap`, `samples`)
+//! and the independent tracefs `witness`.
+
+pub mod debugfs;
+pub mod fio;
+pub mod ktap;
+pub mod record;
+pub mod samples;
+pub mod witness;
