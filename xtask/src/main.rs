@@ -8,6 +8,7 @@ mod progress;
 mod report;
 mod results;
 mod tasks;
+mod tidy;
 mod util;
 
 use anyhow::Result;
@@ -33,11 +34,11 @@ enum Task {
     /// Boot every variant under QEMU, run the scenarios and judge the results.
     QemuTest(tasks::matrix::QemuTest),
     /// Boot one variant with an interactive shell (debugging).
-    Shell(tasks::matrix::ShellCmd),
+    Shell(tasks::shell::ShellCmd),
     /// rmmod/insmod the wbstall module N times while writers run; fail on any warning.
-    ModuleStress(tasks::matrix::ModuleStress),
+    ModuleStress(tasks::module_stress::ModuleStress),
     /// Re-render the report of a results directory.
-    Report(report::ReportCmd),
+    Report(tasks::report::ReportCmd),
     /// The test command: fmt, clippy, unit tests, quick qemu-test of regressed and v1.
     Ci(tasks::ci::Ci),
 }

@@ -7,4 +7,5 @@ pub mod fio;
 pub mod ktap;
 pub mod record;
 pub mod samples;
+pub mod session;
 pub mod witness;

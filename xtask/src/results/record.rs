@@ -11,9 +11,10 @@ use crate::{
     guest::qemu::Accel,
     guest::scenario,
     guest::stream::Stream,
+    guest::{boot::Booted, job::Job, plan::Boot},
     kernel::build::{PatchMeta, VariantMeta},
     results::debugfs::{self, Record},
-    results::fio::{self, FioResult, Job},
+    results::fio::{self, FioResult},
     results::ktap::{self, Ktap},
     results::witness::{Tolerance, Witness},
 };
@@ -232,6 +233,24 @@ pub struct RunContext<'a> {
     pub wall_secs: f64,
     pub console_log: String,
     pub samples: Option<String>,
+}
+
+impl<'a> RunContext<'a> {
+    /// The context of a planned boot that came back.
+    pub fn of(b: &'a Boot, booted: &Booted) -> RunContext<'a> {
+        RunContext {
+            variant: &b.kernel.meta,
+            scenario: b.scenario.name,
+            run: b.run,
+            accel: b.machine.accel,
+            cpus: b.machine.cpus,
+            memory_mib: b.machine.memory_mib,
+            job: &b.job,
+            wall_secs: booted.wall_secs,
+            console_log: booted.console_log.clone(),
+            samples: booted.samples.clone(),
+        }
+    }
 }
 
 /// Builds the record of a run whose guest ended with `WBSTALL-END ok`.

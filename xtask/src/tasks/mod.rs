@@ -1,4 +1,8 @@
 //! The subcommands of `cargo xtask`, one file each: flags and `run(self, sh)`.
 
 pub mod ci;
+pub mod guest_args;
 pub mod matrix;
+pub mod module_stress;
+pub mod report;
+pub mod shell;

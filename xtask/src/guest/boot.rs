@@ -1,0 +1,80 @@
+//! One [`Boot`] of a plan: its disk, QEMU, and the results stream it sends
+//! back. Turning the stream into a record is the next stage's job.
+
+use std::{fs, path::Path};
+
+use anyhow::{Context, Result};
+use xshell::{cmd, Shell};
+
+use crate::guest::{
+    plan::Boot,
+    qemu::{self, Console},
+    stream::Stream,
+};
+
+/// What a boot left: the stream and the files it wrote (relative to the
+/// results directory).
+pub struct Booted {
+    pub stream: Stream,
+    pub wall_secs: f64,
+    pub console_log: String,
+    pub samples: Option<String>,
+}
+
+/// Boots `b`, with its files in `dir`.
+pub fn boot(sh: &Shell, dir: &Path, b: &Boot) -> Result<Booted> {
+    let name = b.name();
+    let console = dir.join(format!("{name}.console.log"));
+    let disk = if b.scenario.disk {
+        let path = dir.join(format!("{name}.ext4.img"));
+        fs::remove_file(&path).ok();
+        mkfs_ext4(sh, &path)?;
+        Some(path)
+    } else {
+        None
+    };
+    let mut cfg = b.machine.vm(
+        &b.kernel,
+        b.initrd.clone(),
+        b.params(),
+        Console::File(console.clone()),
+    );
+    cfg.results = Some(dir.join(format!("{name}.results.bin")));
+    cfg.disk = disk.clone();
+    let out = qemu::run(sh, &cfg, b.timeout, &dir.join(format!("{name}.qemu.log")));
+    if let Some(d) = &disk {
+        fs::remove_file(d).ok(); // a sparse GiB per run is not worth keeping
+    }
+    let out = out?;
+    let stream = out
+        .outcome
+        .map_err(|e| anyhow::anyhow!(e.explain(&console)))?;
+    let samples = match stream.files.get("samples") {
+        Some(bytes) => {
+            let file = format!("{name}.samples.txt");
+            fs::write(dir.join(&file), bytes).with_context(|| format!("writing {file}"))?;
+            Some(file)
+        }
+        None => None,
+    };
+    Ok(Booted {
+        stream,
+        wall_secs: out.wall_secs,
+        console_log: format!("{name}.console.log"),
+        samples,
+    })
+}
+
+/// A fresh ext4 image, made on the host with e2fsprogs. Inode tables and the
+/// journal are initialised now, so no lazy-init thread writes in the guest
+/// while fio measures.
+pub fn mkfs_ext4(sh: &Shell, path: &Path) -> Result<()> {
+    cmd!(
+        sh,
+        "mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 -L wbstall {path} 1G"
+    )
+    .quiet()
+    .ignore_stdout()
+    .run()
+    .with_context(|| format!("creating the ext4 disk {}", path.display()))
+}

@@ -1,0 +1,213 @@
+//! What `qemu-test` prints: the side-by-side table (variants as columns,
+//! throughput and the mechanism as rows) and the verdict lines.
+
+use super::{axes, cell, med, num};
+use crate::{
+    analysis::verdict::Verdict,
+    results::{debugfs, record::RunRecord},
+};
+
+/// The writer's last threshold snapshot of a run.
+fn snapshot(r: &RunRecord) -> Option<&debugfs::Record> {
+    debugfs::find(&r.wbstall_thresholds, &r.bdi, r.memcg_id.or(Some(0)))
+}
+
+/// A value of the last run's threshold snapshot: `none` where the writer
+/// never reached a throttle decision (no snapshot), `?` where the key is absent.
+fn snap_value(c: &[&RunRecord], key: &str) -> String {
+    match c.last().map(|r| snapshot(r)) {
+        Some(Some(s)) => debugfs::value(s, key).map_or("?".into(), |v| v.to_string()),
+        _ => "none".into(),
+    }
+}
+
+type Row = (&'static str, fn(&[&RunRecord]) -> String);
+
+const ROWS: &[Row] = &[
+    ("runs", |c| c.len().to_string()),
+    ("write MiB/s (median)", |c| num(med(c, |r| r.fio.bw_mib_s))),
+    ("IOPS", |c| num(med(c, |r| r.fio.iops))),
+    ("clat p50 ms", |c| {
+        num(med(c, |r| r.fio.clat_at(50.0).unwrap_or(0.0) / 1000.0))
+    }),
+    ("clat p99 ms", |c| {
+        num(med(c, |r| r.fio.clat_at(99.0).unwrap_or(0.0) / 1000.0))
+    }),
+    ("clat max ms", |c| {
+        num(med(c, |r| r.fio.clat_max_us / 1000.0))
+    }),
+    ("stall share of writer time", |c| {
+        format!("{:.1}%", med(c, |r| r.stall_fraction) * 100.0)
+    }),
+    ("stall_sleeps", |c| {
+        num(med(c, |r| r.mechanism.stall_sleeps as f64))
+    }),
+    ("idle_sleeps", |c| {
+        num(med(c, |r| r.mechanism.idle_sleeps as f64))
+    }),
+    ("throttle_sleeps", |c| {
+        num(med(c, |r| r.mechanism.throttle_sleeps as f64))
+    }),
+    ("throttle_events", |c| {
+        num(med(c, |r| r.mechanism.throttle_events as f64))
+    }),
+    ("stall_ms", |c| num(med(c, |r| r.mechanism.stall_ms as f64))),
+    ("max_pause_ms", |c| {
+        num(med(c, |r| r.mechanism.max_pause_ms as f64))
+    }),
+    ("bg_starts", |c| {
+        num(med(c, |r| r.mechanism.bg_starts as f64))
+    }),
+    ("witness bg_starts/throttle_sleeps", |c| {
+        format!(
+            "{}/{}",
+            num(med(c, |r| r.witness.bg_starts as f64)),
+            num(med(c, |r| r.witness.throttle_sleeps as f64))
+        )
+    }),
+    ("witness agrees (runs)", |c| {
+        let t = crate::results::witness::Tolerance { abs: 0, rel: 0.0 };
+        let exact = c
+            .iter()
+            .filter(|r| t.disagreements(&r.witness, &r.mechanism).is_empty())
+            .count();
+        format!("{exact}/{} exact", c.len())
+    }),
+    ("written back MiB (BdiWritten)", |c| {
+        num(med(c, |r| r.bdi_written_kb as f64 / 1024.0))
+    }),
+    ("work background/periodic", |c| {
+        format!(
+            "{}/{}",
+            num(med(c, |r| r.mechanism.work_background as f64)),
+            num(med(c, |r| r.mechanism.work_periodic as f64))
+        )
+    }),
+    ("wb_thresh/wb_bg_thresh pages", |c| {
+        format!(
+            "{}/{}",
+            snap_value(c, "wb_thresh"),
+            snap_value(c, "wb_bg_thresh")
+        )
+    }),
+    ("bg_thresh pages (throttling domain)", |c| {
+        snap_value(c, "bg_thresh")
+    }),
+    ("vm.dirty_bytes/background_bytes", |c| {
+        c.last()
+            .map(|r| {
+                let k = |n: &str| {
+                    r.vm_knobs.get(n).map_or("?".to_string(), |&v| {
+                        if v == 0 {
+                            "0".into()
+                        } else {
+                            format!("{}M", v >> 20)
+                        }
+                    })
+                };
+                format!("{}/{}", k("vm.dirty_bytes"), k("vm.dirty_background_bytes"))
+            })
+            .unwrap_or_default()
+    }),
+    ("memcg memory.max events", |c| {
+        if c.iter().all(|r| r.memcg_events.is_empty()) {
+            return "-".into();
+        }
+        num(med(c, |r| {
+            r.memcg_events.get("max").copied().unwrap_or(0) as f64
+        }))
+    }),
+    ("strict_limit/max_ratio", |c| {
+        c.last()
+            .map(|r| {
+                let k = |n: &str| r.bdi_knobs.get(n).cloned().unwrap_or_else(|| "-".into());
+                format!("{}/{}", k("strict_limit"), k("max_ratio"))
+            })
+            .unwrap_or_default()
+    }),
+];
+
+/// `0.0037 (270x slower)`, or `1.58 (not slower)`.
+pub fn ratio_text(ratio: f64) -> String {
+    let x = 1.0 / ratio.max(1e-9);
+    if ratio < 1.0 && x >= 10.0 {
+        format!("{ratio:.4} ({x:.0}x slower)")
+    } else if ratio < 1.0 {
+        format!("{ratio:.2} ({x:.1}x slower)")
+    } else {
+        format!("{ratio:.2} (not slower)")
+    }
+}
+
+/// The side-by-side table, one block per scenario.
+pub fn table(records: &[RunRecord], verdict: &Verdict) -> String {
+    let (variants, scenarios) = axes(records);
+    let mut out = String::new();
+    for scenario in &scenarios {
+        let present: Vec<&String> = variants
+            .iter()
+            .filter(|v| !cell(records, v, scenario).is_empty())
+            .collect();
+        let width = 30;
+        out.push_str(&format!("\n{scenario:<width$}"));
+        for v in &present {
+            out.push_str(&format!(" {v:>14}"));
+        }
+        out.push('\n');
+        for (label, f) in ROWS {
+            out.push_str(&format!("{label:<width$}"));
+            for v in &present {
+                out.push_str(&format!(" {:>14}", f(&cell(records, v, scenario))));
+            }
+            out.push('\n');
+        }
+        out.push_str(&format!("{:<width$}", "verdict (expected)"));
+        for v in &present {
+            let c = verdict
+                .cells
+                .iter()
+                .find(|c| &c.variant == *v && &c.scenario == scenario);
+            let text = match c {
+                Some(c) => match c.expected {
+                    Some(e) => format!("{} ({e})", c.observed),
+                    None => format!("{} (-)", c.observed),
+                },
+                None => "-".into(),
+            };
+            out.push_str(&format!(" {text:>14}"));
+        }
+        out.push('\n');
+    }
+    if !verdict.throughput_ratio.is_empty() {
+        out.push('\n');
+        for (cell, ratio) in &verdict.throughput_ratio {
+            out.push_str(&format!(
+                "throughput of stalling cell {cell} / slowest clean variant: {}\n",
+                ratio_text(*ratio)
+            ));
+        }
+    }
+    out
+}
+
+/// The verdict's summary lines.
+pub fn verdict_lines(verdict: &Verdict) -> String {
+    let mut out = String::new();
+    for c in &verdict.cells {
+        for f in &c.failures {
+            out.push_str(&format!("FAIL {}/{}: {f}\n", c.scenario, c.variant));
+        }
+    }
+    for m in &verdict.missing {
+        out.push_str(&format!("FAIL missing cell {m}\n"));
+    }
+    for x in &verdict.excluded {
+        out.push_str(&format!("FAIL run left out: {x}\n"));
+    }
+    if verdict.cells.is_empty() {
+        out.push_str("FAIL: no cell was measured\n");
+    } else if verdict.passed() {
+        out.push_str("PASS: every planned cell was measured and matches its expectation\n");
+    }
+    out
+}

@@ -1,0 +1,139 @@
+//! Flags every booting task shares: how the guest is sized and run, and
+//! whether the kernels are built first.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Result};
+use xshell::Shell;
+
+use crate::{
+    deps,
+    guest::{
+        initramfs,
+        plan::Machine,
+        qemu::{self, Accel},
+    },
+    kernel::{
+        build::{self as kernel, Built},
+        module,
+        patch::{self, Selection},
+        source::SourceArgs,
+    },
+    util,
+};
+
+/// How the guest is sized and run.
+#[derive(Debug, Clone, clap::Args)]
+pub struct GuestArgs {
+    /// Accelerator. Default: kvm where /dev/kvm opens and the CPU has vmx/svm,
+    /// else tcg (qemu -accel tcg,thread=multi).
+    #[arg(long, value_enum)]
+    pub accel: Option<Accel>,
+    /// Guest CPUs (qemu -smp). Default: 2.
+    #[arg(long, default_value_t = 2, value_name = "N")]
+    pub cpus: u32,
+    /// Guest memory in MiB (qemu -m). Default: 2048.
+    #[arg(long, default_value_t = 2048, value_name = "MIB")]
+    pub memory: u32,
+    /// Use the kernels already in target/wbstall/kernels instead of building.
+    #[arg(long)]
+    pub no_build: bool,
+    /// Parallel make jobs for the build (make -j). Default: the number of CPUs.
+    #[arg(long, value_name = "N")]
+    pub jobs: Option<usize>,
+    /// Run PATH from the initramfs as init instead of wbstall's /init (kernel
+    /// rdinit=), to debug the harness: a path that does not exist makes the
+    /// guest kernel panic, /bin/cat makes it wait for ever.
+    #[arg(
+        long,
+        value_name = "PATH",
+        default_value = "/init",
+        hide_default_value = true
+    )]
+    pub rdinit: String,
+}
+
+impl GuestArgs {
+    /// The selected kernels: built (incrementally), or with --no-build as they are.
+    pub fn kernels(
+        &self,
+        sh: &Shell,
+        tc: &deps::Toolchain,
+        selection: &Selection,
+        source: &SourceArgs,
+    ) -> Result<Vec<Built>> {
+        if self.no_build {
+            load_selected(selection)
+        } else {
+            kernel::build(sh, tc, selection, source, self.jobs)
+        }
+    }
+
+    /// One variant's kernel and initramfs, for the single-boot tasks.
+    pub fn one_variant(
+        &self,
+        sh: &Shell,
+        source: &SourceArgs,
+        name: &str,
+    ) -> Result<(Built, PathBuf)> {
+        let tc = deps::ensure(sh)?;
+        let selection = Selection {
+            variants: vec![name.to_string()],
+            ..Selection::default()
+        };
+        let built = self.kernels(sh, &tc, &selection, source)?.remove(0);
+        let base = initramfs::base(sh)?;
+        let initrd = initramfs::for_variant(&base, &file_name(&built.dir), &built.module())?;
+        Ok((built, initrd))
+    }
+
+    /// The machine these flags describe.
+    pub fn machine(&self) -> Machine {
+        Machine {
+            accel: self.accel.unwrap_or_else(qemu::detect_accel),
+            cpus: self.cpus,
+            memory_mib: self.memory,
+            rdinit: self.rdinit.clone(),
+        }
+    }
+}
+
+fn load_selected(selection: &Selection) -> Result<Vec<Built>> {
+    let root = util::project_root();
+    let variants = patch::Variants::load(&root.join(patch::VARIANTS_FILE))?;
+    let mut names: Vec<String> = selection.variants.clone();
+    if selection.all || (names.is_empty() && selection.patches.is_empty()) {
+        names = variants.names().iter().map(|s| s.to_string()).collect();
+    }
+    if !selection.patches.is_empty() {
+        bail!("--patch needs a build: drop --no-build");
+    }
+    let sources = module::source_sha256(&root.join(module::MODULE_DIR))?;
+    names
+        .iter()
+        .map(|n| {
+            let b = kernel::load_built(n)?;
+            if b.meta.module_source_sha256 != sources {
+                bail!(
+                    "--no-build: the `{n}` kernel's wbstall.ko was built from other module \
+                     sources than rust-module/ holds now (sha256 {} recorded, {sources} now): \
+                     drop --no-build, or run `cargo xtask build-kernel --variant {n}`",
+                    if b.meta.module_source_sha256.is_empty() {
+                        "none"
+                    } else {
+                        &b.meta.module_source_sha256
+                    }
+                );
+            }
+            Ok(b)
+        })
+        .collect()
+}
+
+/// The last component of a path, as text.
+pub fn file_name(p: &Path) -> String {
+    p.file_name()
+        .unwrap_or_default()
+        .to_string_lossy()
+        .into_owned()
+}

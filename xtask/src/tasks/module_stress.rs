@@ -1,0 +1,95 @@
+//! `cargo xtask module-stress`: remove and load the wbstall module N times
+//! while writers dirty a FUSE mount; any kernel warning fails it.
+
+use std::{fs, time::Duration};
+
+use anyhow::{bail, Context, Result};
+use xshell::Shell;
+
+use super::guest_args::GuestArgs;
+use crate::{
+    guest::qemu::{self, Console},
+    kernel::source::SourceArgs,
+    results::record,
+    util,
+};
+
+/// Remove and load the wbstall module N times while writers dirty a FUSE
+/// mount, and fail on any kernel warning.
+#[derive(Debug, clap::Args)]
+pub struct ModuleStress {
+    /// The variant to boot. Default: regressed.
+    #[arg(long, value_name = "NAME", default_value = "regressed")]
+    pub variant: String,
+    /// rmmod/insmod cycles.
+    #[arg(long, default_value_t = 100, value_name = "N")]
+    pub cycles: u32,
+    #[command(flatten)]
+    pub source: SourceArgs,
+    #[command(flatten)]
+    pub guest: GuestArgs,
+}
+
+impl ModuleStress {
+    pub fn run(self, sh: &Shell) -> Result<()> {
+        let (b, initrd) = self.guest.one_variant(sh, &self.source, &self.variant)?;
+        let dir = util::target_dir()
+            .join("module-stress")
+            .join(util::timestamp());
+        fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let console = dir.join("console.log");
+        let params = vec![
+            ("scenario".into(), "module-cycles".into()),
+            ("cycles".into(), self.cycles.to_string()),
+        ];
+        let mut cfg = self
+            .guest
+            .machine()
+            .vm(&b, initrd, params, Console::File(console.clone()));
+        cfg.results = Some(dir.join("results.bin"));
+        eprintln!(
+            "module-stress: {} cycles on {} ({:?}); logs in {}",
+            self.cycles,
+            b.meta.variant,
+            cfg.accel,
+            dir.display()
+        );
+        let timeout = Duration::from_secs(120 + u64::from(self.cycles));
+        let out = qemu::run(sh, &cfg, timeout, &dir.join("qemu.log"))?;
+        let stream = out
+            .outcome
+            .map_err(|e| anyhow::anyhow!(e.explain(&console)))?;
+        let cycles = stream.text("cycles").unwrap_or_default();
+        // The console has every kernel message; dmesg's ring buffer may have wrapped
+        // after a hundred loads (each prints its KUnit results).
+        let warnings = record::warnings(&fs::read_to_string(&console).unwrap_or_default());
+        let ktap = record::ktap(&stream);
+        println!(
+            "module-stress: {} in {:.0} s; KUnit at first load: {}",
+            cycles.trim(),
+            out.wall_secs,
+            ktap.summary()
+        );
+        if !cycles.contains(&format!("cycles={}", self.cycles)) {
+            bail!(
+                "the guest did not complete {} cycles ({}); console: {}",
+                self.cycles,
+                cycles.trim(),
+                console.display()
+            );
+        }
+        if !warnings.is_empty() {
+            bail!(
+                "the kernel logged {} warning line(s) during the cycles:\n{}\nconsole: {}",
+                warnings.len(),
+                warnings.join("\n"),
+                console.display()
+            );
+        }
+        if !ktap.passed() {
+            bail!("the module's KUnit tests did not pass: {}", ktap.summary());
+        }
+        println!("module-stress: no kernel warning on the console");
+        Ok(())
+    }
+}

@@ -1,0 +1,63 @@
+//! `cargo xtask report DIR`: judge a results directory again and re-render
+//! its report and plots.
+
+use crate::{
+    report::{
+        render,
+        terminal::{table, verdict_lines},
+    },
+    results::{record::RunRecord, session::Session},
+};
+
+/// Re-render the report of a results directory (report.md, SVGs, verdict.json)
+/// and judge it again; exits non-zero when the verdict fails or runs failed.
+#[derive(Debug, clap::Args)]
+pub struct ReportCmd {
+    /// A results directory (target/wbstall/results/<timestamp>).
+    pub dir: std::path::PathBuf,
+    /// Judge against this expectations file. Default: the expectations the
+    /// session recorded (else qemu/expected.toml).
+    #[arg(long, value_name = "FILE")]
+    pub expected: Option<std::path::PathBuf>,
+}
+
+impl ReportCmd {
+    pub fn run(self, _sh: &xshell::Shell) -> anyhow::Result<()> {
+        use anyhow::Context;
+        let read = |name: &str| {
+            let path = self.dir.join(name);
+            std::fs::read_to_string(&path).with_context(|| {
+                format!(
+                    "reading {} (is {} a qemu-test results directory?)",
+                    path.display(),
+                    self.dir.display()
+                )
+            })
+        };
+        let session: Session =
+            serde_json::from_str(&read("session.json")?).context("parsing session.json")?;
+        let records: Vec<RunRecord> =
+            serde_json::from_str(&read("results.json")?).context("parsing results.json")?;
+        let expected = session.expectations(self.expected.as_deref())?;
+        let verdict = render(&self.dir, &session, &records, &expected)?;
+        println!(
+            "{}",
+            table(
+                &crate::analysis::verdict::usable(&records, &expected),
+                &verdict
+            )
+        );
+        print!("{}", verdict_lines(&verdict));
+        for f in &session.failures {
+            println!("FAIL run {f}");
+        }
+        println!("report: {}", self.dir.join("report.md").display());
+        if !session.failures.is_empty() || !verdict.passed() {
+            anyhow::bail!(
+                "the verdict of {} fails: see the FAIL lines above",
+                self.dir.display()
+            );
+        }
+        Ok(())
+    }
+}

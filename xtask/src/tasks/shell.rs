@@ -1,0 +1,49 @@
+//! `cargo xtask shell`: boot one variant with an interactive shell.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use xshell::Shell;
+
+use super::guest_args::GuestArgs;
+use crate::{
+    guest::{
+        boot::mkfs_ext4,
+        qemu::{self, Console},
+    },
+    kernel::source::SourceArgs,
+};
+
+/// Boot one variant with an interactive shell on the terminal (for debugging).
+#[derive(Debug, clap::Args)]
+pub struct ShellCmd {
+    /// The variant to boot.
+    #[arg(long, value_name = "NAME")]
+    pub variant: String,
+    #[command(flatten)]
+    pub source: SourceArgs,
+    #[command(flatten)]
+    pub guest: GuestArgs,
+    /// Attach the ext4 disk image of the disk scenarios (created if missing).
+    #[arg(long)]
+    pub disk: Option<PathBuf>,
+}
+
+impl ShellCmd {
+    pub fn run(self, sh: &Shell) -> Result<()> {
+        let (b, initrd) = self.guest.one_variant(sh, &self.source, &self.variant)?;
+        let params = vec![("scenario".into(), "shell".into())];
+        let mut cfg = self.guest.machine().vm(&b, initrd, params, Console::Stdio);
+        if let Some(disk) = self.disk {
+            if !disk.exists() {
+                mkfs_ext4(sh, &disk)?;
+            }
+            cfg.disk = Some(disk);
+        }
+        eprintln!(
+            "shell: booting {} ({:?}); Ctrl-A X quits QEMU",
+            b.meta.variant, cfg.accel
+        );
+        qemu::interactive(sh, &cfg)
+    }
+}

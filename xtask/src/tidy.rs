@@ -1,0 +1,103 @@
+//! Repository rules kept honest by tests: the size of files and functions.
+//! Generated or data files are not Rust and are not counted; test modules are
+//! left out of both limits.
+
+#[cfg(test)]
+mod tests {
+    use std::path::{Path, PathBuf};
+
+    /// Lines of non-test code one file may hold.
+    const MAX_FILE_LINES: usize = 600;
+    /// Lines one function may span, signature to closing brace.
+    const MAX_FN_LINES: usize = 80;
+
+    fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                rust_files(&p, out);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push(p);
+            }
+        }
+    }
+
+    /// The lines of a file before its test module.
+    fn code(text: &str) -> Vec<&str> {
+        text.lines()
+            .take_while(|l| l.trim() != "#[cfg(test)]")
+            .collect()
+    }
+
+    /// (name, first line, length) of each `fn` whose body is a `{ ... }` block.
+    fn functions(lines: &[&str]) -> Vec<(String, usize, usize)> {
+        let mut out = Vec::new();
+        for (i, l) in lines.iter().enumerate() {
+            let t = l.trim_start();
+            let Some(rest) = [
+                "fn ",
+                "pub fn ",
+                "pub(crate) fn ",
+                "pub(super) fn ",
+                "const fn ",
+                "pub const fn ",
+            ]
+            .iter()
+            .find_map(|p| t.strip_prefix(p)) else {
+                continue;
+            };
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            let indent = l.len() - t.len();
+            let close = format!("{}}}", " ".repeat(indent));
+            if let Some(end) = lines[i..]
+                .iter()
+                .position(|x| *x == close || x.starts_with(&format!("{close} ")))
+            {
+                out.push((name, i + 1, end + 1));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn files_and_functions_stay_small() {
+        let mut files = Vec::new();
+        rust_files(&crate::util::project_root().join("xtask/src"), &mut files);
+        files.sort();
+        let mut over = Vec::new();
+        for f in &files {
+            let text = std::fs::read_to_string(f).unwrap();
+            let lines = code(&text);
+            let rel = f
+                .strip_prefix(crate::util::project_root())
+                .unwrap()
+                .display()
+                .to_string();
+            if lines.len() > MAX_FILE_LINES {
+                over.push(format!(
+                    "{rel}: {} lines of code (max {MAX_FILE_LINES})",
+                    lines.len()
+                ));
+            }
+            for (name, at, len) in functions(&lines) {
+                if len > MAX_FN_LINES {
+                    over.push(format!(
+                        "{rel}:{at}: fn {name} is {len} lines (max {MAX_FN_LINES})"
+                    ));
+                }
+            }
+        }
+        assert!(over.is_empty(), "split these:\n{}", over.join("\n"));
+    }
+
+    #[test]
+    fn the_function_scanner_measures_what_it_should() {
+        let src =
+            "fn a() {\n    x();\n}\n\nimpl S {\n    pub fn b(&self) -> u8 {\n        1\n    }\n}\n";
+        let f = functions(&src.lines().collect::<Vec<_>>());
+        assert_eq!(f, [("a".to_string(), 1, 3), ("b".to_string(), 6, 3)]);
+    }
+}
