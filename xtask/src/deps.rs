@@ -298,8 +298,32 @@ fn header_exists(rel: &str) -> bool {
 fn check(sh: &Shell) -> (Option<Toolchain>, Vec<Missing>) {
     let mut missing = Vec::new();
     let mut need = |what: String, fix: Fix| missing.push(Missing { what, fix });
-    let apt_llvm = || Fix::Apt(format!("clang-{APT_LLVM} lld-{APT_LLVM} llvm-{APT_LLVM}"));
+    let llvm = check_llvm(sh, &mut need);
+    let (rustc, bindgen) = check_rust(sh, &mut need);
+    let (qemu, fio) = check_tools(sh, &mut need);
+    let tc = match (llvm, rustc, bindgen, qemu, fio) {
+        (Some((llvm_make_arg, llvm)), Some(rustc), Some(bindgen), Some(qemu), Some(fio))
+            if missing.is_empty() =>
+        {
+            Some(Toolchain {
+                llvm_make_arg,
+                llvm,
+                rustc,
+                bindgen,
+                qemu,
+                fio,
+            })
+        }
+        _ => None,
+    };
+    (tc, missing)
+}
 
+type Need<'a> = dyn FnMut(String, Fix) + 'a;
+
+/// LLVM (with its make argument) and libclang.
+fn check_llvm(sh: &Shell, need: &mut Need<'_>) -> Option<(String, Version)> {
+    let apt_llvm = || Fix::Apt(format!("clang-{APT_LLVM} lld-{APT_LLVM} llvm-{APT_LLVM}"));
     let llvm = find_llvm(sh);
     match &llvm {
         None => need(
@@ -329,6 +353,11 @@ fn check(sh: &Shell) -> (Option<Toolchain>, Vec<Missing>) {
             Fix::Apt(format!("libclang-{APT_LLVM}-dev")),
         );
     }
+    llvm
+}
+
+/// rustc with rust-src, and bindgen.
+fn check_rust(sh: &Shell, need: &mut Need<'_>) -> (Option<Version>, Option<Version>) {
     let rustc = version_output(sh, "rustc", "--version").and_then(|o| Version::find_in(&o));
     match rustc {
         None => need(
@@ -358,6 +387,11 @@ fn check(sh: &Shell) -> (Option<Toolchain>, Vec<Missing>) {
         ),
         Some(_) => {}
     }
+    (rustc, bindgen)
+}
+
+/// The other host tools and headers; QEMU's and fio's versions.
+fn check_tools(sh: &Shell, need: &mut Need<'_>) -> (Option<Version>, Option<String>) {
     let simple: [(&str, &str, &str); 12] = [
         ("make", "--version", "make"),
         ("flex", "--version", "flex"),
@@ -413,22 +447,7 @@ fn check(sh: &Shell) -> (Option<Toolchain>, Vec<Missing>) {
             Fix::Apt("libc6-dev".into()),
         );
     }
-    let tc = match (llvm, rustc, bindgen, qemu, fio) {
-        (Some((llvm_make_arg, llvm)), Some(rustc), Some(bindgen), Some(qemu), Some(fio))
-            if missing.is_empty() =>
-        {
-            Some(Toolchain {
-                llvm_make_arg,
-                llvm,
-                rustc,
-                bindgen,
-                qemu,
-                fio,
-            })
-        }
-        _ => None,
-    };
-    (tc, missing)
+    (qemu, fio)
 }
 
 /// Re-checks the minimum versions against the tree being built, which may be

@@ -193,7 +193,7 @@ struct Builder<'a> {
 
 impl Builder<'_> {
     fn one(&self, variant: &Variant) -> Result<Built> {
-        let (sh, tc, src, jobs) = (self.sh, self.tc, self.src, self.jobs);
+        let (sh, tc, src) = (self.sh, self.tc, self.src);
         let (fragment, fragment_path) = (&self.fragment, self.fragment_path.as_path());
         let tree = src.tree();
         let key = kconfig::config_key(fragment, tc, &kconfig_touch(variant)?)?;
@@ -202,10 +202,7 @@ impl Builder<'_> {
             .join(format!("{}-{}", src.id, &key[..12]));
         fs::create_dir_all(&build_dir)
             .with_context(|| format!("creating {}", build_dir.display()))?;
-        let logs = util::target_dir().join("logs");
-        fs::create_dir_all(&logs).with_context(|| format!("creating {}", logs.display()))?;
-        let log = logs.join(format!("build-{}.log", variant.name));
-        fs::write(&log, "").with_context(|| format!("creating {}", log.display()))?;
+        let log = fresh_log(&variant.name)?;
 
         let mut progress = Progress::new(&format!("build-kernel {}", variant.name));
         let started = Instant::now();
@@ -215,6 +212,71 @@ impl Builder<'_> {
         kconfig::configure(sh, &tree, &build_dir, fragment_path, tc, &key, &log)?;
 
         progress.stage("compiling");
+        let objects = self.compile(variant, &build_dir, &log, &mut progress)?;
+
+        progress.stage("building the wbstall module");
+        let module_out = util::target_dir().join("module").join(&variant.name);
+        let module_src = util::project_root().join(module::MODULE_DIR);
+        // Hashed before the build: an edit during the build marks the module stale.
+        let module_source_sha256 = module::source_sha256(&module_src)?;
+        let ko = module::build_external(sh, tc, &build_dir, &module_src, &module_out)?;
+        let seconds = started.elapsed().as_secs_f64();
+
+        // Assemble the artifacts next to the old ones, then swap: a failure above
+        // leaves the previous kernel of this variant in place.
+        let dir = kernels_dir().join(&variant.name);
+        let partial = kernels_dir().join(format!(".{}.partial", variant.name));
+        if partial.exists() {
+            fs::remove_dir_all(&partial)
+                .with_context(|| format!("removing {}", partial.display()))?;
+        }
+        fs::create_dir_all(&partial).with_context(|| format!("creating {}", partial.display()))?;
+        let bzimage = build_dir.join("arch/x86/boot/bzImage");
+        self.assemble(&partial, &build_dir, &ko, &log)?;
+        let release = fs::read_to_string(build_dir.join("include/config/kernel.release"))
+            .context("reading include/config/kernel.release")?;
+        let meta = VariantMeta {
+            variant: variant.name.clone(),
+            description: variant.description.clone(),
+            base: src.meta.clone(),
+            patches: variant
+                .patches
+                .iter()
+                .map(|p| PatchMeta {
+                    file: p.label.clone(),
+                    sha256: p.sha256.clone(),
+                })
+                .collect(),
+            kernel_release: release.trim().to_string(),
+            config_sha256: util::sha256_file(&build_dir.join(".config"))?,
+            fragment_sha256: util::sha256_hex(fragment.as_bytes()),
+            toolchain: tc.clone(),
+            build_seconds: (seconds * 10.0).round() / 10.0,
+            objects_rebuilt: objects,
+            files_changed: switch.changed.clone(),
+            module_sha256: util::sha256_file(&ko)?,
+            module_source_sha256,
+            bzimage_sha256: util::sha256_file(&bzimage)?,
+            built_at: util::timestamp(),
+        };
+        publish(&partial, &dir, &meta)?;
+        progress.finish(&format!(
+            "{} built ({} file(s) switched, {objects} objects compiled)",
+            variant.name,
+            switch.changed.len()
+        ));
+        Ok(Built { dir, meta })
+    }
+
+    /// `make` of the kernel, with progress; returns the objects compiled.
+    fn compile(
+        &self,
+        variant: &Variant,
+        build_dir: &Path,
+        log: &Path,
+        progress: &mut Progress,
+    ) -> Result<usize> {
+        let (sh, tc, tree, jobs) = (self.sh, self.tc, self.src.tree(), self.jobs);
         let llvm = format!("LLVM={}", tc.llvm_make_arg);
         let jobs_arg = format!("-j{jobs}");
         let mut objects = 0usize;
@@ -242,85 +304,56 @@ impl Builder<'_> {
                 }
             },
         )?;
+        Ok(objects)
+    }
 
-        progress.stage("building the wbstall module");
-        let module_out = util::target_dir().join("module").join(&variant.name);
-        let module_src = util::project_root().join(module::MODULE_DIR);
-        // Hashed before the build: an edit during the build marks the module stale.
-        let module_source_sha256 = module::source_sha256(&module_src)?;
-        let ko = module::build_external(sh, tc, &build_dir, &module_src, &module_out)?;
-        let seconds = started.elapsed().as_secs_f64();
-
-        // Assemble the artifacts next to the old ones, then swap: a failure above
-        // leaves the previous kernel of this variant in place.
-        let dir = kernels_dir().join(&variant.name);
-        let partial = kernels_dir().join(format!(".{}.partial", variant.name));
-        if partial.exists() {
-            fs::remove_dir_all(&partial)
-                .with_context(|| format!("removing {}", partial.display()))?;
-        }
-        fs::create_dir_all(&partial).with_context(|| format!("creating {}", partial.display()))?;
+    /// Copies what a kernel is made of into `partial`: the image, its config,
+    /// the module, the build log and the patched sources as built.
+    fn assemble(&self, partial: &Path, build_dir: &Path, ko: &Path, log: &Path) -> Result<()> {
+        let (sh, tree) = (self.sh, self.src.tree());
         let bzimage = build_dir.join("arch/x86/boot/bzImage");
         sh.copy_file(&bzimage, partial.join("bzImage"))
             .context("copying bzImage")?;
         sh.copy_file(build_dir.join(".config"), partial.join("config"))
             .context("copying .config")?;
-        sh.copy_file(&ko, partial.join("wbstall.ko"))
+        sh.copy_file(ko, partial.join("wbstall.ko"))
             .context("copying wbstall.ko")?;
-        sh.copy_file(&log, partial.join("build.log"))
+        sh.copy_file(log, partial.join("build.log"))
             .context("copying the build log")?;
         for rel in &self.patched {
             let from = tree.join(rel);
             if from.is_file() {
                 let to = partial.join("src").join(rel);
-                fs::create_dir_all(to.parent().unwrap_or(&partial))
+                fs::create_dir_all(to.parent().unwrap_or(partial))
                     .with_context(|| format!("creating {}", to.display()))?;
                 sh.copy_file(&from, &to)
                     .with_context(|| format!("copying {rel}"))?;
             }
         }
-        let release = fs::read_to_string(build_dir.join("include/config/kernel.release"))
-            .context("reading include/config/kernel.release")?;
-        let meta = VariantMeta {
-            variant: variant.name.clone(),
-            description: variant.description.clone(),
-            base: src.meta.clone(),
-            patches: variant
-                .patches
-                .iter()
-                .map(|p| PatchMeta {
-                    file: p.label.clone(),
-                    sha256: p.sha256.clone(),
-                })
-                .collect(),
-            kernel_release: release.trim().to_string(),
-            config_sha256: util::sha256_file(&build_dir.join(".config"))?,
-            fragment_sha256: util::sha256_hex(fragment.as_bytes()),
-            toolchain: tc.clone(),
-            build_seconds: (seconds * 10.0).round() / 10.0,
-            objects_rebuilt: objects,
-            files_changed: switch.changed.clone(),
-            module_sha256: util::sha256_file(&ko)?,
-            module_source_sha256,
-            bzimage_sha256: util::sha256_file(&bzimage)?,
-            built_at: util::timestamp(),
-        };
-        util::write_atomic(
-            &partial.join("variant.json"),
-            serde_json::to_string_pretty(&meta)?,
-        )?;
-        if dir.exists() {
-            fs::remove_dir_all(&dir).with_context(|| format!("replacing {}", dir.display()))?;
-        }
-        fs::rename(&partial, &dir)
-            .with_context(|| format!("moving the kernel into {}", dir.display()))?;
-        progress.finish(&format!(
-            "{} built ({} file(s) switched, {objects} objects compiled)",
-            variant.name,
-            switch.changed.len()
-        ));
-        Ok(Built { dir, meta })
+        Ok(())
     }
+}
+
+/// Writes `variant.json` into the assembled `partial` kernel and swaps it in
+/// for `dir`.
+fn publish(partial: &Path, dir: &Path, meta: &VariantMeta) -> Result<()> {
+    util::write_atomic(
+        &partial.join("variant.json"),
+        serde_json::to_string_pretty(meta)?,
+    )?;
+    if dir.exists() {
+        fs::remove_dir_all(dir).with_context(|| format!("replacing {}", dir.display()))?;
+    }
+    fs::rename(partial, dir).with_context(|| format!("moving the kernel into {}", dir.display()))
+}
+
+/// An empty `target/wbstall/logs/build-<variant>.log`.
+fn fresh_log(variant: &str) -> Result<PathBuf> {
+    let logs = util::target_dir().join("logs");
+    fs::create_dir_all(&logs).with_context(|| format!("creating {}", logs.display()))?;
+    let log = logs.join(format!("build-{variant}.log"));
+    fs::write(&log, "").with_context(|| format!("creating {}", log.display()))?;
+    Ok(log)
 }
 
 /// Reads a built variant back (for qemu-test and reports).

@@ -268,80 +268,9 @@ pub fn extract_diff(text: &str) -> Result<String> {
             continue;
         }
         files += 1;
-        // File header: everything up to the first hunk or the next file.
-        out.push(lines[i].to_string());
-        i += 1;
-        while i < lines.len()
-            && !lines[i].starts_with("@@ ")
-            && !lines[i].starts_with("diff --git ")
-        {
-            let l = lines[i];
-            let header = [
-                "index ",
-                "new file mode",
-                "deleted file mode",
-                "old mode",
-                "new mode",
-                "similarity index",
-                "dissimilarity index",
-                "rename from",
-                "rename to",
-                "copy from",
-                "copy to",
-                "--- ",
-                "+++ ",
-            ];
-            if l.starts_with("Binary files ") || l.starts_with("GIT binary patch") {
-                bail!("line {}: binary patches are not supported", i + 1);
-            }
-            if !header.iter().any(|h| l.starts_with(h)) {
-                break;
-            }
-            out.push(l.to_string());
-            i += 1;
-        }
-        // Hunks.
+        file_header(&lines, &mut i, &mut out)?;
         while i < lines.len() && lines[i].starts_with("@@ ") {
-            let (mut old, mut new) = hunk_counts(lines[i])
-                .with_context(|| format!("line {}: malformed hunk header `{}`", i + 1, lines[i]))?;
-            out.push(lines[i].to_string());
-            i += 1;
-            while old > 0 || new > 0 {
-                let Some(l) = lines.get(i) else {
-                    bail!(
-                        "the diff ends inside a hunk (line {}): the patch is truncated",
-                        i + 1
-                    );
-                };
-                match l.chars().next() {
-                    None | Some(' ') => {
-                        if old == 0 || new == 0 {
-                            bail!("line {}: context line beyond the hunk's counts", i + 1);
-                        }
-                        old -= 1;
-                        new -= 1;
-                        out.push(if l.is_empty() { " ".to_string() } else { l.to_string() });
-                    }
-                    Some('-') if old > 0 => {
-                        old -= 1;
-                        out.push(l.to_string());
-                    }
-                    Some('+') if new > 0 => {
-                        new -= 1;
-                        out.push(l.to_string());
-                    }
-                    Some('\\') => out.push(l.to_string()),
-                    _ => bail!(
-                        "line {}: `{l}` does not fit the hunk (expected {old} more old and {new} more new lines)",
-                        i + 1
-                    ),
-                }
-                i += 1;
-            }
-            if lines.get(i).is_some_and(|l| l.starts_with('\\')) {
-                out.push(lines[i].to_string());
-                i += 1;
-            }
+            hunk(&lines, &mut i, &mut out)?;
         }
     }
     if files == 0 {
@@ -350,6 +279,87 @@ pub fn extract_diff(text: &str) -> Result<String> {
     let mut diff = out.join("\n");
     diff.push('\n');
     Ok(diff)
+}
+
+/// A file's header: its first line and everything up to the first hunk or
+/// the next file.
+fn file_header(lines: &[&str], i: &mut usize, out: &mut Vec<String>) -> Result<()> {
+    const HEADER: &[&str] = &[
+        "index ",
+        "new file mode",
+        "deleted file mode",
+        "old mode",
+        "new mode",
+        "similarity index",
+        "dissimilarity index",
+        "rename from",
+        "rename to",
+        "copy from",
+        "copy to",
+        "--- ",
+        "+++ ",
+    ];
+    out.push(lines[*i].to_string());
+    *i += 1;
+    while *i < lines.len() && !lines[*i].starts_with("@@ ") && !lines[*i].starts_with("diff --git ")
+    {
+        let l = lines[*i];
+        if l.starts_with("Binary files ") || l.starts_with("GIT binary patch") {
+            bail!("line {}: binary patches are not supported", *i + 1);
+        }
+        if !HEADER.iter().any(|h| l.starts_with(h)) {
+            break;
+        }
+        out.push(l.to_string());
+        *i += 1;
+    }
+    Ok(())
+}
+
+/// One hunk, its lines checked against the header's counts; blank context
+/// lines that mailers strip are restored.
+fn hunk(lines: &[&str], i: &mut usize, out: &mut Vec<String>) -> Result<()> {
+    let (mut old, mut new) = hunk_counts(lines[*i])
+        .with_context(|| format!("line {}: malformed hunk header `{}`", *i + 1, lines[*i]))?;
+    out.push(lines[*i].to_string());
+    *i += 1;
+    while old > 0 || new > 0 {
+        let Some(l) = lines.get(*i) else {
+            bail!(
+                "the diff ends inside a hunk (line {}): the patch is truncated",
+                *i + 1
+            );
+        };
+        match l.chars().next() {
+            None | Some(' ') => {
+                if old == 0 || new == 0 {
+                    bail!("line {}: context line beyond the hunk's counts", *i + 1);
+                }
+                old -= 1;
+                new -= 1;
+                out.push(if l.is_empty() { " ".to_string() } else { l.to_string() });
+            }
+            Some('-') if old > 0 => {
+                old -= 1;
+                out.push(l.to_string());
+            }
+            Some('+') if new > 0 => {
+                new -= 1;
+                out.push(l.to_string());
+            }
+            Some('\\') => out.push(l.to_string()),
+            _ => bail!(
+                "line {}: `{l}` does not fit the hunk (expected {old} more old and {new} more new lines)",
+                *i + 1
+            ),
+        }
+        *i += 1;
+    }
+    if lines.get(*i).is_some_and(|l| l.starts_with('\\')) {
+        out.push(lines[*i].to_string());
+        *i += 1;
+    }
+    Ok(())
 }
 
 /// `@@ -a[,b] +c[,d] @@` → (b, d); a missing count means 1.

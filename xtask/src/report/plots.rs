@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use anyhow::{anyhow, Result};
-use plotters::prelude::*;
+use plotters::{coord::Shift, prelude::*};
 
 use crate::{
     analysis::stats::{mean, mean_ci},
@@ -115,6 +115,27 @@ pub fn throughput(records: &[RunRecord], out: &Path) -> Result<()> {
 /// The time series of one scenario: one panel per variant (its first run with
 /// samples).
 pub fn timeseries(dir: &Path, records: &[RunRecord], scenario: &str, out: &Path) -> Result<bool> {
+    let runs = first_runs(dir, records, scenario)?;
+    if runs.is_empty() {
+        return Ok(false);
+    }
+    let panel_h = 260u32;
+    let root = SVGBackend::new(out, (1000, panel_h * runs.len() as u32)).into_drawing_area();
+    root.fill(&WHITE).map_err(err)?;
+    let panels = root.split_evenly((runs.len(), 1));
+    for ((r, points), area) in runs.iter().zip(panels.iter()) {
+        panel(area, r, points, scenario)?;
+    }
+    root.present().map_err(err)?;
+    Ok(true)
+}
+
+/// Per variant, the first run of `scenario` whose samples are at hand.
+fn first_runs<'a>(
+    dir: &Path,
+    records: &'a [RunRecord],
+    scenario: &str,
+) -> Result<Vec<(&'a RunRecord, Vec<samples::Point>)>> {
     let (variants, _) = report::axes(records);
     let mut runs: Vec<(&RunRecord, Vec<samples::Point>)> = Vec::new();
     for v in &variants {
@@ -133,96 +154,97 @@ pub fn timeseries(dir: &Path, records: &[RunRecord], scenario: &str, out: &Path)
             runs.push((r, points));
         }
     }
-    if runs.is_empty() {
-        return Ok(false);
-    }
-    let panel_h = 260u32;
-    let root = SVGBackend::new(out, (1000, panel_h * runs.len() as u32)).into_drawing_area();
-    root.fill(&WHITE).map_err(err)?;
-    let panels = root.split_evenly((runs.len(), 1));
-    for ((r, points), area) in runs.iter().zip(panels.iter()) {
-        let t_max = points.last().map_or(1.0, |p| p.t).max(1.0);
-        let y_max = points
-            .iter()
-            .map(|p| p.dirty.max(p.wb_thresh.unwrap_or(0.0)))
-            .fold(1.0, f64::max)
-            * 1.15;
-        let c_max = points
-            .iter()
-            .map(|p| p.stall_sleeps.max(p.bg_starts))
-            .fold(1.0, f64::max)
-            * 1.15;
-        let mut chart = ChartBuilder::on(area)
-            .caption(
-                format!(
-                    "{} / {}: {} MiB/s, stall share {:.1}%",
-                    r.variant,
-                    scenario,
-                    report::num(r.fio.bw_mib_s),
-                    r.stall_fraction * 100.0
-                ),
-                ("sans-serif", 16),
-            )
-            .margin(8)
-            .x_label_area_size(28)
-            .y_label_area_size(60)
-            .right_y_label_area_size(60)
-            .build_cartesian_2d(0f64..t_max, 0f64..y_max)
-            .map_err(err)?
-            .set_secondary_coord(0f64..t_max, 0f64..c_max);
-        chart
-            .configure_mesh()
-            .x_desc("seconds since the writers started")
-            .y_desc("pages")
-            .draw()
-            .map_err(err)?;
-        chart
-            .configure_secondary_axes()
-            .y_desc("cumulative count")
-            .draw()
-            .map_err(err)?;
-        type Pick = fn(&samples::Point) -> Option<f64>;
-        // (label, colour, width, on the right axis, value)
-        let series: [(&str, RGBColor, u32, bool, Pick); 5] = [
-            ("BDI dirty pages", BLACK, 2, false, |p| Some(p.dirty)),
-            ("wb_thresh", COLORS[3], 1, false, |p| p.wb_thresh),
-            ("wb_bg_thresh", COLORS[4], 1, false, |p| p.wb_bg_thresh),
-            ("stall sleeps (right)", COLORS[0], 2, true, |p| {
-                Some(p.stall_sleeps)
-            }),
-            (
-                "background writeback starts (right)",
-                COLORS[2],
-                2,
-                true,
-                |p| Some(p.bg_starts),
+    Ok(runs)
+}
+
+type Pick = fn(&samples::Point) -> Option<f64>;
+// (label, colour, width, on the right axis, value)
+const SERIES: [(&str, RGBColor, u32, bool, Pick); 5] = [
+    ("BDI dirty pages", BLACK, 2, false, |p| Some(p.dirty)),
+    ("wb_thresh", COLORS[3], 1, false, |p| p.wb_thresh),
+    ("wb_bg_thresh", COLORS[4], 1, false, |p| p.wb_bg_thresh),
+    ("stall sleeps (right)", COLORS[0], 2, true, |p| {
+        Some(p.stall_sleeps)
+    }),
+    (
+        "background writeback starts (right)",
+        COLORS[2],
+        2,
+        true,
+        |p| Some(p.bg_starts),
+    ),
+];
+
+/// One run's panel: dirty pages against the thresholds, and the counters.
+fn panel(
+    area: &DrawingArea<SVGBackend<'_>, Shift>,
+    r: &RunRecord,
+    points: &[samples::Point],
+    scenario: &str,
+) -> Result<()> {
+    let t_max = points.last().map_or(1.0, |p| p.t).max(1.0);
+    let y_max = points
+        .iter()
+        .map(|p| p.dirty.max(p.wb_thresh.unwrap_or(0.0)))
+        .fold(1.0, f64::max)
+        * 1.15;
+    let c_max = points
+        .iter()
+        .map(|p| p.stall_sleeps.max(p.bg_starts))
+        .fold(1.0, f64::max)
+        * 1.15;
+    let mut chart = ChartBuilder::on(area)
+        .caption(
+            format!(
+                "{} / {}: {} MiB/s, stall share {:.1}%",
+                r.variant,
+                scenario,
+                report::num(r.fio.bw_mib_s),
+                r.stall_fraction * 100.0
             ),
-        ];
-        for (label, color, width, right, pick) in series {
-            let data: Vec<(f64, f64)> = points
-                .iter()
-                .filter_map(|p| pick(p).map(|y| (p.t, y)))
-                .collect();
-            let style = color.stroke_width(width);
-            let line = LineSeries::new(data, style);
-            let drawn = if right {
-                chart.draw_secondary_series(line)
-            } else {
-                chart.draw_series(line)
-            };
-            drawn
-                .map_err(err)?
-                .label(label)
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], style));
-        }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::UpperLeft)
-            .draw()
-            .map_err(err)?;
+            ("sans-serif", 16),
+        )
+        .margin(8)
+        .x_label_area_size(28)
+        .y_label_area_size(60)
+        .right_y_label_area_size(60)
+        .build_cartesian_2d(0f64..t_max, 0f64..y_max)
+        .map_err(err)?
+        .set_secondary_coord(0f64..t_max, 0f64..c_max);
+    chart
+        .configure_mesh()
+        .x_desc("seconds since the writers started")
+        .y_desc("pages")
+        .draw()
+        .map_err(err)?;
+    chart
+        .configure_secondary_axes()
+        .y_desc("cumulative count")
+        .draw()
+        .map_err(err)?;
+    for (label, color, width, right, pick) in SERIES {
+        let data: Vec<(f64, f64)> = points
+            .iter()
+            .filter_map(|p| pick(p).map(|y| (p.t, y)))
+            .collect();
+        let style = color.stroke_width(width);
+        let line = LineSeries::new(data, style);
+        let drawn = if right {
+            chart.draw_secondary_series(line)
+        } else {
+            chart.draw_series(line)
+        };
+        drawn
+            .map_err(err)?
+            .label(label)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], style));
     }
-    root.present().map_err(err)?;
-    Ok(true)
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::UpperLeft)
+        .draw()
+        .map_err(err)?;
+    Ok(())
 }

@@ -256,45 +256,15 @@ impl<'a> RunContext<'a> {
 /// Builds the record of a run whose guest ended with `WBSTALL-END ok`.
 /// Anything that makes the run unusable is an error naming what is missing.
 pub fn build(ctx: RunContext<'_>, stream: &Stream) -> Result<RunRecord> {
-    let need = |name: &str| {
-        stream.text(name).with_context(|| {
-            format!(
-                "the guest sent no `{name}` (see the console log {})",
-                ctx.console_log
-            )
-        })
-    };
+    let need = |name: &str| need(stream, name, &ctx.console_log);
     let fio = fio::parse(&need("fio")?).context("reading fio's result")?;
     if fio.error != 0 {
         bail!("fio reported error {} (see {})", fio.error, ctx.console_log);
     }
     let bdi = need("bdi")?.trim().to_string();
     let stats = debugfs::parse_stats(&need("wbstall-stats")?)?;
-    let thresholds = debugfs::parse_thresholds(&need("wbstall-thresholds")?)?;
-    let summary = debugfs::parse_summary(&need("wbstall-summary")?)?;
     let writer_domain = need("writer-domain")?.trim().to_string();
-    let in_memcg = match writer_domain.as_str() {
-        "memcg" => true,
-        "global" => false,
-        other => bail!("writer-domain is `{other}`, not `global` or `memcg`"),
-    };
-    let Some(writer) = writer_record(&stats, &bdi, in_memcg) else {
-        bail!(
-            "the wbstall module saw no writeback event for the writer's {} of BDI {bdi}: \
-             the writes did not go through the page cache (see {})",
-            if in_memcg {
-                "memcg writeback domain"
-            } else {
-                "root writeback domain"
-            },
-            ctx.console_log
-        );
-    };
-    let memcg_id = if in_memcg {
-        Some(debugfs::counter(writer, "memcg_id", "wbstall/stats")?)
-    } else {
-        None
-    };
+    let (writer, memcg_id) = writer_of(&stats, &bdi, &writer_domain, &ctx.console_log)?;
     let mechanism = Mechanism::from_record(writer)?;
     let cgroup_ino: u64 = need("writer-cgroup-ino")?
         .trim()
@@ -310,41 +280,16 @@ pub fn build(ctx: RunContext<'_>, stream: &Stream) -> Result<RunRecord> {
     // stalled write can outlast --runtime by seconds).
     let fio_wall_s = wall_seconds(&need("fio-wall")?)?;
     let writer_ms = f64::from(ctx.job.numjobs) * fio_wall_s * 1000.0;
-    let stall_fraction = mechanism.stall_ms as f64 / writer_ms;
-    let vm_after = debugfs::parse_vmstat(&need("vmstat")?)?;
-    let vm_before = debugfs::parse_vmstat(&need("vmstat-before")?)?;
-    let mut vmstat = BTreeMap::new();
-    let mut vmstat_delta = BTreeMap::new();
-    for k in debugfs::VMSTAT_KEYS {
-        let (Some(v), Some(b)) = (vm_after.get(*k), vm_before.get(*k)) else {
-            bail!("/proc/vmstat lacks `{k}`");
-        };
-        vmstat.insert(k.to_string(), *v);
-        vmstat_delta.insert(k.to_string(), v - b);
-    }
+    let (vmstat, vmstat_delta) = vmstat(&need("vmstat-before")?, &need("vmstat")?)?;
     let bdi_stats = debugfs::parse_bdi_stats(&need("bdi-stats")?)?;
-    let bdi_before = debugfs::parse_bdi_stats(&need("bdi-stats-before")?)?;
-    let written = |m: &BTreeMap<String, i64>| {
-        m.get("BdiWritten_kB")
-            .copied()
-            .context("the BDI's debugfs stats lack BdiWritten")
-    };
-    let bdi_written_kb = written(&bdi_stats)? - written(&bdi_before)?;
-    let vm_knobs = numbers(&need("vm-knobs")?, "vm-knobs")?;
+    let bdi_written_kb = bdi_written(&bdi_stats)?
+        - bdi_written(&debugfs::parse_bdi_stats(&need("bdi-stats-before")?)?)?;
     // Reclaim at memory.max would start writeback by itself: a memcg run
     // without its events cannot show that it stayed clear of it.
-    let memcg_events = if in_memcg {
-        let e = debugfs::parse_vmstat(&need("memcg-events")?).context("parsing memory.events")?;
-        if !e.contains_key("max") {
-            bail!("the writers' memory.events has no `max` line");
-        }
-        e
-    } else {
-        BTreeMap::new()
+    let memcg_events = match memcg_id {
+        Some(_) => memcg_events(&need("memcg-events")?)?,
+        None => BTreeMap::new(),
     };
-    let verify_ok = stream
-        .text("fio-verify")
-        .map(|t| fio::parse(&t).is_ok_and(|r| r.error == 0));
     Ok(RunRecord {
         variant: ctx.variant.variant.clone(),
         scenario: ctx.scenario.to_string(),
@@ -359,17 +304,17 @@ pub fn build(ctx: RunContext<'_>, stream: &Stream) -> Result<RunRecord> {
         memcg_id,
         writer_domain,
         cgroup_ino,
+        stall_fraction: mechanism.stall_ms as f64 / writer_ms,
         mechanism,
         witness,
-        stall_fraction,
         fio_wall_s,
         wbstall_stats: stats,
-        wbstall_thresholds: thresholds,
-        wbstall_summary: Some(summary),
+        wbstall_thresholds: debugfs::parse_thresholds(&need("wbstall-thresholds")?)?,
+        wbstall_summary: Some(debugfs::parse_summary(&need("wbstall-summary")?)?),
         bdi_stats,
         bdi_written_kb,
         bdi_knobs: key_values(&need("bdi-knobs")?),
-        vm_knobs,
+        vm_knobs: numbers(&need("vm-knobs")?, "vm-knobs")?,
         memcg_events,
         vmstat,
         vmstat_delta,
@@ -377,13 +322,86 @@ pub fn build(ctx: RunContext<'_>, stream: &Stream) -> Result<RunRecord> {
         ktap_suites: ktap_suites(stream),
         fuse_ready: json_line(stream, "fuse-main-ready")?,
         fuse_stats: json_line(stream, "fuse-main-stats")?,
-        verify_ok,
+        verify_ok: stream
+            .text("fio-verify")
+            .map(|t| fio::parse(&t).is_ok_and(|r| r.error == 0)),
         dmesg_warnings: warnings(&need("dmesg")?),
         guest_env: key_values(&need("guest-env")?),
         wall_secs: ctx.wall_secs,
         console_log: ctx.console_log,
         samples: ctx.samples,
     })
+}
+
+/// A file the guest must have sent.
+fn need(stream: &Stream, name: &str, console_log: &str) -> Result<String> {
+    stream
+        .text(name)
+        .with_context(|| format!("the guest sent no `{name}` (see the console log {console_log})"))
+}
+
+/// The writers' line of `stats` for their domain, and its memcg id.
+fn writer_of<'a>(
+    stats: &'a [Record],
+    bdi: &str,
+    domain: &str,
+    console_log: &str,
+) -> Result<(&'a Record, Option<u64>)> {
+    let in_memcg = match domain {
+        "memcg" => true,
+        "global" => false,
+        other => bail!("writer-domain is `{other}`, not `global` or `memcg`"),
+    };
+    let Some(writer) = writer_record(stats, bdi, in_memcg) else {
+        bail!(
+            "the wbstall module saw no writeback event for the writer's {} of BDI {bdi}: \
+             the writes did not go through the page cache (see {console_log})",
+            if in_memcg {
+                "memcg writeback domain"
+            } else {
+                "root writeback domain"
+            },
+        );
+    };
+    let memcg_id = if in_memcg {
+        Some(debugfs::counter(writer, "memcg_id", "wbstall/stats")?)
+    } else {
+        None
+    };
+    Ok((writer, memcg_id))
+}
+
+/// The kept vmstat counters after the run, and their change over it.
+type Counters = BTreeMap<String, i64>;
+fn vmstat(before: &str, after: &str) -> Result<(Counters, Counters)> {
+    let vm_after = debugfs::parse_vmstat(after)?;
+    let vm_before = debugfs::parse_vmstat(before)?;
+    let mut vmstat = BTreeMap::new();
+    let mut delta = BTreeMap::new();
+    for k in debugfs::VMSTAT_KEYS {
+        let (Some(v), Some(b)) = (vm_after.get(*k), vm_before.get(*k)) else {
+            bail!("/proc/vmstat lacks `{k}`");
+        };
+        vmstat.insert(k.to_string(), *v);
+        delta.insert(k.to_string(), v - b);
+    }
+    Ok((vmstat, delta))
+}
+
+fn bdi_written(stats: &Counters) -> Result<i64> {
+    stats
+        .get("BdiWritten_kB")
+        .copied()
+        .context("the BDI's debugfs stats lack BdiWritten")
+}
+
+/// The writers' `memory.events`, which must have its `max` line.
+fn memcg_events(text: &str) -> Result<Counters> {
+    let e = debugfs::parse_vmstat(text).context("parsing memory.events")?;
+    if !e.contains_key("max") {
+        bail!("the writers' memory.events has no `max` line");
+    }
+    Ok(e)
 }
 
 /// The writer's line of `stats`: the BDI's root writeback domain, or, for a
