@@ -283,7 +283,7 @@ impl Builder<'_> {
         let mut linked = false;
         util::run_logged(
             cmd!(sh, "make -C {tree} O={build_dir} {llvm} {jobs_arg}"),
-            &log,
+            log,
             &format!("building the {} kernel", variant.name),
             |line| {
                 if let Some((tool, target)) = progress::kbuild_step(line) {
