@@ -24,25 +24,6 @@ const BINDGEN_PIN: &str = "0.72.1";
 /// The LLVM release `--install` asks apt for (Debian 12 main carries 19).
 const APT_LLVM: &str = "19";
 
-/// Check (and optionally install) the host tools the pipeline needs.
-#[derive(Debug, clap::Args)]
-pub struct Deps {
-    /// Install what is missing: Debian packages with apt-get, bindgen-cli with
-    /// `cargo install --locked`, rust-src with rustup. The default when CI=true and
-    /// running as root.
-    #[arg(long)]
-    pub install: bool,
-}
-
-impl Deps {
-    pub fn run(self, sh: &Shell) -> Result<()> {
-        let install = self.install || (util::in_ci() && util::is_root());
-        let tc = ensure_with(sh, install)?;
-        println!("{tc}");
-        Ok(())
-    }
-}
-
 /// A `major.minor.patch` version.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Version(pub u32, pub u32, pub u32);

@@ -28,9 +28,9 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Task {
     /// Check the host tools the pipeline needs (and install them with --install).
-    Deps(deps::Deps),
+    Deps(tasks::deps::Deps),
     /// Build kernel variants from patches/variants.toml with the wbstall module.
-    BuildKernel(kernel::build::BuildKernel),
+    BuildKernel(tasks::build_kernel::BuildKernel),
     /// Boot every variant under QEMU, run the scenarios and judge the results.
     QemuTest(tasks::matrix::QemuTest),
     /// Boot one variant with an interactive shell (debugging).

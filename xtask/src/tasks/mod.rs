@@ -1,6 +1,8 @@
 //! The subcommands of `cargo xtask`, one file each: flags and `run(self, sh)`.
 
+pub mod build_kernel;
 pub mod ci;
+pub mod deps;
 pub mod guest_args;
 pub mod matrix;
 pub mod module_stress;

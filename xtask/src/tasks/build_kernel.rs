@@ -1,0 +1,34 @@
+//! `cargo xtask build-kernel`: build the selected variants.
+
+use anyhow::Result;
+use xshell::Shell;
+
+use crate::{
+    deps,
+    kernel::{
+        build::{build, summary},
+        patch::Selection,
+        source::SourceArgs,
+    },
+};
+
+/// Build the kernel variants (and the wbstall module for each).
+#[derive(Debug, clap::Args)]
+pub struct BuildKernel {
+    #[command(flatten)]
+    pub selection: Selection,
+    #[command(flatten)]
+    pub source: SourceArgs,
+    /// Parallel make jobs (make -j). Default: the number of CPUs.
+    #[arg(long, value_name = "N")]
+    pub jobs: Option<usize>,
+}
+
+impl BuildKernel {
+    pub fn run(self, sh: &Shell) -> Result<()> {
+        let tc = deps::ensure(sh)?;
+        let built = build(sh, &tc, &self.selection, &self.source, self.jobs)?;
+        println!("{}", summary(&built));
+        Ok(())
+    }
+}
