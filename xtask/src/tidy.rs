@@ -93,6 +93,77 @@ mod tests {
         assert!(over.is_empty(), "split these:\n{}", over.join("\n"));
     }
 
+    /// The pipeline's stages, lowest first; a stage may use only the ones
+    /// before it (and itself).
+    const STAGES: &[&str] = &[
+        "util", "progress", "deps", "kernel", "guest", "results", "analysis", "report", "tasks",
+    ];
+
+    fn stage_of(rel: &str) -> Option<usize> {
+        let first = rel.strip_prefix("xtask/src/")?.split(['/', '.']).next()?;
+        STAGES.iter().position(|s| *s == first)
+    }
+
+    #[test]
+    fn lower_stages_never_use_higher_ones() {
+        let mut files = Vec::new();
+        let root = crate::util::project_root();
+        rust_files(&root.join("xtask/src"), &mut files);
+        let mut bad = Vec::new();
+        for f in &files {
+            let rel = f.strip_prefix(&root).unwrap().display().to_string();
+            let Some(own) = stage_of(&rel) else { continue };
+            let text = std::fs::read_to_string(f).unwrap();
+            let code = code(&text).join("\n");
+            // Every `crate::x` path, and the first segment of each item of a
+            // `use crate::{...}` list.
+            let mut used: Vec<String> = code
+                .split("crate::")
+                .skip(1)
+                .map(|r| {
+                    r.chars()
+                        .take_while(|c| c.is_alphanumeric() || *c == '_')
+                        .collect()
+                })
+                .collect();
+            for block in code.split("use crate::{").skip(1) {
+                let mut depth = 0;
+                let mut item = String::new();
+                for ch in block.chars() {
+                    match ch {
+                        '{' => depth += 1,
+                        '}' if depth == 0 => break,
+                        '}' => depth -= 1,
+                        ',' if depth == 0 => {
+                            used.push(item.trim().split("::").next().unwrap_or("").to_string());
+                            item.clear();
+                            continue;
+                        }
+                        _ => {}
+                    }
+                    if depth == 0 {
+                        item.push(ch);
+                    }
+                }
+                used.push(item.trim().split("::").next().unwrap_or("").to_string());
+            }
+            for u in used {
+                if let Some(rank) = STAGES.iter().position(|s| *s == u) {
+                    if rank > own {
+                        bad.push(format!("{rel} uses crate::{u}"));
+                    }
+                }
+            }
+        }
+        bad.sort();
+        bad.dedup();
+        assert!(
+            bad.is_empty(),
+            "a lower stage uses a higher one:\n{}",
+            bad.join("\n")
+        );
+    }
+
     #[test]
     fn the_function_scanner_measures_what_it_should() {
         let src =

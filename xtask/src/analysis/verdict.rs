@@ -11,7 +11,12 @@ use std::{collections::BTreeMap, fmt, path::Path};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::{results::record::RunRecord, results::witness::Tolerance};
+use crate::{
+    guest::scenario,
+    kernel::patch,
+    results::{record::RunRecord, session::Session, witness::Tolerance},
+    util,
+};
 
 /// The expectations file, relative to the repository root.
 pub const EXPECTED_FILE: &str = "qemu/expected.toml";
@@ -80,6 +85,50 @@ pub struct Plan {
     pub variants: Vec<String>,
     pub scenarios: Vec<String>,
     pub runs: u32,
+}
+
+impl Plan {
+    /// What a session set out to measure.
+    pub fn of(session: &Session) -> Plan {
+        Plan {
+            variants: session.variants.iter().map(|v| v.variant.clone()).collect(),
+            scenarios: session.scenarios.iter().map(|s| s.name.clone()).collect(),
+            runs: session.runs,
+        }
+    }
+}
+
+/// The expectations to judge a session by: `file` when given, else the text
+/// the session recorded.
+pub fn session_expectations(session: &Session, file: Option<&Path>) -> Result<Expected> {
+    match (file, &session.expected) {
+        (Some(f), _) => {
+            let text =
+                std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?;
+            load_expectations(&text, f)
+        }
+        (None, Some(text)) => load_expectations(
+            text,
+            Path::new(&format!(
+                "{} (as recorded in session.json)",
+                session.expected_file
+            )),
+        ),
+        (None, None) => bail!(
+            "session.json records no expectations: pass --expected {}",
+            EXPECTED_FILE
+        ),
+    }
+}
+
+/// Parses an expectations file and checks every name in it against the
+/// scenarios and `patches/variants.toml`.
+pub fn load_expectations(text: &str, origin: &Path) -> Result<Expected> {
+    let e = Expected::parse(text, origin)?;
+    let variants = patch::Variants::load(&util::project_root().join(patch::VARIANTS_FILE))?;
+    let scenarios: Vec<&str> = scenario::ALL.iter().map(|s| s.name).collect();
+    e.validate(&scenarios, &variants.names(), origin)?;
+    Ok(e)
 }
 
 impl Expected {

@@ -63,7 +63,11 @@ pub fn render(
     expected: &crate::analysis::verdict::Expected,
 ) -> anyhow::Result<Verdict> {
     use anyhow::Context;
-    let verdict = crate::analysis::verdict::judge(records, expected, &session.plan());
+    let verdict = crate::analysis::verdict::judge(
+        records,
+        expected,
+        &crate::analysis::verdict::Plan::of(session),
+    );
     crate::util::write_atomic(
         &dir.join("verdict.json"),
         serde_json::to_string_pretty(&verdict)?,

@@ -14,7 +14,7 @@ use xshell::Shell;
 
 use super::guest_args::{file_name, GuestArgs};
 use crate::{
-    analysis::verdict::{self, Expected},
+    analysis::verdict::{self, load_expectations, Expected},
     deps,
     guest::{
         boot, initramfs,
@@ -26,7 +26,7 @@ use crate::{
     report,
     results::{
         record::{self, RunRecord},
-        session::{load_expectations, ScenarioInfo, Session},
+        session::{ScenarioInfo, Session},
     },
     util,
 };

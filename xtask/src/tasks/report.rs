@@ -38,7 +38,8 @@ impl ReportCmd {
             serde_json::from_str(&read("session.json")?).context("parsing session.json")?;
         let records: Vec<RunRecord> =
             serde_json::from_str(&read("results.json")?).context("parsing results.json")?;
-        let expected = session.expectations(self.expected.as_deref())?;
+        let expected =
+            crate::analysis::verdict::session_expectations(&session, self.expected.as_deref())?;
         let verdict = render(&self.dir, &session, &records, &expected)?;
         println!(
             "{}",
