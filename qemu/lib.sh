@@ -22,6 +22,7 @@ mount_basics() {
 
 # wbstall.KEY=VALUE on the kernel command line becomes $WB_KEY (KEY: a-z, 0-9, _).
 read_params() {
+	# shellcheck disable=SC2013 # the command line is words, not lines
 	for arg in $(cat /proc/cmdline); do
 		case "$arg" in
 		wbstall.*=*)
@@ -173,21 +174,22 @@ run_fio() {
 #   S t=<uptime s>   T <thresholds line>   C <stats line>   B <bdi stats k=v>   V <vmstat k=v>
 # Only shell builtins run in the loop (usleep aside), to keep its cost low.
 sampler_loop() {
-	local bdi=$1 up b v l k n
+	local bdi=$1 us up b v l k n
+	us=$(($(need sample_ms) * 1000))
 	while :; do
 		read -r up _ </proc/uptime
 		echo "S t=$up"
 		while read -r l; do echo "T $l"; done </sys/kernel/debug/wbstall/thresholds
 		while read -r l; do echo "C $l"; done </sys/kernel/debug/wbstall/stats
 		b="B"
-		while read -r k v _; do b="$b ${k%:}=$v"; done </sys/kernel/debug/bdi/$bdi/stats
+		while read -r k v _; do b="$b ${k%:}=$v"; done <"/sys/kernel/debug/bdi/$bdi/stats"
 		echo "$b"
 		v="V"
 		while read -r k n; do
 			case "$k" in nr_dirty | nr_writeback | nr_dirty_threshold | nr_dirty_background_threshold) v="$v $k=$n" ;; esac
 		done </proc/vmstat
 		echo "$v"
-		usleep $((WB_sample_ms * 1000))
+		usleep "$us"
 	done
 }
 
@@ -212,8 +214,8 @@ stop_sampler() {
 set_dirty_limits() {
 	[ -n "${WB_dirty_bytes-}" ] || return 0
 	echo "$WB_dirty_bytes" >/proc/sys/vm/dirty_bytes || fail "cannot set vm.dirty_bytes=$WB_dirty_bytes"
-	echo "$(need dirty_background_bytes)" >/proc/sys/vm/dirty_background_bytes ||
-		fail "cannot set vm.dirty_background_bytes=$WB_dirty_background_bytes"
+	need dirty_background_bytes >/proc/sys/vm/dirty_background_bytes ||
+		fail "cannot set vm.dirty_background_bytes to wbstall.dirty_background_bytes"
 }
 
 vm_knobs() {
@@ -239,10 +241,11 @@ measure_start() {
 	[ -d "$TRACE_EVENTS/balance_dirty_pages" ] ||
 		fail "no $TRACE_EVENTS/balance_dirty_pages: tracefs or the writeback events are missing"
 	echo 1 >/sys/kernel/debug/wbstall/reset || fail "cannot reset the wbstall counters"
-	echo "$WITNESS_BDP" >>"$TRACE_EVENTS/balance_dirty_pages/trigger" &&
+	if ! { echo "$WITNESS_BDP" >>"$TRACE_EVENTS/balance_dirty_pages/trigger" &&
 		echo "$WITNESS_SLEEP" >>"$TRACE_EVENTS/balance_dirty_pages/trigger" &&
-		echo "$WITNESS_WAKE" >>"$TRACE_EVENTS/writeback_wake_background/trigger" ||
+		echo "$WITNESS_WAKE" >>"$TRACE_EVENTS/writeback_wake_background/trigger"; }; then
 		fail "cannot attach the witness's hist triggers (CONFIG_HIST_TRIGGERS?)"
+	fi
 	stat -c %i "$cg" >/tmp/cgroup_ino || fail "cannot stat $cg"
 	emit writer-cgroup-ino /tmp/cgroup_ino
 	emit_cmd vm-knobs vm_knobs

@@ -7,6 +7,7 @@
 # domain really throttles the writers: "throttled, not stalled" is then a
 # measured fact, not true by construction.
 
+# shellcheck source=fuse-strictlimit.sh
 . /wbstall/scenarios/fuse-strictlimit.sh
 
 fuse_tune() {

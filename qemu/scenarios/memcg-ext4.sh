@@ -18,7 +18,7 @@ scenario_run() {
 	ext4_mount
 	echo +memory >/sys/fs/cgroup/cgroup.subtree_control || fail "cannot enable the memory controller"
 	mkdir -p "$cg"
-	echo "$(need memcg_max)" >"$cg/memory.max" || fail "cannot set memory.max"
+	need memcg_max >"$cg/memory.max" || fail "cannot set memory.max"
 	echo memcg >/tmp/wb_domain
 	emit writer-domain /tmp/wb_domain
 	ext4_fio "$cg"

@@ -205,7 +205,7 @@ fn version_output(sh: &Shell, prog: &str, arg: &str) -> Option<String> {
     Some(text)
 }
 
-fn which(name: &str) -> Option<PathBuf> {
+pub fn which(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
         .map(|dir| dir.join(name))

@@ -9,7 +9,13 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use xshell::{cmd, Shell};
 
-use crate::{deps, kernel::module, util};
+use crate::{
+    analysis::verdict::Class,
+    deps,
+    kernel::module,
+    tasks::{matrix::QemuTest, module_stress::ModuleStress},
+    util,
+};
 
 /// Run the test command: fmt, clippy, unit tests, then a quick qemu-test of
 /// every variant (which builds them), a live negative, and the module stress test.
@@ -49,6 +55,16 @@ impl Ci {
         if self.no_kernel {
             return Ok(());
         }
+        step("shellcheck of the guest scripts", || {
+            if deps::which("shellcheck").is_none() {
+                bail!("`shellcheck` is required: apt-get install shellcheck");
+            }
+            let files = guest_scripts()?;
+            // dash: the POSIX shell with `local`, as busybox ash has it.
+            cmd!(sh, "shellcheck -s dash -x -P SCRIPTDIR {files...}")
+                .run()
+                .context("shellcheck of qemu/")
+        })?;
         step("rustfmt of the kernel module", || {
             let dir = util::project_root().join(module::MODULE_DIR);
             let files: Vec<_> = std::fs::read_dir(&dir)?
@@ -62,23 +78,17 @@ impl Ci {
                 .context("rustfmt of rust-module/ (run the same without --check)")
         })?;
         step("qemu-test --quick (every variant, every scenario)", || {
-            cmd!(sh, "{cargo} xtask qemu-test --quick")
-                .run()
-                .context("qemu-test --quick")
+            args::<QemuTest>(&["--quick"])?.run(sh)
         })?;
         step(
             "the verdict says no: regressed on fuse-strictlimit against `ok`",
-            || live_negative(sh, &cargo),
+            || live_negative(sh),
         )?;
         step(
             "module-stress (100 rmmod/insmod cycles under writers)",
             || {
-                cmd!(
-                    sh,
-                    "{cargo} xtask module-stress --variant regressed --cycles 100 --no-build"
-                )
-                .run()
-                .context("module-stress")
+                args::<ModuleStress>(&["--variant", "regressed", "--cycles", "100", "--no-build"])?
+                    .run(sh)
             },
         )?;
         eprintln!(
@@ -89,42 +99,82 @@ impl Ci {
     }
 }
 
+/// A task's flags from an argument list, as `cargo xtask <task> ARGS` would
+/// parse them: the tasks run in this process, not as a new `cargo xtask`.
+fn args<T: clap::Args>(argv: &[&str]) -> Result<T> {
+    #[derive(clap::Parser)]
+    struct One<T: clap::Args> {
+        #[command(flatten)]
+        task: T,
+    }
+    let argv = std::iter::once("xtask").chain(argv.iter().copied());
+    Ok(<One<T> as clap::Parser>::try_parse_from(argv)
+        .context("the test command's own task flags")?
+        .task)
+}
+
 /// A live run that must fail: regressed booted on fuse-strictlimit and judged
-/// against an expectations file that claims `ok` there. It must exit non-zero,
-/// and for the right reason (the verdict, not a broken boot).
-fn live_negative(sh: &Shell, cargo: &str) -> Result<()> {
+/// against an expectations file that claims `ok` there. The verdict must fail,
+/// and for the right reason (that cell's class, not a broken boot).
+fn live_negative(sh: &Shell) -> Result<()> {
     let path = util::project_root().join(crate::analysis::verdict::EXPECTED_FILE);
     let text =
         std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-    let wrong = flip_regressed_fuse(&text)?;
     let dir = util::target_dir().join("ci");
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let file = dir.join("expected-wrong.toml");
-    std::fs::write(&file, wrong).with_context(|| format!("writing {}", file.display()))?;
-    let out = cmd!(
-        sh,
-        "{cargo} xtask qemu-test --quick --no-build --variant regressed --scenario fuse-strictlimit --expected {file}"
-    )
-    .ignore_status()
-    .output()
-    .context("running qemu-test against the wrong expectations")?;
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    eprint!("{stdout}");
-    const WANT: &str = "FAIL fuse-strictlimit/regressed: expected ok, observed stall";
-    if out.status.success() {
+    std::fs::write(&file, flip_regressed_fuse(&text)?)
+        .with_context(|| format!("writing {}", file.display()))?;
+    let file = file.display().to_string();
+    let out = args::<QemuTest>(&[
+        "--quick",
+        "--no-build",
+        "--variant",
+        "regressed",
+        "--scenario",
+        "fuse-strictlimit",
+        "--expected",
+        &file,
+    ])?
+    .measure(sh)?;
+    if out.passed() {
         bail!("qemu-test passed a stalling regressed cell against an `ok` expectation");
     }
-    if !stdout.contains(WANT) {
+    if !out.failures.is_empty() {
         bail!(
-            "qemu-test failed, but not on the verdict (no `{WANT}` line): {}",
-            String::from_utf8_lossy(&out.stderr)
+            "qemu-test failed, but on a boot, not on the verdict: {:?}",
+            out.failures
         );
     }
-    eprintln!(
-        "ci: qemu-test exited {} with `{WANT}`, as it must",
-        out.status
-    );
-    Ok(())
+    let cell = out.verdict.cells.iter().find(|c| c.variant == "regressed");
+    match cell {
+        Some(c) if c.observed == Class::Stall && c.expected == Some(Class::Ok) => {
+            eprintln!(
+                "ci: the verdict of {} failed, as it must: {}",
+                out.dir.display(),
+                c.failures.join("; ")
+            );
+            Ok(())
+        }
+        _ => bail!("qemu-test failed, but not on the regressed cell's class: {cell:?}"),
+    }
+}
+
+/// The guest's shell scripts, for shellcheck.
+fn guest_scripts() -> Result<Vec<std::path::PathBuf>> {
+    let qemu = util::project_root().join("qemu");
+    let mut files = vec![qemu.join("init"), qemu.join("lib.sh")];
+    let scenarios = qemu.join("scenarios");
+    for e in
+        std::fs::read_dir(&scenarios).with_context(|| format!("listing {}", scenarios.display()))?
+    {
+        let p = e?.path();
+        if p.extension().is_some_and(|x| x == "sh") {
+            files.push(p);
+        }
+    }
+    files.sort();
+    Ok(files)
 }
 
 /// The expectations with `regressed = "stall"` of `[expect.fuse-strictlimit]`

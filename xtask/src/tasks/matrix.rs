@@ -14,7 +14,7 @@ use xshell::Shell;
 
 use super::guest_args::{file_name, GuestArgs};
 use crate::{
-    analysis::verdict::{self, load_expectations, Expected},
+    analysis::verdict::{self, load_expectations, Expected, Verdict},
     deps,
     guest::{
         boot, initramfs,
@@ -179,6 +179,15 @@ impl QemuTest {
     }
 
     pub fn run(self, sh: &Shell) -> Result<()> {
+        let out = self.measure(sh)?;
+        if !out.passed() {
+            bail!("qemu-test failed: see the FAIL lines above");
+        }
+        Ok(())
+    }
+
+    /// Plans, boots and judges; prints the table and the verdict.
+    pub fn measure(self, sh: &Shell) -> Result<Outcome> {
         let tc = deps::ensure(sh)?;
         // Check every input before the long work starts.
         let scenarios = scenario::select(&self.scenarios)?;
@@ -216,7 +225,7 @@ impl QemuTest {
         eprintln!("qemu-test: results in {}", dir.display());
         let plan = self.plan(&built, &initrds(&base, &built)?, &scenarios, runs, &machine);
         let records = boot_all(sh, &dir, &plan, &expected, &mut session)?;
-        finish(&dir, &session, &records, &expected)
+        finish(dir, &session, &records, &expected)
     }
 
     /// The A/A control: the chosen variant again, under its own name.
@@ -313,9 +322,28 @@ fn progress_line(rec: &RunRecord) {
     );
 }
 
-/// Judges, renders and prints; fails when the verdict does or a boot did.
-fn finish(dir: &Path, session: &Session, records: &[RunRecord], expected: &Expected) -> Result<()> {
-    let verdict = report::render(dir, session, records, expected)?;
+/// What a `qemu-test` run came to.
+pub struct Outcome {
+    pub dir: PathBuf,
+    pub verdict: Verdict,
+    /// Boots that produced no record.
+    pub failures: Vec<String>,
+}
+
+impl Outcome {
+    pub fn passed(&self) -> bool {
+        self.failures.is_empty() && self.verdict.passed()
+    }
+}
+
+/// Judges, renders and prints.
+fn finish(
+    dir: PathBuf,
+    session: &Session,
+    records: &[RunRecord],
+    expected: &Expected,
+) -> Result<Outcome> {
+    let verdict = report::render(&dir, session, records, expected)?;
     println!(
         "{}",
         report::terminal::table(&verdict::usable(records, expected), &verdict)
@@ -325,10 +353,11 @@ fn finish(dir: &Path, session: &Session, records: &[RunRecord], expected: &Expec
         println!("FAIL run {f}");
     }
     println!("report: {}", dir.join("report.md").display());
-    if !session.failures.is_empty() || !verdict.passed() {
-        bail!("qemu-test failed: see the FAIL lines above");
-    }
-    Ok(())
+    Ok(Outcome {
+        dir,
+        verdict,
+        failures: session.failures.clone(),
+    })
 }
 
 #[cfg(test)]
