@@ -11,6 +11,10 @@ use crate::{
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct Session {
     pub command: String,
+    /// The harness's commit (`git rev-parse HEAD`, `-dirty` with local
+    /// changes); absent in sessions recorded before it was kept.
+    #[serde(default)]
+    pub harness: Option<String>,
     pub started: String,
     pub accel: Accel,
     pub cpus: u32,

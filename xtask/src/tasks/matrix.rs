@@ -146,6 +146,7 @@ impl QemuTest {
 
     fn session(
         &self,
+        sh: &Shell,
         tc: &deps::Toolchain,
         built: &[Built],
         scenarios: &[Scenario],
@@ -155,6 +156,7 @@ impl QemuTest {
     ) -> Session {
         Session {
             command: std::env::args().skip(1).collect::<Vec<_>>().join(" "),
+            harness: Some(harness_commit(sh)),
             started: util::timestamp(),
             accel: machine.accel,
             cpus: machine.cpus,
@@ -202,6 +204,7 @@ impl QemuTest {
         let dir = util::target_dir().join("results").join(util::timestamp());
         fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
         let mut session = self.session(
+            sh,
             &tc,
             &built,
             &scenarios,
@@ -245,6 +248,25 @@ impl QemuTest {
         let mut aa = b.clone();
         aa.meta.variant = report::aa_name(&name);
         Ok(Some(aa))
+    }
+}
+
+/// The commit the harness runs from, `-dirty` with uncommitted changes, or
+/// `unknown` outside a git checkout.
+fn harness_commit(sh: &Shell) -> String {
+    let root = util::project_root();
+    let head = xshell::cmd!(sh, "git -C {root} rev-parse HEAD")
+        .quiet()
+        .ignore_stderr()
+        .read();
+    let dirty = xshell::cmd!(sh, "git -C {root} status --porcelain")
+        .quiet()
+        .ignore_stderr()
+        .read();
+    match (head, dirty) {
+        (Ok(h), Ok(d)) if d.trim().is_empty() => h.trim().to_string(),
+        (Ok(h), Ok(_)) => format!("{}-dirty", h.trim()),
+        _ => "unknown".into(),
     }
 }
 
