@@ -146,7 +146,6 @@ impl QemuTest {
 
     fn session(
         &self,
-        sh: &Shell,
         tc: &deps::Toolchain,
         built: &[Built],
         scenarios: &[Scenario],
@@ -156,7 +155,7 @@ impl QemuTest {
     ) -> Session {
         Session {
             command: std::env::args().skip(1).collect::<Vec<_>>().join(" "),
-            harness: Some(harness_commit(sh)),
+            harness: None,
             started: util::timestamp(),
             accel: machine.accel,
             cpus: machine.cpus,
@@ -204,7 +203,6 @@ impl QemuTest {
         let dir = util::target_dir().join("results").join(util::timestamp());
         fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
         let mut session = self.session(
-            sh,
             &tc,
             &built,
             &scenarios,
@@ -212,6 +210,7 @@ impl QemuTest {
             &machine,
             (&expected_file, expected_text),
         );
+        session.harness = Some(harness_commit(sh));
         util::write_atomic(
             &dir.join("session.json"),
             serde_json::to_string_pretty(&session)?,
