@@ -239,4 +239,36 @@ mod tests {
         }
         assert!(well_formed("<a><b/><c x=\"1\">t</c></a>") && !well_formed("<a><b></a>"));
     }
+
+    /// The golden test: `docs/example-report/` re-rendered from its
+    /// `results.json` and `session.json` gives the same report, verdict, plots
+    /// and terminal output as the ones committed.
+    #[test]
+    fn the_example_report_renders_the_same() {
+        let docs = crate::util::project_root().join("docs/example-report");
+        let dir = testdir::Dir::new("golden");
+        for e in std::fs::read_dir(&docs).unwrap() {
+            let p = e.unwrap().path();
+            std::fs::copy(&p, dir.path().join(p.file_name().unwrap())).unwrap();
+        }
+        let read = |name: &str| std::fs::read_to_string(dir.path().join(name)).unwrap();
+        let session: Session = serde_json::from_str(&read("session.json")).unwrap();
+        let records: Vec<RunRecord> = serde_json::from_str(&read("results.json")).unwrap();
+        let expected = crate::analysis::verdict::session_expectations(&session, None).unwrap();
+        let verdict = render(dir.path(), &session, &records, &expected).unwrap();
+        let usable = crate::analysis::verdict::usable(&records, &expected);
+        let terminal = format!("{}\n{}", table(&usable, &verdict), verdict_lines(&verdict));
+        let golden = |name: &str| std::fs::read_to_string(docs.join(name)).unwrap();
+        assert_eq!(
+            terminal,
+            golden("terminal.txt"),
+            "the terminal output changed"
+        );
+        for f in std::fs::read_dir(&docs).unwrap() {
+            let name = f.unwrap().file_name().to_string_lossy().into_owned();
+            if name == "report.md" || name == "verdict.json" || name.ends_with(".svg") {
+                assert!(read(&name) == golden(&name), "{name} renders differently");
+            }
+        }
+    }
 }
