@@ -105,7 +105,7 @@ const ROWS: &[Row] = &[
             num(med(c, |r| r.witness.throttle_sleeps as f64))
         )
     }),
-    ("witness agrees (runs)", |c| {
+    ("witness agrees (runs, no slack)", |c| {
         let t = crate::witness::Tolerance { abs: 0, rel: 0.0 };
         let exact = c
             .iter()
@@ -542,10 +542,12 @@ pub fn markdown(
         o.push('\n');
         // The A/A control first: it says how far this scenario's noise reaches.
         let mut noisy = false;
+        let mut floor: Option<crate::stats::Change> = None;
         for v in variants.iter().filter(|v| v.ends_with("-aa")) {
             let base = v.trim_end_matches("-aa");
             if let Some(c) = change(&bw(base), &bw(v)) {
                 noisy |= c.resolved();
+                floor = Some(c);
                 let _ = writeln!(
                     o,
                     "Noise floor (A/A: {base} booted again as {v}): {}. {}\n",
@@ -562,10 +564,16 @@ pub fn markdown(
         }
         let (v1, v2) = (bw("v1"), bw("v2"));
         if let Some(c) = change(&v2, &v1) {
-            let verdict = if c.resolved() && !noisy {
-                "resolved: the interval excludes 0".to_string()
-            } else if c.resolved() {
+            let in_floor = floor.is_some_and(|f| f.lo <= c.pct && c.pct <= f.hi);
+            let verdict = if c.resolved() && !noisy && !in_floor {
+                "resolved: the interval excludes 0 and the change lies outside the A/A interval"
+                    .to_string()
+            } else if c.resolved() && noisy {
                 "the interval excludes 0, but so does the A/A control's: not resolvable".to_string()
+            } else if c.resolved() {
+                "the interval excludes 0, but the change lies inside the A/A control's interval: \
+                 not resolvable"
+                    .to_string()
             } else {
                 format!(
                     "not resolvable at this noise: the interval is {:.1} points wide",
@@ -885,5 +893,30 @@ mod tests {
             assert!(well_formed(&svg), "{f} is not well-formed");
         }
         assert!(well_formed("<a><b/><c x=\"1\">t</c></a>") && !well_formed("<a><b></a>"));
+    }
+
+    #[test]
+    fn a_difference_inside_the_aa_noise_is_not_resolved() {
+        let mut r = Vec::new();
+        for (v, bws) in [
+            ("v1", [110.0, 111.0, 112.0]),
+            ("v2", [100.0, 101.0, 102.0]),
+            ("upstream", [100.0, 101.0, 102.0]),
+            ("upstream-aa", [88.0, 104.0, 120.0]),
+        ] {
+            for (k, bw) in bws.into_iter().enumerate() {
+                let mut x = rec(v, "fuse-strictlimit", bw, 0.0);
+                x.run = k as u32;
+                r.push(x);
+            }
+        }
+        let v = crate::verdict::judge(&r, &expected(), &plan(&r, 3));
+        let md = markdown(&Session::default(), &r, &v, &[], &expected());
+        // v1 is +10% over v2 with an interval that excludes 0, but the same
+        // kernel booted twice spreads over more than that.
+        assert!(
+            md.contains("but the change lies inside the A/A control's interval: not resolvable"),
+            "{md}"
+        );
     }
 }
