@@ -278,10 +278,12 @@ fn throughput_stats(o: &mut String, records: &[RunRecord], s: &str, variants: &[
     o.push('\n');
     // The A/A control first: it says how far this scenario's noise reaches.
     let mut noisy = false;
+    let mut floor: Option<crate::analysis::stats::Change> = None;
     for v in variants.iter().filter(|v| v.ends_with("-aa")) {
         let base = v.trim_end_matches("-aa");
         if let Some(c) = change(&bw(base), &bw(v)) {
             noisy |= c.resolved();
+            floor = Some(c);
             let _ = writeln!(
                 o,
                 "Noise floor (A/A: {base} booted again as {v}): {}. {}\n",
@@ -298,10 +300,16 @@ fn throughput_stats(o: &mut String, records: &[RunRecord], s: &str, variants: &[
     }
     let (v1, v2) = (bw("v1"), bw("v2"));
     if let Some(c) = change(&v2, &v1) {
-        let verdict = if c.resolved() && !noisy {
-            "resolved: the interval excludes 0".to_string()
-        } else if c.resolved() {
+        let in_floor = floor.is_some_and(|f| f.lo <= c.pct && c.pct <= f.hi);
+        let verdict = if c.resolved() && !noisy && !in_floor {
+            "resolved: the interval excludes 0 and the change lies outside the A/A interval"
+                .to_string()
+        } else if c.resolved() && noisy {
             "the interval excludes 0, but so does the A/A control's: not resolvable".to_string()
+        } else if c.resolved() {
+            "the interval excludes 0, but the change lies inside the A/A control's interval: \
+             not resolvable"
+                .to_string()
         } else {
             format!(
                 "not resolvable at this noise: the interval is {:.1} points wide",

@@ -240,6 +240,31 @@ mod tests {
         assert!(well_formed("<a><b/><c x=\"1\">t</c></a>") && !well_formed("<a><b></a>"));
     }
 
+    #[test]
+    fn a_difference_inside_the_aa_noise_is_not_resolved() {
+        let mut r = Vec::new();
+        for (v, bws) in [
+            ("v1", [110.0, 111.0, 112.0]),
+            ("v2", [100.0, 101.0, 102.0]),
+            ("upstream", [100.0, 101.0, 102.0]),
+            ("upstream-aa", [88.0, 104.0, 120.0]),
+        ] {
+            for (k, bw) in bws.into_iter().enumerate() {
+                let mut x = rec(v, "fuse-strictlimit", bw, 0.0);
+                x.run = k as u32;
+                r.push(x);
+            }
+        }
+        let v = crate::analysis::verdict::judge(&r, &expected(), &plan(&r, 3));
+        let md = markdown(&Session::default(), &r, &v, &[], &expected());
+        // v1 is +10% over v2 with an interval that excludes 0, but the same
+        // kernel booted twice spreads over more than that.
+        assert!(
+            md.contains("but the change lies inside the A/A control's interval: not resolvable"),
+            "{md}"
+        );
+    }
+
     /// The golden test: `docs/example-report/` re-rendered from its
     /// `results.json` and `session.json` gives the same report, verdict, plots
     /// and terminal output as the ones committed.

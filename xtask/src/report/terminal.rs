@@ -65,7 +65,7 @@ const ROWS: &[Row] = &[
             num(med(c, |r| r.witness.throttle_sleeps as f64))
         )
     }),
-    ("witness agrees (runs)", |c| {
+    ("witness agrees (runs, no slack)", |c| {
         let t = crate::results::witness::Tolerance { abs: 0, rel: 0.0 };
         let exact = c
             .iter()
