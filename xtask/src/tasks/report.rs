@@ -34,10 +34,14 @@ impl ReportCmd {
                 )
             })
         };
-        let session: Session =
-            serde_json::from_str(&read("session.json")?).context("parsing session.json")?;
-        let records: Vec<RunRecord> =
-            serde_json::from_str(&read("results.json")?).context("parsing results.json")?;
+        let session: Session = serde_json::from_str(&read("session.json")?).context(
+            "parsing session.json (a session of an older wbstall lacks what this one \
+                 records: run qemu-test again)",
+        )?;
+        let records: Vec<RunRecord> = serde_json::from_str(&read("results.json")?).context(
+            "parsing results.json (records of an older wbstall lack the tracefs witness \
+                 and the run facts this verdict needs: run qemu-test again)",
+        )?;
         let expected =
             crate::analysis::verdict::session_expectations(&session, self.expected.as_deref())?;
         let verdict = render(&self.dir, &session, &records, &expected)?;
