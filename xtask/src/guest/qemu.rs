@@ -158,11 +158,25 @@ pub fn kernel_args(
     ]
 }
 
+/// A path inside a QEMU option list (`key=value,key=value`): a comma in it
+/// would end the value, so QEMU wants it doubled.
+fn opt_path(path: &Path) -> OsString {
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
+    let mut out = Vec::new();
+    for &b in path.as_os_str().as_bytes() {
+        out.push(b);
+        if b == b',' {
+            out.push(b',');
+        }
+    }
+    OsString::from_vec(out)
+}
+
 pub fn console_args(console: &Console) -> Vec<OsString> {
     match console {
         Console::File(path) => {
             let mut spec = OsString::from("file,id=con,path=");
-            spec.push(path);
+            spec.push(opt_path(path));
             vec![
                 "-chardev".into(),
                 spec,
@@ -179,7 +193,7 @@ pub fn console_args(console: &Console) -> Vec<OsString> {
 /// QEMU writes to a file.
 pub fn results_args(path: &Path) -> Vec<OsString> {
     let mut spec = OsString::from("file,id=results,path=");
-    spec.push(path);
+    spec.push(opt_path(path));
     let mut a = os(&["-device", "virtio-serial-pci,id=vser"]);
     a.extend(["-chardev".into(), spec]);
     a.extend(os(&[
@@ -193,7 +207,7 @@ pub fn results_args(path: &Path) -> Vec<OsString> {
 /// the guest's writeback runs against the host disk rather than host memory.
 pub fn disk_args(disk: &Path) -> Vec<OsString> {
     let mut spec = OsString::from("file=");
-    spec.push(disk);
+    spec.push(opt_path(disk));
     spec.push(",if=virtio,format=raw,cache=none,aio=threads");
     vec!["-drive".into(), spec]
 }
@@ -528,5 +542,19 @@ mod tests {
             text.contains("hung") && text.contains("/r/console.log"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn commas_in_paths_are_doubled_in_option_lists() {
+        let dir = Path::new("/tmp/a,b");
+        let disk = disk_args(&dir.join("x.img"));
+        assert_eq!(
+            disk[1],
+            OsString::from("file=/tmp/a,,b/x.img,if=virtio,format=raw,cache=none,aio=threads")
+        );
+        let results = results_args(&dir.join("r.bin"));
+        assert!(results.contains(&OsString::from("file,id=results,path=/tmp/a,,b/r.bin")));
+        let con = console_args(&Console::File(dir.join("c.log")));
+        assert_eq!(con[1], OsString::from("file,id=con,path=/tmp/a,,b/c.log"));
     }
 }

@@ -70,7 +70,13 @@ pub fn parse(bytes: &[u8]) -> Stream {
             s.truncated = Some(format!("bad length in `{header}`"));
             return s;
         };
-        if bytes.len() < pos + len + 1 {
+        // `pos + len + 1` overflows for a length near usize::MAX: a truncated
+        // stream, never a panic.
+        if pos
+            .checked_add(len)
+            .and_then(|e| e.checked_add(1))
+            .is_none_or(|e| bytes.len() < e)
+        {
             s.truncated = Some(format!(
                 "file `{name}` cut short ({} of {len} bytes)",
                 bytes.len() - pos
@@ -130,5 +136,21 @@ mod tests {
         assert_eq!(s.end, None);
         assert_eq!(s.truncated.as_deref(), Some("no WBSTALL-END record"));
         assert!(parse(b"").truncated.is_some());
+    }
+
+    #[test]
+    fn an_absurd_length_is_a_truncated_stream_not_a_panic() {
+        for len in [
+            "18446744073709551615",
+            "18446744073709551614",
+            "99999999999",
+        ] {
+            let s = parse(format!("WBSTALL-FILE a {len}\nx\n").as_bytes());
+            assert!(s.end.is_none() && s.files.is_empty());
+            assert!(
+                s.truncated.as_deref().unwrap().contains("cut short"),
+                "{s:?}"
+            );
+        }
     }
 }

@@ -189,13 +189,18 @@ impl Variants {
     }
 
     /// An ad-hoc variant: the `adhoc_base` variant plus one patch file.
-    pub fn adhoc(&self, file: &Path) -> Result<Variant> {
-        let extra = Patch::read(file)?;
+    /// The name `--patch FILE` builds as: `patch-<file stem>`.
+    pub fn adhoc_name(&self, file: &Path) -> String {
         let stem = file
             .file_stem()
             .map(|s| util::sanitize(&s.to_string_lossy().to_lowercase()))
             .unwrap_or_default();
-        let name = format!("patch-{stem}");
+        format!("patch-{stem}")
+    }
+
+    pub fn adhoc(&self, file: &Path) -> Result<Variant> {
+        let extra = Patch::read(file)?;
+        let name = self.adhoc_name(file);
         if self.def(&name).is_ok() {
             bail!(
                 "--patch {}: the name `{name}` is taken by a variant in {}; rename the file",
@@ -241,7 +246,25 @@ impl Selection {
             }
         }
         for file in &self.patches {
-            out.push(variants.adhoc(file)?);
+            let v = variants.adhoc(file)?;
+            if let Some(i) = self
+                .patches
+                .iter()
+                .position(|f| variants.adhoc_name(f) == v.name)
+            {
+                if self.patches[i] != *file {
+                    bail!(
+                        "--patch {} and --patch {} would both build as `{}`: rename one of the files",
+                        self.patches[i].display(),
+                        file.display(),
+                        v.name
+                    );
+                }
+            }
+            if out.iter().any(|o| o.name == v.name) {
+                bail!("--patch {} is given twice", file.display());
+            }
+            out.push(v);
         }
         Ok(out)
     }
@@ -395,15 +418,22 @@ fn strip_p1(name: &str) -> Result<Option<String>> {
     let Some((_, rest)) = name.split_once('/') else {
         bail!("patch path `{name}` has no leading directory to strip (diffs are applied with -p1)");
     };
-    let path = Path::new(rest);
-    if path.is_absolute()
+    in_tree(rest, name).map(Some)
+}
+
+/// `rel` as a tree-relative path, or an error naming `shown` when it is
+/// absolute or climbs out of the tree.
+fn in_tree(rel: &str, shown: &str) -> Result<String> {
+    let path = Path::new(rel);
+    if rel.is_empty()
+        || path.is_absolute()
         || path
             .components()
             .any(|c| !matches!(c, Component::Normal(_)))
     {
-        bail!("patch path `{name}` leaves the tree");
+        bail!("patch path `{shown}` leaves the tree");
     }
-    Ok(Some(rest.to_string()))
+    Ok(rel.to_string())
 }
 
 /// The tree-relative files a diff touches (created, modified, deleted or renamed).
@@ -437,7 +467,8 @@ pub fn touched_paths(diff: &str) -> Result<BTreeSet<String>> {
             .strip_prefix("rename from ")
             .or_else(|| line.strip_prefix("rename to "))
         {
-            out.insert(name.to_string());
+            // Git writes these without the a/ b/ prefix.
+            out.insert(in_tree(name.trim_end(), line)?);
         }
     }
     Ok(out)
@@ -876,6 +907,57 @@ patches = []
         .resolve(&v)
         .unwrap_err();
         assert!(e.to_string().contains("known variants"), "{e}");
+    }
+
+    #[test]
+    fn rename_lines_are_path_checked_like_the_others() {
+        let ok = "diff --git a/mm/x.c b/mm/y.c\nsimilarity index 100%\nrename from mm/x.c\nrename to mm/y.c\n";
+        let t = touched_paths(ok).unwrap();
+        assert!(t.contains("mm/x.c") && t.contains("mm/y.c"), "{t:?}");
+        for bad in [
+            "rename from ../../etc/passwd",
+            "rename to /etc/passwd",
+            "rename to mm/../../x",
+        ] {
+            let diff = format!("diff --git a/mm/x.c b/mm/y.c\n{bad}\n");
+            let e = touched_paths(&diff).unwrap_err().to_string();
+            assert!(e.contains("leaves the tree"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn two_patches_with_one_stem_are_refused_not_merged() {
+        // Seeds 000 and 001 saved as a/fix.patch and b/fix.patch would both
+        // build as `patch-fix`, the second overwriting the first.
+        let v = Variants::load(&util::project_root().join(VARIANTS_FILE)).unwrap();
+        let dir = util::testdir::Dir::new("same-stem");
+        let mail = util::project_root().join("xtask/fixtures/mail");
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        std::fs::create_dir_all(&a).unwrap();
+        std::fs::create_dir_all(&b).unwrap();
+        std::fs::copy(mail.join("000_83f260798f5a9577.txt"), a.join("fix.patch")).unwrap();
+        std::fs::copy(mail.join("001_5424f0ee04e0b99b.txt"), b.join("fix.patch")).unwrap();
+        let sel = |files: Vec<PathBuf>| Selection {
+            patches: files,
+            ..Selection::default()
+        };
+        let e = sel(vec![a.join("fix.patch"), b.join("fix.patch")])
+            .resolve(&v)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("would both build as `patch-fix`: rename one of the files"),
+            "{e}"
+        );
+        let e = sel(vec![a.join("fix.patch"), a.join("fix.patch")])
+            .resolve(&v)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("is given twice"), "{e}");
+        assert_eq!(
+            sel(vec![a.join("fix.patch")]).resolve(&v).unwrap()[0].name,
+            "patch-fix"
+        );
     }
 
     fn patch(label: &str, diff: &str) -> Patch {

@@ -109,15 +109,20 @@ impl Ci {
 /// A task's flags from an argument list, as `cargo xtask <task> ARGS` would
 /// parse them: the tasks run in this process, not as a new `cargo xtask`.
 fn args<T: clap::Args>(argv: &[&str]) -> Result<T> {
+    let argv = std::iter::once("xtask").chain(argv.iter().copied());
+    parse_args(argv).context("the test command's own task flags")
+}
+
+/// Parses `argv` (program name first) as the flags of task `T`.
+pub fn parse_args<'a, T: clap::Args>(
+    argv: impl IntoIterator<Item = &'a str>,
+) -> Result<T, clap::Error> {
     #[derive(clap::Parser)]
     struct One<T: clap::Args> {
         #[command(flatten)]
         task: T,
     }
-    let argv = std::iter::once("xtask").chain(argv.iter().copied());
-    Ok(<One<T> as clap::Parser>::try_parse_from(argv)
-        .context("the test command's own task flags")?
-        .task)
+    Ok(<One<T> as clap::Parser>::try_parse_from(argv)?.task)
 }
 
 /// A live run that must fail: regressed booted on fuse-strictlimit and judged

@@ -30,10 +30,10 @@ pub struct GuestArgs {
     #[arg(long, value_enum)]
     pub accel: Option<Accel>,
     /// Guest CPUs (qemu -smp). Default: 2.
-    #[arg(long, default_value_t = 2, value_name = "N")]
+    #[arg(long, default_value_t = 2, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
     pub cpus: u32,
     /// Guest memory in MiB (qemu -m). Default: 2048.
-    #[arg(long, default_value_t = 2048, value_name = "MIB")]
+    #[arg(long, default_value_t = 2048, value_name = "MIB", value_parser = clap::value_parser!(u32).range(256..=65536))]
     pub memory: u32,
     /// Use the kernels already in target/wbstall/kernels instead of building.
     #[arg(long)]

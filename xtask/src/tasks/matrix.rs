@@ -22,7 +22,11 @@ use crate::{
         plan::{self, Boot, Machine, Plan},
         scenario::{self, Scenario},
     },
-    kernel::{build::Built, patch::Selection, source::SourceArgs},
+    kernel::{
+        build::Built,
+        patch::{Selection, Variants, VARIANTS_FILE},
+        source::SourceArgs,
+    },
     report,
     results::{
         record::{self, RunRecord},
@@ -45,30 +49,30 @@ pub struct QemuTest {
     pub scenarios: Vec<String>,
     /// Boots per variant and scenario, interleaved (ABBA) across variants.
     /// Default: 3, or 1 with --quick.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100))]
     pub runs: Option<u32>,
     /// A short job for CI: fio --runtime=5 --ramp_time=2 (unless given), no verify pass.
     #[arg(long)]
     pub quick: bool,
     /// Seconds fio measures (fio --runtime). Default: 20, or 5 with --quick.
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u32).range(1..=3600))]
     pub runtime: Option<u32>,
     /// Seconds fio runs before measuring (fio --ramp_time). Default: 5, or 2 with --quick.
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u32).range(0..=3600))]
     pub ramp: Option<u32>,
     /// Size of each job's file (fio --size). Default: per scenario (256M on FUSE,
     /// 16M on ext4): the file set must fit in guest memory, and on ext4 stay well
     /// below both the memcg's memory.max and the global background threshold.
-    #[arg(long, value_name = "SIZE")]
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub size: Option<String>,
     /// Writer jobs (fio --numjobs). Default: 4, as in the seed.
-    #[arg(long, default_value_t = 4, value_name = "N")]
+    #[arg(long, default_value_t = 4, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
     pub numjobs: u32,
     /// Interval of the in-guest sampler in ms (0: off). Default: 100.
     #[arg(long, default_value_t = 100, value_name = "MS")]
     pub sample_ms: u32,
     /// Seconds before a guest is declared hung and killed. Default: 120 + ramp + runtime.
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
     pub timeout: Option<u64>,
     /// The variant booted a second time as its own A/A control, to measure the
     /// noise floor (only with --runs >= 2). Default: upstream when selected.
@@ -98,6 +102,27 @@ impl QemuTest {
             0 => bail!("--runs must be at least 1"),
             n => Ok(n),
         }
+    }
+
+    /// `--aa NAME` must name a selected variant: checked before anything is built.
+    fn check_aa(&self) -> Result<()> {
+        let Some(name) = &self.aa else {
+            return Ok(());
+        };
+        let variants = Variants::load(&util::project_root().join(VARIANTS_FILE))?;
+        let selected: Vec<String> = self
+            .selection
+            .resolve(&variants)?
+            .into_iter()
+            .map(|v| v.name)
+            .collect();
+        if !selected.contains(name) {
+            bail!(
+                "--aa {name}: that variant is not selected (selected: {})",
+                selected.join(", ")
+            );
+        }
+        Ok(())
     }
 
     /// The expectations file, its text, and the expectations, checked.
@@ -194,6 +219,7 @@ impl QemuTest {
         let scenarios = scenario::select(&self.scenarios)?;
         let (expected_file, expected_text, expected) = self.expectations()?;
         let runs = self.runs()?;
+        self.check_aa()?;
         let mut built = self.guest.kernels(sh, &tc, &self.selection, &self.source)?;
         if let Some(aa) = self.aa_variant(&built, runs)? {
             built.push(aa);
@@ -267,6 +293,24 @@ fn harness_commit(sh: &Shell) -> String {
         (Ok(h), Ok(_)) => format!("{}-dirty", h.trim()),
         _ => "unknown".into(),
     }
+}
+
+/// `--size`: a byte count with an optional K, M or G (fio's `--size`). It
+/// travels on the kernel command line, so nothing else may pass: a space
+/// would smuggle in another `wbstall.` parameter.
+fn parse_size(s: &str) -> Result<String, String> {
+    let digits = s.trim_end_matches(['K', 'M', 'G', 'k', 'm', 'g']);
+    let unit_len = s.len() - digits.len();
+    if digits.is_empty()
+        || unit_len > 1
+        || !digits.bytes().all(|b| b.is_ascii_digit())
+        || digits.bytes().all(|b| b == b'0')
+    {
+        return Err(format!(
+            "`{s}` is not a size: write a positive number with an optional K, M or G, e.g. 256M"
+        ));
+    }
+    Ok(s.to_string())
 }
 
 /// One initramfs per kernel, assembled once, not per boot.
@@ -408,5 +452,59 @@ mod tests {
         ] {
             assert!(text.contains(var), "missing {var}");
         }
+    }
+
+    #[test]
+    fn absurd_flags_are_refused_by_the_parser() {
+        use super::QemuTest;
+        let parse = |args: &[&str]| {
+            let argv = std::iter::once("qemu-test").chain(args.iter().copied());
+            crate::tasks::ci::parse_args::<QemuTest>(argv).map(|_| ())
+        };
+        assert!(parse(&["--quick"]).is_ok());
+        for bad in [
+            &["--cpus", "0"][..],
+            &["--memory", "0"],
+            &["--runs", "0"],
+            &["--numjobs", "0"],
+            &["--runtime", "0"],
+            &["--timeout", "0"],
+            &["--size", "16M wbstall.scenario=shell"],
+            &["--size", "0"],
+            &["--size", "M"],
+            &["--size", "16MB"],
+        ] {
+            let e = parse(bad).unwrap_err().to_string();
+            assert!(e.contains("invalid value"), "{bad:?}: {e}");
+        }
+        let e = parse(&["--size", "1 G"]).unwrap_err().to_string();
+        assert!(e.contains("is not a size: write a positive number"), "{e}");
+        assert!(parse(&["--size", "256M"]).is_ok() && parse(&["--size", "4096"]).is_ok());
+        let e = crate::tasks::ci::parse_args::<crate::tasks::module_stress::ModuleStress>([
+            "module-stress",
+            "--cycles",
+            "0",
+        ])
+        .map(|_| ())
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("invalid value"), "{e}");
+    }
+
+    #[test]
+    fn a_bad_aa_is_refused_before_any_build() {
+        let q = crate::tasks::ci::parse_args::<super::QemuTest>([
+            "qemu-test",
+            "--variant",
+            "v1",
+            "--aa",
+            "upstream",
+        ])
+        .unwrap();
+        let e = q.check_aa().unwrap_err().to_string();
+        assert!(
+            e.contains("--aa upstream: that variant is not selected (selected: v1)"),
+            "{e}"
+        );
     }
 }

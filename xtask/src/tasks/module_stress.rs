@@ -22,7 +22,7 @@ pub struct ModuleStress {
     #[arg(long, value_name = "NAME", default_value = "regressed")]
     pub variant: String,
     /// rmmod/insmod cycles.
-    #[arg(long, default_value_t = 100, value_name = "N")]
+    #[arg(long, default_value_t = 100, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100000))]
     pub cycles: u32,
     #[command(flatten)]
     pub source: SourceArgs,
