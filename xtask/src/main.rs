@@ -5,13 +5,14 @@ mod deps;
 mod guest;
 mod kernel;
 mod progress;
+mod reaper;
 mod report;
 mod results;
 mod tasks;
 mod tidy;
 mod util;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::{CommandFactory, Parser, Subcommand};
 use xshell::Shell;
 
@@ -45,6 +46,7 @@ enum Task {
 
 fn main() -> Result<()> {
     let cli = Cli::parse();
+    reaper::install().context("installing the signal handlers that stop xtask's children")?;
     let sh = Shell::new()?;
     sh.change_dir(util::project_root());
     match cli.task {

@@ -150,7 +150,7 @@ pub fn run_logged(
         .with_context(|| format!("opening log {}", log.display()))?;
     let file = Arc::new(Mutex::new(file));
     writeln!(file.lock().unwrap(), "$ {cmd:?}").ok();
-    let mut child = cmd
+    let mut child = crate::reaper::leash(&mut cmd)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -218,6 +218,14 @@ pub fn sanitize(name: &str) -> String {
             }
         })
         .collect()
+}
+
+/// The last component of a path, as text.
+pub fn file_name(p: &Path) -> String {
+    p.file_name()
+        .unwrap_or_default()
+        .to_string_lossy()
+        .into_owned()
 }
 
 #[cfg(test)]

@@ -6,10 +6,14 @@ use std::{fs, path::Path};
 use anyhow::{Context, Result};
 use xshell::{cmd, Shell};
 
-use crate::guest::{
-    plan::Boot,
-    qemu::{self, Console},
-    stream::Stream,
+use crate::{
+    guest::{
+        plan::Boot,
+        qemu::{self, Console},
+        stream::Stream,
+    },
+    kernel::build::Built,
+    util,
 };
 
 /// What a boot left: the stream and the files it wrote (relative to the
@@ -18,12 +22,15 @@ pub struct Booted {
     pub stream: Stream,
     pub wall_secs: f64,
     pub console_log: String,
+    /// The serial console's text (which, unlike dmesg, cannot wrap).
+    pub console: String,
     pub samples: Option<String>,
 }
 
 /// Boots `b`, with its files in `dir`.
 pub fn boot(sh: &Shell, dir: &Path, b: &Boot) -> Result<Booted> {
     let name = b.name();
+    check_image(&b.kernel)?;
     let console = dir.join(format!("{name}.console.log"));
     let disk = if b.scenario.disk {
         let path = dir.join(format!("{name}.ext4.img"));
@@ -61,8 +68,30 @@ pub fn boot(sh: &Shell, dir: &Path, b: &Boot) -> Result<Booted> {
         stream,
         wall_secs: out.wall_secs,
         console_log: format!("{name}.console.log"),
+        console: fs::read_to_string(&console)
+            .with_context(|| format!("reading {}", console.display()))?,
         samples,
     })
+}
+
+/// Fails when the kernel image is no longer the one `variant.json` described
+/// when the run started (rebuilt or replaced meanwhile): its results would be
+/// labelled with the wrong variant.
+pub fn check_image(kernel: &Built) -> Result<()> {
+    let path = kernel.bzimage();
+    let now = util::sha256_file(&path)
+        .with_context(|| format!("hashing the `{}` kernel image", kernel.meta.variant))?;
+    if now != kernel.meta.bzimage_sha256 {
+        anyhow::bail!(
+            "the `{}` kernel image {} changed since this run started (sha256 {} when \
+             loaded, {now} now): another build replaced it. Run one build or test per \
+             checkout at a time, then start this run again",
+            kernel.meta.variant,
+            path.display(),
+            kernel.meta.bzimage_sha256
+        );
+    }
+    Ok(())
 }
 
 /// A fresh ext4 image, made on the host with e2fsprogs. Inode tables and the

@@ -1,7 +1,8 @@
 //! `cargo xtask build-kernel`: every selected variant built from one shared build
 //! directory per (source, config), with the `wbstall` module, into
 //! `target/wbstall/kernels/<variant>/` (`bzImage`, `config`, `wbstall.ko`,
-//! `build.log`, `variant.json`).
+//! `build.log`, `variant.json`); debug kernels (`--debug-kernel`) into
+//! `target/wbstall/kernels-debug/<variant>/`, from a build directory of their own.
 
 use std::{
     fs,
@@ -54,6 +55,46 @@ pub struct VariantMeta {
     pub module_source_sha256: String,
     pub bzimage_sha256: String,
     pub built_at: String,
+    /// Built with `Kconfig.debug` too (lockdep, KASAN, ...): never for measuring.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub debug_kernel: bool,
+}
+
+/// Which configuration a kernel has.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Flavour {
+    /// `Kconfig.fragment`: the kernel that measures.
+    #[default]
+    Plain,
+    /// `Kconfig.fragment` + `Kconfig.debug`: lockdep, KASAN, hung-task and
+    /// soft-lockup detectors, to prove the module and harness safe, not to measure.
+    Debug,
+}
+
+impl Flavour {
+    pub fn of(debug: bool) -> Self {
+        if debug {
+            Flavour::Debug
+        } else {
+            Flavour::Plain
+        }
+    }
+
+    /// The fragments merged onto tinyconfig, in order.
+    pub fn fragments(self) -> &'static [&'static str] {
+        match self {
+            Flavour::Plain => &[kconfig::FRAGMENT],
+            Flavour::Debug => &[kconfig::FRAGMENT, kconfig::DEBUG_FRAGMENT],
+        }
+    }
+
+    /// Where this flavour's kernels land.
+    pub fn kernels_dir(self) -> PathBuf {
+        util::target_dir().join(match self {
+            Flavour::Plain => "kernels",
+            Flavour::Debug => "kernels-debug",
+        })
+    }
 }
 
 /// A built variant.
@@ -70,11 +111,14 @@ impl Built {
     pub fn module(&self) -> PathBuf {
         self.dir.join("wbstall.ko")
     }
-}
-
-/// Where a variant's kernel lands.
-pub fn kernels_dir() -> PathBuf {
-    util::target_dir().join("kernels")
+    /// The variant's name, marked when it is a debug kernel: names its initramfs.
+    pub fn label(&self) -> String {
+        if self.meta.debug_kernel {
+            format!("{}-debug", self.meta.variant)
+        } else {
+            self.meta.variant.clone()
+        }
+    }
 }
 
 /// Builds the selected variants, in order, and returns them.
@@ -84,6 +128,7 @@ pub fn build(
     selection: &Selection,
     source: &SourceArgs,
     jobs: Option<usize>,
+    flavour: Flavour,
 ) -> Result<Vec<Built>> {
     let root = util::project_root();
     // Resolve names and read every patch before downloading anything.
@@ -106,9 +151,13 @@ pub fn build(
             .with_context(|| format!("locking {}", lock_path.display()))?;
     }
 
-    let fragment_path = root.join(kconfig::FRAGMENT);
-    let fragment = fs::read_to_string(&fragment_path)
-        .with_context(|| format!("reading {}", fragment_path.display()))?;
+    let mut fragments = Vec::new();
+    for name in flavour.fragments() {
+        let path = root.join(name);
+        let text =
+            fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+        fragments.push((name.to_string(), text));
+    }
     // The files any variant patches: each kernel keeps its own copy of them, so
     // that what was built can be read (and diffed) next to the image.
     let mut patched = std::collections::BTreeSet::new();
@@ -127,8 +176,8 @@ pub fn build(
         tc,
         src: &src,
         worktree: Worktree::new(&src.root),
-        fragment,
-        fragment_path,
+        fragments,
+        flavour,
         jobs: jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get())),
         patched,
     };
@@ -163,8 +212,9 @@ struct Builder<'a> {
     tc: &'a Toolchain,
     src: &'a crate::kernel::source::Source,
     worktree: Worktree,
-    fragment: String,
-    fragment_path: PathBuf,
+    /// (file name, text) of each fragment, in merge order.
+    fragments: Vec<(String, String)>,
+    flavour: Flavour,
     jobs: usize,
     /// Tree-relative files some variant patches.
     patched: std::collections::BTreeSet<String>,
@@ -173,28 +223,29 @@ struct Builder<'a> {
 impl Builder<'_> {
     fn one(&self, variant: &Variant) -> Result<Built> {
         let (sh, tc, src) = (self.sh, self.tc, self.src);
-        let (fragment, fragment_path) = (&self.fragment, self.fragment_path.as_path());
         let tree = src.tree();
-        let key = kconfig::config_key(fragment, tc, &kconfig_touch(variant)?)?;
+        let key = kconfig::config_key(&self.fragments, tc, &kconfig_touch(variant)?)?;
         let build_dir = util::cache_dir()?
             .join("build")
             .join(format!("{}-{}", src.id, &key[..12]));
         fs::create_dir_all(&build_dir)
             .with_context(|| format!("creating {}", build_dir.display()))?;
-        let log = fresh_log(&variant.name)?;
+        let log = fresh_log(&self.label(variant))?;
 
         let mut progress = Progress::new(&format!("build-kernel {}", variant.name));
         let started = Instant::now();
         progress.stage("applying patches");
         let switch = self.worktree.switch(sh, variant)?;
         progress.stage("configuring");
-        kconfig::configure(sh, &tree, &build_dir, fragment_path, tc, &key, &log)?;
+        let root = util::project_root();
+        let paths: Vec<PathBuf> = self.fragments.iter().map(|(n, _)| root.join(n)).collect();
+        kconfig::configure(sh, &tree, &build_dir, &paths, tc, &key, &log)?;
 
         progress.stage("compiling");
         let objects = self.compile(variant, &build_dir, &log, &mut progress)?;
 
         progress.stage("building the wbstall module");
-        let module_out = util::target_dir().join("module").join(&variant.name);
+        let module_out = util::target_dir().join("module").join(self.label(variant));
         let module_src = util::project_root().join(module::MODULE_DIR);
         // Hashed before the build: an edit during the build marks the module stale.
         let module_source_sha256 = module::source_sha256(&module_src)?;
@@ -203,8 +254,9 @@ impl Builder<'_> {
 
         // Assemble the artifacts next to the old ones, then swap: a failure above
         // leaves the previous kernel of this variant in place.
-        let dir = kernels_dir().join(&variant.name);
-        let partial = kernels_dir().join(format!(".{}.partial", variant.name));
+        let kernels = self.flavour.kernels_dir();
+        let dir = kernels.join(&variant.name);
+        let partial = kernels.join(format!(".{}.{}.partial", variant.name, std::process::id()));
         if partial.exists() {
             fs::remove_dir_all(&partial)
                 .with_context(|| format!("removing {}", partial.display()))?;
@@ -228,7 +280,7 @@ impl Builder<'_> {
                 .collect(),
             kernel_release: release.trim().to_string(),
             config_sha256: util::sha256_file(&build_dir.join(".config"))?,
-            fragment_sha256: util::sha256_hex(fragment.as_bytes()),
+            fragment_sha256: self.fragment_sha256(),
             toolchain: tc.clone(),
             build_seconds: (seconds * 10.0).round() / 10.0,
             objects_rebuilt: objects,
@@ -237,6 +289,7 @@ impl Builder<'_> {
             module_source_sha256,
             bzimage_sha256: util::sha256_file(&bzimage)?,
             built_at: util::timestamp(),
+            debug_kernel: self.flavour == Flavour::Debug,
         };
         publish(&partial, &dir, &meta)?;
         progress.finish(&format!(
@@ -245,6 +298,20 @@ impl Builder<'_> {
             switch.changed.len()
         ));
         Ok(Built { dir, meta })
+    }
+
+    /// The variant's name, marked for a debug kernel.
+    fn label(&self, variant: &Variant) -> String {
+        match self.flavour {
+            Flavour::Plain => variant.name.clone(),
+            Flavour::Debug => format!("{}-debug", variant.name),
+        }
+    }
+
+    /// sha256 over the fragments' texts, in merge order.
+    fn fragment_sha256(&self) -> String {
+        let all: String = self.fragments.iter().map(|(_, t)| t.as_str()).collect();
+        util::sha256_hex(all.as_bytes())
     }
 
     /// `make` of the kernel, with progress; returns the objects compiled.
@@ -336,11 +403,16 @@ fn fresh_log(variant: &str) -> Result<PathBuf> {
 }
 
 /// Reads a built variant back (for qemu-test and reports).
-pub fn load_built(name: &str) -> Result<Built> {
-    let dir = kernels_dir().join(name);
+pub fn load_built(name: &str, flavour: Flavour) -> Result<Built> {
+    let dir = flavour.kernels_dir().join(name);
     let path = dir.join("variant.json");
+    let flag = if flavour == Flavour::Debug {
+        " --debug-kernel"
+    } else {
+        ""
+    };
     let text = fs::read_to_string(&path).with_context(|| {
-        format!("no kernel built for `{name}` ({} missing): run `cargo xtask build-kernel --variant {name}`", path.display())
+        format!("no kernel built for `{name}` ({} missing): run `cargo xtask build-kernel --variant {name}{flag}`", path.display())
     })?;
     let meta =
         serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;

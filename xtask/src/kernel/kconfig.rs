@@ -1,8 +1,13 @@
-//! Kconfig: `tinyconfig`, then `Kconfig.fragment` merged in, then `olddefconfig`;
-//! then every option of the fragment is checked in the resulting `.config`, and
-//! any that did not land fails the build with the list of them (like kunit.py).
+//! Kconfig: `tinyconfig`, then `Kconfig.fragment` (and, for `--debug-kernel`,
+//! `Kconfig.debug`) merged in, then `olddefconfig`; then every option of the
+//! fragments is checked in the resulting `.config`, and any that did not land
+//! fails the build with the list of them (like kunit.py).
 
-use std::{collections::BTreeMap, fmt, fs, path::Path};
+use std::{
+    collections::BTreeMap,
+    fmt, fs,
+    path::{Path, PathBuf},
+};
 
 use anyhow::{bail, Context, Result};
 use xshell::{cmd, Shell};
@@ -11,6 +16,8 @@ use crate::{deps::Toolchain, util};
 
 /// The fragment, relative to the repository root.
 pub const FRAGMENT: &str = "Kconfig.fragment";
+/// Merged after [`FRAGMENT`] for a debug kernel (`--debug-kernel`).
+pub const DEBUG_FRAGMENT: &str = "Kconfig.debug";
 
 /// One `CONFIG_X=value` (or `# CONFIG_X is not set`) of a fragment or `.config`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,7 +25,8 @@ pub struct Setting {
     pub name: String,
     /// `y`, `m`, `n`, a number or a quoted string, as written.
     pub value: String,
-    /// 1-based line in the file it came from.
+    /// The file it came from, and the 1-based line there.
+    pub file: String,
     pub line: usize,
 }
 
@@ -37,6 +45,7 @@ pub fn parse(text: &str, origin: &str) -> Result<Vec<Setting>> {
                 out.push(Setting {
                     name: name.to_string(),
                     value: "n".into(),
+                    file: origin.to_string(),
                     line: n,
                 });
             }
@@ -64,6 +73,7 @@ pub fn parse(text: &str, origin: &str) -> Result<Vec<Setting>> {
         out.push(Setting {
             name: name.to_string(),
             value: value.to_string(),
+            file: origin.to_string(),
             line: n,
         });
     }
@@ -78,6 +88,8 @@ pub struct Mismatch {
     /// The value in `.config`, or None when the symbol is absent (unknown to this
     /// tree, or its dependencies are not met).
     pub got: Option<String>,
+    /// Where the fragment asks for it.
+    pub file: String,
     pub line: usize,
 }
 
@@ -90,8 +102,8 @@ impl fmt::Display for Mismatch {
         };
         write!(
             f,
-            "{FRAGMENT}:{}: {}={} wanted, but in .config it {got}",
-            self.line, self.name, self.wanted
+            "{}:{}: {}={} wanted, but in .config it {got}",
+            self.file, self.line, self.name, self.wanted
         )
     }
 }
@@ -119,11 +131,12 @@ pub fn verify(fragment: &[Setting], config: &[Setting]) -> Vec<Mismatch> {
                 name: s.name.clone(),
                 wanted: s.value.clone(),
                 got: got.map(str::to_string),
+                file: s.file.clone(),
                 line: s.line,
             })
         })
         .collect();
-    out.sort_by_key(|m| m.line);
+    out.sort_by(|a, b| (&a.file, a.line).cmp(&(&b.file, b.line)));
     out
 }
 
@@ -132,13 +145,15 @@ pub fn verify(fragment: &[Setting], config: &[Setting]) -> Vec<Mismatch> {
 /// The fragment counts by its effective settings, not its text: a comment
 /// or a reordering does not make a new build directory (a cold build).
 pub fn config_key(
-    fragment: &str,
+    fragments: &[(String, String)],
     tc: &Toolchain,
     kconfig_touch: &[(String, String)],
 ) -> Result<String> {
     let mut settings: BTreeMap<String, String> = BTreeMap::new();
-    for s in parse(fragment, FRAGMENT)? {
-        settings.insert(s.name, s.value);
+    for (name, text) in fragments {
+        for s in parse(text, name)? {
+            settings.insert(s.name, s.value);
+        }
     }
     let mut key = String::from("tinyconfig\n");
     for (name, value) in &settings {
@@ -155,19 +170,22 @@ pub fn config_key(
 }
 
 /// Generates `.config` in `build` unless the stamp says it is current, then
-/// verifies it against the fragment.
+/// verifies it against the fragments (later ones override earlier ones).
 pub fn configure(
     sh: &Shell,
     tree: &Path,
     build: &Path,
-    fragment_path: &Path,
+    fragment_paths: &[PathBuf],
     tc: &Toolchain,
     key: &str,
     log: &Path,
 ) -> Result<()> {
-    let fragment_text = fs::read_to_string(fragment_path)
-        .with_context(|| format!("reading {}", fragment_path.display()))?;
-    let fragment = parse(&fragment_text, &fragment_path.display().to_string())?;
+    let mut fragment = Vec::new();
+    for path in fragment_paths {
+        let text =
+            fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        fragment.extend(parse(&text, &util::file_name(path))?);
+    }
     let stamp = build.join(".wbstall-config-key");
     let config = build.join(".config");
     let current = fs::read_to_string(&stamp).is_ok_and(|s| s.trim() == key) && config.is_file();
@@ -181,9 +199,9 @@ pub fn configure(
         )?;
         let merge = tree.join("scripts/kconfig/merge_config.sh");
         util::run_logged(
-            cmd!(sh, "sh {merge} -m -O {build} {config} {fragment_path}"),
+            cmd!(sh, "sh {merge} -m -O {build} {config} {fragment_paths...}"),
             log,
-            "merging Kconfig.fragment (merge_config.sh)",
+            "merging the Kconfig fragments (merge_config.sh)",
             |_| {},
         )?;
         util::run_logged(
@@ -201,7 +219,7 @@ pub fn configure(
         fs::remove_file(&stamp).ok();
         let list: Vec<String> = mismatches.iter().map(|m| format!("  {m}")).collect();
         bail!(
-            "{} option(s) of {FRAGMENT} did not land in {}:\n{}\n\
+            "{} option(s) of the fragments did not land in {}:\n{}\n\
              Fix the fragment (check the symbol exists in this tree and its `depends on` \
              are enabled too), then build again.",
             mismatches.len(),
@@ -294,17 +312,70 @@ mod tests {
         assert!(e.contains("f:1"), "{e}");
     }
 
+    fn one(text: &str) -> Vec<(String, String)> {
+        vec![(FRAGMENT.to_string(), text.to_string())]
+    }
+
+    #[test]
+    fn the_debug_fragment_parses_and_its_key_differs() {
+        let root = util::project_root();
+        let base = fs::read_to_string(root.join(FRAGMENT)).unwrap();
+        let debug = fs::read_to_string(root.join(DEBUG_FRAGMENT)).unwrap();
+        let d = parse(&debug, DEBUG_FRAGMENT).unwrap();
+        for needed in [
+            "CONFIG_KASAN",
+            "CONFIG_PROVE_LOCKING",
+            "CONFIG_DETECT_HUNG_TASK",
+        ] {
+            assert!(
+                d.iter().any(|s| s.name == needed && s.value == "y"),
+                "{needed}"
+            );
+        }
+        let tc = Toolchain::default();
+        let plain = config_key(&one(&base), &tc, &[]).unwrap();
+        let mut both = one(&base);
+        both.push((DEBUG_FRAGMENT.into(), debug));
+        assert_ne!(plain, config_key(&both, &tc, &[]).unwrap());
+    }
+
+    #[test]
+    fn a_later_fragment_overrides_and_mismatches_name_their_file() {
+        let mut f = parse("CONFIG_A=y\nCONFIG_B=y\n", FRAGMENT).unwrap();
+        f.extend(parse("# CONFIG_B is not set\nCONFIG_C=y\n", DEBUG_FRAGMENT).unwrap());
+        let conf = parse("CONFIG_A=y\nCONFIG_B=y\n", "c").unwrap();
+        let m = verify(&f, &conf);
+        let text: Vec<String> = m.iter().map(|m| m.to_string()).collect();
+        assert_eq!(m.len(), 2, "{text:?}");
+        assert!(
+            text[0].starts_with("Kconfig.debug:1: CONFIG_B=n"),
+            "{text:?}"
+        );
+        assert!(
+            text[1].starts_with("Kconfig.debug:2: CONFIG_C=y"),
+            "{text:?}"
+        );
+    }
+
     #[test]
     fn the_config_key_follows_settings_not_comments() {
         let tc = Toolchain::default();
-        let a = config_key("CONFIG_A=y\nCONFIG_B=y\n", &tc, &[]).unwrap();
-        let b = config_key("# why\nCONFIG_B=y\n\n# and why\nCONFIG_A=y\n", &tc, &[]).unwrap();
+        let a = config_key(&one("CONFIG_A=y\nCONFIG_B=y\n"), &tc, &[]).unwrap();
+        let b = config_key(
+            &one("# why\nCONFIG_B=y\n\n# and why\nCONFIG_A=y\n"),
+            &tc,
+            &[],
+        )
+        .unwrap();
         assert_eq!(a, b);
-        assert_ne!(a, config_key("CONFIG_A=y\nCONFIG_B=n\n", &tc, &[]).unwrap());
+        assert_ne!(
+            a,
+            config_key(&one("CONFIG_A=y\nCONFIG_B=n\n"), &tc, &[]).unwrap()
+        );
         assert_ne!(
             a,
             config_key(
-                "CONFIG_A=y\nCONFIG_B=y\n",
+                &one("CONFIG_A=y\nCONFIG_B=y\n"),
                 &tc,
                 &[("init/Kconfig".into(), "x".into())]
             )

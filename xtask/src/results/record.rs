@@ -134,25 +134,52 @@ pub struct RunRecord {
 /// The module's KUnit suite: it must have run and passed in every boot.
 pub const KUNIT_SUITE: &str = "wbstall";
 
-/// Lines of dmesg that mean something went wrong in the kernel.
-pub fn warnings(dmesg: &str) -> Vec<String> {
-    const MARKS: &[&str] = &[
-        "WARNING:",
-        "BUG:",
-        "Oops",
-        "sleeping function called from invalid context",
-        "general protection fault",
-        "rcu: INFO",
-        "Call Trace",
-        "kernel BUG",
-        "UBSAN",
-        "hung_task",
-    ];
-    dmesg
-        .lines()
-        .filter(|l| MARKS.iter().any(|m| l.contains(m)))
-        .map(|l| l.trim().to_string())
+/// Kernel messages that mean something went wrong, matched at the start of the
+/// message (after the printk timestamp), never anywhere in a line: a file
+/// name or a fio line containing "WARNING" is not a kernel warning.
+const WARNING_STARTS: &[&str] = &[
+    "------------[ cut here ]------------",
+    "WARNING: ", // WARN*() ("WARNING: CPU: 1 PID: ..."), lockdep, RCU lockdep
+    "BUG: ",     // KASAN, sleeping in atomic, page faults, workqueue lockups
+    "watchdog: BUG: soft lockup",
+    "kernel BUG at ",
+    "Oops: ",
+    "general protection fault",
+    "Kernel panic - not syncing",
+    "UBSAN: ",
+    "INFO: task ", // the hung-task detector
+    "rcu: INFO: ", // RCU stall warnings
+    "INFO: rcu_",
+    "Unable to handle kernel",
+];
+
+/// The kernel's warning lines in `log` (dmesg, or a serial console where the
+/// kernel's lines carry a `[    1.234567]` timestamp and the rest is the
+/// guest's own output, which is ignored).
+pub fn warnings(log: &str) -> Vec<String> {
+    log.lines()
+        .filter_map(|l| {
+            let l = l.trim_end_matches('\r');
+            let msg = l.trim_start().strip_prefix('[')?.split_once(']')?.1.trim_start();
+            WARNING_STARTS
+                .iter()
+                .any(|m| msg.starts_with(m))
+                .then(|| l.trim().to_string())
+        })
         .collect()
+}
+
+/// Warnings of the console and of dmesg, each once: the console has every
+/// message (dmesg's ring buffer can wrap), dmesg has the ones the console's
+/// log level hid.
+pub fn merge_warnings(console: Vec<String>, dmesg: Vec<String>) -> Vec<String> {
+    let mut out = console;
+    for w in dmesg {
+        if !out.contains(&w) {
+            out.push(w);
+        }
+    }
+    out
 }
 
 fn key_values(text: &str) -> BTreeMap<String, String> {
@@ -232,6 +259,8 @@ pub struct RunContext<'a> {
     pub job: &'a Job,
     pub wall_secs: f64,
     pub console_log: String,
+    /// Kernel warnings on the serial console.
+    pub console_warnings: Vec<String>,
     pub samples: Option<String>,
 }
 
@@ -248,6 +277,7 @@ impl<'a> RunContext<'a> {
             job: &b.job,
             wall_secs: booted.wall_secs,
             console_log: booted.console_log.clone(),
+            console_warnings: warnings(&booted.console),
             samples: booted.samples.clone(),
         }
     }
@@ -325,7 +355,7 @@ pub fn build(ctx: RunContext<'_>, stream: &Stream) -> Result<RunRecord> {
         verify_ok: stream
             .text("fio-verify")
             .map(|t| fio::parse(&t).is_ok_and(|r| r.error == 0)),
-        dmesg_warnings: warnings(&need("dmesg")?),
+        dmesg_warnings: merge_warnings(ctx.console_warnings, warnings(&need("dmesg")?)),
         guest_env: key_values(&need("guest-env")?),
         wall_secs: ctx.wall_secs,
         console_log: ctx.console_log,
@@ -529,6 +559,7 @@ mod tests {
             job: &job,
             wall_secs: 1.0,
             console_log: "console.log".into(),
+            console_warnings: Vec::new(),
             samples: None,
         };
         build(ctx, stream)
@@ -692,5 +723,45 @@ mod tests {
         let w = warnings(dmesg);
         assert_eq!(w.len(), 2);
         assert!(w[0].starts_with("[ 2.0] WARNING"));
+    }
+
+    #[test]
+    fn every_kind_of_splat_is_caught_on_a_console() {
+        let console = include_str!("../../fixtures/console/splats.log");
+        let w = warnings(console);
+        let want = [
+            "cut here",
+            "WARNING: CPU: 0 PID: 1",
+            "BUG: KASAN: slab-use-after-free",
+            "WARNING: possible circular locking dependency",
+            "WARNING: suspicious RCU usage",
+            "BUG: sleeping function called",
+            "watchdog: BUG: soft lockup",
+            "INFO: task fio:77 blocked",
+            "rcu: INFO: rcu_preempt detected stalls",
+            "Oops: general protection fault",
+            "kernel BUG at mm/page-writeback.c",
+            "UBSAN: shift-out-of-bounds",
+            "Kernel panic - not syncing",
+        ];
+        for needle in want {
+            assert!(w.iter().any(|l| l.contains(needle)), "{needle} missed in {w:#?}");
+        }
+        assert_eq!(w.len(), want.len(), "{w:#?}");
+    }
+
+    #[test]
+    fn lines_that_only_mention_a_warning_are_not_warnings() {
+        let quiet = "[ 1.0] wbstall: WARNING: counts are per bdi (not a splat)\n\
+                     WARNING: CPU: printed by a guest script, no timestamp\n\
+                     [ 2.0] fio: BUG: mid-line\n\
+                     [ 3.0] Call Trace for nothing\n\
+                     [ 4.0] kunit: hung_task_test ok\n";
+        assert_eq!(warnings(quiet), Vec::<String>::new());
+        let merged = merge_warnings(
+            vec!["[ 2.0] BUG: x".into()],
+            vec!["[ 2.0] BUG: x".into(), "[ 9.0] WARNING: y".into()],
+        );
+        assert_eq!(merged, ["[ 2.0] BUG: x", "[ 9.0] WARNING: y"]);
     }
 }

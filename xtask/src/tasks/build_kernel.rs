@@ -6,7 +6,7 @@ use xshell::Shell;
 use crate::{
     deps,
     kernel::{
-        build::{build, summary},
+        build::{build, summary, Flavour},
         patch::Selection,
         source::SourceArgs,
     },
@@ -22,12 +22,23 @@ pub struct BuildKernel {
     /// Parallel make jobs (make -j). Default: the number of CPUs.
     #[arg(long, value_name = "N")]
     pub jobs: Option<usize>,
+    /// Build debug kernels (Kconfig.debug on top of Kconfig.fragment: lockdep,
+    /// KASAN, hung-task and soft-lockup detectors) into target/wbstall/kernels-debug.
+    #[arg(long)]
+    pub debug_kernel: bool,
 }
 
 impl BuildKernel {
     pub fn run(self, sh: &Shell) -> Result<()> {
         let tc = deps::ensure(sh)?;
-        let built = build(sh, &tc, &self.selection, &self.source, self.jobs)?;
+        let built = build(
+            sh,
+            &tc,
+            &self.selection,
+            &self.source,
+            self.jobs,
+            Flavour::of(self.debug_kernel),
+        )?;
         println!("{}", summary(&built));
         Ok(())
     }

@@ -1,7 +1,7 @@
 //! Flags every booting task shares: how the guest is sized and run, and
 //! whether the kernels are built first.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{bail, Result};
 use xshell::Shell;
@@ -14,7 +14,7 @@ use crate::{
         qemu::{self, Accel},
     },
     kernel::{
-        build::{self as kernel, Built},
+        build::{self as kernel, Built, Flavour},
         module,
         patch::{self, Selection},
         source::SourceArgs,
@@ -41,6 +41,11 @@ pub struct GuestArgs {
     /// Parallel make jobs for the build (make -j). Default: the number of CPUs.
     #[arg(long, value_name = "N")]
     pub jobs: Option<usize>,
+    /// Boot debug kernels (Kconfig.debug: lockdep, KASAN, hung-task and
+    /// soft-lockup detectors), built in a directory of their own. Slow: for
+    /// proving the module and harness safe, not for measuring.
+    #[arg(long)]
+    pub debug_kernel: bool,
     /// Run PATH from the initramfs as init instead of wbstall's /init (kernel
     /// rdinit=), to debug the harness: a path that does not exist makes the
     /// guest kernel panic, /bin/cat makes it wait for ever.
@@ -62,10 +67,11 @@ impl GuestArgs {
         selection: &Selection,
         source: &SourceArgs,
     ) -> Result<Vec<Built>> {
+        let flavour = Flavour::of(self.debug_kernel);
         if self.no_build {
-            load_selected(selection)
+            load_selected(selection, flavour)
         } else {
-            kernel::build(sh, tc, selection, source, self.jobs)
+            kernel::build(sh, tc, selection, source, self.jobs, flavour)
         }
     }
 
@@ -83,7 +89,7 @@ impl GuestArgs {
         };
         let built = self.kernels(sh, &tc, &selection, source)?.remove(0);
         let base = initramfs::base(sh)?;
-        let initrd = initramfs::for_variant(&base, &file_name(&built.dir), &built.module())?;
+        let initrd = initramfs::for_variant(&base, &built.label(), &built.module())?;
         Ok((built, initrd))
     }
 
@@ -98,7 +104,7 @@ impl GuestArgs {
     }
 }
 
-fn load_selected(selection: &Selection) -> Result<Vec<Built>> {
+fn load_selected(selection: &Selection, flavour: Flavour) -> Result<Vec<Built>> {
     let root = util::project_root();
     let variants = patch::Variants::load(&root.join(patch::VARIANTS_FILE))?;
     let mut names: Vec<String> = selection.variants.clone();
@@ -112,7 +118,7 @@ fn load_selected(selection: &Selection) -> Result<Vec<Built>> {
     names
         .iter()
         .map(|n| {
-            let b = kernel::load_built(n)?;
+            let b = kernel::load_built(n, flavour)?;
             if b.meta.module_source_sha256 != sources {
                 bail!(
                     "--no-build: the `{n}` kernel's wbstall.ko was built from other module \
@@ -128,12 +134,4 @@ fn load_selected(selection: &Selection) -> Result<Vec<Built>> {
             Ok(b)
         })
         .collect()
-}
-
-/// The last component of a path, as text.
-pub fn file_name(p: &Path) -> String {
-    p.file_name()
-        .unwrap_or_default()
-        .to_string_lossy()
-        .into_owned()
 }

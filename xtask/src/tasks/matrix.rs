@@ -12,7 +12,7 @@ use std::{
 use anyhow::{bail, Context, Result};
 use xshell::Shell;
 
-use super::guest_args::{file_name, GuestArgs};
+use super::guest_args::GuestArgs;
 use crate::{
     analysis::verdict::{self, load_expectations, Expected, Verdict},
     deps,
@@ -155,7 +155,7 @@ impl QemuTest {
                     .unwrap_or(120 + u64::from(job.ramp_time) + u64::from(job.runtime));
                 Boot {
                     kernel: kernel.clone(),
-                    initrd: initrds[&file_name(&kernel.dir)].clone(),
+                    initrd: initrds[&kernel.label()].clone(),
                     scenario: scen,
                     run,
                     verify: scen.verify && !self.quick && run == 0,
@@ -317,8 +317,7 @@ fn parse_size(s: &str) -> Result<String, String> {
 fn initrds(base: &Path, built: &[Built]) -> Result<BTreeMap<String, PathBuf>> {
     let mut initrds = BTreeMap::new();
     for b in built {
-        let kernel_dir = file_name(&b.dir);
-        if let std::collections::btree_map::Entry::Vacant(e) = initrds.entry(kernel_dir) {
+        if let std::collections::btree_map::Entry::Vacant(e) = initrds.entry(b.label()) {
             let initrd = initramfs::for_variant(base, e.key(), &b.module())?;
             e.insert(initrd);
         }

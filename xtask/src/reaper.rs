@@ -1,0 +1,225 @@
+//! No child outlives xtask. Two mechanisms, because each covers what the other
+//! cannot:
+//! - [`install`]: xtask becomes a child subreaper (orphaned grandchildren, such
+//!   as the compilers under `make`, stay its descendants), and SIGTERM, SIGINT
+//!   and SIGHUP kill every descendant, TERM first and KILL after a grace period,
+//!   before xtask exits with 128 + the signal. This covers every child however
+//!   it was started (xshell, `Command`, a pipe).
+//! - [`leash`]: a long-running child (`make`, QEMU) also gets a parent-death
+//!   signal, for the one signal no handler sees: SIGKILL of xtask.
+
+use std::{
+    collections::BTreeMap,
+    fs,
+    io::Read,
+    os::unix::process::CommandExt,
+    process::Command,
+    sync::atomic::{AtomicI32, Ordering},
+    time::{Duration, Instant},
+};
+
+/// The write end of the self-pipe the signal handler writes the signal to.
+static PIPE_WRITE: AtomicI32 = AtomicI32::new(-1);
+
+extern "C" fn on_signal(sig: libc::c_int) {
+    let fd = PIPE_WRITE.load(Ordering::Relaxed);
+    let byte = sig as u8;
+    // SAFETY: write(2) is async-signal-safe; `byte` lives for the call.
+    unsafe {
+        libc::write(fd, (&byte as *const u8).cast(), 1);
+    }
+}
+
+/// Makes xtask the reaper of its descendants and kills them all on SIGTERM,
+/// SIGINT or SIGHUP. Call once, first thing in `main`.
+pub fn install() -> std::io::Result<()> {
+    // SAFETY: prctl(2) with integer arguments only.
+    if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let mut fds = [0; 2];
+    // SAFETY: `fds` has room for the two descriptors pipe2(2) writes.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    PIPE_WRITE.store(fds[1], Ordering::Relaxed);
+    for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+        // SAFETY: a zeroed sigaction is valid; the handler only calls write(2).
+        // Handlers are reset to the default at exec, so children are unaffected.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as usize;
+            sa.sa_flags = libc::SA_RESTART;
+            libc::sigemptyset(&mut sa.sa_mask);
+            if libc::sigaction(sig, &sa, std::ptr::null_mut()) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+    }
+    // SAFETY: fds[0] is the pipe's read end, owned by this File from now on.
+    let mut read_end = unsafe { <fs::File as std::os::fd::FromRawFd>::from_raw_fd(fds[0]) };
+    std::thread::spawn(move || {
+        let mut sig = [0u8; 1];
+        if read_end.read_exact(&mut sig).is_ok() {
+            let me = std::process::id() as i32;
+            let killed = kill_descendants(me, Duration::from_secs(5));
+            eprintln!(
+                "wbstall: signal {} received; stopped {killed} child process(es)",
+                sig[0]
+            );
+            std::process::exit(128 + i32::from(sig[0]));
+        }
+    });
+    Ok(())
+}
+
+/// Gives `command` a parent-death signal (SIGTERM: `make` passes it on to its
+/// jobs; QEMU exits on it).
+pub fn leash(command: &mut Command) -> &mut Command {
+    // SAFETY: the closure runs in the forked child before exec and only calls
+    // prctl(2) and getppid(2), which are async-signal-safe.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The parent may have died between fork and prctl.
+            if libc::getppid() == 1 {
+                libc::raise(libc::SIGTERM);
+            }
+            Ok(())
+        })
+    }
+}
+
+/// Parent pid of every live (not zombie) process, from `/proc/<pid>/stat`.
+fn parents() -> BTreeMap<i32, i32> {
+    let mut out = BTreeMap::new();
+    let Ok(dir) = fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in dir.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        if let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) {
+            if let Some((state, ppid)) = parse_stat(&stat) {
+                if state != 'Z' {
+                    out.insert(pid, ppid);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The state and ppid fields of `/proc/<pid>/stat` (the comm may hold spaces
+/// and parens).
+pub fn parse_stat(stat: &str) -> Option<(char, i32)> {
+    let mut rest = stat[stat.rfind(')')? + 1..].split_whitespace();
+    let state = rest.next()?.chars().next()?;
+    Some((state, rest.next()?.parse().ok()?))
+}
+
+/// Every descendant of `root`, given the parent of each process.
+pub fn descendants(root: i32, parents: &BTreeMap<i32, i32>) -> Vec<i32> {
+    let mut out = Vec::new();
+    let mut frontier = vec![root];
+    while let Some(p) = frontier.pop() {
+        for (&child, _) in parents.iter().filter(|(_, &pp)| pp == p) {
+            if !out.contains(&child) {
+                out.push(child);
+                frontier.push(child);
+            }
+        }
+    }
+    out
+}
+
+/// Sends SIGTERM to every descendant of `root`, then SIGKILL to any left after
+/// `grace`, reaping what it can. Returns how many there were.
+pub fn kill_descendants(root: i32, grace: Duration) -> usize {
+    let first = descendants(root, &parents());
+    for &pid in &first {
+        // SAFETY: kill(2) with a pid and a signal number.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+    }
+    let reap = |pids: &[i32]| {
+        for &pid in pids {
+            // Reaps it if it is ours (a child, or an orphan xtask now reaps);
+            // anything else is left to its own parent.
+            // SAFETY: waitpid(2) with a null status pointer.
+            unsafe { libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG) };
+        }
+    };
+    let deadline = Instant::now() + grace;
+    loop {
+        reap(&first);
+        let left = descendants(root, &parents());
+        if left.is_empty() {
+            break;
+        }
+        if Instant::now() > deadline {
+            for pid in left {
+                // SAFETY: as above.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+            std::thread::sleep(Duration::from_millis(200));
+            reap(&first);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    first.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ppid_is_read_past_a_comm_with_spaces_and_parens() {
+        assert_eq!(parse_stat("42 (a b) c) S 7 42 42 0"), Some(('S', 7)));
+        assert_eq!(parse_stat("42 (make) Z 1 2 3"), Some(('Z', 1)));
+        assert_eq!(parse_stat("garbage"), None);
+    }
+
+    #[test]
+    fn descendants_follow_the_whole_tree_and_nothing_else() {
+        let p: BTreeMap<i32, i32> = [(2, 1), (3, 2), (4, 3), (5, 1), (6, 9)].into();
+        let mut d = descendants(2, &p);
+        d.sort();
+        assert_eq!(d, [3, 4]);
+        assert!(descendants(6, &p).is_empty());
+    }
+
+    #[test]
+    fn a_grandchild_is_killed_with_its_parent() {
+        // A child that starts a grandchild of its own and waits: both must go.
+        let mut child = Command::new("sh")
+            .args(["-c", "sleep 300 & wait"])
+            .spawn()
+            .unwrap();
+        let me = std::process::id() as i32;
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let grandchild = loop {
+            let d = descendants(child.id() as i32, &parents());
+            if let Some(&g) = d.first() {
+                break g;
+            }
+            assert!(Instant::now() < deadline, "the grandchild never started");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        // Only this test's own child tree: other tests run in threads of this
+        // process and may have children of their own.
+        let killed = kill_descendants(child.id() as i32, Duration::from_secs(2));
+        assert_eq!(killed, 1);
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(
+            fs::read_to_string(format!("/proc/{grandchild}/stat"))
+                .map_or(true, |s| s.contains(") Z ")),
+            "grandchild {grandchild} of {me} survived"
+        );
+    }
+}
