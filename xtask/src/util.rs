@@ -112,6 +112,28 @@ pub fn timestamp() -> String {
     )
 }
 
+/// Creates a new directory under `parent` named by the current time, with
+/// `-2`, `-3`, ... appended when another run took that name in the same second.
+/// `create_dir` is atomic, so two processes never share one.
+pub fn unique_dir(parent: &Path) -> Result<PathBuf> {
+    fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
+    let stamp = timestamp();
+    for n in 1..1000 {
+        let name = if n == 1 {
+            stamp.clone()
+        } else {
+            format!("{stamp}-{n}")
+        };
+        let dir = parent.join(name);
+        match fs::create_dir(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e).with_context(|| format!("creating {}", dir.display())),
+        }
+    }
+    bail!("no free directory name for {stamp} in {}", parent.display())
+}
+
 /// Days since 1970-01-01 to (year, month, day), after Howard Hinnant's algorithm.
 fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let z = z + 719_468;
@@ -238,6 +260,15 @@ mod tests {
         assert_eq!(civil_from_days(0), (1970, 1, 1));
         assert_eq!(civil_from_days(20_786), (2026, 11, 29));
         assert_eq!(civil_from_days(11_016), (2000, 2, 29));
+    }
+
+    #[test]
+    fn directories_made_in_the_same_second_differ() {
+        let t = testdir::Dir::new("unique");
+        let dirs: Vec<PathBuf> = (0..3).map(|_| unique_dir(t.path()).unwrap()).collect();
+        assert!(dirs.iter().all(|d| d.is_dir()));
+        assert_ne!(dirs[0], dirs[1]);
+        assert_ne!(dirs[1], dirs[2]);
     }
 
     #[test]

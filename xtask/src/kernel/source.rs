@@ -69,8 +69,23 @@ impl Source {
 }
 
 impl SourceArgs {
-    /// Finds or prepares the source tree in the cache.
+    /// Finds or prepares the source tree in the cache. One process at a time
+    /// looks and prepares (a cache-wide lock): a second one waits and then finds
+    /// the tree the first published.
     pub fn prepare(&self, sh: &Shell, cache: &Path) -> Result<Source> {
+        let src = cache.join("src");
+        fs::create_dir_all(&src).with_context(|| format!("creating {}", src.display()))?;
+        let lock_path = src.join(".prepare.lock");
+        let lock = fs::File::create(&lock_path)
+            .with_context(|| format!("creating {}", lock_path.display()))?;
+        if lock.try_lock().is_err() {
+            eprintln!(
+                "wbstall: waiting for another process preparing a source in {}",
+                src.display()
+            );
+            lock.lock()
+                .with_context(|| format!("locking {}", lock_path.display()))?;
+        }
         match &self.kernel_src {
             Some(dir) => local_tree(sh, cache, dir),
             None => debian_tree(sh, cache, self.refresh_source),
@@ -123,28 +138,46 @@ pub fn validate_tree(tree: &Path) -> Result<String> {
     Ok(version)
 }
 
-/// An empty `src/.<id>.partial/`, where a tree is prepared before [`publish`].
+/// An empty `src/.<id>.<pid>.partial/` of this process, where a tree is
+/// prepared before [`publish`]. Called under the preparation lock, so the
+/// partial trees of earlier, interrupted processes can go.
 fn fresh_staging(cache: &Path, id: &str) -> Result<PathBuf> {
-    let staging = cache.join("src").join(format!(".{id}.partial"));
-    if staging.exists() {
-        fs::remove_dir_all(&staging).with_context(|| format!("removing {}", staging.display()))?;
+    let src = cache.join("src");
+    fs::create_dir_all(&src).with_context(|| format!("creating {}", src.display()))?;
+    for e in fs::read_dir(&src)
+        .with_context(|| format!("reading {}", src.display()))?
+        .flatten()
+    {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.starts_with(&format!(".{id}.")) && name.ends_with(".partial") {
+            fs::remove_dir_all(e.path())
+                .with_context(|| format!("removing {}", e.path().display()))?;
+        }
     }
+    let staging = src.join(format!(".{id}.{}.partial", std::process::id()));
     fs::create_dir_all(&staging).with_context(|| format!("creating {}", staging.display()))?;
     Ok(staging)
 }
 
-/// Writes `source.json` and moves the prepared tree into place in one rename,
-/// so that a tree in the cache is always complete.
+/// Writes `source.json` and moves the prepared tree into place with renames
+/// only, so that a tree in the cache is always complete: a leftover without
+/// `source.json` (an interrupted preparation) is renamed aside first, and
+/// deleted only once the new tree is in place.
 fn publish(staging: &Path, root: PathBuf, id: String, meta: SourceMeta) -> Result<Source> {
     util::write_atomic(
         &staging.join("source.json"),
         serde_json::to_string_pretty(&meta)?,
     )?;
-    if root.exists() {
-        // A tree without source.json is a leftover of an interrupted preparation.
-        fs::remove_dir_all(&root).with_context(|| format!("removing stale {}", root.display()))?;
+    let aside = root.with_file_name(format!(".{id}.{}.stale.partial", std::process::id()));
+    let stale = root.exists();
+    if stale {
+        fs::rename(&root, &aside)
+            .with_context(|| format!("moving the stale {} aside", root.display()))?;
     }
     fs::rename(staging, &root).with_context(|| format!("moving the tree to {}", root.display()))?;
+    if stale {
+        fs::remove_dir_all(&aside).with_context(|| format!("removing {}", aside.display()))?;
+    }
     Ok(Source { id, root, meta })
 }
 
@@ -444,7 +477,10 @@ mod tests {
         let (p, s) = rest.split_once('.').unwrap();
         fs::write(
             t.path().join("Makefile"),
-            format!("# SPDX\nVERSION = {v}\nPATCHLEVEL = {p}\nSUBLEVEL = {s}\nEXTRAVERSION =\n"),
+            format!(
+                "# SPDX\nVERSION = {v}\nPATCHLEVEL = {p}\nSUBLEVEL = {s}\nEXTRAVERSION =\n\
+                 mrproper:\n\t@true\n"
+            ),
         )
         .unwrap();
         fs::create_dir_all(t.path().join("mm")).unwrap();
@@ -522,6 +558,49 @@ mod tests {
         assert_eq!(local_tree(&sh, cache.path(), d).unwrap().id, src.id);
         fs::write(d.join("NEW"), "changed\n").unwrap();
         assert_ne!(local_tree(&sh, cache.path(), d).unwrap().id, src.id);
+    }
+
+    #[test]
+    fn two_concurrent_preparations_of_one_tree_both_succeed() {
+        let dir = fake_tree("7.4.1", true);
+        let cache = testdir::Dir::new("race");
+        // A leftover of an interrupted preparation of the same tree.
+        let args = SourceArgs {
+            kernel_src: Some(dir.path().to_path_buf()),
+            ..SourceArgs::default()
+        };
+        let sources: Vec<Source> = std::thread::scope(|s| {
+            let a = s.spawn(|| args.prepare(&Shell::new().unwrap(), cache.path()));
+            let b = s.spawn(|| args.prepare(&Shell::new().unwrap(), cache.path()));
+            [a.join().unwrap().unwrap(), b.join().unwrap().unwrap()].into()
+        });
+        assert_eq!(sources[0].id, sources[1].id);
+        let tree = sources[0].tree();
+        assert_eq!(validate_tree(&tree).unwrap(), "7.4.1");
+        assert!(read_meta(&sources[0].root).is_some());
+        // Nothing half-made is left behind.
+        let left: Vec<String> = fs::read_dir(cache.path().join("src"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".partial"))
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
+    }
+
+    #[test]
+    fn a_leftover_tree_is_replaced_not_reused() {
+        let dir = fake_tree("7.4.2", true);
+        let cache = testdir::Dir::new("stale");
+        let sh = Shell::new().unwrap();
+        let first = local_tree(&sh, cache.path(), dir.path()).unwrap();
+        // Interrupted: the tree lost its source.json and holds junk.
+        fs::remove_file(first.root.join("source.json")).unwrap();
+        fs::write(first.tree().join("JUNK"), "x").unwrap();
+        let again = local_tree(&sh, cache.path(), dir.path()).unwrap();
+        assert_eq!(again.id, first.id);
+        assert!(!again.tree().join("JUNK").exists());
+        assert!(read_meta(&again.root).is_some());
     }
 
     #[test]

@@ -160,7 +160,12 @@ pub fn warnings(log: &str) -> Vec<String> {
     log.lines()
         .filter_map(|l| {
             let l = l.trim_end_matches('\r');
-            let msg = l.trim_start().strip_prefix('[')?.split_once(']')?.1.trim_start();
+            let msg = l
+                .trim_start()
+                .strip_prefix('[')?
+                .split_once(']')?
+                .1
+                .trim_start();
             WARNING_STARTS
                 .iter()
                 .any(|m| msg.starts_with(m))
@@ -745,7 +750,10 @@ mod tests {
             "Kernel panic - not syncing",
         ];
         for needle in want {
-            assert!(w.iter().any(|l| l.contains(needle)), "{needle} missed in {w:#?}");
+            assert!(
+                w.iter().any(|l| l.contains(needle)),
+                "{needle} missed in {w:#?}"
+            );
         }
         assert_eq!(w.len(), want.len(), "{w:#?}");
     }

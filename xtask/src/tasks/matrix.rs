@@ -226,8 +226,7 @@ impl QemuTest {
         }
         let machine = self.guest.machine();
         let base = initramfs::base(sh).context("building the initramfs")?;
-        let dir = util::target_dir().join("results").join(util::timestamp());
-        fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let dir = util::unique_dir(&util::target_dir().join("results"))?;
         let mut session = self.session(
             &tc,
             &built,

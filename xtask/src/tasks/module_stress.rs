@@ -3,7 +3,7 @@
 
 use std::{fs, time::Duration};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use xshell::Shell;
 
 use super::guest_args::GuestArgs;
@@ -33,10 +33,7 @@ pub struct ModuleStress {
 impl ModuleStress {
     pub fn run(self, sh: &Shell) -> Result<()> {
         let (b, initrd) = self.guest.one_variant(sh, &self.source, &self.variant)?;
-        let dir = util::target_dir()
-            .join("module-stress")
-            .join(util::timestamp());
-        fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let dir = util::unique_dir(&util::target_dir().join("module-stress"))?;
         let console = dir.join("console.log");
         let params = vec![
             ("scenario".into(), "module-cycles".into()),
