@@ -9,3 +9,6 @@ pub mod plan;
 pub mod qemu;
 pub mod scenario;
 pub mod stream;
+
+#[cfg(test)]
+mod fake_qemu_tests;
