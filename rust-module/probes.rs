@@ -206,14 +206,18 @@ mod ffi {
     /// `static inline` with no symbol: `synchronize_rcu_tasks_trace()` (itself an inline
     /// `synchronize_srcu(&rcu_tasks_trace_srcu_struct)`), then
     /// `synchronize_srcu(&tracepoint_srcu)`, the SRCU-fast domain tracepoints call their probes
-    /// in. Sleeps: process context only.
+    /// in. What that inline waits for has changed between kernel versions (earlier kernels
+    /// called probes under `rcu_read_lock_sched()` and waited with `synchronize_rcu()`), so a
+    /// `synchronize_rcu()` follows as well: it costs a grace period at unload only. Sleeps:
+    /// process context only.
     pub(super) fn synchronize_unregister() {
         // SAFETY: Both are static `srcu_struct`s the kernel defines and initialises
-        // (kernel/rcu/tasks.h, kernel/tracepoint.c) and exports; `synchronize_srcu()` only
-        // needs process context, which module init and exit are.
+        // (kernel/rcu/tasks.h, kernel/tracepoint.c) and exports; `synchronize_srcu()` and
+        // `synchronize_rcu()` only need process context, which module init and exit are.
         unsafe {
             bindings::synchronize_srcu(&raw mut bindings::rcu_tasks_trace_srcu_struct);
             bindings::synchronize_srcu(&raw mut bindings::tracepoint_srcu);
+            bindings::synchronize_rcu();
         }
     }
 

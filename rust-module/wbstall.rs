@@ -169,10 +169,11 @@ impl files::Store for Reset {
 }
 
 struct WbStall {
-    // Held for their `Drop` only. Order matters: the probes are detached (and waited for)
-    // before the files go.
-    _probes: probes::Probes,
+    // Held for their `Drop` only. Fields drop in order: the files go first (a reader that
+    // still has one open pins the module, so none is open here), then the probes are
+    // detached and waited for. The files never exist without every probe attached.
     _dir: files::Dir,
+    _probes: probes::Probes,
 }
 
 impl kernel::Module for WbStall {
@@ -182,16 +183,18 @@ impl kernel::Module for WbStall {
             Store, //
         };
 
+        // Every probe first: a failure leaves no file behind, and a reader never sees a
+        // table that some probe does not fill.
+        let probes = probes::Probes::attach()?;
         let dir = files::Dir::new(c"wbstall");
         dir.file(c"stats", 0o400, &TABLE, &Stats::FOPS);
         dir.file(c"thresholds", 0o400, &TABLE, &Thresholds::FOPS);
         dir.file(c"summary", 0o400, &TABLE, &Summary::FOPS);
         dir.file(c"reset", 0o200, &TABLE, &Reset::FOPS);
-        let probes = probes::Probes::attach()?;
         pr_info!("loaded: {} slots, HZ={}\n", table::NR_SLOTS, TABLE.hz());
         Ok(Self {
-            _probes: probes,
             _dir: dir,
+            _probes: probes,
         })
     }
 }

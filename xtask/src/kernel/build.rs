@@ -20,6 +20,7 @@ use crate::{
     kernel::module,
     kernel::patch::{self, Selection, Variant, Variants, Worktree},
     kernel::source::{SourceArgs, SourceMeta},
+    kernel::tracepoints,
     progress::{self, Progress},
     util,
 };
@@ -249,6 +250,7 @@ impl Builder<'_> {
         let module_src = util::project_root().join(module::MODULE_DIR);
         // Hashed before the build: an edit during the build marks the module stale.
         let module_source_sha256 = module::source_sha256(&module_src)?;
+        tracepoints::check(&tree, &module_src)?;
         let ko = module::build_external(sh, tc, &build_dir, &module_src, &module_out)?;
         let seconds = started.elapsed().as_secs_f64();
 

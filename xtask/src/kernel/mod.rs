@@ -8,3 +8,4 @@ pub mod kconfig;
 pub mod module;
 pub mod patch;
 pub mod source;
+pub mod tracepoints;

@@ -67,6 +67,13 @@ impl ModuleStress {
             out.wall_secs,
             ktap.summary()
         );
+        if !cycles.contains("held_reader=refused-then-removed") {
+            bail!(
+                "the guest did not run the held-reader check ({}); console: {}",
+                cycles.trim(),
+                console.display()
+            );
+        }
         if !cycles.contains(&format!("cycles={}", self.cycles)) {
             bail!(
                 "the guest did not complete {} cycles ({}); console: {}",
