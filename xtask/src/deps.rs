@@ -106,7 +106,7 @@ pub fn ensure_with(sh: &Shell, install: bool) -> Result<Toolchain> {
         bail!("{}", missing_report(&missing));
     }
     eprintln!("{}", missing_report(&missing));
-    eprintln!("installing the missing tools (--install)...");
+    eprintln!("wbstall: setting this machine up (running as root)...");
     install_missing(sh, &missing)?;
     let (tc, missing) = check(sh);
     if !missing.is_empty() {
@@ -118,10 +118,11 @@ pub fn ensure_with(sh: &Shell, install: bool) -> Result<Toolchain> {
     tc.context("tool check passed but found no toolchain (bug)")
 }
 
-/// The check every task runs first: installs only where `deps` would by default
-/// (CI=true as root), otherwise stops with the list of what is missing.
+/// The check every task runs first. As root it sets a fresh machine up itself
+/// (what `deps --install` does, step by step); otherwise it stops with the list
+/// of what is missing and the exact commands that install it.
 pub fn ensure(sh: &Shell) -> Result<Toolchain> {
-    ensure_with(sh, util::in_ci() && util::is_root())
+    ensure_with(sh, util::is_root())
 }
 
 fn missing_report(missing: &[Missing]) -> String {
@@ -136,7 +137,10 @@ fn missing_report(missing: &[Missing]) -> String {
             _ => None,
         })
         .collect();
-    out.push_str("\nInstall everything at once with `cargo xtask deps --install` (as root), or:\n");
+    out.push_str(
+        "\nRun wbstall as root and it installs these itself (or `cargo xtask deps --install`), \
+         or run:\n",
+    );
     if !apt.is_empty() {
         out.push_str(&format!(
             "  apt-get update && apt-get install -y {}\n",
@@ -150,6 +154,8 @@ fn missing_report(missing: &[Missing]) -> String {
 }
 
 fn install_missing(sh: &Shell, missing: &[Missing]) -> Result<()> {
+    let rust_src = missing.iter().any(|m| m.fix == Fix::RustSrc);
+    let bindgen = missing.iter().any(|m| m.fix == Fix::CargoInstall);
     let mut apt: Vec<String> = Vec::new();
     for m in missing {
         if let Fix::Apt(pkgs) = &m.fix {
@@ -167,22 +173,31 @@ fn install_missing(sh: &Shell, missing: &[Missing]) -> Result<()> {
                 apt.join(" ")
             );
         }
+        let steps = 2 + usize::from(rust_src) + usize::from(bindgen);
+        eprintln!("wbstall: set-up step 1/{steps}: apt-get update");
         cmd!(sh, "apt-get update -q")
             .env("DEBIAN_FRONTEND", "noninteractive")
             .run()
             .context("apt-get update")?;
+        eprintln!(
+            "wbstall: set-up step 2/{steps}: apt-get install {} package(s): {}",
+            apt.len(),
+            apt.join(" ")
+        );
         cmd!(sh, "apt-get install -y -q --no-install-recommends {apt...}")
             .env("DEBIAN_FRONTEND", "noninteractive")
             .run()
             .context("installing Debian packages with apt-get")?;
     }
-    if missing.iter().any(|m| m.fix == Fix::RustSrc) {
+    if rust_src {
+        eprintln!("wbstall: set-up: rustup component add rust-src");
         cmd!(sh, "rustup component add rust-src")
             .run()
             .context("adding rust-src with rustup")?;
     }
-    if missing.iter().any(|m| m.fix == Fix::CargoInstall) {
+    if bindgen {
         let spec = format!("bindgen-cli@{BINDGEN_PIN}");
+        eprintln!("wbstall: set-up: cargo install --locked {spec} (about 2 minutes)");
         cmd!(sh, "cargo install --locked {spec}")
             .run()
             .context("installing bindgen-cli with cargo install")?;

@@ -154,3 +154,103 @@ mod tests {
         }
     }
 }
+
+/// Property tests (proptest): the parser never panics, whatever the guest (or
+/// a cut port) sends; a well-formed stream reads back exactly; a stream cut
+/// anywhere keeps exactly the files that arrived whole. Run longer with
+/// `PROPTEST_CASES=100000 cargo test -p xtask stream::fuzz`.
+#[cfg(test)]
+mod fuzz {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn encode(files: &[(String, Vec<u8>)], end: &str) -> Vec<u8> {
+        let mut out = Vec::new();
+        for (name, body) in files {
+            out.extend_from_slice(format!("WBSTALL-FILE {name} {}\n", body.len()).as_bytes());
+            out.extend_from_slice(body);
+            out.push(b'\n');
+        }
+        out.extend_from_slice(end.as_bytes());
+        out
+    }
+
+    fn files() -> impl Strategy<Value = Vec<(String, Vec<u8>)>> {
+        // Distinct names (a later file of the same name replaces the earlier).
+        proptest::collection::btree_map(
+            "[a-z][a-z0-9-]{0,12}",
+            proptest::collection::vec(any::<u8>(), 0..300),
+            0..6,
+        )
+        .prop_map(|m| m.into_iter().collect())
+    }
+
+    proptest! {
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..2000)) {
+            let s = parse(&bytes);
+            prop_assert!(s.end.is_some() || s.truncated.is_some());
+        }
+
+        #[test]
+        fn record_like_garbage_never_panics(
+            lines in proptest::collection::vec(
+                prop_oneof![
+                    "WBSTALL-FILE [a-z]{1,4} [0-9]{1,25}",
+                    "WBSTALL-FILE [a-z ]{0,6}",
+                    "WBSTALL-END [a-z ]{0,8}",
+                    ".{0,20}",
+                ],
+                0..12,
+            )
+        ) {
+            let text = lines.join("\n");
+            let _ = parse(text.as_bytes());
+        }
+
+        #[test]
+        fn any_length_is_data_or_a_truncated_stream(
+            len in prop_oneof![any::<usize>(), (usize::MAX - 64)..=usize::MAX, 0usize..64],
+            body in proptest::collection::vec(any::<u8>(), 0..64),
+        ) {
+            let mut bytes = format!("WBSTALL-FILE a {len}\n").into_bytes();
+            bytes.extend_from_slice(&body);
+            let s = parse(&bytes);
+            if let Some(got) = s.files.get("a") {
+                prop_assert_eq!(got.len(), len);
+            } else {
+                prop_assert!(s.truncated.is_some());
+            }
+        }
+
+        #[test]
+        fn a_whole_stream_reads_back_exactly(files in files()) {
+            let s = parse(&encode(&files, "WBSTALL-END ok\n"));
+            prop_assert_eq!(s.end, Some(End::Ok));
+            prop_assert_eq!(s.truncated, None);
+            let want: BTreeMap<String, Vec<u8>> = files.into_iter().collect();
+            prop_assert_eq!(s.files, want);
+        }
+
+        #[test]
+        fn a_cut_stream_keeps_the_whole_files_and_no_end(files in files(), cut in any::<prop::sample::Index>()) {
+            let bytes = encode(&files, "WBSTALL-END ok\n");
+            let at = cut.index(bytes.len());
+            let s = parse(&bytes[..at]);
+            prop_assert_eq!(s.end, None);
+            prop_assert!(s.truncated.is_some());
+            // Every file it kept is one that was sent, whole.
+            for (name, body) in &s.files {
+                prop_assert!(files.iter().any(|(n, b)| n == name && b == body));
+            }
+            // And it kept every file that ended before the cut.
+            let mut end = 0;
+            for (name, body) in &files {
+                end += format!("WBSTALL-FILE {name} {}\n", body.len()).len() + body.len() + 1;
+                if end <= at {
+                    prop_assert!(s.files.contains_key(name), "{} lost", name);
+                }
+            }
+        }
+    }
+}
