@@ -1,6 +1,7 @@
 //! Stage 1, the kernel: where the source comes from (`source`, `apt`), how a
-//! variant is made from it (`patch`), configured (`kconfig`) and built with the
-//! wbstall module (`build`, `module`). Imports nothing from later stages.
+//! variant is made from it (`variants`, `patch`), configured (`kconfig`) and
+//! built with the wbstall module (`build`, `module`, checked against the tree's
+//! tracepoints by `tracepoints`). Imports nothing from later stages.
 
 pub mod apt;
 pub mod build;
@@ -9,3 +10,4 @@ pub mod module;
 pub mod patch;
 pub mod source;
 pub mod tracepoints;
+pub mod variants;

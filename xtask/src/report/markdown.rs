@@ -10,6 +10,7 @@ use crate::{
         stats::{change, mean, stddev},
         verdict::{median, Expected, Verdict},
     },
+    kernel::patch::{Comparison, Roles},
     results::{record::RunRecord, session::Session},
 };
 
@@ -92,6 +93,7 @@ pub fn markdown(
     verdict: &Verdict,
     plots: &[(String, String)],
     expected: &Expected,
+    roles: &Roles,
 ) -> String {
     let (variants, scenarios) = axes(records);
     let main: Vec<&String> = variants.iter().filter(|v| !v.ends_with("-aa")).collect();
@@ -105,7 +107,7 @@ pub fn markdown(
         if let Some(i) = info {
             let _ = writeln!(o, "{}. Job: `{}`.\n", i.what, i.job.command_line());
         }
-        throughput_stats(&mut o, records, s, &variants);
+        throughput_stats(&mut o, records, s, &variants, roles);
         zero_day_table(&mut o, records, s, &main);
     }
     plots_section(&mut o, plots);
@@ -245,12 +247,20 @@ fn verdict_notes(o: &mut String, session: &Session, verdict: &Verdict, expected:
     );
 }
 
-/// Throughput per variant with intervals, the A/A noise floor, v1 against v2.
-fn throughput_stats(o: &mut String, records: &[RunRecord], s: &str, variants: &[String]) {
+/// Throughput per variant with intervals against the baseline and the
+/// reference, the A/A noise floor, and the compared pairs of `roles`.
+fn throughput_stats(
+    o: &mut String,
+    records: &[RunRecord],
+    s: &str,
+    variants: &[String],
+    roles: &Roles,
+) {
     let bw = |v: &str| -> Vec<f64> { cell(records, v, s).iter().map(|r| r.fio.bw_mib_s).collect() };
     let _ = writeln!(
         o,
-        "| variant | runs | median MiB/s | mean ± stddev | %change vs regressed [95% CI] | %change vs upstream [95% CI] |\n|---|---|---|---|---|---|"
+        "| variant | runs | median MiB/s | mean ± stddev | %change vs {} [95% CI] | %change vs {} [95% CI] |\n|---|---|---|---|---|---|",
+        roles.baseline, roles.reference
     );
     for v in variants {
         let x = bw(v);
@@ -271,8 +281,8 @@ fn throughput_stats(o: &mut String, records: &[RunRecord], s: &str, variants: &[
             num(median(&x)),
             num(mean(&x)),
             num(stddev(&x)),
-            vs("regressed"),
-            vs("upstream"),
+            vs(&roles.baseline),
+            vs(&roles.reference),
         );
     }
     o.push('\n');
@@ -298,33 +308,50 @@ fn throughput_stats(o: &mut String, records: &[RunRecord], s: &str, variants: &[
             );
         }
     }
-    let (v1, v2) = (bw("v1"), bw("v2"));
-    if let Some(c) = change(&v2, &v1) {
-        let in_floor = floor.is_some_and(|f| f.lo <= c.pct && c.pct <= f.hi);
-        let verdict = if c.resolved() && !noisy && !in_floor {
-            "resolved: the interval excludes 0 and the change lies outside the A/A interval"
-                .to_string()
-        } else if c.resolved() && noisy {
-            "the interval excludes 0, but so does the A/A control's: not resolvable".to_string()
-        } else if c.resolved() {
-            "the interval excludes 0, but the change lies inside the A/A control's interval: \
-             not resolvable"
-                .to_string()
-        } else {
-            format!(
-                "not resolvable at this noise: the interval is {:.1} points wide",
-                c.width()
-            )
-        };
-        let _ = writeln!(o, "v1 against v2: {} ({verdict}).", change_text(Some(c)));
-        if s == "fuse-strictlimit" {
-            let _ = writeln!(
-                o,
-                "Seed 000 reports about +3-4% for v1 on FUSE (its baseline is not stated).",
-            );
-        }
-        o.push('\n');
+    for pair in &roles.compare {
+        compare_pair(o, pair, &bw(&pair.a), &bw(&pair.b), s, noisy, floor);
     }
+}
+
+/// `a` against `b` on one scenario, judged against the A/A `floor`.
+fn compare_pair(
+    o: &mut String,
+    pair: &Comparison,
+    a: &[f64],
+    b: &[f64],
+    s: &str,
+    noisy: bool,
+    floor: Option<crate::analysis::stats::Change>,
+) {
+    let Some(c) = change(b, a) else {
+        return;
+    };
+    let in_floor = floor.is_some_and(|f| f.lo <= c.pct && c.pct <= f.hi);
+    let verdict = if c.resolved() && !noisy && !in_floor {
+        "resolved: the interval excludes 0 and the change lies outside the A/A interval".to_string()
+    } else if c.resolved() && noisy {
+        "the interval excludes 0, but so does the A/A control's: not resolvable".to_string()
+    } else if c.resolved() {
+        "the interval excludes 0, but the change lies inside the A/A control's interval: \
+         not resolvable"
+            .to_string()
+    } else {
+        format!(
+            "not resolvable at this noise: the interval is {:.1} points wide",
+            c.width()
+        )
+    };
+    let _ = writeln!(
+        o,
+        "{} against {}: {} ({verdict}).",
+        pair.a,
+        pair.b,
+        change_text(Some(c))
+    );
+    if let Some(claim) = pair.claims.get(s) {
+        let _ = writeln!(o, "{claim}");
+    }
+    o.push('\n');
 }
 
 /// 0-day style: base ±%stddev | %change | other ±%stddev | ... | metric.

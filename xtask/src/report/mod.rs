@@ -55,6 +55,18 @@ pub fn aa_name(variant: &str) -> String {
     format!("{variant}{}", crate::analysis::verdict::AA_SUFFIX)
 }
 
+/// The variant roles a session was run with; a session recorded before roles
+/// were kept is read with today's `patches/variants.toml`.
+pub fn session_roles(
+    session: &crate::results::session::Session,
+) -> anyhow::Result<crate::kernel::patch::Roles> {
+    use crate::kernel::patch::{Variants, VARIANTS_FILE};
+    match &session.roles {
+        Some(r) => Ok(r.clone()),
+        None => Ok(Variants::load(&crate::util::project_root().join(VARIANTS_FILE))?.roles),
+    }
+}
+
 /// Renders a results directory: `verdict.json`, `report.md` and the SVG plots.
 pub fn render(
     dir: &std::path::Path,
@@ -91,7 +103,14 @@ pub fn render(
             plots.push((format!("Time series, {s}"), file));
         }
     }
-    let md = markdown::markdown(session, records, &verdict, &plots, expected);
+    let md = markdown::markdown(
+        session,
+        records,
+        &verdict,
+        &plots,
+        expected,
+        &session_roles(session)?,
+    );
     crate::util::write_atomic(&dir.join("report.md"), md)?;
     Ok(verdict)
 }
@@ -108,6 +127,11 @@ mod tests {
         results::session::Session,
         util::testdir,
     };
+
+    /// The roles of the repository's variants file.
+    fn roles() -> crate::kernel::patch::Roles {
+        session_roles(&Session::default()).unwrap()
+    }
 
     fn records() -> Vec<RunRecord> {
         let mut out = Vec::new();
@@ -190,6 +214,7 @@ mod tests {
             &v,
             &[("Throughput per cell".into(), "throughput.svg".into())],
             &expected(),
+            &roles(),
         );
         assert!(
             md.contains(
@@ -256,7 +281,7 @@ mod tests {
             }
         }
         let v = crate::analysis::verdict::judge(&r, &expected(), &plan(&r, 3));
-        let md = markdown(&Session::default(), &r, &v, &[], &expected());
+        let md = markdown(&Session::default(), &r, &v, &[], &expected(), &roles());
         // v1 is +10% over v2 with an interval that excludes 0, but the same
         // kernel booted twice spreads over more than that.
         assert!(

@@ -5,6 +5,7 @@ use crate::{
     deps,
     guest::{job::Job, qemu::Accel},
     kernel::build as kernel,
+    kernel::patch as kernel_patch,
 };
 
 /// What produced a results directory (`session.json`).
@@ -30,6 +31,10 @@ pub struct Session {
     pub expected: Option<String>,
     /// Boots that produced no record, and why.
     pub failures: Vec<String>,
+    /// The variant roles of `patches/variants.toml` at the time; absent in
+    /// sessions recorded before they were kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub roles: Option<kernel_patch::Roles>,
 }
 
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]

@@ -13,6 +13,7 @@ use crate::{
     analysis::verdict::Class,
     deps,
     kernel::module,
+    kernel::patch::{Variants, VARIANTS_FILE},
     tasks::{matrix::QemuTest, module_stress::ModuleStress},
     util,
 };
@@ -87,16 +88,16 @@ impl Ci {
             "qemu-test --quick --scenario fuse-strictlimit (every variant)",
             || args::<QemuTest>(&["--quick", "--scenario", "fuse-strictlimit"])?.run(sh),
         )?;
+        let baseline = Variants::load(&util::project_root().join(VARIANTS_FILE))?
+            .roles
+            .baseline;
         step(
-            "the verdict says no: regressed on fuse-strictlimit against `ok`",
-            || live_negative(sh),
+            &format!("the verdict says no: {baseline} on fuse-strictlimit against `ok`"),
+            || live_negative(sh, &baseline),
         )?;
         step(
-            "module-stress (100 rmmod/insmod cycles under writers)",
-            || {
-                args::<ModuleStress>(&["--variant", "regressed", "--cycles", "100", "--no-build"])?
-                    .run(sh)
-            },
+            "module-stress (100 rmmod/insmod cycles under writers, a reader across rmmod)",
+            || args::<ModuleStress>(&["--cycles", "100", "--no-build"])?.run(sh),
         )?;
         eprintln!(
             "ci: all steps passed in {:.0} s",
@@ -125,24 +126,24 @@ pub fn parse_args<'a, T: clap::Args>(
     Ok(<One<T> as clap::Parser>::try_parse_from(argv)?.task)
 }
 
-/// A live run that must fail: regressed booted on fuse-strictlimit and judged
-/// against an expectations file that claims `ok` there. The verdict must fail,
-/// and for the right reason (that cell's class, not a broken boot).
-fn live_negative(sh: &Shell) -> Result<()> {
+/// A live run that must fail: the baseline booted on fuse-strictlimit and
+/// judged against an expectations file that claims `ok` there. The verdict must
+/// fail, and for the right reason (that cell's class, not a broken boot).
+fn live_negative(sh: &Shell, baseline: &str) -> Result<()> {
     let path = util::project_root().join(crate::analysis::verdict::EXPECTED_FILE);
     let text =
         std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
     let dir = util::target_dir().join("ci");
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let file = dir.join("expected-wrong.toml");
-    std::fs::write(&file, flip_regressed_fuse(&text)?)
+    std::fs::write(&file, flip_fuse(&text, baseline)?)
         .with_context(|| format!("writing {}", file.display()))?;
     let file = file.display().to_string();
     let out = args::<QemuTest>(&[
         "--quick",
         "--no-build",
         "--variant",
-        "regressed",
+        baseline,
         "--scenario",
         "fuse-strictlimit",
         "--expected",
@@ -150,7 +151,7 @@ fn live_negative(sh: &Shell) -> Result<()> {
     ])?
     .measure(sh)?;
     if out.passed() {
-        bail!("qemu-test passed a stalling regressed cell against an `ok` expectation");
+        bail!("qemu-test passed a stalling {baseline} cell against an `ok` expectation");
     }
     if !out.failures.is_empty() {
         bail!(
@@ -158,7 +159,7 @@ fn live_negative(sh: &Shell) -> Result<()> {
             out.failures
         );
     }
-    let cell = out.verdict.cells.iter().find(|c| c.variant == "regressed");
+    let cell = out.verdict.cells.iter().find(|c| c.variant == baseline);
     match cell {
         Some(c) if c.observed == Class::Stall && c.expected == Some(Class::Ok) => {
             eprintln!(
@@ -168,7 +169,7 @@ fn live_negative(sh: &Shell) -> Result<()> {
             );
             Ok(())
         }
-        _ => bail!("qemu-test failed, but not on the regressed cell's class: {cell:?}"),
+        _ => bail!("qemu-test failed, but not on the {baseline} cell's class: {cell:?}"),
     }
 }
 
@@ -189,9 +190,9 @@ fn guest_scripts() -> Result<Vec<std::path::PathBuf>> {
     Ok(files)
 }
 
-/// The expectations with `regressed = "stall"` of `[expect.fuse-strictlimit]`
+/// The expectations with `<baseline> = "stall"` of `[expect.fuse-strictlimit]`
 /// turned into `ok`.
-fn flip_regressed_fuse(text: &str) -> Result<String> {
+fn flip_fuse(text: &str, baseline: &str) -> Result<String> {
     let mut out = String::new();
     let mut in_table = false;
     let mut flipped = false;
@@ -199,8 +200,8 @@ fn flip_regressed_fuse(text: &str) -> Result<String> {
         if line.starts_with('[') {
             in_table = line.trim() == "[expect.fuse-strictlimit]";
         }
-        if in_table && line.trim() == "regressed = \"stall\"" {
-            out.push_str("regressed = \"ok\"\n");
+        if in_table && line.trim() == format!("{baseline} = \"stall\"") {
+            out.push_str(&format!("{baseline} = \"ok\"\n"));
             flipped = true;
         } else {
             out.push_str(line);
@@ -208,7 +209,7 @@ fn flip_regressed_fuse(text: &str) -> Result<String> {
         }
     }
     if !flipped {
-        bail!("qemu/expected.toml has no `regressed = \"stall\"` in [expect.fuse-strictlimit]");
+        bail!("qemu/expected.toml has no `{baseline} = \"stall\"` in [expect.fuse-strictlimit]");
     }
     Ok(out)
 }
@@ -229,7 +230,7 @@ mod tests {
     fn the_live_negative_flips_exactly_the_regressed_fuse_hypothesis() {
         let path = util::project_root().join(crate::analysis::verdict::EXPECTED_FILE);
         let text = std::fs::read_to_string(&path).unwrap();
-        let wrong = flip_regressed_fuse(&text).unwrap();
+        let wrong = flip_fuse(&text, "regressed").unwrap();
         let e = crate::analysis::verdict::Expected::parse(&wrong, &path).unwrap();
         assert_eq!(
             e.expect["fuse-strictlimit"]["regressed"],
@@ -239,6 +240,6 @@ mod tests {
             e.expect["memcg-ext4"]["regressed"],
             crate::analysis::verdict::Class::Stall
         );
-        assert!(flip_regressed_fuse("[expect.memcg-ext4]\nregressed = \"stall\"\n").is_err());
+        assert!(flip_fuse("[expect.memcg-ext4]\nregressed = \"stall\"\n", "regressed").is_err());
     }
 }

@@ -24,7 +24,7 @@ use crate::{
     },
     kernel::{
         build::Built,
-        patch::{Selection, Variants, VARIANTS_FILE},
+        patch::{Roles, Selection, Variants, VARIANTS_FILE},
         source::SourceArgs,
     },
     report,
@@ -201,6 +201,7 @@ impl QemuTest {
             expected_file: expected.0.display().to_string(),
             expected: Some(expected.1),
             failures: Vec::new(),
+            roles: None,
         }
     }
 
@@ -220,8 +221,9 @@ impl QemuTest {
         let (expected_file, expected_text, expected) = self.expectations()?;
         let runs = self.runs()?;
         self.check_aa()?;
+        let roles = Variants::load(&util::project_root().join(VARIANTS_FILE))?.roles;
         let mut built = self.guest.kernels(sh, &tc, &self.selection, &self.source)?;
-        if let Some(aa) = self.aa_variant(&built, runs)? {
+        if let Some(aa) = self.aa_variant(&built, runs, &roles)? {
             built.push(aa);
         }
         let machine = self.guest.machine();
@@ -235,6 +237,7 @@ impl QemuTest {
             &machine,
             (&expected_file, expected_text),
         );
+        session.roles = Some(roles.clone());
         session.harness = Some(harness_commit(sh));
         util::write_atomic(
             &dir.join("session.json"),
@@ -256,13 +259,15 @@ impl QemuTest {
     }
 
     /// The A/A control: the chosen variant again, under its own name.
-    fn aa_variant(&self, built: &[Built], runs: u32) -> Result<Option<Built>> {
+    fn aa_variant(&self, built: &[Built], runs: u32, roles: &Roles) -> Result<Option<Built>> {
         if self.no_aa || runs < 2 {
             return Ok(None);
         }
         let name = match &self.aa {
             Some(n) => n.clone(),
-            None if built.iter().any(|b| b.meta.variant == "upstream") => "upstream".into(),
+            None if built.iter().any(|b| b.meta.variant == roles.reference) => {
+                roles.reference.clone()
+            }
             None => return Ok(None),
         };
         let b = built

@@ -9,7 +9,10 @@ use xshell::Shell;
 use super::guest_args::GuestArgs;
 use crate::{
     guest::qemu::{self, Console},
-    kernel::source::SourceArgs,
+    kernel::{
+        patch::{Variants, VARIANTS_FILE},
+        source::SourceArgs,
+    },
     results::record,
     util,
 };
@@ -18,9 +21,9 @@ use crate::{
 /// mount, and fail on any kernel warning.
 #[derive(Debug, clap::Args)]
 pub struct ModuleStress {
-    /// The variant to boot. Default: regressed.
-    #[arg(long, value_name = "NAME", default_value = "regressed")]
-    pub variant: String,
+    /// The variant to boot. Default: the baseline of patches/variants.toml.
+    #[arg(long, value_name = "NAME")]
+    pub variant: Option<String>,
     /// rmmod/insmod cycles.
     #[arg(long, default_value_t = 100, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100000))]
     pub cycles: u32,
@@ -32,7 +35,15 @@ pub struct ModuleStress {
 
 impl ModuleStress {
     pub fn run(self, sh: &Shell) -> Result<()> {
-        let (b, initrd) = self.guest.one_variant(sh, &self.source, &self.variant)?;
+        let variant = match &self.variant {
+            Some(v) => v.clone(),
+            None => {
+                Variants::load(&util::project_root().join(VARIANTS_FILE))?
+                    .roles
+                    .baseline
+            }
+        };
+        let (b, initrd) = self.guest.one_variant(sh, &self.source, &variant)?;
         let dir = util::unique_dir(&util::target_dir().join("module-stress"))?;
         let console = dir.join("console.log");
         let params = vec![

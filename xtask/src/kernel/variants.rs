@@ -1,0 +1,364 @@
+//! The variants file (`patches/variants.toml`): which patches make each
+//! variant, what each variant is for (`[roles]`), and which variants a command
+//! selects (`--variant`, `--patch`).
+
+use std::{
+    collections::BTreeSet,
+    fs,
+    path::{Path, PathBuf},
+};
+
+use anyhow::{bail, Context, Result};
+use serde::Deserialize;
+
+use super::patch::Patch;
+use crate::util;
+
+/// The variants file, relative to the repository root.
+pub const VARIANTS_FILE: &str = "patches/variants.toml";
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct VariantsToml {
+    roles: Roles,
+    #[serde(rename = "variant")]
+    variants: Vec<VariantDef>,
+}
+
+/// What each variant is for (`[roles]` of the variants file): the one place
+/// that knows which variant shows the bug and which is the reference, so no
+/// code names a variant.
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Roles {
+    /// Shows the bug. `--patch FILE` builds on it, `module-stress` boots it by
+    /// default, and the report's first %change column compares against it.
+    pub baseline: String,
+    /// The fixed kernel as shipped: the report's second %change column, and the
+    /// variant the A/A control boots again by default.
+    pub reference: String,
+    /// Fixes whose difference the report quantifies against the A/A noise floor.
+    #[serde(default)]
+    pub compare: Vec<Comparison>,
+}
+
+/// `a` against `b`, with what others have claimed about it per scenario.
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Comparison {
+    pub a: String,
+    pub b: String,
+    /// scenario name → a sentence the report prints under the comparison.
+    #[serde(default)]
+    pub claims: std::collections::BTreeMap<String, String>,
+}
+
+impl Roles {
+    /// Every variant a role names, with the role.
+    fn named(&self) -> Vec<(&'static str, &str)> {
+        let mut out = vec![
+            ("baseline", self.baseline.as_str()),
+            ("reference", self.reference.as_str()),
+        ];
+        for c in &self.compare {
+            out.push(("compare.a", c.a.as_str()));
+            out.push(("compare.b", c.b.as_str()));
+        }
+        out
+    }
+}
+
+/// One `[[variant]]` entry of the variants file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VariantDef {
+    pub name: String,
+    pub description: String,
+    /// Patch files, relative to the variants file, applied in order.
+    pub patches: Vec<String>,
+}
+
+/// The parsed variants file.
+#[derive(Debug)]
+pub struct Variants {
+    pub path: PathBuf,
+    pub roles: Roles,
+    pub defs: Vec<VariantDef>,
+}
+
+/// A variant: a name and the patches that make it from the base tree.
+#[derive(Debug, Clone)]
+pub struct Variant {
+    pub name: String,
+    pub description: String,
+    pub patches: Vec<Patch>,
+}
+
+fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
+}
+
+impl Variants {
+    pub fn load(path: &Path) -> Result<Variants> {
+        let text = fs::read_to_string(path)
+            .with_context(|| format!("reading the variants file {}", path.display()))?;
+        let v = Variants::parse(&text, path)?;
+        let dir = path.parent().unwrap_or(Path::new("."));
+        for def in &v.defs {
+            for p in &def.patches {
+                if !dir.join(p).is_file() {
+                    bail!(
+                        "{}: variant `{}` lists patch `{p}`, but {} does not exist",
+                        path.display(),
+                        def.name,
+                        dir.join(p).display()
+                    );
+                }
+            }
+        }
+        Ok(v)
+    }
+
+    pub fn parse(text: &str, path: &Path) -> Result<Variants> {
+        let file: VariantsToml = toml::from_str(text).map_err(|e| {
+            anyhow::anyhow!(
+                "{} is not a valid variants file: {e}\nExpected a `[roles]` table (`baseline`, \
+                 `reference`, optional `compare`) and `[[variant]]` tables with `name`, `description` and `patches = [..]`",
+                path.display()
+            )
+        })?;
+        let mut seen = BTreeSet::new();
+        for def in &file.variants {
+            if !valid_name(&def.name) {
+                bail!(
+                    "{}: variant name `{}` must use only a-z, 0-9, `-` and `_` (it names directories)",
+                    path.display(),
+                    def.name
+                );
+            }
+            if !seen.insert(def.name.as_str()) {
+                bail!(
+                    "{}: variant `{}` is defined twice",
+                    path.display(),
+                    def.name
+                );
+            }
+        }
+        if file.variants.is_empty() {
+            bail!("{}: defines no [[variant]]", path.display());
+        }
+        for (role, name) in file.roles.named() {
+            if !seen.contains(name) {
+                bail!(
+                    "{}: [roles] {role} = `{name}` is not one of the variants ({})",
+                    path.display(),
+                    file.variants
+                        .iter()
+                        .map(|v| v.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+            }
+        }
+        Ok(Variants {
+            path: path.to_path_buf(),
+            roles: file.roles,
+            defs: file.variants,
+        })
+    }
+
+    pub fn names(&self) -> Vec<&str> {
+        self.defs.iter().map(|d| d.name.as_str()).collect()
+    }
+
+    fn def(&self, name: &str) -> Result<&VariantDef> {
+        self.defs.iter().find(|d| d.name == name).with_context(|| {
+            format!(
+                "unknown variant `{name}`; known variants ({}): {}",
+                self.path.display(),
+                self.names().join(", ")
+            )
+        })
+    }
+
+    /// Reads the patches of a named variant.
+    pub fn variant(&self, name: &str) -> Result<Variant> {
+        let def = self.def(name)?;
+        let dir = self.path.parent().unwrap_or(Path::new("."));
+        let patches = def
+            .patches
+            .iter()
+            .map(|p| Patch::read(&dir.join(p)))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Variant {
+            name: def.name.clone(),
+            description: def.description.clone(),
+            patches,
+        })
+    }
+
+    /// An ad-hoc variant: the baseline variant plus one patch file.
+    /// The name `--patch FILE` builds as: `patch-<file stem>`.
+    pub fn adhoc_name(&self, file: &Path) -> String {
+        let stem = file
+            .file_stem()
+            .map(|s| util::sanitize(&s.to_string_lossy().to_lowercase()))
+            .unwrap_or_default();
+        format!("patch-{stem}")
+    }
+
+    pub fn adhoc(&self, file: &Path) -> Result<Variant> {
+        let extra = Patch::read(file)?;
+        let name = self.adhoc_name(file);
+        if self.def(&name).is_ok() {
+            bail!(
+                "--patch {}: the name `{name}` is taken by a variant in {}; rename the file",
+                file.display(),
+                self.path.display()
+            );
+        }
+        let mut base = self.variant(&self.roles.baseline)?;
+        base.patches.push(extra);
+        Ok(Variant {
+            name,
+            description: format!("{} + {}", self.roles.baseline, file.display()),
+            patches: base.patches,
+        })
+    }
+}
+
+/// Which variants a command works on.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct Selection {
+    /// A variant from patches/variants.toml (repeatable). Default: all of them.
+    #[arg(long = "variant", value_name = "NAME")]
+    pub variants: Vec<String>,
+    /// Every variant in patches/variants.toml (the default when nothing is selected).
+    #[arg(long)]
+    pub all: bool,
+    /// An ad-hoc variant: the regressed state plus this patch (a plain diff or a
+    /// mail such as a `git format-patch` file or an -mm commit notice). Repeatable.
+    #[arg(long = "patch", value_name = "FILE")]
+    pub patches: Vec<PathBuf>,
+}
+
+impl Selection {
+    pub fn resolve(&self, variants: &Variants) -> Result<Vec<Variant>> {
+        let mut names: Vec<&str> = self.variants.iter().map(String::as_str).collect();
+        if self.all || (names.is_empty() && self.patches.is_empty()) {
+            names = variants.names();
+        }
+        let mut out: Vec<Variant> = Vec::new();
+        for name in names {
+            if !out.iter().any(|v| v.name == name) {
+                out.push(variants.variant(name)?);
+            }
+        }
+        for file in &self.patches {
+            let v = variants.adhoc(file)?;
+            if let Some(i) = self
+                .patches
+                .iter()
+                .position(|f| variants.adhoc_name(f) == v.name)
+            {
+                if self.patches[i] != *file {
+                    bail!(
+                        "--patch {} and --patch {} would both build as `{}`: rename one of the files",
+                        self.patches[i].display(),
+                        file.display(),
+                        v.name
+                    );
+                }
+            }
+            if out.iter().any(|o| o.name == v.name) {
+                bail!("--patch {} is given twice", file.display());
+            }
+            out.push(v);
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const VARIANTS: &str = r#"
+[roles]
+baseline = "regressed"
+reference = "upstream"
+[[variant]]
+name = "regressed"
+description = "r"
+patches = ["r.patch"]
+[[variant]]
+name = "upstream"
+description = "u"
+patches = []
+"#;
+
+    #[test]
+    fn variants_file_parses_in_order() {
+        let v = Variants::parse(VARIANTS, Path::new("v.toml")).unwrap();
+        assert_eq!(v.names(), ["regressed", "upstream"]);
+        assert_eq!(v.roles.baseline, "regressed");
+        assert_eq!(v.roles.reference, "upstream");
+        assert!(v.roles.compare.is_empty());
+        assert_eq!(v.defs[0].patches, ["r.patch"]);
+    }
+
+    #[test]
+    fn variants_file_errors_say_what_to_fix() {
+        let cases = [
+            (
+                VARIANTS.replace("name = \"upstream\"", "name = \"regressed\""),
+                "defined twice",
+            ),
+            (
+                VARIANTS.replace("baseline = \"regressed\"", "baseline = \"v9\""),
+                "[roles] baseline = `v9` is not one of the variants (regressed, upstream)",
+            ),
+            (
+                VARIANTS.replace(
+                    "reference = \"upstream\"",
+                    "reference = \"upstream\"\n[[roles.compare]]\na = \"v1\"\nb = \"upstream\"",
+                ),
+                "[roles] compare.a = `v1` is not one of",
+            ),
+            (
+                VARIANTS.replace("[roles]", "[rolez]"),
+                "unknown field `rolez`",
+            ),
+            (
+                VARIANTS.replace("name = \"upstream\"", "name = \"Up Stream\""),
+                "must use only",
+            ),
+            (
+                VARIANTS.replace("description = \"u\"", "descripton = \"u\""),
+                "unknown field",
+            ),
+            (
+                "[[variant]]\nname = \"x\"\ndescription = \"x\"\npatches = []\n".to_string(),
+                "missing field `roles`",
+            ),
+        ];
+        for (text, want) in cases {
+            let e = format!(
+                "{:#}",
+                Variants::parse(&text, Path::new("v.toml")).unwrap_err()
+            );
+            assert!(e.contains(want), "want {want:?} in {e}");
+        }
+    }
+
+    #[test]
+    fn unknown_variant_lists_the_known_ones() {
+        let v = Variants::parse(VARIANTS, Path::new("patches/variants.toml")).unwrap();
+        let e = v.variant("v7").unwrap_err().to_string();
+        assert!(e.contains("unknown variant `v7`"), "{e}");
+        assert!(e.contains("regressed, upstream"), "{e}");
+    }
+}
