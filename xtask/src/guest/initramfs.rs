@@ -206,21 +206,12 @@ fn items(sh: &Shell) -> Result<Vec<Item>> {
     ];
     for sub in ["scenarios", "jobs"] {
         let d = root.join("qemu").join(sub);
-        let mut names: Vec<PathBuf> = fs::read_dir(&d)
-            .with_context(|| format!("listing {}", d.display()))?
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| p.is_file())
-            .collect();
-        names.sort();
-        for p in names {
-            let name = p
-                .file_name()
-                .unwrap_or_default()
-                .to_string_lossy()
-                .into_owned();
+        let mut files = Vec::new();
+        tree_files(&d, &d, &mut files)?;
+        files.sort();
+        for (rel, p) in files {
             items.push(Item {
-                dest: format!("wbstall/{sub}/{name}"),
+                dest: format!("wbstall/{sub}/{rel}"),
                 perm: 0o644,
                 src: p,
             });
@@ -304,6 +295,20 @@ pub fn base(sh: &Shell) -> Result<PathBuf> {
 
 /// The initramfs of one variant: the base archive followed by one holding
 /// `/lib/modules/wbstall.ko`.
+/// Every file below `dir`, as (path relative to `base`, path).
+fn tree_files(base: &Path, dir: &Path, out: &mut Vec<(String, PathBuf)>) -> Result<()> {
+    for e in fs::read_dir(dir).with_context(|| format!("listing {}", dir.display()))? {
+        let p = e?.path();
+        if p.is_dir() {
+            tree_files(base, &p, out)?;
+        } else if p.is_file() {
+            let rel = p.strip_prefix(base).unwrap_or(&p).display().to_string();
+            out.push((rel, p));
+        }
+    }
+    Ok(())
+}
+
 pub fn for_variant(base: &Path, variant: &str, module: &Path) -> Result<PathBuf> {
     let mut overlay = Newc::new(Vec::new());
     let ko = fs::read(module).with_context(|| format!("reading {}", module.display()))?;

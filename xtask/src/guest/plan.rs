@@ -137,7 +137,7 @@ mod tests {
 
     #[test]
     fn runs_are_interleaved_abba() {
-        let order: Vec<(u32, &str)> = abba(&["a", "b"], &scenario::ALL[..1], 3)
+        let order: Vec<(u32, &str)> = abba(&["a", "b"], &scenario::all().unwrap()[..1], 3)
             .into_iter()
             .map(|(run, v, _)| (run, *v))
             .collect();
@@ -155,7 +155,7 @@ mod tests {
                 meta: Default::default(),
             },
             initrd: PathBuf::from("i"),
-            scenario: scenario::ALL[0],
+            scenario: scenario::all().unwrap()[0],
             run: 0,
             job: Job {
                 size: "1G".into(),

@@ -1,7 +1,16 @@
-//! The scenarios `qemu-test` can run. Each is a script in `qemu/scenarios/`
-//! (sourced by the guest's init); here is what the host needs to know of it.
+//! The scenarios. Each is a folder `qemu/scenarios/<name>/`: `scenario.toml`
+//! (what it is, its defaults: disk, fio file size, dirty limits, ...) and
+//! `run.sh` (the guest script, sourced by init). Its expectations are in
+//! `qemu/expected.toml`. Adding a scenario touches no Rust: a folder and its
+//! expectations.
 
-use anyhow::{bail, Result};
+use std::{collections::BTreeMap, fs, path::Path, sync::OnceLock};
+
+use anyhow::{bail, Context, Result};
+use serde::Deserialize;
+
+/// The scenarios' folder, relative to the repository root.
+pub const DIR: &str = "qemu/scenarios";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Scenario {
@@ -21,88 +30,118 @@ pub struct Scenario {
     pub params: &'static [(&'static str, &'static str)],
 }
 
-/// The controls' global dirty limits (vm.dirty_bytes, vm.dirty_background_bytes),
-/// below each control's file set (1G on FUSE, 64M on ext4), so that the global
-/// domain throttles the writers, and its own check (nr_dirty > bg_thresh), which
-/// every variant has, must start writeback. A control whose writers were never
-/// throttled proves nothing (its cells are then `idle`).
-///
-/// Measured here under TCG (quick runs): at 32M/16M no FUSE writer and few ext4
-/// writers were ever throttled. On ext4, tighter limits throttle more, but then
-/// regressed and v1 take some stall sleeps in the global domain too: their check
-/// (`nr_dirty > bg_thresh && !writeback_in_progress(wb)`) is skipped while a
-/// flusher pass is finishing, and the writer then sleeps with none running. v2
-/// and upstream, which start writeback right before sleeping, take none. At 4M/2M
-/// that cost regressed and v1 0.4-0.8% of writer time, at 8M/4M up to 0.9% (the
-/// ok threshold is 1%), at 16M/8M 0-0.6% while every run was still throttled;
-/// 16M/4M (a wider gap between the start and the throttle point) left most runs
-/// unthrottled. On FUSE the race did not show even at 4M/2M.
-const FUSE_GLOBAL_THROTTLE: &[(&str, &str)] = &[
-    ("dirty_bytes", "4194304"),
-    ("dirty_background_bytes", "2097152"),
-];
-const EXT4_GLOBAL_THROTTLE: &[(&str, &str)] = &[
-    ("dirty_bytes", "16777216"),
-    ("dirty_background_bytes", "8388608"),
-];
+/// `scenario.toml`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScenarioToml {
+    /// Where the scenario comes in plans and reports (lowest first).
+    order: u32,
+    /// false: not a measurement (module-stress's cycles); qemu-test never runs it.
+    #[serde(default = "yes")]
+    measured: bool,
+    what: String,
+    disk: bool,
+    verify: bool,
+    strictlimit: bool,
+    size: String,
+    #[serde(default)]
+    params: BTreeMap<String, String>,
+}
 
-pub const ALL: &[Scenario] = &[
-    Scenario {
-        name: "fuse-strictlimit",
-        what: "seed fio job on a writeback-cache FUSE mount (strict_limit=1, max_ratio=1)",
-        disk: false,
-        verify: true,
-        strictlimit: true,
-        // 4 x 256M = 1G, overwritten in place: the file set fits in a 2 GiB
-        // guest, so page reclaim (which wakes the flusher itself and, under
-        // TCG, makes atomic allocations in the writeback path fail) stays out
-        // of the measurement.
-        size: "256M",
-        params: &[],
-    },
-    Scenario {
-        name: "fuse-nostrict",
-        what: "the same FUSE mount with strict_limit=0 and global dirty limits of 4M/2M: \
-               the control (the global domain throttles)",
-        disk: false,
-        verify: false,
-        strictlimit: false,
-        size: "256M",
-        params: FUSE_GLOBAL_THROTTLE,
-    },
-    Scenario {
-        name: "memcg-ext4",
-        what: "ext4 on virtio-blk, writers in a cgroup with memory.max=128M (file set 64M)",
-        disk: true,
-        verify: false,
-        strictlimit: false,
-        // 4 x 16M = 64M, overwritten in place. The memcg's dirty threshold is
-        // about 20% of memory.max (25 MB), so its limits bind; the file set is
-        // half of memory.max, so reclaim at the limit (which would wake the
-        // flusher) never starts; and it is a third of the global background
-        // threshold of a 2 GiB guest (184 MB), so the global check, which all
-        // variants have, can never start writeback either.
-        size: "16M",
-        params: &[("memcg_max", "128M")],
-    },
-    Scenario {
-        name: "ext4-global",
-        what: "the same ext4 disk and job with no memcg limit and global dirty limits of \
-               8M/4M: the control (the global domain throttles)",
-        disk: true,
-        verify: false,
-        strictlimit: false,
-        size: "16M",
-        params: EXT4_GLOBAL_THROTTLE,
-    },
-];
+fn yes() -> bool {
+    true
+}
 
+/// A scenario name is a directory name and a kernel parameter value.
+fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+}
+
+/// Every scenario under `dir`, in `order`, with whether it is measured.
+/// The registry lives for the whole process, so its text is leaked once.
+pub fn load_dir(dir: &Path) -> Result<Vec<(Scenario, bool)>> {
+    let leak = |s: String| -> &'static str { Box::leak(s.into_boxed_str()) };
+    let mut out = Vec::new();
+    let mut entries: Vec<_> = fs::read_dir(dir)
+        .with_context(|| format!("listing {}", dir.display()))?
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    entries.sort();
+    for path in entries {
+        let name = crate::util::file_name(&path);
+        if !path.is_dir() {
+            bail!(
+                "{}: only scenario folders belong in {} (each with scenario.toml and run.sh)",
+                path.display(),
+                dir.display()
+            );
+        }
+        if !valid_name(&name) {
+            bail!(
+                "{}: a scenario name uses only a-z, 0-9 and `-`",
+                path.display()
+            );
+        }
+        let toml_path = path.join("scenario.toml");
+        let text = fs::read_to_string(&toml_path)
+            .with_context(|| format!("reading {} (every scenario has one)", toml_path.display()))?;
+        let t: ScenarioToml = toml::from_str(&text)
+            .with_context(|| format!("{} is not a valid scenario.toml", toml_path.display()))?;
+        if !path.join("run.sh").is_file() {
+            bail!("{}: no run.sh (the guest script)", path.display());
+        }
+        let params: Vec<(&'static str, &'static str)> = t
+            .params
+            .into_iter()
+            .map(|(k, v)| (leak(k), leak(v)))
+            .collect();
+        let scenario = Scenario {
+            name: leak(name),
+            what: leak(t.what),
+            disk: t.disk,
+            verify: t.verify,
+            strictlimit: t.strictlimit,
+            size: leak(t.size),
+            params: Box::leak(params.into_boxed_slice()),
+        };
+        out.push((t.order, scenario, t.measured));
+    }
+    out.sort_by_key(|(order, s, _)| (*order, s.name));
+    Ok(out.into_iter().map(|(_, s, m)| (s, m)).collect())
+}
+
+/// Every scenario of the repository, measured or not.
+fn registry() -> Result<&'static [(Scenario, bool)]> {
+    static ALL: OnceLock<std::result::Result<Vec<(Scenario, bool)>, String>> = OnceLock::new();
+    ALL.get_or_init(|| {
+        load_dir(&crate::util::project_root().join(DIR)).map_err(|e| format!("{e:#}"))
+    })
+    .as_ref()
+    .map(Vec::as_slice)
+    .map_err(|e| anyhow::anyhow!("{e}"))
+}
+
+/// The scenarios qemu-test measures, in order.
+pub fn all() -> Result<Vec<Scenario>> {
+    Ok(registry()?
+        .iter()
+        .filter(|(_, m)| *m)
+        .map(|(s, _)| *s)
+        .collect())
+}
+
+/// A measured scenario by name.
 pub fn by_name(name: &str) -> Result<Scenario> {
-    match ALL.iter().find(|s| s.name == name) {
+    let all = all()?;
+    match all.iter().find(|s| s.name == name) {
         Some(s) => Ok(*s),
         None => bail!(
-            "unknown scenario `{name}`; known scenarios: {}",
-            ALL.iter().map(|s| s.name).collect::<Vec<_>>().join(", ")
+            "unknown scenario `{name}`; known scenarios ({DIR}): {}",
+            all.iter().map(|s| s.name).collect::<Vec<_>>().join(", ")
         ),
     }
 }
@@ -110,7 +149,7 @@ pub fn by_name(name: &str) -> Result<Scenario> {
 /// The selected scenarios, all by default.
 pub fn select(names: &[String]) -> Result<Vec<Scenario>> {
     if names.is_empty() {
-        return Ok(ALL.to_vec());
+        return all();
     }
     names.iter().map(|n| by_name(n)).collect()
 }
@@ -120,18 +159,43 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_scenario_has_a_guest_script() {
-        for s in ALL {
+    fn the_repository_scenarios_load_in_order() {
+        let names: Vec<&str> = all().unwrap().iter().map(|s| s.name).collect();
+        assert_eq!(
+            names,
+            [
+                "fuse-strictlimit",
+                "fuse-nostrict",
+                "memcg-ext4",
+                "ext4-global"
+            ]
+        );
+        let memcg = by_name("memcg-ext4").unwrap();
+        assert!(memcg.disk && !memcg.strictlimit);
+        assert_eq!(memcg.params, [("memcg_max", "128M")]);
+        // module-stress's scenario is there, but never measured.
+        assert!(registry()
+            .unwrap()
+            .iter()
+            .any(|(s, m)| s.name == "module-cycles" && !m));
+        assert!(by_name("module-cycles").is_err());
+    }
+
+    #[test]
+    fn every_scenario_script_defines_or_sources_scenario_run() {
+        for (s, _) in registry().unwrap() {
             let path = crate::util::project_root()
-                .join("qemu/scenarios")
-                .join(format!("{}.sh", s.name));
-            let text = std::fs::read_to_string(&path)
-                .unwrap_or_else(|_| panic!("{} missing", path.display()));
-            // It defines scenario_run, or builds on a scenario that does.
+                .join(DIR)
+                .join(s.name)
+                .join("run.sh");
+            let text = fs::read_to_string(&path).unwrap();
             let base = text
                 .lines()
                 .find_map(|l| l.strip_prefix(". /wbstall/scenarios/"))
-                .map(|f| std::fs::read_to_string(path.with_file_name(f)).unwrap_or_default());
+                .map(|f| {
+                    fs::read_to_string(crate::util::project_root().join(DIR).join(f))
+                        .unwrap_or_default()
+                });
             assert!(
                 text.contains("scenario_run()")
                     || base.is_some_and(|b| b.contains("scenario_run()")),
@@ -142,12 +206,42 @@ mod tests {
     }
 
     #[test]
+    fn a_bad_scenario_folder_is_an_error_that_names_it() {
+        let t = crate::util::testdir::Dir::new("scenarios");
+        let d = t.path().join("nfs-wb");
+        fs::create_dir_all(&d).unwrap();
+        let e = format!("{:#}", load_dir(t.path()).unwrap_err());
+        assert!(
+            e.contains("nfs-wb/scenario.toml") && e.contains("every scenario has one"),
+            "{e}"
+        );
+        fs::write(
+            d.join("scenario.toml"),
+            "order = 1\nwhat = \"x\"\ndisk = false\nverify = false\nstrictlimit = false\nsize = \"1M\"\n",
+        )
+        .unwrap();
+        let e = format!("{:#}", load_dir(t.path()).unwrap_err());
+        assert!(e.contains("no run.sh"), "{e}");
+        fs::write(d.join("run.sh"), "scenario_run() { :; }\n").unwrap();
+        fs::write(d.join("scenario.toml"), "order = 1\nwaht = \"x\"\n").unwrap();
+        let e = format!("{:#}", load_dir(t.path()).unwrap_err());
+        assert!(
+            e.contains("not a valid scenario.toml") && e.contains("unknown field"),
+            "{e}"
+        );
+        fs::write(t.path().join("stray.sh"), "").unwrap();
+        fs::remove_dir_all(&d).unwrap();
+        let e = format!("{:#}", load_dir(t.path()).unwrap_err());
+        assert!(e.contains("only scenario folders"), "{e}");
+    }
+
+    #[test]
     fn unknown_scenarios_list_the_known_ones() {
         let e = by_name("nfs").unwrap_err().to_string();
         assert!(
             e.contains("unknown scenario `nfs`") && e.contains("fuse-strictlimit"),
             "{e}"
         );
-        assert_eq!(select(&[]).unwrap().len(), ALL.len());
+        assert_eq!(select(&[]).unwrap().len(), all().unwrap().len());
     }
 }

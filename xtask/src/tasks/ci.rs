@@ -173,7 +173,8 @@ fn live_negative(sh: &Shell, baseline: &str) -> Result<()> {
     }
 }
 
-/// The guest's shell scripts, for shellcheck.
+/// The guest's shell scripts, for shellcheck: init, lib.sh and every
+/// scenario's run.sh.
 fn guest_scripts() -> Result<Vec<std::path::PathBuf>> {
     let qemu = util::project_root().join("qemu");
     let mut files = vec![qemu.join("init"), qemu.join("lib.sh")];
@@ -181,9 +182,9 @@ fn guest_scripts() -> Result<Vec<std::path::PathBuf>> {
     for e in
         std::fs::read_dir(&scenarios).with_context(|| format!("listing {}", scenarios.display()))?
     {
-        let p = e?.path();
-        if p.extension().is_some_and(|x| x == "sh") {
-            files.push(p);
+        let run = e?.path().join("run.sh");
+        if run.is_file() {
+            files.push(run);
         }
     }
     files.sort();
