@@ -1,5 +1,7 @@
-//! Stage 4, the analysis: statistics over runs (`stats`) and the verdict
-//! against `qemu/expected.toml` (`verdict`).
+//! Stage 4, the analysis: the registry of reported metrics (`metrics`),
+//! statistics over runs (`stats`) and the verdict against `qemu/expected.toml`
+//! (`verdict`).
 
+pub mod metrics;
 pub mod stats;
 pub mod verdict;

@@ -7,69 +7,13 @@ use std::fmt::Write;
 use super::{axes, cell, num, terminal::ratio_text};
 use crate::{
     analysis::{
+        metrics,
         stats::{change, mean, stddev},
         verdict::{median, Expected, Verdict},
     },
     kernel::patch::{Comparison, Roles},
     results::{record::RunRecord, session::Session},
 };
-
-type Metric = (&'static str, fn(&RunRecord) -> Option<f64>);
-
-/// The rows of the 0-day style table: throughput, then the mechanism.
-const METRICS: &[Metric] = &[
-    ("fio.write_bw_MiB/s", |r| Some(r.fio.bw_mib_s)),
-    ("fio.write_iops", |r| Some(r.fio.iops)),
-    ("fio.clat_p99_ms", |r| {
-        r.fio.clat_at(99.0).map(|v| v / 1000.0)
-    }),
-    ("fio.clat_max_ms", |r| Some(r.fio.clat_max_us / 1000.0)),
-    ("wbstall.stall_share_%", |r| Some(r.stall_fraction * 100.0)),
-    ("wbstall.stall_sleeps", |r| {
-        Some(r.mechanism.stall_sleeps as f64)
-    }),
-    ("wbstall.stall_ms", |r| Some(r.mechanism.stall_ms as f64)),
-    ("wbstall.idle_sleeps", |r| {
-        Some(r.mechanism.idle_sleeps as f64)
-    }),
-    ("wbstall.throttle_sleeps", |r| {
-        Some(r.mechanism.throttle_sleeps as f64)
-    }),
-    ("wbstall.throttle_events", |r| {
-        Some(r.mechanism.throttle_events as f64)
-    }),
-    ("wbstall.pause_ms", |r| Some(r.mechanism.pause_ms as f64)),
-    ("wbstall.max_pause_ms", |r| {
-        Some(r.mechanism.max_pause_ms as f64)
-    }),
-    ("wbstall.bg_starts", |r| Some(r.mechanism.bg_starts as f64)),
-    ("wbstall.work_background", |r| {
-        Some(r.mechanism.work_background as f64)
-    }),
-    ("wbstall.work_periodic", |r| {
-        Some(r.mechanism.work_periodic as f64)
-    }),
-    ("vmstat.nr_dirtied", |r| {
-        r.vmstat_delta.get("nr_dirtied").map(|&v| v as f64)
-    }),
-    ("vmstat.nr_written", |r| {
-        r.vmstat_delta.get("nr_written").map(|&v| v as f64)
-    }),
-    ("tracefs.writeback_wake_background", |r| {
-        Some(r.witness.bg_starts as f64)
-    }),
-    ("tracefs.balance_dirty_pages", |r| {
-        Some(r.witness.throttle_events as f64)
-    }),
-    ("tracefs.balance_dirty_pages_pause>0", |r| {
-        Some(r.witness.throttle_sleeps as f64)
-    }),
-    ("bdi.BdiWritten_kB", |r| Some(r.bdi_written_kb as f64)),
-];
-
-fn values(runs: &[&RunRecord], f: fn(&RunRecord) -> Option<f64>) -> Vec<f64> {
-    runs.iter().filter_map(|r| f(r)).collect()
-}
 
 fn pct(v: f64) -> String {
     if v.abs() >= 1000.0 {
@@ -354,7 +298,9 @@ fn compare_pair(
     o.push('\n');
 }
 
-/// 0-day style: base ±%stddev | %change | other ±%stddev | ... | metric.
+/// 0-day style: base ±%stddev | %change | other ±%stddev | ... | metric, one
+/// row per metric of the registry, aggregated by its kind (harmonic mean for
+/// rates); a `*` marks a %change whose bootstrap 95% interval excludes 0.
 fn zero_day_table(o: &mut String, records: &[RunRecord], s: &str, main: &[&String]) {
     let base = main.first().map(|v| v.as_str()).unwrap_or("");
     let _ = write!(o, "| {base} ±%stddev |");
@@ -367,13 +313,11 @@ fn zero_day_table(o: &mut String, records: &[RunRecord], s: &str, main: &[&Strin
     }
     o.push_str("---|\n");
     let base_runs = cell(records, base, s);
-    for (name, f) in METRICS {
-        let b = values(&base_runs, *f);
-        let cellfmt = |x: &[f64]| {
-            if x.is_empty() {
-                "-".to_string()
-            } else {
-                let m = mean(x);
+    for metric in metrics::ALL {
+        let b = metric.values(&base_runs);
+        let cellfmt = |x: &[f64]| match metric.kind.aggregate(x) {
+            None => "-".to_string(),
+            Some(m) => {
                 let sd = if m != 0.0 {
                     stddev(x) / m.abs() * 100.0
                 } else {
@@ -384,15 +328,15 @@ fn zero_day_table(o: &mut String, records: &[RunRecord], s: &str, main: &[&Strin
         };
         let _ = write!(o, "| {} |", cellfmt(&b));
         for v in main.iter().skip(1) {
-            let x = values(&cell(records, v, s), *f);
-            let ch = if b.is_empty() || x.is_empty() || mean(&b) == 0.0 {
-                "-".to_string()
-            } else {
-                pct((mean(&x) / mean(&b) - 1.0) * 100.0)
+            let x = metric.values(&cell(records, v, s));
+            let ch = match metrics::change(metric, &b, &x) {
+                Some((p, true)) => format!("{}*", pct(p)),
+                Some((p, false)) => pct(p),
+                None => "-".to_string(),
             };
             let _ = write!(o, " {ch} | {} |", cellfmt(&x));
         }
-        let _ = writeln!(o, " {name} |");
+        let _ = writeln!(o, " {} |", metric.key);
     }
 }
 

@@ -9,7 +9,10 @@ use anyhow::{anyhow, Result};
 use plotters::{coord::Shift, prelude::*};
 
 use crate::{
-    analysis::stats::{mean, mean_ci},
+    analysis::{
+        metrics,
+        stats::{mean, mean_ci},
+    },
     report,
     results::record::RunRecord,
     results::samples,
@@ -31,6 +34,29 @@ fn err<E: std::fmt::Debug>(e: E) -> anyhow::Error {
 /// Throughput per variant, one panel per scenario: every run as a dot, the mean
 /// with its bootstrap 95% interval as a whisker. Log scale: a stall is orders
 /// of magnitude, not percent.
+/// Per variant (by index), the runs' bandwidths in one scenario, floored for
+/// the log axis.
+fn bandwidths(
+    records: &[RunRecord],
+    variants: &[String],
+    scenario: &str,
+    bw: &metrics::Metric,
+) -> Vec<(usize, Vec<f64>)> {
+    variants
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            let bws = records
+                .iter()
+                .filter(|r| &r.variant == v && r.scenario == scenario)
+                .filter_map(|r| (bw.extract)(r))
+                .map(|x| x.max(0.01))
+                .collect();
+            (i, bws)
+        })
+        .collect()
+}
+
 pub fn throughput(records: &[RunRecord], out: &Path) -> Result<()> {
     let (variants, scenarios) = report::axes(records);
     let panel_h = 300u32;
@@ -38,25 +64,15 @@ pub fn throughput(records: &[RunRecord], out: &Path) -> Result<()> {
         SVGBackend::new(out, (900, panel_h * scenarios.len().max(1) as u32)).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
     let panels = root.split_evenly((scenarios.len().max(1), 1));
+    let bw = metrics::get("fio.write_bw_MiB/s");
     for (scenario, area) in scenarios.iter().zip(panels.iter()) {
-        let cells: Vec<(usize, Vec<f64>)> = variants
-            .iter()
-            .enumerate()
-            .map(|(i, v)| {
-                let bws = records
-                    .iter()
-                    .filter(|r| &r.variant == v && &r.scenario == scenario)
-                    .map(|r| r.fio.bw_mib_s.max(0.01))
-                    .collect();
-                (i, bws)
-            })
-            .collect();
+        let cells = bandwidths(records, &variants, scenario, bw);
         let all: Vec<f64> = cells.iter().flat_map(|(_, v)| v.iter().copied()).collect();
         let hi = all.iter().copied().fold(1.0f64, f64::max) * 2.0;
         let lo = all.iter().copied().fold(hi, f64::min).min(1.0) / 2.0;
         let mut chart = ChartBuilder::on(area)
             .caption(
-                format!("{scenario}: fio write bandwidth (MiB/s, log)"),
+                format!("{scenario}: fio write bandwidth ({}, log)", bw.unit),
                 ("sans-serif", 18),
             )
             .margin(10)
@@ -182,6 +198,10 @@ fn panel(
     points: &[samples::Point],
     scenario: &str,
 ) -> Result<()> {
+    let (bw, share) = (
+        metrics::get("fio.write_bw_MiB/s"),
+        metrics::get("wbstall.stall_share_%"),
+    );
     let t_max = points.last().map_or(1.0, |p| p.t).max(1.0);
     let y_max = points
         .iter()
@@ -196,11 +216,12 @@ fn panel(
     let mut chart = ChartBuilder::on(area)
         .caption(
             format!(
-                "{} / {}: {} MiB/s, stall share {:.1}%",
+                "{} / {}: {} {}, stall share {:.1}%",
                 r.variant,
                 scenario,
-                report::num(r.fio.bw_mib_s),
-                r.stall_fraction * 100.0
+                (bw.extract)(r).map_or("-".into(), report::num),
+                bw.unit,
+                (share.extract)(r).unwrap_or(f64::NAN)
             ),
             ("sans-serif", 16),
         )

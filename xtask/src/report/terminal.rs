@@ -3,7 +3,7 @@
 
 use super::{axes, cell, med, num};
 use crate::{
-    analysis::verdict::Verdict,
+    analysis::{metrics, verdict::median, verdict::Verdict},
     results::{debugfs, record::RunRecord},
 };
 
@@ -21,51 +21,63 @@ fn snap_value(c: &[&RunRecord], key: &str) -> String {
     }
 }
 
-type Row = (&'static str, fn(&[&RunRecord]) -> String);
+/// A row of the table: a metric of the registry (its label, the median of
+/// the runs), or a line of text made from the runs.
+enum Row {
+    Metric(&'static str),
+    Text(&'static str, fn(&[&RunRecord]) -> String),
+}
 
+impl Row {
+    fn label(&self) -> &'static str {
+        match self {
+            Row::Metric(key) => metrics::get(key).label,
+            Row::Text(label, _) => label,
+        }
+    }
+
+    fn value(&self, c: &[&RunRecord]) -> String {
+        match self {
+            Row::Text(_, f) => f(c),
+            Row::Metric(key) => {
+                let m = metrics::get(key);
+                let v = m.values(c);
+                if v.is_empty() {
+                    return "-".into();
+                }
+                match m.kind {
+                    metrics::Kind::Share => format!("{:.1}{}", median(&v), m.unit),
+                    _ => num(median(&v)),
+                }
+            }
+        }
+    }
+}
+
+/// The rows, medians over the runs of a cell.
 const ROWS: &[Row] = &[
-    ("runs", |c| c.len().to_string()),
-    ("write MiB/s (median)", |c| num(med(c, |r| r.fio.bw_mib_s))),
-    ("IOPS", |c| num(med(c, |r| r.fio.iops))),
-    ("clat p50 ms", |c| {
-        num(med(c, |r| r.fio.clat_at(50.0).unwrap_or(0.0) / 1000.0))
-    }),
-    ("clat p99 ms", |c| {
-        num(med(c, |r| r.fio.clat_at(99.0).unwrap_or(0.0) / 1000.0))
-    }),
-    ("clat max ms", |c| {
-        num(med(c, |r| r.fio.clat_max_us / 1000.0))
-    }),
-    ("stall share of writer time", |c| {
-        format!("{:.1}%", med(c, |r| r.stall_fraction) * 100.0)
-    }),
-    ("stall_sleeps", |c| {
-        num(med(c, |r| r.mechanism.stall_sleeps as f64))
-    }),
-    ("idle_sleeps", |c| {
-        num(med(c, |r| r.mechanism.idle_sleeps as f64))
-    }),
-    ("throttle_sleeps", |c| {
-        num(med(c, |r| r.mechanism.throttle_sleeps as f64))
-    }),
-    ("throttle_events", |c| {
-        num(med(c, |r| r.mechanism.throttle_events as f64))
-    }),
-    ("stall_ms", |c| num(med(c, |r| r.mechanism.stall_ms as f64))),
-    ("max_pause_ms", |c| {
-        num(med(c, |r| r.mechanism.max_pause_ms as f64))
-    }),
-    ("bg_starts", |c| {
-        num(med(c, |r| r.mechanism.bg_starts as f64))
-    }),
-    ("witness bg_starts/throttle_sleeps", |c| {
+    Row::Text("runs (medians below)", |c| c.len().to_string()),
+    Row::Metric("fio.write_bw_MiB/s"),
+    Row::Metric("fio.write_iops"),
+    Row::Metric("fio.clat_p50_ms"),
+    Row::Metric("fio.clat_p99_ms"),
+    Row::Metric("fio.clat_max_ms"),
+    Row::Metric("wbstall.stall_share_%"),
+    Row::Metric("wbstall.stall_sleeps"),
+    Row::Metric("wbstall.idle_sleeps"),
+    Row::Metric("wbstall.throttle_sleeps"),
+    Row::Metric("wbstall.throttle_events"),
+    Row::Metric("wbstall.stall_ms"),
+    Row::Metric("wbstall.max_pause_ms"),
+    Row::Metric("wbstall.bg_starts"),
+    Row::Text("witness bg_starts/throttle_sleeps", |c| {
         format!(
             "{}/{}",
             num(med(c, |r| r.witness.bg_starts as f64)),
             num(med(c, |r| r.witness.throttle_sleeps as f64))
         )
     }),
-    ("witness agrees (runs, no slack)", |c| {
+    Row::Text("witness agrees (runs, no slack)", |c| {
         let t = crate::results::witness::Tolerance { abs: 0, rel: 0.0 };
         let exact = c
             .iter()
@@ -73,27 +85,27 @@ const ROWS: &[Row] = &[
             .count();
         format!("{exact}/{} exact", c.len())
     }),
-    ("written back MiB (BdiWritten)", |c| {
+    Row::Text("written back MiB (BdiWritten)", |c| {
         num(med(c, |r| r.bdi_written_kb as f64 / 1024.0))
     }),
-    ("work background/periodic", |c| {
+    Row::Text("work background/periodic", |c| {
         format!(
             "{}/{}",
             num(med(c, |r| r.mechanism.work_background as f64)),
             num(med(c, |r| r.mechanism.work_periodic as f64))
         )
     }),
-    ("wb_thresh/wb_bg_thresh pages", |c| {
+    Row::Text("wb_thresh/wb_bg_thresh pages", |c| {
         format!(
             "{}/{}",
             snap_value(c, "wb_thresh"),
             snap_value(c, "wb_bg_thresh")
         )
     }),
-    ("bg_thresh pages (throttling domain)", |c| {
+    Row::Text("bg_thresh pages (throttling domain)", |c| {
         snap_value(c, "bg_thresh")
     }),
-    ("vm.dirty_bytes/background_bytes", |c| {
+    Row::Text("vm.dirty_bytes/background_bytes", |c| {
         c.last()
             .map(|r| {
                 let k = |n: &str| {
@@ -109,7 +121,7 @@ const ROWS: &[Row] = &[
             })
             .unwrap_or_default()
     }),
-    ("memcg memory.max events", |c| {
+    Row::Text("memcg memory.max events", |c| {
         if c.iter().all(|r| r.memcg_events.is_empty()) {
             return "-".into();
         }
@@ -117,7 +129,7 @@ const ROWS: &[Row] = &[
             r.memcg_events.get("max").copied().unwrap_or(0) as f64
         }))
     }),
-    ("strict_limit/max_ratio", |c| {
+    Row::Text("strict_limit/max_ratio", |c| {
         c.last()
             .map(|r| {
                 let k = |n: &str| r.bdi_knobs.get(n).cloned().unwrap_or_else(|| "-".into());
@@ -154,10 +166,10 @@ pub fn table(records: &[RunRecord], verdict: &Verdict) -> String {
             out.push_str(&format!(" {v:>14}"));
         }
         out.push('\n');
-        for (label, f) in ROWS {
-            out.push_str(&format!("{label:<width$}"));
+        for row in ROWS {
+            out.push_str(&format!("{:<width$}", row.label()));
             for v in &present {
-                out.push_str(&format!(" {:>14}", f(&cell(records, v, scenario))));
+                out.push_str(&format!(" {:>14}", row.value(&cell(records, v, scenario))));
             }
             out.push('\n');
         }

@@ -1,0 +1,272 @@
+//! Every number a run is reported by, in one registry: its key (the 0-day
+//! style name), its label, its unit, its kind, and how to read it from a run.
+//! The terminal table, the Markdown tables and the plots take their values
+//! from here; a new metric is one line.
+//!
+//! Runs aggregate by kind: a rate (MiB/s, IOPS) by the harmonic mean, as
+//! mmtests does (the mean of rates over equal work is the harmonic one), the
+//! others by the arithmetic mean.
+
+use crate::{analysis::stats, results::record::RunRecord};
+
+/// What a metric measures, which decides how runs aggregate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Work per time: aggregated by the harmonic mean.
+    Rate,
+    /// Events, pages or bytes in a run.
+    Count,
+    /// A part of a whole, in percent.
+    Share,
+    /// A duration (a latency, a pause).
+    Time,
+}
+
+impl Kind {
+    /// The runs' aggregate: harmonic mean for rates, arithmetic otherwise.
+    /// None for no values (and for a rate with a zero among them, whose
+    /// harmonic mean is undefined).
+    pub fn aggregate(self, values: &[f64]) -> Option<f64> {
+        if values.is_empty() {
+            return None;
+        }
+        match self {
+            Kind::Rate => harmonic_mean(values),
+            _ => Some(stats::mean(values)),
+        }
+    }
+}
+
+/// n / Σ(1/x); None if any x is not positive.
+pub fn harmonic_mean(values: &[f64]) -> Option<f64> {
+    if values.is_empty() || values.iter().any(|&x| x <= 0.0) {
+        return None;
+    }
+    Some(values.len() as f64 / values.iter().map(|x| 1.0 / x).sum::<f64>())
+}
+
+/// One reported number of a run.
+pub struct Metric {
+    /// The 0-day style name: `<source>.<name>_<unit>`.
+    pub key: &'static str,
+    /// The terminal table's row label.
+    pub label: &'static str,
+    pub unit: &'static str,
+    pub kind: Kind,
+    /// The run's value; None where the run has none (never a made-up zero).
+    pub extract: fn(&RunRecord) -> Option<f64>,
+}
+
+impl Metric {
+    /// The values of `runs` that have one.
+    pub fn values(&self, runs: &[&RunRecord]) -> Vec<f64> {
+        runs.iter().filter_map(|r| (self.extract)(r)).collect()
+    }
+}
+
+const fn m(
+    key: &'static str,
+    label: &'static str,
+    unit: &'static str,
+    kind: Kind,
+    extract: fn(&RunRecord) -> Option<f64>,
+) -> Metric {
+    Metric {
+        key,
+        label,
+        unit,
+        kind,
+        extract,
+    }
+}
+
+/// Every metric, in report order: throughput, latency, the module's mechanism,
+/// vmstat, the tracefs witness, the BDI.
+pub const ALL: &[Metric] = &[
+    m(
+        "fio.write_bw_MiB/s",
+        "write MiB/s",
+        "MiB/s",
+        Kind::Rate,
+        |r| Some(r.fio.bw_mib_s),
+    ),
+    m("fio.write_iops", "IOPS", "1/s", Kind::Rate, |r| {
+        Some(r.fio.iops)
+    }),
+    m("fio.clat_p50_ms", "clat p50 ms", "ms", Kind::Time, |r| {
+        r.fio.clat_at(50.0).map(|v| v / 1000.0)
+    }),
+    m("fio.clat_p99_ms", "clat p99 ms", "ms", Kind::Time, |r| {
+        r.fio.clat_at(99.0).map(|v| v / 1000.0)
+    }),
+    m("fio.clat_max_ms", "clat max ms", "ms", Kind::Time, |r| {
+        Some(r.fio.clat_max_us / 1000.0)
+    }),
+    m(
+        "wbstall.stall_share_%",
+        "stall share of writer time",
+        "%",
+        Kind::Share,
+        |r| Some(r.stall_fraction * 100.0),
+    ),
+    m(
+        "wbstall.stall_sleeps",
+        "stall_sleeps",
+        "",
+        Kind::Count,
+        |r| Some(r.mechanism.stall_sleeps as f64),
+    ),
+    m("wbstall.stall_ms", "stall_ms", "ms", Kind::Time, |r| {
+        Some(r.mechanism.stall_ms as f64)
+    }),
+    m("wbstall.idle_sleeps", "idle_sleeps", "", Kind::Count, |r| {
+        Some(r.mechanism.idle_sleeps as f64)
+    }),
+    m(
+        "wbstall.throttle_sleeps",
+        "throttle_sleeps",
+        "",
+        Kind::Count,
+        |r| Some(r.mechanism.throttle_sleeps as f64),
+    ),
+    m(
+        "wbstall.throttle_events",
+        "throttle_events",
+        "",
+        Kind::Count,
+        |r| Some(r.mechanism.throttle_events as f64),
+    ),
+    m("wbstall.pause_ms", "pause_ms", "ms", Kind::Time, |r| {
+        Some(r.mechanism.pause_ms as f64)
+    }),
+    m(
+        "wbstall.max_pause_ms",
+        "max_pause_ms",
+        "ms",
+        Kind::Time,
+        |r| Some(r.mechanism.max_pause_ms as f64),
+    ),
+    m("wbstall.bg_starts", "bg_starts", "", Kind::Count, |r| {
+        Some(r.mechanism.bg_starts as f64)
+    }),
+    m(
+        "wbstall.work_background",
+        "work_background",
+        "",
+        Kind::Count,
+        |r| Some(r.mechanism.work_background as f64),
+    ),
+    m(
+        "wbstall.work_periodic",
+        "work_periodic",
+        "",
+        Kind::Count,
+        |r| Some(r.mechanism.work_periodic as f64),
+    ),
+    m(
+        "vmstat.nr_dirtied",
+        "nr_dirtied",
+        "pages",
+        Kind::Count,
+        |r| r.vmstat_delta.get("nr_dirtied").map(|&v| v as f64),
+    ),
+    m(
+        "vmstat.nr_written",
+        "nr_written",
+        "pages",
+        Kind::Count,
+        |r| r.vmstat_delta.get("nr_written").map(|&v| v as f64),
+    ),
+    m(
+        "tracefs.writeback_wake_background",
+        "witness bg_starts",
+        "",
+        Kind::Count,
+        |r| Some(r.witness.bg_starts as f64),
+    ),
+    m(
+        "tracefs.balance_dirty_pages",
+        "witness throttle_events",
+        "",
+        Kind::Count,
+        |r| Some(r.witness.throttle_events as f64),
+    ),
+    m(
+        "tracefs.balance_dirty_pages_pause>0",
+        "witness throttle_sleeps",
+        "",
+        Kind::Count,
+        |r| Some(r.witness.throttle_sleeps as f64),
+    ),
+    m(
+        "bdi.BdiWritten_kB",
+        "written back kB (BdiWritten)",
+        "kB",
+        Kind::Count,
+        |r| Some(r.bdi_written_kb as f64),
+    ),
+];
+
+/// The metric called `key`. Only this registry's keys exist: an unknown one
+/// is a bug in the caller, caught by the tests that render every table.
+pub fn get(key: &str) -> &'static Metric {
+    match ALL.iter().find(|m| m.key == key) {
+        Some(m) => m,
+        None => panic!("no metric `{key}` in analysis::metrics::ALL"),
+    }
+}
+
+/// `a` against `base` for one metric: the %change of the aggregates, and
+/// whether it is significant (the bootstrap 95% interval of the change of the
+/// means excludes 0; it needs at least two runs on each side).
+pub fn change(metric: &Metric, base: &[f64], other: &[f64]) -> Option<(f64, bool)> {
+    let (b, x) = (metric.kind.aggregate(base)?, metric.kind.aggregate(other)?);
+    if b == 0.0 {
+        return None;
+    }
+    let significant = base.len() >= 2
+        && other.len() >= 2
+        && stats::change(base, other).is_some_and(|c| c.resolved());
+    Some(((x / b - 1.0) * 100.0, significant))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_unique_and_every_kind_aggregates() {
+        let mut keys: Vec<&str> = ALL.iter().map(|m| m.key).collect();
+        keys.sort();
+        keys.dedup();
+        assert_eq!(keys.len(), ALL.len());
+        assert_eq!(get("fio.write_bw_MiB/s").kind, Kind::Rate);
+    }
+
+    #[test]
+    fn rates_aggregate_by_the_harmonic_mean() {
+        // 100 MiB/s and 300 MiB/s over the same bytes: 2 / (1/100 + 1/300) = 150.
+        assert_eq!(Kind::Rate.aggregate(&[100.0, 300.0]), Some(150.0));
+        assert_eq!(Kind::Count.aggregate(&[100.0, 300.0]), Some(200.0));
+        assert_eq!(Kind::Rate.aggregate(&[100.0, 0.0]), None);
+        assert_eq!(Kind::Share.aggregate(&[]), None);
+    }
+
+    #[test]
+    fn a_change_is_significant_only_outside_the_noise() {
+        let bw = get("fio.write_bw_MiB/s");
+        let (pct, sig) = change(bw, &[100.0, 101.0, 99.0], &[150.0, 151.0, 149.0]).unwrap();
+        assert!((pct - 50.0).abs() < 0.1 && sig, "{pct} {sig}");
+        let (_, sig) = change(bw, &[100.0, 140.0, 60.0], &[105.0, 150.0, 62.0]).unwrap();
+        assert!(!sig);
+        // One run a side: a change, never a significant one.
+        assert_eq!(change(bw, &[100.0], &[200.0]), Some((100.0, false)));
+        assert_eq!(change(bw, &[], &[200.0]), None);
+    }
+
+    #[test]
+    #[should_panic(expected = "no metric `fio.nope`")]
+    fn an_unknown_key_is_a_bug() {
+        get("fio.nope");
+    }
+}
