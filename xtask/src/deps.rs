@@ -10,7 +10,10 @@ use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use xshell::{cmd, Shell};
 
-use crate::util;
+use crate::{
+    progress::{self, Event},
+    util,
+};
 
 /// Minimum versions from `scripts/min-tool-version.sh` of Linux 7.3 (x86). The
 /// build re-reads them from the tree actually being built ([`check_tree_minimums`]).
@@ -105,8 +108,8 @@ pub fn ensure_with(sh: &Shell, install: bool) -> Result<Toolchain> {
     if !install {
         bail!("{}", missing_report(&missing));
     }
-    eprintln!("{}", missing_report(&missing));
-    eprintln!("wbstall: setting this machine up (running as root)...");
+    progress::emit(Event::Note(&missing_report(&missing)));
+    progress::emit(Event::Setup("setting this machine up (running as root)"));
     install_missing(sh, &missing)?;
     let (tc, missing) = check(sh);
     if !missing.is_empty() {
@@ -174,30 +177,32 @@ fn install_missing(sh: &Shell, missing: &[Missing]) -> Result<()> {
             );
         }
         let steps = 2 + usize::from(rust_src) + usize::from(bindgen);
-        eprintln!("wbstall: set-up step 1/{steps}: apt-get update");
+        progress::emit(Event::Setup(&format!("step 1/{steps}: apt-get update")));
         cmd!(sh, "apt-get update -q")
             .env("DEBIAN_FRONTEND", "noninteractive")
             .run()
             .context("apt-get update")?;
-        eprintln!(
-            "wbstall: set-up step 2/{steps}: apt-get install {} package(s): {}",
+        progress::emit(Event::Setup(&format!(
+            "step 2/{steps}: apt-get install {} package(s): {}",
             apt.len(),
             apt.join(" ")
-        );
+        )));
         cmd!(sh, "apt-get install -y -q --no-install-recommends {apt...}")
             .env("DEBIAN_FRONTEND", "noninteractive")
             .run()
             .context("installing Debian packages with apt-get")?;
     }
     if rust_src {
-        eprintln!("wbstall: set-up: rustup component add rust-src");
+        progress::emit(Event::Setup("rustup component add rust-src"));
         cmd!(sh, "rustup component add rust-src")
             .run()
             .context("adding rust-src with rustup")?;
     }
     if bindgen {
         let spec = format!("bindgen-cli@{BINDGEN_PIN}");
-        eprintln!("wbstall: set-up: cargo install --locked {spec} (about 2 minutes)");
+        progress::emit(Event::Setup(&format!(
+            "cargo install --locked {spec} (about 2 minutes)"
+        )));
         cmd!(sh, "cargo install --locked {spec}")
             .run()
             .context("installing bindgen-cli with cargo install")?;

@@ -1,13 +1,143 @@
-//! Progress for long steps: a spinner with elapsed time, the stage and the
-//! current item on a terminal; a plain line per stage and once a minute
-//! elsewhere (CI logs).
+//! The one place that talks to the user while work runs (stderr): typed
+//! [`Event`]s from every stage, rendered here, and [`Progress`] for long
+//! steps: a spinner with elapsed time, the stage and the current item on a
+//! terminal; a plain line per stage and once a minute elsewhere (CI logs).
+//! Results (tables, verdicts) are the tasks' output, on stdout.
 
 use std::{
     io::IsTerminal,
+    path::Path,
+    sync::Mutex,
     time::{Duration, Instant},
 };
 
 use indicatif::{ProgressBar, ProgressStyle};
+
+/// Something the user should see while work runs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event<'a> {
+    /// A fact or a wait worth a line (`waiting for another build ...`).
+    Note(&'a str),
+    /// A step of setting a fresh machine up.
+    Setup(&'a str),
+    /// What a qemu-test run will boot, and where its results go.
+    Plan {
+        variants: usize,
+        scenarios: usize,
+        runs: u32,
+        machine: &'a str,
+        dir: &'a Path,
+    },
+    /// A boot starts: `index` of `total` (1-based).
+    BootStart {
+        index: usize,
+        total: usize,
+        variant: &'a str,
+        scenario: &'a str,
+        run: u32,
+    },
+    /// A boot came back with a record.
+    BootEnd {
+        variant: &'a str,
+        scenario: &'a str,
+        run: u32,
+        mib_s: &'a str,
+        stall_pct: f64,
+        stall_sleeps: u64,
+        throttle_sleeps: (u64, u64),
+        bg_starts: (u64, u64),
+        secs: f64,
+    },
+    /// A boot gave no record (why, with the log to read).
+    BootFailed(&'a str),
+    /// A run that came back but cannot be evidence.
+    Unusable(&'a str),
+    /// A step of the test command starts, or ended after `secs`.
+    CiStep(&'a str),
+    CiStepDone {
+        name: &'a str,
+        secs: f64,
+    },
+}
+
+/// The text of an event (without the terminal's decoration).
+pub fn render(e: &Event) -> String {
+    match e {
+        Event::Note(t) => format!("wbstall: {t}"),
+        Event::Setup(t) => format!("wbstall: set-up: {t}"),
+        Event::Plan {
+            variants,
+            scenarios,
+            runs,
+            machine,
+            dir,
+        } => format!(
+            "qemu-test: {variants} variant(s) x {scenarios} scenario(s) x {runs} run(s), \
+             {machine}\nqemu-test: results in {}",
+            dir.display()
+        ),
+        Event::BootStart {
+            index,
+            total,
+            variant,
+            scenario,
+            run,
+        } => format!(
+            "[{index}/{total}] booting {variant} {scenario} #{}",
+            run + 1
+        ),
+        Event::BootEnd {
+            variant,
+            scenario,
+            run,
+            mib_s,
+            stall_pct,
+            stall_sleeps,
+            throttle_sleeps,
+            bg_starts,
+            secs,
+        } => format!(
+            "  {variant} {scenario} #{}: {mib_s} MiB/s, stall share {stall_pct:.1}% \
+             (stall_sleeps {stall_sleeps}, throttle_sleeps {}/{}, bg_starts {}/{} \
+             module/tracefs) in {secs:.0} s",
+            run + 1,
+            throttle_sleeps.0,
+            throttle_sleeps.1,
+            bg_starts.0,
+            bg_starts.1,
+        ),
+        Event::BootFailed(t) => format!("  FAILED {t}"),
+        Event::Unusable(t) => format!("  not usable as evidence: {t}"),
+        Event::CiStep(name) => format!("ci: == {name}"),
+        Event::CiStepDone { name, secs } => format!("ci: == {name}: ok ({secs:.0} s)"),
+    }
+}
+
+/// The spinner of the boot in flight (terminal only).
+static BOOT: Mutex<Option<ProgressBar>> = Mutex::new(None);
+
+/// Shows an event: on a terminal a boot gets a spinner until it ends; in CI
+/// logs every event is one plain line.
+pub fn emit(e: Event) {
+    let text = render(&e);
+    let mut boot = BOOT.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(bar) = boot.take() {
+        bar.finish_and_clear();
+    }
+    match e {
+        Event::BootStart { .. } if std::io::stderr().is_terminal() => {
+            let bar = ProgressBar::new_spinner();
+            bar.set_style(
+                ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}")
+                    .expect("valid template"),
+            );
+            bar.set_message(text);
+            bar.enable_steady_tick(Duration::from_millis(200));
+            *boot = Some(bar);
+        }
+        _ => eprintln!("{text}"),
+    }
+}
 
 pub struct Progress {
     bar: Option<ProgressBar>,
@@ -126,6 +256,42 @@ pub fn is_compile(tool: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn events_render_as_one_line_each() {
+        let end = Event::BootEnd {
+            variant: "v1",
+            scenario: "fuse-strictlimit",
+            run: 0,
+            mib_s: "75.9",
+            stall_pct: 0.0,
+            stall_sleeps: 0,
+            throttle_sleeps: (348, 348),
+            bg_starts: (2047, 2047),
+            secs: 35.2,
+        };
+        assert_eq!(
+            render(&end),
+            "  v1 fuse-strictlimit #1: 75.9 MiB/s, stall share 0.0% (stall_sleeps 0, \
+             throttle_sleeps 348/348, bg_starts 2047/2047 module/tracefs) in 35 s"
+        );
+        let start = Event::BootStart {
+            index: 3,
+            total: 60,
+            variant: "v2",
+            scenario: "memcg-ext4",
+            run: 1,
+        };
+        assert_eq!(render(&start), "[3/60] booting v2 memcg-ext4 #2");
+        assert_eq!(
+            render(&Event::CiStepDone {
+                name: "unit tests",
+                secs: 12.4
+            }),
+            "ci: == unit tests: ok (12 s)"
+        );
+        assert_eq!(render(&Event::Note("x")), "wbstall: x");
+    }
 
     #[test]
     fn kbuild_lines_are_recognised() {

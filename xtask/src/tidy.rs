@@ -93,6 +93,29 @@ mod tests {
         assert!(over.is_empty(), "split these:\n{}", over.join("\n"));
     }
 
+    /// The user hears from one place: events go through `progress` (stderr),
+    /// results are printed by the tasks (stdout). `reaper` prints from its
+    /// signal thread, where nothing else runs any more.
+    #[test]
+    fn only_the_ui_and_the_tasks_print() {
+        let mut files = Vec::new();
+        let root = crate::util::project_root();
+        rust_files(&root.join("xtask/src"), &mut files);
+        let mut bad = Vec::new();
+        for f in &files {
+            let rel = f.strip_prefix(&root).unwrap().display().to_string();
+            let code = code(&std::fs::read_to_string(f).unwrap()).join("\n");
+            let ui = rel == "xtask/src/progress.rs" || rel == "xtask/src/reaper.rs";
+            if !ui && code.contains("eprintln!") {
+                bad.push(format!("{rel}: eprintln! (emit a progress::Event)"));
+            }
+            if !rel.starts_with("xtask/src/tasks/") && code.contains("println!(") && !ui {
+                bad.push(format!("{rel}: println! outside a task"));
+            }
+        }
+        assert!(bad.is_empty(), "{}", bad.join("\n"));
+    }
+
     /// The pipeline's stages, lowest first; a stage may use only the ones
     /// before it (and itself).
     const STAGES: &[&str] = &[

@@ -21,7 +21,7 @@ use crate::{
     kernel::patch::{self, Selection, Variant, Variants, Worktree},
     kernel::source::{SourceArgs, SourceMeta},
     kernel::tracepoints,
-    progress::{self, Progress},
+    progress::{self, Event, Progress},
     util,
 };
 
@@ -147,7 +147,10 @@ pub fn build(
     let lock = fs::File::create(&lock_path)
         .with_context(|| format!("creating {}", lock_path.display()))?;
     if lock.try_lock().is_err() {
-        eprintln!("wbstall: waiting for another build of {} to finish", src.id);
+        progress::emit(Event::Note(&format!(
+            "waiting for another build of {} to finish",
+            src.id
+        )));
         lock.lock()
             .with_context(|| format!("locking {}", lock_path.display()))?;
     }

@@ -17,7 +17,11 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use xshell::{cmd, Shell};
 
-use crate::{kernel::apt, util};
+use crate::{
+    kernel::apt,
+    progress::{self, Event},
+    util,
+};
 
 /// The Linux release the patches in `patches/` are written against.
 pub const BASE_SERIES: &str = "7.3";
@@ -79,10 +83,10 @@ impl SourceArgs {
         let lock = fs::File::create(&lock_path)
             .with_context(|| format!("creating {}", lock_path.display()))?;
         if lock.try_lock().is_err() {
-            eprintln!(
-                "wbstall: waiting for another process preparing a source in {}",
+            progress::emit(Event::Note(&format!(
+                "waiting for another process preparing a source in {}",
                 src.display()
-            );
+            )));
             lock.lock()
                 .with_context(|| format!("locking {}", lock_path.display()))?;
         }
@@ -273,7 +277,10 @@ fn debian_tree(sh: &Shell, cache: &Path, refresh: bool) -> Result<Source> {
     if deb.is_none() {
         apt.write_sources()?;
         let opts = apt.options();
-        eprintln!("wbstall: asking apt for {package} ({})", SUITES.join(", "));
+        progress::emit(Event::Note(&format!(
+            "asking apt for {package} ({})",
+            SUITES.join(", ")
+        )));
         let update_opts = opts.clone();
         cmd!(sh, "apt-get {update_opts...} -q update")
             .quiet()
@@ -305,11 +312,11 @@ fn debian_tree(sh: &Shell, cache: &Path, refresh: bool) -> Result<Source> {
         return Ok(Source { id, root, meta });
     }
 
-    eprintln!(
-        "wbstall: extracting {} into {}",
+    progress::emit(Event::Note(&format!(
+        "extracting {} into {}",
         deb.display(),
         root.display()
-    );
+    )));
     let staging = fresh_staging(cache, &id)?;
     cmd!(sh, "dpkg-deb -x {deb} {staging}/deb")
         .run()
@@ -425,11 +432,11 @@ fn local_tree(sh: &Shell, cache: &Path, dir: &Path) -> Result<Source> {
     if let (Some(meta), true) = (read_meta(&root), root.join("tree").is_dir()) {
         return Ok(Source { id, root, meta });
     }
-    eprintln!(
-        "wbstall: copying {} into {} (it is never modified)",
+    progress::emit(Event::Note(&format!(
+        "copying {} into {} (it is never modified)",
         dir.display(),
         root.display()
-    );
+    )));
     let staging = fresh_staging(cache, &id)?;
     let tree = staging.join("tree");
     fs::create_dir_all(&tree).with_context(|| format!("creating {}", tree.display()))?;

@@ -14,6 +14,7 @@ use crate::{
     deps,
     kernel::module,
     kernel::patch::{Variants, VARIANTS_FILE},
+    progress::{self, Event},
     tasks::{matrix::QemuTest, module_stress::ModuleStress},
     util,
 };
@@ -99,10 +100,10 @@ impl Ci {
             "module-stress (100 rmmod/insmod cycles under writers, a reader across rmmod)",
             || args::<ModuleStress>(&["--cycles", "100", "--no-build"])?.run(sh),
         )?;
-        eprintln!(
+        progress::emit(Event::Note(&format!(
             "ci: all steps passed in {:.0} s",
             started.elapsed().as_secs_f64()
-        );
+        )));
         Ok(())
     }
 }
@@ -162,11 +163,11 @@ fn live_negative(sh: &Shell, baseline: &str) -> Result<()> {
     let cell = out.verdict.cells.iter().find(|c| c.variant == baseline);
     match cell {
         Some(c) if c.observed == Class::Stall && c.expected == Some(Class::Ok) => {
-            eprintln!(
+            progress::emit(Event::Note(&format!(
                 "ci: the verdict of {} failed, as it must: {}",
                 out.dir.display(),
                 c.failures.join("; ")
-            );
+            )));
             Ok(())
         }
         _ => bail!("qemu-test failed, but not on the {baseline} cell's class: {cell:?}"),
@@ -217,9 +218,12 @@ fn flip_fuse(text: &str, baseline: &str) -> Result<String> {
 
 fn step(name: &str, f: impl FnOnce() -> Result<()>) -> Result<()> {
     let t = Instant::now();
-    eprintln!("ci: == {name}");
+    progress::emit(Event::CiStep(name));
     f()?;
-    eprintln!("ci: == {name}: ok ({:.0} s)", t.elapsed().as_secs_f64());
+    progress::emit(Event::CiStepDone {
+        name,
+        secs: t.elapsed().as_secs_f64(),
+    });
     Ok(())
 }
 

@@ -27,6 +27,7 @@ use crate::{
         patch::{Roles, Selection, Variants, VARIANTS_FILE},
         source::SourceArgs,
     },
+    progress::{self, Event},
     report,
     results::{
         record::{self, RunRecord},
@@ -243,16 +244,16 @@ impl QemuTest {
             &dir.join("session.json"),
             serde_json::to_string_pretty(&session)?,
         )?;
-        eprintln!(
-            "qemu-test: {} variant(s) x {} scenario(s) x {} run(s), accel {:?}, {} CPUs, {} MiB",
-            built.len(),
-            scenarios.len(),
+        progress::emit(Event::Plan {
+            variants: built.len(),
+            scenarios: scenarios.len(),
             runs,
-            machine.accel,
-            machine.cpus,
-            machine.memory_mib,
-        );
-        eprintln!("qemu-test: results in {}", dir.display());
+            machine: &format!(
+                "accel {:?}, {} CPUs, {} MiB",
+                machine.accel, machine.cpus, machine.memory_mib
+            ),
+            dir: &dir,
+        });
         let plan = self.plan(&built, &initrds(&base, &built)?, &scenarios, runs, &machine);
         let records = boot_all(sh, &dir, &plan, &expected, &mut session)?;
         finish(dir, &session, &records, &expected)
@@ -339,14 +340,31 @@ fn boot_all(
     session: &mut Session,
 ) -> Result<Vec<RunRecord>> {
     let mut records: Vec<RunRecord> = Vec::new();
-    for b in &plan.boots {
+    for (i, b) in plan.boots.iter().enumerate() {
+        progress::emit(Event::BootStart {
+            index: i + 1,
+            total: plan.boots.len(),
+            variant: &b.kernel.meta.variant,
+            scenario: b.scenario.name,
+            run: b.run,
+        });
         let rec = boot::boot(sh, dir, b)
             .and_then(|booted| record::build(record::RunContext::of(b, &booted), &booted.stream));
         match rec {
             Ok(rec) => {
-                progress_line(&rec);
+                progress::emit(Event::BootEnd {
+                    variant: &rec.variant,
+                    scenario: &rec.scenario,
+                    run: rec.run,
+                    mib_s: &report::num(rec.fio.bw_mib_s),
+                    stall_pct: rec.stall_fraction * 100.0,
+                    stall_sleeps: rec.mechanism.stall_sleeps,
+                    throttle_sleeps: (rec.mechanism.throttle_sleeps, rec.witness.throttle_sleeps),
+                    bg_starts: (rec.mechanism.bg_starts, rec.witness.bg_starts),
+                    secs: rec.wall_secs,
+                });
                 for p in record::problems(&rec, &expected.witness) {
-                    eprintln!("  not usable as evidence: {p}");
+                    progress::emit(Event::Unusable(&p));
                 }
                 records.push(rec);
                 util::write_atomic(
@@ -361,7 +379,7 @@ fn boot_all(
                     b.kernel.meta.variant,
                     b.run + 1
                 );
-                eprintln!("  FAILED {msg}");
+                progress::emit(Event::BootFailed(&msg));
                 session.failures.push(msg);
             }
         }
@@ -371,23 +389,6 @@ fn boot_all(
         )?;
     }
     Ok(records)
-}
-
-fn progress_line(rec: &RunRecord) {
-    eprintln!(
-        "  {} {} #{}: {} MiB/s, stall share {:.1}% (stall_sleeps {}, throttle_sleeps {}/{}, bg_starts {}/{} module/tracefs) in {:.0} s",
-        rec.variant,
-        rec.scenario,
-        rec.run + 1,
-        report::num(rec.fio.bw_mib_s),
-        rec.stall_fraction * 100.0,
-        rec.mechanism.stall_sleeps,
-        rec.mechanism.throttle_sleeps,
-        rec.witness.throttle_sleeps,
-        rec.mechanism.bg_starts,
-        rec.witness.bg_starts,
-        rec.wall_secs
-    );
 }
 
 /// What a `qemu-test` run came to.

@@ -13,6 +13,7 @@ use crate::{
         patch::{Variants, VARIANTS_FILE},
         source::SourceArgs,
     },
+    progress::{self, Event},
     results::record,
     util,
 };
@@ -55,13 +56,13 @@ impl ModuleStress {
             .machine()
             .vm(&b, initrd, params, Console::File(console.clone()));
         cfg.results = Some(dir.join("results.bin"));
-        eprintln!(
+        progress::emit(Event::Note(&format!(
             "module-stress: {} cycles on {} ({:?}); logs in {}",
             self.cycles,
-            b.meta.variant,
+            b.label(),
             cfg.accel,
             dir.display()
-        );
+        )));
         let timeout = Duration::from_secs(120 + u64::from(self.cycles));
         let out = qemu::run(sh, &cfg, timeout, &dir.join("qemu.log"))?;
         let stream = out

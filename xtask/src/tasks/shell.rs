@@ -12,6 +12,7 @@ use crate::{
         qemu::{self, Console},
     },
     kernel::source::SourceArgs,
+    progress::{self, Event},
 };
 
 /// Boot one variant with an interactive shell on the terminal (for debugging).
@@ -40,10 +41,10 @@ impl ShellCmd {
             }
             cfg.disk = Some(disk);
         }
-        eprintln!(
+        progress::emit(Event::Note(&format!(
             "shell: booting {} ({:?}); Ctrl-A X quits QEMU",
             b.meta.variant, cfg.accel
-        );
+        )));
         qemu::interactive(sh, &cfg)
     }
 }
