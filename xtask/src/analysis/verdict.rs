@@ -298,13 +298,10 @@ pub fn judge(records: &[RunRecord], expected: &Expected, plan: &Plan) -> Verdict
             ));
         }
     }
+    let matrix = crate::analysis::matrix::Matrix::new(usable);
     for scenario in &plan.scenarios {
         for variant in &plan.variants {
-            let runs: Vec<&RunRecord> = usable
-                .iter()
-                .copied()
-                .filter(|r| &r.variant == variant && &r.scenario == scenario)
-                .collect();
+            let runs = matrix.cell(scenario, variant);
             let exp = expected.expectation(scenario, variant);
             if runs.is_empty() {
                 if exp.is_some() {
@@ -317,7 +314,7 @@ pub fn judge(records: &[RunRecord], expected: &Expected, plan: &Plan) -> Verdict
             }
             verdict
                 .cells
-                .push(cell(&runs, scenario, variant, exp, expected, plan.runs));
+                .push(cell(runs, scenario, variant, exp, expected, plan.runs));
         }
     }
     throughput_criterion(&mut verdict, expected);

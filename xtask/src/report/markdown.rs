@@ -4,9 +4,10 @@
 
 use std::fmt::Write;
 
-use super::{axes, cell, num, terminal::ratio_text};
+use super::{num, terminal::ratio_text};
 use crate::{
     analysis::{
+        matrix::Matrix,
         metrics,
         stats::{change, mean, stddev},
         verdict::{median, Expected, Verdict},
@@ -39,20 +40,21 @@ pub fn markdown(
     expected: &Expected,
     roles: &Roles,
 ) -> String {
-    let (variants, scenarios) = axes(records);
+    let m = Matrix::new(records);
+    let (variants, scenarios) = (&m.variants, &m.scenarios);
     let main: Vec<&String> = variants.iter().filter(|v| !v.ends_with("-aa")).collect();
     let mut o = String::new();
     header(&mut o, session);
-    verdict_matrix(&mut o, verdict, &main, &scenarios);
+    verdict_matrix(&mut o, verdict, &main, scenarios);
     verdict_notes(&mut o, session, verdict, expected);
-    for s in &scenarios {
+    for s in scenarios {
         let info = session.scenarios.iter().find(|i| &i.name == s);
         let _ = writeln!(o, "\n## {s}\n");
         if let Some(i) = info {
             let _ = writeln!(o, "{}. Job: `{}`.\n", i.what, i.job.command_line());
         }
-        throughput_stats(&mut o, records, s, &variants, roles);
-        zero_day_table(&mut o, records, s, &main);
+        throughput_stats(&mut o, &m, s, roles);
+        zero_day_table(&mut o, &m, s, &main);
     }
     plots_section(&mut o, plots);
     environment(&mut o, session);
@@ -193,14 +195,9 @@ fn verdict_notes(o: &mut String, session: &Session, verdict: &Verdict, expected:
 
 /// Throughput per variant with intervals against the baseline and the
 /// reference, the A/A noise floor, and the compared pairs of `roles`.
-fn throughput_stats(
-    o: &mut String,
-    records: &[RunRecord],
-    s: &str,
-    variants: &[String],
-    roles: &Roles,
-) {
-    let bw = |v: &str| -> Vec<f64> { cell(records, v, s).iter().map(|r| r.fio.bw_mib_s).collect() };
+fn throughput_stats(o: &mut String, m: &Matrix, s: &str, roles: &Roles) {
+    let variants = &m.variants;
+    let bw = |v: &str| -> Vec<f64> { m.cell(s, v).iter().map(|r| r.fio.bw_mib_s).collect() };
     let _ = writeln!(
         o,
         "| variant | runs | median MiB/s | mean ± stddev | %change vs {} [95% CI] | %change vs {} [95% CI] |\n|---|---|---|---|---|---|",
@@ -301,7 +298,7 @@ fn compare_pair(
 /// 0-day style: base ±%stddev | %change | other ±%stddev | ... | metric, one
 /// row per metric of the registry, aggregated by its kind (harmonic mean for
 /// rates); a `*` marks a %change whose bootstrap 95% interval excludes 0.
-fn zero_day_table(o: &mut String, records: &[RunRecord], s: &str, main: &[&String]) {
+fn zero_day_table(o: &mut String, m: &Matrix, s: &str, main: &[&String]) {
     let base = main.first().map(|v| v.as_str()).unwrap_or("");
     let _ = write!(o, "| {base} ±%stddev |");
     for v in main.iter().skip(1) {
@@ -312,9 +309,9 @@ fn zero_day_table(o: &mut String, records: &[RunRecord], s: &str, main: &[&Strin
         let _ = write!(o, "---|---|");
     }
     o.push_str("---|\n");
-    let base_runs = cell(records, base, s);
+    let base_runs = m.cell(s, base);
     for metric in metrics::ALL {
-        let b = metric.values(&base_runs);
+        let b = metric.values(base_runs);
         let cellfmt = |x: &[f64]| match metric.kind.aggregate(x) {
             None => "-".to_string(),
             Some(m) => {
@@ -328,7 +325,7 @@ fn zero_day_table(o: &mut String, records: &[RunRecord], s: &str, main: &[&Strin
         };
         let _ = write!(o, "| {} |", cellfmt(&b));
         for v in main.iter().skip(1) {
-            let x = metric.values(&cell(records, v, s));
+            let x = metric.values(m.cell(s, v));
             let ch = match metrics::change(metric, &b, &x) {
                 Some((p, true)) => format!("{}*", pct(p)),
                 Some((p, false)) => pct(p),

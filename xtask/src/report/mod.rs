@@ -10,28 +10,6 @@ use crate::{
     results::record::RunRecord,
 };
 
-/// The variants and scenarios of some records, in order of first appearance.
-pub fn axes(records: &[RunRecord]) -> (Vec<String>, Vec<String>) {
-    let mut variants: Vec<String> = Vec::new();
-    let mut scenarios: Vec<String> = Vec::new();
-    for r in records {
-        if !variants.contains(&r.variant) {
-            variants.push(r.variant.clone());
-        }
-        if !scenarios.contains(&r.scenario) {
-            scenarios.push(r.scenario.clone());
-        }
-    }
-    (variants, scenarios)
-}
-
-fn cell<'a>(records: &'a [RunRecord], variant: &str, scenario: &str) -> Vec<&'a RunRecord> {
-    records
-        .iter()
-        .filter(|r| r.variant == variant && r.scenario == scenario)
-        .collect()
-}
-
 fn med(runs: &[&RunRecord], f: impl Fn(&RunRecord) -> f64) -> f64 {
     median(&runs.iter().map(|r| f(r)).collect::<Vec<_>>())
 }
@@ -94,7 +72,7 @@ pub fn render(
             "throughput.svg".to_string(),
         ));
     }
-    let (_, scenarios) = axes(records);
+    let scenarios = crate::analysis::matrix::Matrix::new(records).scenarios;
     for s in &scenarios {
         let file = format!("timeseries-{s}.svg");
         if plots::timeseries(dir, records, s, &dir.join(&file))

@@ -10,6 +10,7 @@ use plotters::{coord::Shift, prelude::*};
 
 use crate::{
     analysis::{
+        matrix::Matrix,
         metrics,
         stats::{mean, mean_ci},
     },
@@ -36,19 +37,14 @@ fn err<E: std::fmt::Debug>(e: E) -> anyhow::Error {
 /// of magnitude, not percent.
 /// Per variant (by index), the runs' bandwidths in one scenario, floored for
 /// the log axis.
-fn bandwidths(
-    records: &[RunRecord],
-    variants: &[String],
-    scenario: &str,
-    bw: &metrics::Metric,
-) -> Vec<(usize, Vec<f64>)> {
-    variants
+fn bandwidths(m: &Matrix, scenario: &str, bw: &metrics::Metric) -> Vec<(usize, Vec<f64>)> {
+    m.variants
         .iter()
         .enumerate()
         .map(|(i, v)| {
-            let bws = records
+            let bws = m
+                .cell(scenario, v)
                 .iter()
-                .filter(|r| &r.variant == v && r.scenario == scenario)
                 .filter_map(|r| (bw.extract)(r))
                 .map(|x| x.max(0.01))
                 .collect();
@@ -58,7 +54,8 @@ fn bandwidths(
 }
 
 pub fn throughput(records: &[RunRecord], out: &Path) -> Result<()> {
-    let (variants, scenarios) = report::axes(records);
+    let m = Matrix::new(records);
+    let (variants, scenarios) = (&m.variants, &m.scenarios);
     let panel_h = 300u32;
     let root =
         SVGBackend::new(out, (900, panel_h * scenarios.len().max(1) as u32)).into_drawing_area();
@@ -66,7 +63,7 @@ pub fn throughput(records: &[RunRecord], out: &Path) -> Result<()> {
     let panels = root.split_evenly((scenarios.len().max(1), 1));
     let bw = metrics::get("fio.write_bw_MiB/s");
     for (scenario, area) in scenarios.iter().zip(panels.iter()) {
-        let cells = bandwidths(records, &variants, scenario, bw);
+        let cells = bandwidths(&m, scenario, bw);
         let all: Vec<f64> = cells.iter().flat_map(|(_, v)| v.iter().copied()).collect();
         let hi = all.iter().copied().fold(1.0f64, f64::max) * 2.0;
         let lo = all.iter().copied().fold(hi, f64::min).min(1.0) / 2.0;
@@ -152,9 +149,8 @@ fn first_runs<'a>(
     records: &'a [RunRecord],
     scenario: &str,
 ) -> Result<Vec<(&'a RunRecord, Vec<samples::Point>)>> {
-    let (variants, _) = report::axes(records);
     let mut runs: Vec<(&RunRecord, Vec<samples::Point>)> = Vec::new();
-    for v in &variants {
+    for v in &Matrix::new(records).variants {
         let Some(r) = records
             .iter()
             .find(|r| &r.variant == v && r.scenario == scenario && r.samples.is_some())

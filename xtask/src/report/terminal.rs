@@ -1,9 +1,9 @@
 //! What `qemu-test` prints: the side-by-side table (variants as columns,
 //! throughput and the mechanism as rows) and the verdict lines.
 
-use super::{axes, cell, med, num};
+use super::{med, num};
 use crate::{
-    analysis::{metrics, verdict::median, verdict::Verdict},
+    analysis::{matrix::Matrix, metrics, verdict::median, verdict::Verdict},
     results::{debugfs, record::RunRecord},
 };
 
@@ -153,13 +153,10 @@ pub fn ratio_text(ratio: f64) -> String {
 
 /// The side-by-side table, one block per scenario.
 pub fn table(records: &[RunRecord], verdict: &Verdict) -> String {
-    let (variants, scenarios) = axes(records);
+    let m = Matrix::new(records);
     let mut out = String::new();
-    for scenario in &scenarios {
-        let present: Vec<&String> = variants
-            .iter()
-            .filter(|v| !cell(records, v, scenario).is_empty())
-            .collect();
+    for scenario in &m.scenarios {
+        let present = m.variants_in(scenario);
         let width = 30;
         out.push_str(&format!("\n{scenario:<width$}"));
         for v in &present {
@@ -169,7 +166,7 @@ pub fn table(records: &[RunRecord], verdict: &Verdict) -> String {
         for row in ROWS {
             out.push_str(&format!("{:<width$}", row.label()));
             for v in &present {
-                out.push_str(&format!(" {:>14}", row.value(&cell(records, v, scenario))));
+                out.push_str(&format!(" {:>14}", row.value(m.cell(scenario, v))));
             }
             out.push('\n');
         }
