@@ -93,7 +93,7 @@ pub fn leash(command: &mut Command) -> &mut Command {
 }
 
 /// Parent pid of every live (not zombie) process, from `/proc/<pid>/stat`.
-fn parents() -> BTreeMap<i32, i32> {
+pub fn parents_now() -> BTreeMap<i32, i32> {
     let mut out = BTreeMap::new();
     let Ok(dir) = fs::read_dir("/proc") else {
         return out;
@@ -111,6 +111,21 @@ fn parents() -> BTreeMap<i32, i32> {
         }
     }
     out
+}
+
+/// Whether `pid` runs (exists and is not a zombie).
+pub fn alive(pid: i32) -> bool {
+    fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| parse_stat(&s))
+        .is_some_and(|(state, _)| state != 'Z')
+}
+
+/// The command name of `pid` (`/proc/<pid>/comm`).
+pub fn comm(pid: i32) -> Option<String> {
+    fs::read_to_string(format!("/proc/{pid}/comm"))
+        .ok()
+        .map(|s| s.trim().to_string())
 }
 
 /// The state and ppid fields of `/proc/<pid>/stat` (the comm may hold spaces
@@ -139,7 +154,7 @@ pub fn descendants(root: i32, parents: &BTreeMap<i32, i32>) -> Vec<i32> {
 /// Sends SIGTERM to every descendant of `root`, then SIGKILL to any left after
 /// `grace`, reaping what it can. Returns how many there were.
 pub fn kill_descendants(root: i32, grace: Duration) -> usize {
-    let first = descendants(root, &parents());
+    let first = descendants(root, &parents_now());
     for &pid in &first {
         // SAFETY: kill(2) with a pid and a signal number.
         unsafe { libc::kill(pid, libc::SIGTERM) };
@@ -155,7 +170,7 @@ pub fn kill_descendants(root: i32, grace: Duration) -> usize {
     let deadline = Instant::now() + grace;
     loop {
         reap(&first);
-        let left = descendants(root, &parents());
+        let left = descendants(root, &parents_now());
         if left.is_empty() {
             break;
         }
@@ -203,7 +218,7 @@ mod tests {
         let me = std::process::id() as i32;
         let deadline = Instant::now() + Duration::from_secs(5);
         let grandchild = loop {
-            let d = descendants(child.id() as i32, &parents());
+            let d = descendants(child.id() as i32, &parents_now());
             if let Some(&g) = d.first() {
                 break g;
             }

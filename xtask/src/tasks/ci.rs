@@ -1,8 +1,9 @@
 //! `cargo xtask ci`: the test command (README, `.ci/run`). Formatting, lints and
 //! unit tests of the workspace and the kernel module, shellcheck of the guest's
-//! scripts, then every variant built and judged by a quick `qemu-test` on FUSE,
-//! one live run that the verdict must reject, and 100 rmmod/insmod cycles of the
-//! module under writers (`module-stress`).
+//! scripts, SIGTERM to a build mid-make (no child may survive), then every
+//! variant built and judged by a quick `qemu-test` on FUSE, one live run that
+//! the verdict must reject, and 100 rmmod/insmod cycles of the module under
+//! writers with a reader held open across rmmod (`module-stress`).
 
 use std::time::Instant;
 
@@ -85,13 +86,15 @@ impl Ci {
         // ext4 control's regressed cell reached 1.1% stall share (the global
         // check's race), and one v1 memcg run's stall share was not backed by a
         // long write (the latency criterion said so); see README, "Why CI boots only fuse-strictlimit".
+        let roles = Variants::load(&util::project_root().join(VARIANTS_FILE))?.roles;
+        step("SIGTERM to xtask mid-build: no child survives", || {
+            super::ci_sigterm::sigterm_mid_build(sh, &roles.reference)
+        })?;
         step(
             "qemu-test --quick --scenario fuse-strictlimit (every variant)",
             || args::<QemuTest>(&["--quick", "--scenario", "fuse-strictlimit"])?.run(sh),
         )?;
-        let baseline = Variants::load(&util::project_root().join(VARIANTS_FILE))?
-            .roles
-            .baseline;
+        let baseline = roles.baseline;
         step(
             &format!("the verdict says no: {baseline} on fuse-strictlimit against `ok`"),
             || live_negative(sh, &baseline),

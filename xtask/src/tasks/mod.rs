@@ -2,6 +2,7 @@
 
 pub mod build_kernel;
 pub mod ci;
+pub mod ci_sigterm;
 pub mod deps;
 pub mod guest_args;
 pub mod matrix;
