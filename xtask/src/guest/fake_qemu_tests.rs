@@ -11,7 +11,7 @@ use std::{
 use xshell::Shell;
 
 use crate::{
-    guest::qemu::{self, Accel, Console, VmConfig, VmError},
+    guest::qemu::{self, Accel, Clock, Console, VmConfig, VmError},
     util::testdir,
 };
 
@@ -47,6 +47,8 @@ fn config(t: &testdir::Dir) -> (VmConfig, PathBuf) {
         kernel: t.path().join("bzImage"),
         initrd: t.path().join("initrd.cpio"),
         accel: Accel::Tcg,
+        clock: Clock::Real,
+        cpu_model: "max".into(),
         cpus: 2,
         memory_mib: 512,
         init: "/init".into(),

@@ -7,7 +7,7 @@ use std::{path::PathBuf, time::Duration};
 use crate::{
     guest::{
         job::Job,
-        qemu::{Accel, Console, VmConfig},
+        qemu::{Accel, Clock, Console, VmConfig},
         scenario::Scenario,
     },
     kernel::build::Built,
@@ -17,6 +17,8 @@ use crate::{
 #[derive(Debug, Clone)]
 pub struct Machine {
     pub accel: Accel,
+    pub clock: Clock,
+    pub cpu_model: String,
     pub cpus: u32,
     pub memory_mib: u32,
     /// The guest's init (kernel `rdinit=`).
@@ -36,6 +38,8 @@ impl Machine {
             kernel: kernel.bzimage(),
             initrd,
             accel: self.accel,
+            clock: self.clock,
+            cpu_model: self.cpu_model.clone(),
             cpus: self.cpus,
             memory_mib: self.memory_mib,
             init: self.rdinit.clone(),
@@ -169,6 +173,8 @@ mod tests {
             timeout: Duration::from_secs(1),
             machine: Machine {
                 accel: Accel::Tcg,
+                clock: Clock::Real,
+                cpu_model: "max".into(),
                 cpus: 2,
                 memory_mib: 2048,
                 rdinit: "/init".into(),

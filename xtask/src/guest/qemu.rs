@@ -37,6 +37,32 @@ pub enum Accel {
     Tcg,
 }
 
+/// How guest time runs under TCG.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Clock {
+    /// The host's clock: guest time passes as wall time does, so a busy host
+    /// slows the guest's work down but not its clock (noise).
+    #[default]
+    Real,
+    /// Guest time counts instructions (`-icount shift=N`: 2^N ns each), on one
+    /// host thread for all vCPUs; idle time is skipped. Deterministic up to
+    /// device timing, and independent of host load.
+    Virtual { shift: u32 },
+}
+
+impl std::fmt::Display for Clock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Clock::Real => write!(f, "real"),
+            Clock::Virtual { shift } => write!(f, "virtual (icount shift={shift})"),
+        }
+    }
+}
+
+/// The TCG CPU model when none is given.
+pub const DEFAULT_TCG_CPU: &str = "max";
+
 /// KVM only where it can work: a usable /dev/kvm alone is not enough (a
 /// software-nested kvm-pvm host has one, and a guest hangs at "Booting from
 /// ROM"), the CPU must also advertise vmx or svm.
@@ -69,6 +95,9 @@ pub struct VmConfig {
     pub kernel: PathBuf,
     pub initrd: PathBuf,
     pub accel: Accel,
+    pub clock: Clock,
+    /// QEMU's `-cpu` model under TCG (KVM always passes the host's).
+    pub cpu_model: String,
     pub cpus: u32,
     pub memory_mib: u32,
     /// The initramfs program the kernel runs as init (`/init`).
@@ -107,11 +136,32 @@ pub fn base_args() -> Vec<OsString> {
     ])
 }
 
-pub fn accel_args(accel: Accel, cpus: u32, memory_mib: u32) -> Vec<OsString> {
-    let mut a = match accel {
-        Accel::Kvm => os(&["-accel", "kvm", "-cpu", "host"]),
-        Accel::Tcg => os(&["-accel", "tcg,thread=multi", "-cpu", "max"]),
+pub fn accel_args(
+    accel: Accel,
+    clock: Clock,
+    cpu_model: &str,
+    cpus: u32,
+    memory_mib: u32,
+) -> Vec<OsString> {
+    let mut a = match (accel, clock) {
+        // The guest runs on the host's CPU; the clock is the host's.
+        (Accel::Kvm, _) => os(&["-accel", "kvm", "-cpu", "host"]),
+        // One host thread per vCPU: the fastest TCG, with the host's clock.
+        (Accel::Tcg, Clock::Real) => os(&["-accel", "tcg,thread=multi"]),
+        // icount needs single-threaded TCG. sleep=off: an idle guest's time
+        // jumps to the next timer instead of waiting for it in real time;
+        // align=off: guest time is never slowed to track the host's. The RTC
+        // follows the virtual clock too.
+        (Accel::Tcg, Clock::Virtual { shift }) => {
+            let mut a = os(&["-accel", "tcg,thread=single", "-icount"]);
+            a.push(format!("shift={shift},sleep=off,align=off").into());
+            a.extend(os(&["-rtc", "clock=vm"]));
+            a
+        }
     };
+    if accel == Accel::Tcg {
+        a.extend(os(&["-cpu", cpu_model]));
+    }
     // One CPU per socket: the guest has no ACPI and finds its CPUs in the MP
     // table, where SeaBIOS lists only the first CPU of each package, so QEMU's
     // default topology (cores) would leave the guest with one CPU.
@@ -214,7 +264,13 @@ pub fn disk_args(disk: &Path) -> Vec<OsString> {
 
 pub fn argv(cfg: &VmConfig) -> Vec<OsString> {
     let mut a = base_args();
-    a.extend(accel_args(cfg.accel, cfg.cpus, cfg.memory_mib));
+    a.extend(accel_args(
+        cfg.accel,
+        cfg.clock,
+        &cfg.cpu_model,
+        cfg.cpus,
+        cfg.memory_mib,
+    ));
     a.extend(kernel_args(
         &cfg.kernel,
         &cfg.initrd,
@@ -432,7 +488,7 @@ mod tests {
     #[test]
     fn tcg_and_kvm_argv() {
         assert_eq!(
-            strings(accel_args(Accel::Tcg, 2, 2048)),
+            strings(accel_args(Accel::Tcg, Clock::Real, "max", 2, 2048)),
             [
                 "-accel",
                 "tcg,thread=multi",
@@ -445,8 +501,27 @@ mod tests {
             ]
         );
         assert_eq!(
-            strings(accel_args(Accel::Kvm, 4, 512))[..4],
+            strings(accel_args(Accel::Kvm, Clock::Real, "max", 4, 512))[..4],
             ["-accel", "kvm", "-cpu", "host"]
+        );
+        assert_eq!(
+            strings(accel_args(
+                Accel::Tcg,
+                Clock::Virtual { shift: 3 },
+                "qemu64",
+                2,
+                2048
+            ))[..8],
+            [
+                "-accel",
+                "tcg,thread=single",
+                "-icount",
+                "shift=3,sleep=off,align=off",
+                "-rtc",
+                "clock=vm",
+                "-cpu",
+                "qemu64"
+            ]
         );
     }
 
@@ -473,6 +548,8 @@ mod tests {
             kernel: "/k/bzImage".into(),
             initrd: "/k/initrd.cpio".into(),
             accel: Accel::Tcg,
+            clock: Clock::Real,
+            cpu_model: "max".into(),
             cpus: 2,
             memory_mib: 2048,
             init: "/init".into(),

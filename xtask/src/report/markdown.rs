@@ -400,8 +400,18 @@ fn environment(o: &mut String, session: &Session) {
     let t = &session.toolchain;
     let _ = writeln!(
         o,
-        "- QEMU {} with {:?}; guest: {} CPUs, {} MiB; host: {} CPUs.",
-        t.qemu, session.accel, session.cpus, session.memory_mib, session.host_cpus
+        "- QEMU {} with {:?} (clock {}, CPU model {}); guest: {} CPUs, {} MiB; host: {} CPUs.",
+        t.qemu,
+        session.accel,
+        session.clock,
+        if session.accel == crate::guest::qemu::Accel::Kvm {
+            "host"
+        } else {
+            &session.cpu_model
+        },
+        session.cpus,
+        session.memory_mib,
+        session.host_cpus
     );
     let _ = writeln!(
         o,

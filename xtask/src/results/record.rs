@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::{
-    guest::qemu::Accel,
+    guest::qemu::{Accel, Clock},
     guest::scenario,
     guest::stream::Stream,
     guest::{boot::Booted, job::Job, plan::Boot},
@@ -73,6 +73,11 @@ impl Mechanism {
     }
 }
 
+/// What every run used before `--cpu-model` existed.
+pub fn historical_cpu_model() -> String {
+    "max".into()
+}
+
 /// One boot of one variant in one scenario.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct RunRecord {
@@ -81,6 +86,13 @@ pub struct RunRecord {
     /// 0-based repetition of this cell.
     pub run: u32,
     pub accel: Accel,
+    /// Guest time: the host's, or QEMU's instruction count. Records from
+    /// before the choice existed ran on the real clock.
+    #[serde(default)]
+    pub clock: Clock,
+    /// QEMU's -cpu under TCG (`host` under KVM); older records used `max`.
+    #[serde(default = "historical_cpu_model")]
+    pub cpu_model: String,
     pub cpus: u32,
     pub memory_mib: u32,
     pub kernel: KernelIds,
@@ -259,6 +271,8 @@ pub struct RunContext<'a> {
     pub scenario: &'a str,
     pub run: u32,
     pub accel: Accel,
+    pub clock: Clock,
+    pub cpu_model: &'a str,
     pub cpus: u32,
     pub memory_mib: u32,
     pub job: &'a Job,
@@ -277,6 +291,8 @@ impl<'a> RunContext<'a> {
             scenario: b.scenario.name,
             run: b.run,
             accel: b.machine.accel,
+            clock: b.machine.clock,
+            cpu_model: &b.machine.cpu_model,
             cpus: b.machine.cpus,
             memory_mib: b.machine.memory_mib,
             job: &b.job,
@@ -330,6 +346,8 @@ pub fn build(ctx: RunContext<'_>, stream: &Stream) -> Result<RunRecord> {
         scenario: ctx.scenario.to_string(),
         run: ctx.run,
         accel: ctx.accel,
+        clock: ctx.clock,
+        cpu_model: ctx.cpu_model.to_string(),
         cpus: ctx.cpus,
         memory_mib: ctx.memory_mib,
         kernel: ctx.variant.into(),
@@ -559,6 +577,8 @@ mod tests {
             scenario,
             run: 0,
             accel: Accel::default(),
+            clock: Clock::Real,
+            cpu_model: "max",
             cpus: 2,
             memory_mib: 2048,
             job: &job,

@@ -3,7 +3,10 @@
 
 use crate::{
     deps,
-    guest::{job::Job, qemu::Accel},
+    guest::{
+        job::Job,
+        qemu::{Accel, Clock},
+    },
     kernel::build as kernel,
     kernel::patch as kernel_patch,
 };
@@ -18,6 +21,10 @@ pub struct Session {
     pub harness: Option<String>,
     pub started: String,
     pub accel: Accel,
+    #[serde(default)]
+    pub clock: Clock,
+    #[serde(default = "crate::results::record::historical_cpu_model")]
+    pub cpu_model: String,
     pub cpus: u32,
     pub memory_mib: u32,
     pub runs: u32,

@@ -19,12 +19,10 @@ use crate::{
     reaper, util,
 };
 
-/// Starts `build-kernel --variant <variant>` as its own process, waits until
-/// it compiles with `make` running under it, sends SIGTERM to that process
-/// only, and checks that every process it had started is gone.
-pub fn sigterm_mid_build(sh: &Shell, variant: &str) -> Result<()> {
-    // Make sure there is something to compile: a newer page-writeback.c in the
-    // cached tree rebuilds its object and relinks (the content is unchanged).
+/// Makes sure the next build has something to compile: a newer
+/// page-writeback.c in the cached tree rebuilds its object and relinks (its
+/// content is unchanged).
+fn touch_page_writeback(sh: &Shell) -> Result<()> {
     let cache = util::cache_dir()?;
     let src = SourceArgs::default().prepare(sh, &cache)?;
     let file = src.tree().join("mm/page-writeback.c");
@@ -33,7 +31,14 @@ pub fn sigterm_mid_build(sh: &Shell, variant: &str) -> Result<()> {
         .open(&file)
         .with_context(|| format!("opening {}", file.display()))?;
     f.set_modified(std::time::SystemTime::now())
-        .with_context(|| format!("touching {}", file.display()))?;
+        .with_context(|| format!("touching {}", file.display()))
+}
+
+/// Starts `build-kernel --variant <variant>` as its own process, waits until
+/// it compiles with `make` running under it, sends SIGTERM to that process
+/// only, and checks that every process it had started is gone.
+pub fn sigterm_mid_build(sh: &Shell, variant: &str) -> Result<()> {
+    touch_page_writeback(sh)?;
 
     let exe = std::env::current_exe().context("finding the xtask binary")?;
     let mut child = Command::new(exe)

@@ -11,7 +11,7 @@ use crate::{
     guest::{
         initramfs,
         plan::Machine,
-        qemu::{self, Accel},
+        qemu::{self, Accel, Clock},
     },
     kernel::{
         build::{self as kernel, Built, Flavour},
@@ -22,6 +22,13 @@ use crate::{
     util,
 };
 
+/// `--clock`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ClockMode {
+    Real,
+    Virtual,
+}
+
 /// How the guest is sized and run.
 #[derive(Debug, Clone, clap::Args)]
 pub struct GuestArgs {
@@ -29,6 +36,17 @@ pub struct GuestArgs {
     /// else tcg (qemu -accel tcg,thread=multi).
     #[arg(long, value_enum)]
     pub accel: Option<Accel>,
+    /// Guest time under TCG: `real` (the host's clock, multi-threaded TCG) or
+    /// `virtual` (QEMU -icount: time counts instructions on one host thread,
+    /// so host load does not move the numbers). Not with --accel kvm.
+    #[arg(long, value_enum, default_value_t = ClockMode::Real)]
+    pub clock: ClockMode,
+    /// With --clock virtual: each instruction is 2^N ns of guest time.
+    #[arg(long, default_value_t = 3, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=10))]
+    pub icount_shift: u32,
+    /// QEMU's -cpu model under TCG (KVM always uses -cpu host).
+    #[arg(long, value_name = "MODEL", default_value = qemu::DEFAULT_TCG_CPU)]
+    pub cpu_model: String,
     /// Guest CPUs (qemu -smp). Default: 2.
     #[arg(long, default_value_t = 2, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
     pub cpus: u32,
@@ -93,14 +111,42 @@ impl GuestArgs {
         Ok((built, initrd))
     }
 
-    /// The machine these flags describe.
-    pub fn machine(&self) -> Machine {
-        Machine {
-            accel: self.accel.unwrap_or_else(qemu::detect_accel),
+    /// The machine these flags describe; a virtual clock under KVM is refused.
+    pub fn machine(&self) -> Result<Machine> {
+        let accel = self.accel.unwrap_or_else(qemu::detect_accel);
+        let clock = match self.clock {
+            ClockMode::Real => Clock::Real,
+            ClockMode::Virtual => Clock::Virtual {
+                shift: self.icount_shift,
+            },
+        };
+        if accel == Accel::Kvm && clock != Clock::Real {
+            bail!(
+                "--clock virtual needs TCG (QEMU's -icount counts translated \
+                 instructions; KVM runs them on the host CPU): add --accel tcg, or drop \
+                 --clock virtual"
+            );
+        }
+        if !self
+            .cpu_model
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+            || self.cpu_model.is_empty()
+        {
+            bail!(
+                "--cpu-model `{}` is not a QEMU CPU model name (see \
+                 `qemu-system-x86_64 -cpu help`)",
+                self.cpu_model
+            );
+        }
+        Ok(Machine {
+            accel,
+            clock,
+            cpu_model: self.cpu_model.clone(),
             cpus: self.cpus,
             memory_mib: self.memory,
             rdinit: self.rdinit.clone(),
-        }
+        })
     }
 }
 

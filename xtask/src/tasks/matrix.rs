@@ -184,6 +184,8 @@ impl QemuTest {
             harness: None,
             started: util::timestamp(),
             accel: machine.accel,
+            clock: machine.clock,
+            cpu_model: machine.cpu_model.clone(),
             cpus: machine.cpus,
             memory_mib: machine.memory_mib,
             runs,
@@ -222,12 +224,13 @@ impl QemuTest {
         let (expected_file, expected_text, expected) = self.expectations()?;
         let runs = self.runs()?;
         self.check_aa()?;
+        // Checked before anything is built.
+        let machine = self.guest.machine()?;
         let roles = Variants::load(&util::project_root().join(VARIANTS_FILE))?.roles;
         let mut built = self.guest.kernels(sh, &tc, &self.selection, &self.source)?;
         if let Some(aa) = self.aa_variant(&built, runs, &roles)? {
             built.push(aa);
         }
-        let machine = self.guest.machine();
         let base = initramfs::base(sh).context("building the initramfs")?;
         let dir = util::unique_dir(&util::target_dir().join("results"))?;
         let mut session = self.session(
@@ -493,6 +496,38 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.contains("invalid value"), "{e}");
+    }
+
+    #[test]
+    fn a_virtual_clock_under_kvm_and_a_bad_cpu_model_are_refused() {
+        let parse = |extra: &[&str]| {
+            let argv: Vec<&str> = ["qemu-test"].iter().chain(extra).copied().collect();
+            crate::tasks::ci::parse_args::<super::QemuTest>(argv).unwrap()
+        };
+        let e = parse(&["--accel", "kvm", "--clock", "virtual"])
+            .guest
+            .machine()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--clock virtual needs TCG"), "{e}");
+        let e = parse(&["--accel", "tcg", "--cpu-model", "max,+avx"])
+            .guest
+            .machine()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("is not a QEMU CPU model name"), "{e}");
+        let m = parse(&[
+            "--accel",
+            "tcg",
+            "--clock",
+            "virtual",
+            "--icount-shift",
+            "4",
+        ])
+        .guest
+        .machine()
+        .unwrap();
+        assert_eq!(m.clock, crate::guest::qemu::Clock::Virtual { shift: 4 });
     }
 
     #[test]

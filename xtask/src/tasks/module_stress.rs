@@ -53,7 +53,7 @@ impl ModuleStress {
         ];
         let mut cfg = self
             .guest
-            .machine()
+            .machine()?
             .vm(&b, initrd, params, Console::File(console.clone()));
         cfg.results = Some(dir.join("results.bin"));
         progress::emit(Event::Note(&format!(

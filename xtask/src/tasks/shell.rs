@@ -34,7 +34,7 @@ impl ShellCmd {
     pub fn run(self, sh: &Shell) -> Result<()> {
         let (b, initrd) = self.guest.one_variant(sh, &self.source, &self.variant)?;
         let params = vec![("scenario".into(), "shell".into())];
-        let mut cfg = self.guest.machine().vm(&b, initrd, params, Console::Stdio);
+        let mut cfg = self.guest.machine()?.vm(&b, initrd, params, Console::Stdio);
         if let Some(disk) = self.disk {
             if !disk.exists() {
                 mkfs_ext4(sh, &disk)?;
