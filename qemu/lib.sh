@@ -101,6 +101,7 @@ guest_env() {
 	echo "uname=$(uname -r)"
 	echo "cmdline=$(cat /proc/cmdline)"
 	echo "cpus=$(grep -c ^processor /proc/cpuinfo)"
+	echo "clocksource=$(cat /sys/devices/system/clocksource/clocksource0/current_clocksource)"
 	grep -E '^(MemTotal|MemFree|Dirty|Writeback):' /proc/meminfo
 	for f in dirty_ratio dirty_background_ratio dirty_expire_centisecs dirty_writeback_centisecs; do
 		echo "vm.$f=$(cat /proc/sys/vm/$f)"

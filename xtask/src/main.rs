@@ -38,6 +38,10 @@ enum Task {
     Shell(tasks::shell::ShellCmd),
     /// rmmod/insmod the wbstall module N times while writers run; fail on any warning.
     ModuleStress(tasks::module_stress::ModuleStress),
+    /// What the harness costs: FUSE throughput in qemu-test's guest against a bare one.
+    BenchFuse(tasks::bench_fuse::BenchFuse),
+    /// Join the result directories of `qemu-test --shard I/N` and judge them.
+    Merge(tasks::merge::Merge),
     /// Re-render the report of a results directory.
     Report(tasks::report::ReportCmd),
     /// The test command: fmt, clippy, unit tests, quick qemu-test of regressed and v1.
@@ -60,6 +64,8 @@ fn main() -> Result<()> {
         Some(Task::Shell(t)) => t.run(&sh),
         Some(Task::ModuleStress(t)) => t.run(&sh),
         Some(Task::Report(t)) => t.run(&sh),
+        Some(Task::Merge(t)) => t.run(&sh),
+        Some(Task::BenchFuse(t)) => t.run(&sh),
         Some(Task::Ci(t)) => t.run(&sh),
     }
 }

@@ -9,7 +9,7 @@
 # while it is open, and succeed once it is closed.
 held_reader() {
 	exec 4</sys/kernel/debug/wbstall/stats
-	read -r _ <&4 || fail "cannot read /sys/kernel/debug/wbstall/stats"
+	cat <&4 >/dev/null || fail "cannot read /sys/kernel/debug/wbstall/stats"
 	if rmmod wbstall 2>/tmp/rmmod.err; then
 		fail "rmmod wbstall succeeded while a reader held stats open"
 	fi

@@ -758,6 +758,14 @@ v2 = "ok"
             crate::results::record::problems(&r, &t),
             ["the BDI's strict_limit is 0, the scenario needs 1"]
         );
+        // A tick-resolution clocksource: latencies and stall times are noise.
+        let mut r = rec("regressed", "fuse-strictlimit", 1.0, 0.6);
+        r.guest_env.insert("clocksource".into(), "jiffies".into());
+        assert!(
+            crate::results::record::problems(&r, &t)[0].contains("ran on the jiffies clocksource")
+        );
+        r.guest_env.insert("clocksource".into(), "tsc".into());
+        assert!(crate::results::record::problems(&r, &t).is_empty());
     }
 
     #[test]

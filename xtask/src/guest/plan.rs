@@ -19,6 +19,8 @@ pub struct Machine {
     pub accel: Accel,
     pub clock: Clock,
     pub cpu_model: String,
+    /// More kernel command-line arguments (`--kernel-arg`).
+    pub kernel_args: Vec<String>,
     pub cpus: u32,
     pub memory_mib: u32,
     /// The guest's init (kernel `rdinit=`).
@@ -40,6 +42,8 @@ impl Machine {
             accel: self.accel,
             clock: self.clock,
             cpu_model: self.cpu_model.clone(),
+            debug_kernel: kernel.meta.debug_kernel,
+            kernel_args: self.kernel_args.clone(),
             cpus: self.cpus,
             memory_mib: self.memory_mib,
             init: self.rdinit.clone(),
@@ -134,10 +138,102 @@ pub fn abba<'a, K>(
     out
 }
 
+/// `--shard I/N`: the I-th (1-based) of N deterministic slices of a plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Shard {
+    pub index: u32,
+    pub count: u32,
+}
+
+impl std::str::FromStr for Shard {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Shard, String> {
+        let bad = || format!("`{s}` is not a shard: write I/N with 1 <= I <= N <= 64, e.g. 2/4");
+        let (i, n) = s.split_once('/').ok_or_else(bad)?;
+        let (index, count) = (
+            i.trim().parse::<u32>().map_err(|_| bad())?,
+            n.trim().parse::<u32>().map_err(|_| bad())?,
+        );
+        if index == 0 || index > count || count > 64 {
+            return Err(bad());
+        }
+        Ok(Shard { index, count })
+    }
+}
+
+impl std::fmt::Display for Shard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.index, self.count)
+    }
+}
+
+impl Shard {
+    /// Whether the boot of `run` in the scenario at `scenario_index` (of
+    /// `scenarios`) belongs to this shard. The unit is one scenario over a pair
+    /// of runs (forward, then backward): every shard keeps its boots ABBA.
+    pub fn takes(&self, scenario_index: usize, scenarios: usize, run: u32) -> bool {
+        let unit = (run / 2) as usize * scenarios + scenario_index;
+        unit % self.count as usize == (self.index - 1) as usize
+    }
+}
+
+/// Where a boot comes in an unsharded plan (run, scenario, then the variant
+/// in ABBA direction): merged shards are put back in this order.
+pub fn plan_position(
+    run: u32,
+    scenario_index: usize,
+    variant_index: usize,
+    variants: usize,
+) -> (u32, usize, usize) {
+    let v = if run.is_multiple_of(2) {
+        variant_index
+    } else {
+        variants - 1 - variant_index
+    };
+    (run, scenario_index, v)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::guest::scenario;
+
+    #[test]
+    fn shards_partition_the_plan_and_keep_abba_pairs() {
+        let (scenarios, runs) = (4, 3);
+        for count in 1..=8u32 {
+            let mut owners = Vec::new();
+            for s in 0..scenarios {
+                for run in 0..runs {
+                    let takers: Vec<u32> = (1..=count)
+                        .filter(|&i| Shard { index: i, count }.takes(s, scenarios, run))
+                        .collect();
+                    assert_eq!(takers.len(), 1, "boot ({s},{run}) of {count} shards");
+                    owners.push(((s, run), takers[0]));
+                }
+            }
+            // Runs 0 and 1 of a scenario (A B, then B A) stay in one shard.
+            for s in 0..scenarios {
+                let of = |run| owners.iter().find(|(k, _)| *k == (s, run)).unwrap().1;
+                assert_eq!(of(0), of(1));
+            }
+        }
+        assert_eq!(
+            "2/4".parse::<Shard>().unwrap(),
+            Shard { index: 2, count: 4 }
+        );
+        for bad in ["0/4", "5/4", "4", "a/b", "1/65"] {
+            let e = bad.parse::<Shard>().unwrap_err();
+            assert!(e.contains("is not a shard"), "{e}");
+        }
+    }
+
+    #[test]
+    fn plan_positions_follow_abba() {
+        assert!(plan_position(0, 0, 0, 2) < plan_position(0, 0, 1, 2));
+        assert!(plan_position(1, 0, 1, 2) < plan_position(1, 0, 0, 2));
+        assert!(plan_position(0, 1, 0, 2) < plan_position(1, 0, 0, 2));
+    }
 
     #[test]
     fn runs_are_interleaved_abba() {
@@ -175,6 +271,7 @@ mod tests {
                 accel: Accel::Tcg,
                 clock: Clock::Real,
                 cpu_model: "max".into(),
+                kernel_args: Vec::new(),
                 cpus: 2,
                 memory_mib: 2048,
                 rdinit: "/init".into(),

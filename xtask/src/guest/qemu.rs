@@ -100,6 +100,10 @@ pub struct VmConfig {
     pub cpu_model: String,
     pub cpus: u32,
     pub memory_mib: u32,
+    /// A `--debug-kernel` image (slow ACPI: see [`kernel_cmdline`]).
+    pub debug_kernel: bool,
+    /// The user's extra kernel arguments (`--kernel-arg`), after wbstall's.
+    pub kernel_args: Vec<String>,
     /// The initramfs program the kernel runs as init (`/init`).
     pub init: String,
     /// `wbstall.KEY=VALUE` parameters for the guest's init.
@@ -171,7 +175,12 @@ pub fn accel_args(
 }
 
 /// The kernel command line, one item per reason.
-pub fn kernel_cmdline(init: &str, params: &[(String, String)]) -> String {
+pub fn kernel_cmdline(
+    init: &str,
+    params: &[(String, String)],
+    debug_kernel: bool,
+    extra: &[String],
+) -> String {
     let mut items: Vec<String> = vec![
         // The boot log and any panic go to the first serial port, which QEMU
         // saves per run; results never travel this way.
@@ -185,6 +194,15 @@ pub fn kernel_cmdline(init: &str, params: &[(String, String)]) -> String {
         // Run wbstall's init from the initramfs.
         format!("rdinit={init}"),
     ];
+    if debug_kernel {
+        // Under KASAN and lockdep the ACPI interpreter is so slow under TCG
+        // that SeaBIOS's _PRT method hits its 30 s AML loop timeout, and
+        // virtio-pci gets no interrupt (so no results port). Route PCI
+        // interrupts from the BIOS's $PIR table instead.
+        items.push("pci=noacpi".into());
+    }
+    // The user's own (`--kernel-arg`), before the parameters for init.
+    items.extend(extra.iter().cloned());
     // Scenario parameters for init. Dotted names are taken as parameters of a
     // (non built-in) module: the kernel neither warns about them nor passes them
     // to init as environment; init reads them from /proc/cmdline.
@@ -197,6 +215,8 @@ pub fn kernel_args(
     initrd: &Path,
     init: &str,
     params: &[(String, String)],
+    debug_kernel: bool,
+    extra: &[String],
 ) -> Vec<OsString> {
     vec![
         "-kernel".into(),
@@ -204,7 +224,7 @@ pub fn kernel_args(
         "-initrd".into(),
         initrd.into(),
         "-append".into(),
-        kernel_cmdline(init, params).into(),
+        kernel_cmdline(init, params, debug_kernel, extra).into(),
     ]
 }
 
@@ -276,6 +296,8 @@ pub fn argv(cfg: &VmConfig) -> Vec<OsString> {
         &cfg.initrd,
         &cfg.init,
         &cfg.params,
+        cfg.debug_kernel,
+        &cfg.kernel_args,
     ));
     a.extend(console_args(&cfg.console));
     if let Some(r) = &cfg.results {
@@ -533,6 +555,14 @@ mod tests {
                 ("scenario".into(), "fuse-strictlimit".into()),
                 ("runtime".into(), "20".into()),
             ],
+            false,
+            &[],
+        );
+        assert!(!line.contains("pci=noacpi"), "{line}");
+        assert!(kernel_cmdline("/init", &[], true, &[]).contains(" pci=noacpi"));
+        assert!(
+            kernel_cmdline("/init", &[], false, &["tsc=reliable".into()])
+                .ends_with("rdinit=/init tsc=reliable")
         );
         assert!(line.starts_with("console=ttyS0 panic=-1 "), "{line}");
         assert!(line.contains("rdinit=/init"));
@@ -550,6 +580,8 @@ mod tests {
             accel: Accel::Tcg,
             clock: Clock::Real,
             cpu_model: "max".into(),
+            debug_kernel: false,
+            kernel_args: Vec::new(),
             cpus: 2,
             memory_mib: 2048,
             init: "/init".into(),

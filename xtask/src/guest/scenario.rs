@@ -146,6 +146,14 @@ pub fn by_name(name: &str) -> Result<Scenario> {
     }
 }
 
+/// Any scenario by name, measured or not (module-stress's, bench-fuse's).
+pub fn any(name: &str) -> Result<Scenario> {
+    match registry()?.iter().find(|(s, _)| s.name == name) {
+        Some((s, _)) => Ok(*s),
+        None => bail!("no scenario `{name}` in {DIR}"),
+    }
+}
+
 /// The selected scenarios, all by default.
 pub fn select(names: &[String]) -> Result<Vec<Scenario>> {
     if names.is_empty() {

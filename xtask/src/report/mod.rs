@@ -1,6 +1,7 @@
 //! Rendering results: the side-by-side table `qemu-test` prints (variants as
 //! columns, throughput and the mechanism as rows), and the verdict lines.
 
+pub mod mail;
 pub mod markdown;
 pub mod plots;
 pub mod terminal;
@@ -45,7 +46,11 @@ pub fn session_roles(
     }
 }
 
-/// Renders a results directory: `verdict.json`, `report.md` and the SVG plots.
+/// The mail version of the report, next to `report.md`.
+pub const MAIL_FILE: &str = "report.mail.txt";
+
+/// Renders a results directory: `verdict.json`, `report.md`, the mail
+/// (`report.mail.txt`) and the SVG plots.
 pub fn render(
     dir: &std::path::Path,
     session: &crate::results::session::Session,
@@ -81,15 +86,11 @@ pub fn render(
             plots.push((format!("Time series, {s}"), file));
         }
     }
-    let md = markdown::markdown(
-        session,
-        records,
-        &verdict,
-        &plots,
-        expected,
-        &session_roles(session)?,
-    );
+    let roles = session_roles(session)?;
+    let md = markdown::markdown(session, records, &verdict, &plots, expected, &roles);
     crate::util::write_atomic(&dir.join("report.md"), md)?;
+    let text = mail::mail(session, records, &verdict, &roles);
+    crate::util::write_atomic(&dir.join(MAIL_FILE), text)?;
     Ok(verdict)
 }
 
@@ -292,9 +293,19 @@ mod tests {
             golden("terminal.txt"),
             "the terminal output changed"
         );
+        let mail = read(MAIL_FILE);
+        assert!(
+            mail.lines().all(|l| l.chars().count() <= mail::WIDTH),
+            "a mail line is over {} columns",
+            mail::WIDTH
+        );
         for f in std::fs::read_dir(&docs).unwrap() {
             let name = f.unwrap().file_name().to_string_lossy().into_owned();
-            if name == "report.md" || name == "verdict.json" || name.ends_with(".svg") {
+            if name == "report.md"
+                || name == MAIL_FILE
+                || name == "verdict.json"
+                || name.ends_with(".svg")
+            {
                 assert!(read(&name) == golden(&name), "{name} renders differently");
             }
         }

@@ -379,12 +379,25 @@ pub fn build(ctx: RunContext<'_>, stream: &Stream) -> Result<RunRecord> {
             .text("fio-verify")
             .map(|t| fio::parse(&t).is_ok_and(|r| r.error == 0)),
         dmesg_warnings: merge_warnings(ctx.console_warnings, warnings(&need("dmesg")?)),
-        guest_env: key_values(&need("guest-env")?),
+        guest_env: guest_env(&need("guest-env")?, &ctx.console_log)?,
         wall_secs: ctx.wall_secs,
         console_log: ctx.console_log,
         samples: ctx.samples,
     })
 }
+
+/// `guest-env`, which must name the clocksource the guest's latencies ran on.
+fn guest_env(text: &str, console_log: &str) -> Result<BTreeMap<String, String>> {
+    let env = key_values(text);
+    if !env.contains_key("clocksource") {
+        bail!("the guest's guest-env has no clocksource line (see {console_log})");
+    }
+    Ok(env)
+}
+
+/// Clocksources whose resolution is a tick: fio's latencies and the module's
+/// millisecond counters would be meaningless on them.
+const COARSE_CLOCKSOURCES: &[&str] = &["jiffies", "refined-jiffies"];
 
 /// A file the guest must have sent.
 fn need(stream: &Stream, name: &str, console_log: &str) -> Result<String> {
@@ -493,6 +506,15 @@ pub fn problems(r: &RunRecord, tolerance: &Tolerance) -> Vec<String> {
             "the module's KUnit tests did not pass: {}",
             r.ktap.summary()
         ));
+    }
+    // Records from before the clocksource was recorded have none to check.
+    if let Some(cs) = r.guest_env.get("clocksource") {
+        if COARSE_CLOCKSOURCES.contains(&cs.as_str()) {
+            p.push(format!(
+                "the guest ran on the {cs} clocksource (tick resolution): latencies and \
+                 stall times are meaningless (check the CPU model and CONFIG_HPET_TIMER)"
+            ));
+        }
     }
     match scenario::by_name(&r.scenario) {
         Ok(s) => {

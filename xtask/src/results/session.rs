@@ -5,6 +5,7 @@ use crate::{
     deps,
     guest::{
         job::Job,
+        plan::Shard,
         qemu::{Accel, Clock},
     },
     kernel::build as kernel,
@@ -25,6 +26,9 @@ pub struct Session {
     pub clock: Clock,
     #[serde(default = "crate::results::record::historical_cpu_model")]
     pub cpu_model: String,
+    /// Extra kernel arguments (`--kernel-arg`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kernel_args: Vec<String>,
     pub cpus: u32,
     pub memory_mib: u32,
     pub runs: u32,
@@ -42,6 +46,9 @@ pub struct Session {
     /// sessions recorded before they were kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub roles: Option<kernel_patch::Roles>,
+    /// The slice of the plan this session ran (`--shard I/N`), if not all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<Shard>,
 }
 
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]

@@ -58,28 +58,7 @@ impl Ci {
         if self.no_kernel {
             return Ok(());
         }
-        step("shellcheck of the guest scripts", || {
-            if deps::which("shellcheck").is_none() {
-                bail!("`shellcheck` is required: apt-get install shellcheck");
-            }
-            let files = guest_scripts()?;
-            // dash: the POSIX shell with `local`, as busybox ash has it.
-            cmd!(sh, "shellcheck -s dash -x -P SCRIPTDIR {files...}")
-                .run()
-                .context("shellcheck of qemu/")
-        })?;
-        step("rustfmt of the kernel module", || {
-            let dir = util::project_root().join(module::MODULE_DIR);
-            let files: Vec<_> = std::fs::read_dir(&dir)?
-                .flatten()
-                .map(|e| e.path())
-                .filter(|p| p.extension().is_some_and(|e| e == "rs"))
-                .collect();
-            // rust-module/.rustfmt.toml carries the kernel's settings.
-            cmd!(sh, "rustfmt --check --edition 2021 {files...}")
-                .run()
-                .context("rustfmt of rust-module/ (run the same without --check)")
-        })?;
+        static_checks(sh)?;
         // Every variant built and booted once, on the scenario whose verdict is
         // robust in a 7 s job (84% against 0% stall share). The other scenarios
         // are judged in the full matrix (docs/example-report): in quick runs the
@@ -109,6 +88,42 @@ impl Ci {
         )));
         Ok(())
     }
+}
+
+/// The checks of the repository's other languages: the guest's shell, the
+/// GitHub workflow, the module's formatting.
+fn static_checks(sh: &Shell) -> Result<()> {
+    step("shellcheck of the guest scripts", || {
+        if deps::which("shellcheck").is_none() {
+            bail!("`shellcheck` is required: apt-get install shellcheck");
+        }
+        let files = guest_scripts()?;
+        // dash: the POSIX shell with `local`, as busybox ash has it.
+        cmd!(sh, "shellcheck -s dash -x -P SCRIPTDIR {files...}")
+            .run()
+            .context("shellcheck of qemu/")
+    })?;
+    step("the GitHub matrix workflow (.ci/check-workflow.py)", || {
+        let script = util::project_root().join(".ci/check-workflow.py");
+        let wf = util::project_root().join(".github/workflows/matrix.yml");
+        cmd!(sh, "python3 {script} {wf}").run().context(
+            "checking .github/workflows/matrix.yml (needs python3 with yaml: \
+             apt-get install python3-yaml)",
+        )
+    })?;
+    step("rustfmt of the kernel module", || {
+        let dir = util::project_root().join(module::MODULE_DIR);
+        let files: Vec<_> = std::fs::read_dir(&dir)?
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|e| e == "rs"))
+            .collect();
+        // rust-module/.rustfmt.toml carries the kernel's settings.
+        cmd!(sh, "rustfmt --check --edition 2021 {files...}")
+            .run()
+            .context("rustfmt of rust-module/ (run the same without --check)")
+    })?;
+    Ok(())
 }
 
 /// A task's flags from an argument list, as `cargo xtask <task> ARGS` would

@@ -47,6 +47,11 @@ pub struct GuestArgs {
     /// QEMU's -cpu model under TCG (KVM always uses -cpu host).
     #[arg(long, value_name = "MODEL", default_value = qemu::DEFAULT_TCG_CPU)]
     pub cpu_model: String,
+    /// One more kernel command-line argument (repeatable), e.g. `tsc=reliable`;
+    /// recorded in the session. wbstall's own (console=, rdinit=, wbstall.*)
+    /// cannot be overridden.
+    #[arg(long = "kernel-arg", value_name = "ARG")]
+    pub kernel_args: Vec<String>,
     /// Guest CPUs (qemu -smp). Default: 2.
     #[arg(long, default_value_t = 2, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
     pub cpus: u32,
@@ -130,7 +135,7 @@ impl GuestArgs {
         if !self
             .cpu_model
             .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+            .all(|c| c.is_ascii_alphanumeric() || "-_.,+=".contains(c))
             || self.cpu_model.is_empty()
         {
             bail!(
@@ -139,10 +144,24 @@ impl GuestArgs {
                 self.cpu_model
             );
         }
+        for a in &self.kernel_args {
+            let ours = ["console=", "rdinit=", "panic=", "wbstall."];
+            if a.is_empty()
+                || a.chars().any(char::is_whitespace)
+                || ours.iter().any(|o| a.starts_with(o))
+            {
+                bail!(
+                    "--kernel-arg `{a}`: give one argument without spaces per flag, and none \
+                     of wbstall's own ({})",
+                    ours.join(", ")
+                );
+            }
+        }
         Ok(Machine {
             accel,
             clock,
             cpu_model: self.cpu_model.clone(),
+            kernel_args: self.kernel_args.clone(),
             cpus: self.cpus,
             memory_mib: self.memory,
             rdinit: self.rdinit.clone(),

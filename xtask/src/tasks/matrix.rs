@@ -85,6 +85,11 @@ pub struct QemuTest {
     /// The hypotheses to judge against. Default: qemu/expected.toml.
     #[arg(long, value_name = "FILE")]
     pub expected: Option<PathBuf>,
+    /// Run only the I-th of N deterministic slices of the plan (each keeps its
+    /// boots in ABBA order), for a CI job matrix; `cargo xtask merge` joins the
+    /// N result directories and judges them.
+    #[arg(long, value_name = "I/N")]
+    pub shard: Option<plan::Shard>,
 }
 
 impl QemuTest {
@@ -147,8 +152,13 @@ impl QemuTest {
         runs: u32,
         machine: &Machine,
     ) -> Plan {
+        let index = |s: &Scenario| scenarios.iter().position(|x| x.name == s.name).unwrap_or(0);
         let boots = plan::abba(kernels, scenarios, runs)
             .into_iter()
+            .filter(|(run, _, scen)| {
+                self.shard
+                    .is_none_or(|sh| sh.takes(index(scen), scenarios.len(), *run))
+            })
             .map(|(run, kernel, scen)| {
                 let job = self.job(scen);
                 let timeout = self
@@ -186,6 +196,7 @@ impl QemuTest {
             accel: machine.accel,
             clock: machine.clock,
             cpu_model: machine.cpu_model.clone(),
+            kernel_args: machine.kernel_args.clone(),
             cpus: machine.cpus,
             memory_mib: machine.memory_mib,
             runs,
@@ -205,6 +216,7 @@ impl QemuTest {
             expected: Some(expected.1),
             failures: Vec::new(),
             roles: None,
+            shard: None,
         }
     }
 
@@ -242,6 +254,7 @@ impl QemuTest {
             (&expected_file, expected_text),
         );
         session.roles = Some(roles.clone());
+        session.shard = self.shard;
         session.harness = Some(harness_commit(sh));
         util::write_atomic(
             &dir.join("session.json"),
@@ -259,6 +272,23 @@ impl QemuTest {
         });
         let plan = self.plan(&built, &initrds(&base, &built)?, &scenarios, runs, &machine);
         let records = boot_all(sh, &dir, &plan, &expected, &mut session)?;
+        if let Some(shard) = self.shard {
+            // A slice is judged only with the others: `cargo xtask merge`.
+            println!(
+                "qemu-test: shard {shard}: {} boot(s) recorded, {} failed; results in {}\n\
+                 join the {} shards with `cargo xtask merge --out DIR SHARD_DIR...`",
+                records.len(),
+                session.failures.len(),
+                dir.display(),
+                shard.count
+            );
+            return Ok(Outcome {
+                dir,
+                verdict: Verdict::default(),
+                failures: session.failures.clone(),
+                sharded: true,
+            });
+        }
         finish(dir, &session, &records, &expected)
     }
 
@@ -400,11 +430,13 @@ pub struct Outcome {
     pub verdict: Verdict,
     /// Boots that produced no record.
     pub failures: Vec<String>,
+    /// A shard: not judged on its own.
+    pub sharded: bool,
 }
 
 impl Outcome {
     pub fn passed(&self) -> bool {
-        self.failures.is_empty() && self.verdict.passed()
+        self.failures.is_empty() && (self.sharded || self.verdict.passed())
     }
 }
 
@@ -429,6 +461,7 @@ fn finish(
         dir,
         verdict,
         failures: session.failures.clone(),
+        sharded: false,
     })
 }
 
@@ -510,7 +543,7 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("--clock virtual needs TCG"), "{e}");
-        let e = parse(&["--accel", "tcg", "--cpu-model", "max,+avx"])
+        let e = parse(&["--accel", "tcg", "--cpu-model", "max -smp 8"])
             .guest
             .machine()
             .unwrap_err()

@@ -19,6 +19,17 @@ pub struct ReportCmd {
     /// session recorded (else qemu/expected.toml).
     #[arg(long, value_name = "FILE")]
     pub expected: Option<std::path::PathBuf>,
+    /// What to print: the terminal table and verdict (`text`), or the report as
+    /// a mail to reply with on a list (`mail`: plain text in 72 columns, also
+    /// written to report.mail.txt).
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Text,
+    Mail,
 }
 
 impl ReportCmd {
@@ -45,6 +56,10 @@ impl ReportCmd {
         let expected =
             crate::analysis::verdict::session_expectations(&session, self.expected.as_deref())?;
         let verdict = render(&self.dir, &session, &records, &expected)?;
+        if self.format == Format::Mail {
+            print!("{}", read(crate::report::MAIL_FILE)?);
+            return Ok(());
+        }
         println!(
             "{}",
             table(

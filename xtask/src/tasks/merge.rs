@@ -1,0 +1,320 @@
+//! `cargo xtask merge --out DIR SHARD_DIR...`: joins the result directories of
+//! `qemu-test --shard I/N` (for example the artifacts of a CI job matrix) into
+//! one, and judges and renders it as if one machine had run every boot.
+//! Shards of different kernels, sources, machines, clocks, jobs, expectations
+//! or harness commits are refused, naming the difference.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+
+use crate::{
+    analysis::verdict,
+    guest::plan::plan_position,
+    report::{
+        self,
+        terminal::{table, verdict_lines},
+    },
+    results::{record::RunRecord, session::Session},
+    util,
+};
+
+/// Join shard result directories into one and judge it.
+#[derive(Debug, clap::Args)]
+pub struct Merge {
+    /// Where the merged results go (created; must not exist).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// The shards' result directories (target/wbstall/results/<timestamp>).
+    #[arg(required = true, value_name = "SHARD_DIR")]
+    pub dirs: Vec<PathBuf>,
+}
+
+impl Merge {
+    pub fn run(self, _sh: &xshell::Shell) -> Result<()> {
+        let shards = self
+            .dirs
+            .iter()
+            .map(|d| read_dir(d))
+            .collect::<Result<Vec<_>>>()?;
+        let (session, records) = merge(&shards)?;
+        if self.out.exists() {
+            bail!(
+                "--out {} exists: name a new directory (nothing was written)",
+                self.out.display()
+            );
+        }
+        std::fs::create_dir_all(&self.out)
+            .with_context(|| format!("creating {}", self.out.display()))?;
+        util::write_atomic(
+            &self.out.join("session.json"),
+            serde_json::to_string_pretty(&session)?,
+        )?;
+        util::write_atomic(
+            &self.out.join("results.json"),
+            serde_json::to_string_pretty(&records)?,
+        )?;
+        // The boots' own files (console logs, samples) come along.
+        for (dir, _, _) in &shards {
+            for e in std::fs::read_dir(dir).with_context(|| format!("listing {}", dir.display()))? {
+                let p = e?.path();
+                let name = util::file_name(&p);
+                if p.is_file() && !["session.json", "results.json"].contains(&name.as_str()) {
+                    std::fs::copy(&p, self.out.join(&name))
+                        .with_context(|| format!("copying {}", p.display()))?;
+                }
+            }
+        }
+        let expected = verdict::session_expectations(&session, None)?;
+        let v = report::render(&self.out, &session, &records, &expected)?;
+        println!("{}", table(&verdict::usable(&records, &expected), &v));
+        print!("{}", verdict_lines(&v));
+        for f in &session.failures {
+            println!("FAIL run {f}");
+        }
+        println!("report: {}", self.out.join("report.md").display());
+        if !session.failures.is_empty() || !v.passed() {
+            bail!("the verdict of the merged shards fails: see the FAIL lines above");
+        }
+        Ok(())
+    }
+}
+
+type ShardData = (PathBuf, Session, Vec<RunRecord>);
+
+fn read_dir(dir: &Path) -> Result<ShardData> {
+    let read = |name: &str| {
+        let p = dir.join(name);
+        std::fs::read_to_string(&p).with_context(|| {
+            format!(
+                "reading {} (is {} a qemu-test --shard results directory?)",
+                p.display(),
+                dir.display()
+            )
+        })
+    };
+    let session: Session = serde_json::from_str(&read("session.json")?)
+        .with_context(|| format!("parsing {}/session.json", dir.display()))?;
+    let records: Vec<RunRecord> = serde_json::from_str(&read("results.json")?)
+        .with_context(|| format!("parsing {}/results.json", dir.display()))?;
+    Ok((dir.to_path_buf(), session, records))
+}
+
+/// What must be the same in every shard, as text to compare and name.
+fn identity(s: &Session) -> Vec<(&'static str, String)> {
+    let kernels: Vec<String> = s
+        .variants
+        .iter()
+        .map(|v| format!("{} {} {}", v.variant, v.bzimage_sha256, v.module_sha256))
+        .collect();
+    let base = s.variants.first().map(|v| {
+        format!(
+            "{} {} {}",
+            v.base.kernel_version,
+            v.base.package_version.as_deref().unwrap_or("-"),
+            v.base.sha256
+        )
+    });
+    let jobs: Vec<String> = s
+        .scenarios
+        .iter()
+        .map(|i| format!("{}: {}", i.name, i.job.command_line()))
+        .collect();
+    vec![
+        ("kernels", kernels.join(", ")),
+        ("source", base.unwrap_or_default()),
+        ("accelerator", format!("{:?}", s.accel)),
+        ("clock", s.clock.to_string()),
+        ("CPU model", s.cpu_model.clone()),
+        ("kernel arguments", s.kernel_args.join(" ")),
+        (
+            "guest size",
+            format!("{} CPUs, {} MiB", s.cpus, s.memory_mib),
+        ),
+        ("runs", s.runs.to_string()),
+        ("jobs", jobs.join("; ")),
+        ("expectations", s.expected.clone().unwrap_or_default()),
+        ("roles", format!("{:?}", s.roles)),
+        ("harness commit", s.harness.clone().unwrap_or_default()),
+    ]
+}
+
+/// Every shard of `count` given once, all of one plan.
+fn check_shards(shards: &[ShardData], count: u32) -> Result<()> {
+    let (first_dir, first, _) = &shards[0];
+    let mut seen = vec![None::<&Path>; count as usize];
+    for (dir, s, _) in shards {
+        let Some(shard) = s.shard else {
+            bail!("{} is not a shard (no --shard I/N)", dir.display());
+        };
+        if shard.count != count {
+            bail!(
+                "{} is shard {shard}, {} is of {count} shards: merge shards of one plan",
+                dir.display(),
+                first_dir.display()
+            );
+        }
+        let slot = &mut seen[(shard.index - 1) as usize];
+        if let Some(other) = slot {
+            bail!(
+                "shard {shard} is given twice: {} and {}",
+                other.display(),
+                dir.display()
+            );
+        }
+        *slot = Some(dir);
+        for ((what, a), (_, b)) in identity(first).iter().zip(identity(s)) {
+            if *a != b {
+                bail!(
+                    "{} and {} differ in their {what}:\n  {a}\n  {b}\nmerge shards of one \
+                     qemu-test plan (same kernels, machine, clock, jobs, expectations)",
+                    first_dir.display(),
+                    dir.display()
+                );
+            }
+        }
+    }
+    let missing: Vec<String> = (1..=count)
+        .filter(|i| seen[(*i - 1) as usize].is_none())
+        .map(|i| format!("{i}/{count}"))
+        .collect();
+    if !missing.is_empty() {
+        bail!("shard(s) {} missing: merge all {count}", missing.join(", "));
+    }
+    Ok(())
+}
+
+/// The merged session and records, in the unsharded plan's order.
+pub fn merge(shards: &[ShardData]) -> Result<(Session, Vec<RunRecord>)> {
+    let Some((first_dir, first, _)) = shards.first() else {
+        bail!("merge needs the shards' result directories");
+    };
+    let count = match first.shard {
+        Some(s) => s.count,
+        None => bail!("{} is not a shard (no --shard I/N)", first_dir.display()),
+    };
+    check_shards(shards, count)?;
+    let mut session = first.clone();
+    session.shard = None;
+    session.command = format!("merge of {count} shards of `{}`", first.command);
+    session.started = shards
+        .iter()
+        .map(|(_, s, _)| s.started.clone())
+        .min()
+        .unwrap_or_default();
+    session.failures = shards
+        .iter()
+        .flat_map(|(_, s, _)| s.failures.clone())
+        .collect();
+    let mut records: Vec<RunRecord> = shards.iter().flat_map(|(_, _, r)| r.clone()).collect();
+    let var_idx = |v: &str| {
+        session
+            .variants
+            .iter()
+            .position(|m| m.variant == v)
+            .unwrap_or(usize::MAX)
+    };
+    let scen_idx = |s: &str| {
+        session
+            .scenarios
+            .iter()
+            .position(|i| i.name == s)
+            .unwrap_or(usize::MAX)
+    };
+    let n = session.variants.len();
+    records.sort_by_key(|r| {
+        plan_position(
+            r.run,
+            scen_idx(&r.scenario),
+            var_idx(&r.variant).min(n - 1),
+            n,
+        )
+    });
+    Ok((session, records))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{guest::plan::Shard, util::testdir};
+
+    fn example() -> (Session, Vec<RunRecord>) {
+        let docs = util::project_root().join("docs/example-report");
+        let read = |n: &str| std::fs::read_to_string(docs.join(n)).unwrap();
+        (
+            serde_json::from_str(&read("session.json")).unwrap(),
+            serde_json::from_str(&read("results.json")).unwrap(),
+        )
+    }
+
+    /// The example's records split as `--shard i/count` would have run them.
+    fn split(count: u32) -> Vec<ShardData> {
+        let (session, records) = example();
+        let names: Vec<String> = session.scenarios.iter().map(|i| i.name.clone()).collect();
+        (1..=count)
+            .map(|index| {
+                let shard = Shard { index, count };
+                let mut s = session.clone();
+                s.shard = Some(shard);
+                let r: Vec<RunRecord> = records
+                    .iter()
+                    .filter(|r| {
+                        let i = names.iter().position(|n| *n == r.scenario).unwrap();
+                        shard.takes(i, names.len(), r.run)
+                    })
+                    .cloned()
+                    .collect();
+                (PathBuf::from(format!("shard{index}")), s, r)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn merged_shards_judge_like_one_run() {
+        let (session, records) = example();
+        let expected = verdict::session_expectations(&session, None).unwrap();
+        let whole = verdict::judge(&records, &expected, &verdict::Plan::of(&session));
+        // Reversed on purpose: the order of the directories does not matter.
+        let mut shards = split(2);
+        shards.reverse();
+        assert!(shards.iter().all(|(_, _, r)| !r.is_empty()));
+        let (merged_session, merged) = merge(&shards).unwrap();
+        let judged = verdict::judge(&merged, &expected, &verdict::Plan::of(&merged_session));
+        assert_eq!(
+            serde_json::to_string(&judged).unwrap(),
+            serde_json::to_string(&whole).unwrap()
+        );
+        let usable = |r: &[RunRecord]| verdict::usable(r, &expected);
+        assert_eq!(
+            table(&usable(&merged), &judged),
+            table(&usable(&records), &whole)
+        );
+        // Rendered into a directory, too.
+        let t = testdir::Dir::new("merge");
+        report::render(t.path(), &merged_session, &merged, &expected).unwrap();
+        assert!(t.path().join("report.md").is_file());
+    }
+
+    #[test]
+    fn mismatched_or_incomplete_shards_are_refused_by_name() {
+        let shards = split(3);
+        let e = merge(&shards[..2]).unwrap_err().to_string();
+        assert!(e.contains("shard(s) 3/3 missing"), "{e}");
+        let e = merge(&[shards[0].clone(), shards[0].clone()])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("shard 1/3 is given twice"), "{e}");
+        let mut other = shards.clone();
+        other[1].1.clock = crate::guest::qemu::Clock::Virtual { shift: 3 };
+        let e = merge(&other).unwrap_err().to_string();
+        assert!(e.contains("differ in their clock"), "{e}");
+        let mut other = shards.clone();
+        other[2].1.variants[0].bzimage_sha256 = "0".repeat(64);
+        let e = merge(&other).unwrap_err().to_string();
+        assert!(e.contains("differ in their kernels"), "{e}");
+        let mut other = shards;
+        other[0].1.shard = None;
+        let e = merge(&other).unwrap_err().to_string();
+        assert!(e.contains("is not a shard"), "{e}");
+    }
+}
