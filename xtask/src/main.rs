@@ -53,7 +53,7 @@ fn main() -> Result<()> {
     reaper::install().context("installing the signal handlers that stop xtask's children")?;
     let sh = Shell::new()?;
     sh.change_dir(util::project_root());
-    match cli.task {
+    let result = match cli.task {
         None => {
             Cli::command().print_help()?;
             Ok(())
@@ -67,5 +67,7 @@ fn main() -> Result<()> {
         Some(Task::Merge(t)) => t.run(&sh),
         Some(Task::BenchFuse(t)) => t.run(&sh),
         Some(Task::Ci(t)) => t.run(&sh),
-    }
+    };
+    reaper::yield_to_signal();
+    result
 }

@@ -20,8 +20,12 @@ use std::{
 
 /// The write end of the self-pipe the signal handler writes the signal to.
 static PIPE_WRITE: AtomicI32 = AtomicI32::new(-1);
+/// The signal that is stopping xtask (0: none).
+static SIGNALLED: AtomicI32 = AtomicI32::new(0);
 
 extern "C" fn on_signal(sig: libc::c_int) {
+    // An atomic store is async-signal-safe.
+    SIGNALLED.store(sig, Ordering::SeqCst);
     let fd = PIPE_WRITE.load(Ordering::Relaxed);
     let byte = sig as u8;
     // SAFETY: write(2) is async-signal-safe; `byte` lives for the call.
@@ -71,6 +75,17 @@ pub fn install() -> std::io::Result<()> {
         }
     });
     Ok(())
+}
+
+/// When a signal is stopping xtask, the task's own error (its `make` died
+/// under it) is not the outcome: this waits for the reaper thread, which stops
+/// every child and exits with 128 + the signal. Returns at once otherwise.
+pub fn yield_to_signal() {
+    if SIGNALLED.load(Ordering::SeqCst) != 0 {
+        loop {
+            std::thread::park();
+        }
+    }
 }
 
 /// Gives `command` a parent-death signal (SIGTERM: `make` passes it on to its

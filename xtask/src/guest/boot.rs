@@ -107,3 +107,30 @@ pub fn mkfs_ext4(sh: &Shell, path: &Path) -> Result<()> {
     .run()
     .with_context(|| format!("creating the ext4 disk {}", path.display()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kernel_replaced_since_the_run_started_is_refused_by_name() {
+        let t = crate::util::testdir::Dir::new("image");
+        fs::write(t.path().join("bzImage"), b"the image that was built").unwrap();
+        let mut kernel = Built {
+            dir: t.path().to_path_buf(),
+            meta: Default::default(),
+        };
+        kernel.meta.variant = "v1".into();
+        kernel.meta.bzimage_sha256 = util::sha256_file(&kernel.bzimage()).unwrap();
+        check_image(&kernel).unwrap();
+        // Another build swaps the image in.
+        fs::write(t.path().join("bzImage"), b"another variant's image").unwrap();
+        let e = check_image(&kernel).unwrap_err().to_string();
+        assert!(
+            e.contains("the `v1` kernel image") && e.contains("changed since this run started"),
+            "{e}"
+        );
+        fs::remove_file(t.path().join("bzImage")).unwrap();
+        assert!(check_image(&kernel).is_err());
+    }
+}
