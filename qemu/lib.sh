@@ -170,12 +170,14 @@ run_fio() {
 	return $rc
 }
 
-# The time series: every $WB_sample_ms ms, the module's snapshot and counters,
-# the kernel's view of the BDI and the global dirty counters, as prefixed lines:
+# The time series: every $WB_sample_ms ms, the module's snapshot and counters
+# and the kernel's view of the BDI; every tenth sample also the global dirty
+# counters (scanning /proc/vmstat line by line in the shell is most of a
+# sample's cost, and no plot needs them more often). As prefixed lines:
 #   S t=<uptime s>   T <thresholds line>   C <stats line>   B <bdi stats k=v>   V <vmstat k=v>
 # Only shell builtins run in the loop (usleep aside), to keep its cost low.
 sampler_loop() {
-	local bdi=$1 us up b v l k n
+	local bdi=$1 us up b v l k n i=0
 	us=$(($(need sample_ms) * 1000))
 	while :; do
 		read -r up _ </proc/uptime
@@ -185,11 +187,14 @@ sampler_loop() {
 		b="B"
 		while read -r k v _; do b="$b ${k%:}=$v"; done <"/sys/kernel/debug/bdi/$bdi/stats"
 		echo "$b"
-		v="V"
-		while read -r k n; do
-			case "$k" in nr_dirty | nr_writeback | nr_dirty_threshold | nr_dirty_background_threshold) v="$v $k=$n" ;; esac
-		done </proc/vmstat
-		echo "$v"
+		if [ $((i % 10)) = 0 ]; then
+			v="V"
+			while read -r k n; do
+				case "$k" in nr_dirty | nr_writeback | nr_dirty_threshold | nr_dirty_background_threshold) v="$v $k=$n" ;; esac
+			done </proc/vmstat
+			echo "$v"
+		fi
+		i=$((i + 1))
 		usleep "$us"
 	done
 }
