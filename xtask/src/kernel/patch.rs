@@ -34,6 +34,30 @@ pub struct Patch {
 }
 
 impl Patch {
+    /// The patches of a file: every patch of a mail or mbox (a series, MIME,
+    /// quoted-printable; decoded by git), or the one diff of a plain file.
+    pub fn read_all(path: &Path) -> Result<Vec<Patch>> {
+        let bytes = fs::read(path).with_context(|| format!("reading patch {}", path.display()))?;
+        if !super::mail::is_mail(&String::from_utf8_lossy(&bytes)) {
+            return Ok(vec![Patch::read(path)?]);
+        }
+        let mails = super::mail::patches(path)?;
+        let n = mails.len();
+        mails
+            .into_iter()
+            .enumerate()
+            .map(|(i, m)| {
+                let label = format!("{} [{}/{n}] {}", path.display(), i + 1, m.subject);
+                let diff = extract_diff(&m.patch).with_context(|| format!("reading {label}"))?;
+                Ok(Patch {
+                    label,
+                    diff,
+                    sha256: util::sha256_hex(&m.raw),
+                })
+            })
+            .collect()
+    }
+
     pub fn read(path: &Path) -> Result<Patch> {
         let bytes = fs::read(path).with_context(|| format!("reading patch {}", path.display()))?;
         let text = String::from_utf8_lossy(&bytes);
@@ -480,6 +504,31 @@ fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_series_mbox_is_one_patch_per_mail_and_repo_patches_read_alike() {
+        let root = util::project_root();
+        let series = Patch::read_all(&root.join("xtask/fixtures/mail/series.mbox")).unwrap();
+        assert_eq!(series.len(), 2);
+        assert!(series[0]
+            .label
+            .ends_with("series.mbox [1/2] mm: change b to c"));
+        assert!(series[1].diff.contains("+w = 2;"), "{}", series[1].diff);
+        // git format-patch files: git's decoding and the hand parser agree.
+        for e in fs::read_dir(root.join("patches")).unwrap() {
+            let p = e.unwrap().path();
+            if p.extension().is_some_and(|x| x == "patch") {
+                let by_git = Patch::read_all(&p).unwrap();
+                assert_eq!(by_git.len(), 1);
+                assert_eq!(
+                    by_git[0].diff,
+                    Patch::read(&p).unwrap().diff,
+                    "{}",
+                    p.display()
+                );
+            }
+        }
+    }
     use crate::util::testdir;
 
     const SEED_V1: &str = include_str!("../../fixtures/mail/000_83f260798f5a9577.txt");

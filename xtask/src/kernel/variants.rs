@@ -211,7 +211,7 @@ impl Variants {
     }
 
     pub fn adhoc(&self, file: &Path) -> Result<Variant> {
-        let extra = Patch::read(file)?;
+        let extra = Patch::read_all(file)?;
         let name = self.adhoc_name(file);
         if self.def(&name).is_ok() {
             bail!(
@@ -221,7 +221,7 @@ impl Variants {
             );
         }
         let mut base = self.variant(&self.roles.baseline)?;
-        base.patches.push(extra);
+        base.patches.extend(extra);
         Ok(Variant {
             name,
             description: format!("{} + {}", self.roles.baseline, file.display()),

@@ -1,0 +1,182 @@
+//! Patches as developers save them from a list: an mbox of a whole series
+//! (`git format-patch --stdout`, `b4 am`), a MIME or quoted-printable mail.
+//! Split and decoded by git, as `git am` does (`git mailsplit`, `git
+//! mailinfo`); the diff is then read by `patch::extract_diff`. A file that is
+//! not a mail (a plain diff, a saved -mm notice without headers) is read by
+//! `extract_diff` alone.
+
+use std::{fs, path::Path};
+
+use anyhow::{bail, Context, Result};
+use xshell::{cmd, Shell};
+
+/// One mail of a series that carries a patch.
+#[derive(Debug)]
+pub struct Mail {
+    pub subject: String,
+    /// The decoded patch part (`git mailinfo`'s patch output).
+    pub patch: String,
+    /// The mail as saved, for its hash.
+    pub raw: Vec<u8>,
+}
+
+/// Whether `text` starts like a mail or an mbox: a `From ` separator line, or
+/// a header block with a `Subject:` before the first blank line.
+pub fn is_mail(text: &str) -> bool {
+    if text.starts_with("From ") {
+        return true;
+    }
+    let mut subject = false;
+    for line in text.lines() {
+        if line.trim().is_empty() {
+            break;
+        }
+        let Some((name, _)) = line.split_once(':') else {
+            if line.starts_with([' ', '\t']) {
+                continue; // a folded header
+            }
+            return false;
+        };
+        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+            return false;
+        }
+        subject |= name.eq_ignore_ascii_case("subject");
+    }
+    subject
+}
+
+/// Every mail of `path` with a patch in it, in order. Cover letters and other
+/// mails without a patch are skipped; none with a patch is an error.
+pub fn patches(path: &Path) -> Result<Vec<Mail>> {
+    let sh = Shell::new()?;
+    let tmp = TempDir::new()?;
+    let out = tmp.path();
+    let count = cmd!(sh, "git mailsplit -b -o{out} {path}")
+        .quiet()
+        .read()
+        .with_context(|| format!("splitting {} with git mailsplit", path.display()))?;
+    let split = out.join("split");
+    let mut names: Vec<_> = fs::read_dir(out)
+        .with_context(|| format!("listing {}", out.display()))?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p != &split)
+        .collect();
+    names.sort();
+    let mut mails = Vec::new();
+    for mail in &names {
+        let raw = fs::read(mail).with_context(|| format!("reading {}", mail.display()))?;
+        let (msg, patch) = (split.with_extension("msg"), split.with_extension("patch"));
+        let info = cmd!(sh, "git mailinfo -u {msg} {patch}")
+            .stdin(&raw)
+            .quiet()
+            .read()
+            .with_context(|| format!("decoding {} of {}", util_name(mail), path.display()))?;
+        let patch = fs::read_to_string(&patch).unwrap_or_default();
+        if !patch.lines().any(|l| l.starts_with("+++ ")) {
+            continue; // a cover letter, a reply
+        }
+        let subject = info
+            .lines()
+            .find_map(|l| l.strip_prefix("Subject: "))
+            .unwrap_or("")
+            .to_string();
+        mails.push(Mail {
+            subject,
+            patch,
+            raw,
+        });
+    }
+    if mails.is_empty() {
+        bail!(
+            "{}: none of its {} mail(s) carries a patch (a cover letter only?): save the \
+             patches of the series, e.g. with `b4 am`, and give that file",
+            path.display(),
+            count.trim()
+        );
+    }
+    Ok(mails)
+}
+
+fn util_name(p: &Path) -> String {
+    p.file_name()
+        .map_or_else(String::new, |n| format!("mail {}", n.to_string_lossy()))
+}
+
+/// A directory for git's split mails, removed on drop.
+struct TempDir(std::path::PathBuf);
+
+impl TempDir {
+    fn new() -> Result<TempDir> {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let p = std::env::temp_dir().join(format!(
+            "wbstall-mail-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = fs::remove_dir_all(&p);
+        fs::create_dir_all(&p).with_context(|| format!("creating {}", p.display()))?;
+        Ok(TempDir(p))
+    }
+
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(name: &str) -> std::path::PathBuf {
+        crate::util::project_root()
+            .join("xtask/fixtures/mail")
+            .join(name)
+    }
+
+    #[test]
+    fn mails_are_told_from_diffs() {
+        assert!(is_mail("From abc Mon Sep 17 00:00:00 2001\nFrom: a\n"));
+        assert!(is_mail("From: a <a@b>\nSubject: [PATCH] x\n\nbody\n"));
+        assert!(!is_mail("diff --git a/x b/x\n--- a/x\n+++ b/x\n"));
+        assert!(!is_mail("[PATCH v2 1/1] mm: reinstate\n\n[Joanne]\n"));
+    }
+
+    #[test]
+    fn a_series_mbox_gives_its_patches_in_order_without_the_cover_letter() {
+        let m = patches(&fixture("series.mbox")).unwrap();
+        let subjects: Vec<&str> = m.iter().map(|m| m.subject.as_str()).collect();
+        assert_eq!(subjects, ["mm: change b to c", "mm: set w to 2"]);
+        assert!(m[0].patch.contains("-b\n+c\n"), "{}", m[0].patch);
+    }
+
+    #[test]
+    fn a_quoted_printable_mail_is_decoded() {
+        let m = patches(&fixture("qp.eml")).unwrap();
+        assert_eq!(m.len(), 1);
+        // `=3D` decoded, and the soft line break joined.
+        assert!(
+            m[0].patch.contains(
+                "+w = 2; /* a long comment that runs past the 76 columns of a \
+                 quoted-printable line, on purpose */\n"
+            ),
+            "{}",
+            m[0].patch
+        );
+    }
+
+    #[test]
+    fn an_mbox_without_a_patch_is_an_error_that_says_what_to_give() {
+        let e = patches(&fixture("cover-only.mbox"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("none of its 1 mail(s) carries a patch"), "{e}");
+    }
+}
