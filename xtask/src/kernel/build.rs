@@ -59,42 +59,95 @@ pub struct VariantMeta {
     /// Built with `Kconfig.debug` too (lockdep, KASAN, ...): never for measuring.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub debug_kernel: bool,
+    /// The configuration's tag (`Flavour::tag`), empty for the default one.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub kernel_tag: String,
 }
 
-/// Which configuration a kernel has.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Flavour {
-    /// `Kconfig.fragment`: the kernel that measures.
-    #[default]
-    Plain,
-    /// `Kconfig.fragment` + `Kconfig.debug`: lockdep, KASAN, hung-task and
-    /// soft-lockup detectors, to prove the module and harness safe, not to measure.
-    Debug,
+/// Which configuration a kernel has: `Kconfig.fragment` on tinyconfig by
+/// default; `--debug-kernel` adds `Kconfig.debug`; `--config FILE` replaces
+/// tinyconfig with a base `.config`; `--kconfig-add FILE` merges more
+/// fragments. Every kernel of a non-default configuration lands in a
+/// directory of its own, named by a tag.
+#[derive(Debug, Clone, Default, PartialEq, Eq, clap::Args)]
+pub struct Flavour {
+    /// Debug kernels (Kconfig.debug on top of Kconfig.fragment: lockdep, KASAN,
+    /// hung-task and soft-lockup detectors), in a build directory of their own
+    /// and target/wbstall/kernels-debug. Slow: for proving the module and
+    /// harness safe, not for measuring.
+    #[arg(long)]
+    pub debug_kernel: bool,
+    /// A base .config instead of tinyconfig; wbstall's fragment is merged on
+    /// top and verified, and the options it needs that the base lacks are named.
+    #[arg(long = "config", value_name = "FILE")]
+    pub base_config: Option<PathBuf>,
+    /// Another Kconfig fragment merged after wbstall's (repeatable), verified
+    /// like it; it may add options but not undo one wbstall needs.
+    #[arg(long = "kconfig-add", value_name = "FILE")]
+    pub extra: Vec<PathBuf>,
 }
 
 impl Flavour {
-    pub fn of(debug: bool) -> Self {
-        if debug {
-            Flavour::Debug
+    /// The fragments merged onto the base, in order, as (name, path).
+    pub fn fragments(&self) -> Vec<(String, PathBuf)> {
+        let root = util::project_root();
+        let mut out = vec![(kconfig::FRAGMENT.to_string(), root.join(kconfig::FRAGMENT))];
+        if self.debug_kernel {
+            out.push((
+                kconfig::DEBUG_FRAGMENT.to_string(),
+                root.join(kconfig::DEBUG_FRAGMENT),
+            ));
+        }
+        for p in &self.extra {
+            out.push((p.display().to_string(), p.clone()));
+        }
+        out
+    }
+
+    /// Names this configuration among the others: empty for the default,
+    /// `debug`, `custom-<hash>` (a base config or more fragments, by content),
+    /// or both.
+    pub fn tag(&self) -> Result<String> {
+        let mut parts = Vec::new();
+        if self.debug_kernel {
+            parts.push("debug".to_string());
+        }
+        if self.base_config.is_some() || !self.extra.is_empty() {
+            let mut all = Vec::new();
+            for p in self.base_config.iter().chain(&self.extra) {
+                all.extend(fs::read(p).with_context(|| {
+                    format!("reading {} (--config/--kconfig-add)", p.display())
+                })?);
+                all.push(0);
+            }
+            parts.push(format!("custom-{}", &util::sha256_hex(&all)[..8]));
+        }
+        Ok(parts.join("-"))
+    }
+
+    /// Where this configuration's kernels land.
+    pub fn kernels_dir(&self) -> Result<PathBuf> {
+        let tag = self.tag()?;
+        Ok(util::target_dir().join(if tag.is_empty() {
+            "kernels".to_string()
         } else {
-            Flavour::Plain
-        }
+            format!("kernels-{tag}")
+        }))
     }
 
-    /// The fragments merged onto tinyconfig, in order.
-    pub fn fragments(self) -> &'static [&'static str] {
-        match self {
-            Flavour::Plain => &[kconfig::FRAGMENT],
-            Flavour::Debug => &[kconfig::FRAGMENT, kconfig::DEBUG_FRAGMENT],
+    /// The flags that select this configuration, for messages.
+    pub fn flags(&self) -> String {
+        let mut f = String::new();
+        if self.debug_kernel {
+            f.push_str(" --debug-kernel");
         }
-    }
-
-    /// Where this flavour's kernels land.
-    pub fn kernels_dir(self) -> PathBuf {
-        util::target_dir().join(match self {
-            Flavour::Plain => "kernels",
-            Flavour::Debug => "kernels-debug",
-        })
+        if let Some(b) = &self.base_config {
+            f.push_str(&format!(" --config {}", b.display()));
+        }
+        for e in &self.extra {
+            f.push_str(&format!(" --kconfig-add {}", e.display()));
+        }
+        f
     }
 }
 
@@ -112,13 +165,19 @@ impl Built {
     pub fn module(&self) -> PathBuf {
         self.dir.join("wbstall.ko")
     }
-    /// The variant's name, marked when it is a debug kernel: names its initramfs.
+    /// The variant's name, marked with its configuration's tag: names its
+    /// initramfs and module directory.
     pub fn label(&self) -> String {
-        if self.meta.debug_kernel {
-            format!("{}-debug", self.meta.variant)
-        } else {
-            self.meta.variant.clone()
-        }
+        label(&self.meta.variant, &self.meta.kernel_tag)
+    }
+}
+
+/// `<variant>` or `<variant>-<tag>`.
+pub fn label(variant: &str, tag: &str) -> String {
+    if tag.is_empty() {
+        variant.to_string()
+    } else {
+        format!("{variant}-{tag}")
     }
 }
 
@@ -129,7 +188,7 @@ pub fn build(
     selection: &Selection,
     source: &SourceArgs,
     jobs: Option<usize>,
-    flavour: Flavour,
+    flavour: &Flavour,
 ) -> Result<Vec<Built>> {
     let root = util::project_root();
     // Resolve names and read every patch before downloading anything.
@@ -156,12 +215,20 @@ pub fn build(
     }
 
     let mut fragments = Vec::new();
-    for name in flavour.fragments() {
-        let path = root.join(name);
+    for (name, path) in flavour.fragments() {
         let text =
             fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-        fragments.push((name.to_string(), text));
+        fragments.push((name, path, text));
     }
+    kconfig::check_additions(&fragments)?;
+    let base_config = match &flavour.base_config {
+        Some(p) => Some((
+            p.clone(),
+            fs::read_to_string(p)
+                .with_context(|| format!("reading the base config {} (--config)", p.display()))?,
+        )),
+        None => None,
+    };
     // The files any variant patches: each kernel keeps its own copy of them, so
     // that what was built can be read (and diffed) next to the image.
     let mut patched = std::collections::BTreeSet::new();
@@ -181,7 +248,10 @@ pub fn build(
         src: &src,
         worktree: Worktree::new(&src.root),
         fragments,
-        flavour,
+        base_config,
+        tag: flavour.tag()?,
+        kernels: flavour.kernels_dir()?,
+        debug: flavour.debug_kernel,
         jobs: jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get())),
         patched,
     };
@@ -216,9 +286,14 @@ struct Builder<'a> {
     tc: &'a Toolchain,
     src: &'a crate::kernel::source::Source,
     worktree: Worktree,
-    /// (file name, text) of each fragment, in merge order.
-    fragments: Vec<(String, String)>,
-    flavour: Flavour,
+    /// (name, path, text) of each fragment, in merge order.
+    fragments: Vec<(String, PathBuf, String)>,
+    /// `--config`: the base .config (path, text) instead of tinyconfig.
+    base_config: Option<(PathBuf, String)>,
+    /// The configuration's tag, and where its kernels land.
+    tag: String,
+    kernels: PathBuf,
+    debug: bool,
     jobs: usize,
     /// Tree-relative files some variant patches.
     patched: std::collections::BTreeSet<String>,
@@ -228,12 +303,7 @@ impl Builder<'_> {
     fn one(&self, variant: &Variant) -> Result<Built> {
         let (sh, tc, src) = (self.sh, self.tc, self.src);
         let tree = src.tree();
-        let key = kconfig::config_key(&self.fragments, tc, &kconfig_touch(variant)?)?;
-        let build_dir = util::cache_dir()?
-            .join("build")
-            .join(format!("{}-{}", src.id, &key[..12]));
-        fs::create_dir_all(&build_dir)
-            .with_context(|| format!("creating {}", build_dir.display()))?;
+        let (key, build_dir) = self.build_dir(variant)?;
         let log = fresh_log(&self.label(variant))?;
 
         let mut progress = Progress::new(&format!("build-kernel {}", variant.name));
@@ -241,9 +311,9 @@ impl Builder<'_> {
         progress.stage("applying patches");
         let switch = self.worktree.switch(sh, variant)?;
         progress.stage("configuring");
-        let root = util::project_root();
-        let paths: Vec<PathBuf> = self.fragments.iter().map(|(n, _)| root.join(n)).collect();
-        kconfig::configure(sh, &tree, &build_dir, &paths, tc, &key, &log)?;
+        let paths: Vec<PathBuf> = self.fragments.iter().map(|(_, p, _)| p.clone()).collect();
+        let base = self.base_config.as_ref().map(|(p, _)| p.as_path());
+        kconfig::configure(sh, &tree, &build_dir, base, &paths, tc, &key, &log)?;
 
         progress.stage("compiling");
         let objects = self.compile(variant, &build_dir, &log, &mut progress)?;
@@ -259,7 +329,7 @@ impl Builder<'_> {
 
         // Assemble the artifacts next to the old ones, then swap: a failure above
         // leaves the previous kernel of this variant in place.
-        let kernels = self.flavour.kernels_dir();
+        let kernels = &self.kernels;
         let dir = kernels.join(&variant.name);
         let partial = kernels.join(format!(".{}.{}.partial", variant.name, std::process::id()));
         if partial.exists() {
@@ -294,7 +364,8 @@ impl Builder<'_> {
             module_source_sha256,
             bzimage_sha256: util::sha256_file(&bzimage)?,
             built_at: util::timestamp(),
-            debug_kernel: self.flavour == Flavour::Debug,
+            debug_kernel: self.debug,
+            kernel_tag: self.tag.clone(),
         };
         publish(&partial, &dir, &meta)?;
         progress.finish(&format!(
@@ -305,17 +376,33 @@ impl Builder<'_> {
         Ok(Built { dir, meta })
     }
 
-    /// The variant's name, marked for a debug kernel.
-    fn label(&self, variant: &Variant) -> String {
-        match self.flavour {
-            Flavour::Plain => variant.name.clone(),
-            Flavour::Debug => format!("{}-debug", variant.name),
-        }
+    /// The configuration key of `variant`, and its build directory (created).
+    fn build_dir(&self, variant: &Variant) -> Result<(String, PathBuf)> {
+        let named: Vec<(String, String)> = self
+            .fragments
+            .iter()
+            .map(|(n, _, t)| (n.clone(), t.clone()))
+            .collect();
+        let base = self.base_config.as_ref().map(|(_, t)| t.as_str());
+        let key = kconfig::config_key(base, &named, self.tc, &kconfig_touch(variant)?)?;
+        let build_dir =
+            util::cache_dir()?
+                .join("build")
+                .join(format!("{}-{}", self.src.id, &key[..12]));
+        fs::create_dir_all(&build_dir)
+            .with_context(|| format!("creating {}", build_dir.display()))?;
+        Ok((key, build_dir))
     }
 
-    /// sha256 over the fragments' texts, in merge order.
+    /// The variant's name, marked with the configuration's tag.
+    fn label(&self, variant: &Variant) -> String {
+        label(&variant.name, &self.tag)
+    }
+
+    /// sha256 over the base config (if any) and the fragments' texts, in order.
     fn fragment_sha256(&self) -> String {
-        let all: String = self.fragments.iter().map(|(_, t)| t.as_str()).collect();
+        let mut all: String = self.base_config.iter().map(|(_, t)| t.as_str()).collect();
+        all.extend(self.fragments.iter().map(|(_, _, t)| t.as_str()));
         util::sha256_hex(all.as_bytes())
     }
 
@@ -408,14 +495,10 @@ fn fresh_log(variant: &str) -> Result<PathBuf> {
 }
 
 /// Reads a built variant back (for qemu-test and reports).
-pub fn load_built(name: &str, flavour: Flavour) -> Result<Built> {
-    let dir = flavour.kernels_dir().join(name);
+pub fn load_built(name: &str, flavour: &Flavour) -> Result<Built> {
+    let dir = flavour.kernels_dir()?.join(name);
     let path = dir.join("variant.json");
-    let flag = if flavour == Flavour::Debug {
-        " --debug-kernel"
-    } else {
-        ""
-    };
+    let flag = flavour.flags();
     let text = fs::read_to_string(&path).with_context(|| {
         format!("no kernel built for `{name}` ({} missing): run `cargo xtask build-kernel --variant {name}{flag}`", path.display())
     })?;
@@ -448,4 +531,40 @@ pub fn summary(built: &[Built]) -> String {
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_configuration_has_its_own_tag_and_kernels() {
+        assert_eq!(Flavour::default().tag().unwrap(), "");
+        let debug = Flavour {
+            debug_kernel: true,
+            ..Flavour::default()
+        };
+        assert_eq!(debug.tag().unwrap(), "debug");
+        assert!(debug.kernels_dir().unwrap().ends_with("kernels-debug"));
+        let t = util::testdir::Dir::new("flavour");
+        let extra = t.path().join("nfs.config");
+        fs::write(&extra, "CONFIG_NFS_FS=y\n").unwrap();
+        let custom = Flavour {
+            extra: vec![extra.clone()],
+            ..Flavour::default()
+        };
+        let tag = custom.tag().unwrap();
+        assert!(tag.starts_with("custom-") && tag.len() == 15, "{tag}");
+        fs::write(&extra, "CONFIG_NFS_FS=m\n").unwrap();
+        assert_ne!(custom.tag().unwrap(), tag, "the tag follows the content");
+        assert_eq!(custom.fragments().len(), 2);
+        let missing = Flavour {
+            base_config: Some(t.path().join("nope")),
+            ..Flavour::default()
+        };
+        let e = missing.tag().unwrap_err().to_string();
+        assert!(e.contains("nope (--config/--kconfig-add)"), "{e}");
+        assert_eq!(label("v1", ""), "v1");
+        assert_eq!(label("v1", "debug"), "v1-debug");
+    }
 }

@@ -12,7 +12,11 @@ use std::{
 use anyhow::{bail, Context, Result};
 use xshell::{cmd, Shell};
 
-use crate::{deps::Toolchain, util};
+use crate::{
+    deps::Toolchain,
+    progress::{self, Event},
+    util,
+};
 
 /// The fragment, relative to the repository root.
 pub const FRAGMENT: &str = "Kconfig.fragment";
@@ -108,6 +112,62 @@ impl fmt::Display for Mismatch {
     }
 }
 
+/// The fragments' settings a base config does not already have, as
+/// `CONFIG_X=v` (what `--config` users should know wbstall adds).
+pub fn lacks(base: &[Setting], fragment: &[Setting]) -> Vec<String> {
+    let have: BTreeMap<&str, &str> = base
+        .iter()
+        .map(|s| (s.name.as_str(), s.value.as_str()))
+        .collect();
+    let mut wanted: BTreeMap<&str, &str> = BTreeMap::new();
+    for s in fragment {
+        wanted.insert(&s.name, &s.value);
+    }
+    wanted
+        .into_iter()
+        .filter(|(n, v)| have.get(n).copied().unwrap_or("n") != *v)
+        .map(|(n, v)| format!("{n}={v}"))
+        .collect()
+}
+
+/// `--kconfig-add` fragments may add options, never undo one that wbstall's
+/// own fragments (the first ones: `Kconfig.fragment`, `Kconfig.debug`) set.
+/// `fragments` is (name, path, text) in merge order.
+pub fn check_additions(fragments: &[(String, PathBuf, String)]) -> Result<()> {
+    let ours: Vec<Setting> = fragments
+        .iter()
+        .filter(|(n, _, _)| n == FRAGMENT || n == DEBUG_FRAGMENT)
+        .map(|(n, _, t)| parse(t, n))
+        .collect::<Result<Vec<_>>>()?
+        .concat();
+    let mut bad = Vec::new();
+    for (name, _, text) in fragments
+        .iter()
+        .filter(|(n, _, _)| n != FRAGMENT && n != DEBUG_FRAGMENT)
+    {
+        for s in parse(text, name)? {
+            if let Some(o) = ours
+                .iter()
+                .rev()
+                .find(|o| o.name == s.name && o.value != s.value)
+            {
+                bad.push(format!(
+                    "  {name}:{}: {}={} undoes {}:{}: {}={}",
+                    s.line, s.name, s.value, o.file, o.line, o.name, o.value
+                ));
+            }
+        }
+    }
+    if !bad.is_empty() {
+        bail!(
+            "a --kconfig-add fragment undoes options wbstall needs:\n{}\nDrop those lines: \
+             the scenarios and the module depend on them.",
+            bad.join("\n")
+        );
+    }
+    Ok(())
+}
+
 /// Compares the fragment with the final `.config`.
 pub fn verify(fragment: &[Setting], config: &[Setting]) -> Vec<Mismatch> {
     let actual: BTreeMap<&str, &str> = config
@@ -145,6 +205,7 @@ pub fn verify(fragment: &[Setting], config: &[Setting]) -> Vec<Mismatch> {
 /// The fragment counts by its effective settings, not its text: a comment
 /// or a reordering does not make a new build directory (a cold build).
 pub fn config_key(
+    base: Option<&str>,
     fragments: &[(String, String)],
     tc: &Toolchain,
     kconfig_touch: &[(String, String)],
@@ -155,7 +216,17 @@ pub fn config_key(
             settings.insert(s.name, s.value);
         }
     }
-    let mut key = String::from("tinyconfig\n");
+    // A base .config counts by its settings too; tinyconfig by its name.
+    let mut key = match base {
+        None => String::from("tinyconfig\n"),
+        Some(text) => {
+            let mut k = String::from("base config\n");
+            for s in parse(text, "--config")? {
+                k.push_str(&format!("{}={}\n", s.name, s.value));
+            }
+            k
+        }
+    };
     for (name, value) in &settings {
         key.push_str(&format!("{name}={value}\n"));
     }
@@ -171,10 +242,12 @@ pub fn config_key(
 
 /// Generates `.config` in `build` unless the stamp says it is current, then
 /// verifies it against the fragments (later ones override earlier ones).
+#[allow(clippy::too_many_arguments)]
 pub fn configure(
     sh: &Shell,
     tree: &Path,
     build: &Path,
+    base: Option<&Path>,
     fragment_paths: &[PathBuf],
     tc: &Toolchain,
     key: &str,
@@ -191,12 +264,29 @@ pub fn configure(
     let current = fs::read_to_string(&stamp).is_ok_and(|s| s.trim() == key) && config.is_file();
     if !current {
         let llvm = format!("LLVM={}", tc.llvm_make_arg);
-        util::run_logged(
-            cmd!(sh, "make -C {tree} O={build} {llvm} tinyconfig"),
-            log,
-            "make tinyconfig",
-            |_| {},
-        )?;
+        match base {
+            None => util::run_logged(
+                cmd!(sh, "make -C {tree} O={build} {llvm} tinyconfig"),
+                log,
+                "make tinyconfig",
+                |_| {},
+            )?,
+            Some(b) => {
+                let text = fs::read_to_string(b)
+                    .with_context(|| format!("reading the base config {}", b.display()))?;
+                let lacking = lacks(&parse(&text, &b.display().to_string())?, &fragment);
+                if !lacking.is_empty() {
+                    progress::emit(Event::Note(&format!(
+                        "the base config {} lacks {} option(s) wbstall's fragments set: {}",
+                        b.display(),
+                        lacking.len(),
+                        lacking.join(" ")
+                    )));
+                }
+                fs::copy(b, &config)
+                    .with_context(|| format!("copying {} to {}", b.display(), config.display()))?;
+            }
+        }
         let merge = tree.join("scripts/kconfig/merge_config.sh");
         util::run_logged(
             cmd!(sh, "sh {merge} -m -O {build} {config} {fragment_paths...}"),
@@ -333,10 +423,45 @@ mod tests {
             );
         }
         let tc = Toolchain::default();
-        let plain = config_key(&one(&base), &tc, &[]).unwrap();
+        let plain = config_key(None, &one(&base), &tc, &[]).unwrap();
         let mut both = one(&base);
         both.push((DEBUG_FRAGMENT.into(), debug));
-        assert_ne!(plain, config_key(&both, &tc, &[]).unwrap());
+        assert_ne!(plain, config_key(None, &both, &tc, &[]).unwrap());
+        // A base .config instead of tinyconfig is another configuration.
+        let custom = config_key(Some("CONFIG_SMP=y\n"), &one(&base), &tc, &[]).unwrap();
+        assert_ne!(plain, custom);
+    }
+
+    #[test]
+    fn an_added_fragment_may_add_but_not_undo_and_a_base_lists_what_it_lacks() {
+        let ours = (
+            FRAGMENT.to_string(),
+            PathBuf::from(FRAGMENT),
+            "CONFIG_FUSE_FS=y\nCONFIG_A=y\n".to_string(),
+        );
+        let add = |t: &str| {
+            (
+                "extra.config".to_string(),
+                PathBuf::from("extra.config"),
+                t.to_string(),
+            )
+        };
+        check_additions(&[ours.clone(), add("CONFIG_NFS_FS=y\nCONFIG_A=y\n")]).unwrap();
+        let e = check_additions(&[
+            ours.clone(),
+            add("CONFIG_X=y\n# CONFIG_FUSE_FS is not set\n"),
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains(
+                "extra.config:2: CONFIG_FUSE_FS=n undoes Kconfig.fragment:1: CONFIG_FUSE_FS=y"
+            ),
+            "{e}"
+        );
+        let base = parse("CONFIG_A=y\n# CONFIG_FUSE_FS is not set\n", "base").unwrap();
+        let frag = parse(&ours.2, FRAGMENT).unwrap();
+        assert_eq!(lacks(&base, &frag), ["CONFIG_FUSE_FS=y"]);
     }
 
     #[test]
@@ -360,8 +485,9 @@ mod tests {
     #[test]
     fn the_config_key_follows_settings_not_comments() {
         let tc = Toolchain::default();
-        let a = config_key(&one("CONFIG_A=y\nCONFIG_B=y\n"), &tc, &[]).unwrap();
+        let a = config_key(None, &one("CONFIG_A=y\nCONFIG_B=y\n"), &tc, &[]).unwrap();
         let b = config_key(
+            None,
             &one("# why\nCONFIG_B=y\n\n# and why\nCONFIG_A=y\n"),
             &tc,
             &[],
@@ -370,11 +496,12 @@ mod tests {
         assert_eq!(a, b);
         assert_ne!(
             a,
-            config_key(&one("CONFIG_A=y\nCONFIG_B=n\n"), &tc, &[]).unwrap()
+            config_key(None, &one("CONFIG_A=y\nCONFIG_B=n\n"), &tc, &[]).unwrap()
         );
         assert_ne!(
             a,
             config_key(
+                None,
                 &one("CONFIG_A=y\nCONFIG_B=y\n"),
                 &tc,
                 &[("init/Kconfig".into(), "x".into())]

@@ -22,10 +22,9 @@ pub struct BuildKernel {
     /// Parallel make jobs (make -j). Default: the number of CPUs.
     #[arg(long, value_name = "N")]
     pub jobs: Option<usize>,
-    /// Build debug kernels (Kconfig.debug on top of Kconfig.fragment: lockdep,
-    /// KASAN, hung-task and soft-lockup detectors) into target/wbstall/kernels-debug.
-    #[arg(long)]
-    pub debug_kernel: bool,
+    /// The kernels' configuration (--debug-kernel, --config, --kconfig-add).
+    #[command(flatten)]
+    pub flavour: Flavour,
 }
 
 impl BuildKernel {
@@ -37,7 +36,7 @@ impl BuildKernel {
             &self.selection,
             &self.source,
             self.jobs,
-            Flavour::of(self.debug_kernel),
+            &self.flavour,
         )?;
         println!("{}", summary(&built));
         Ok(())

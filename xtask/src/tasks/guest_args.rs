@@ -64,11 +64,9 @@ pub struct GuestArgs {
     /// Parallel make jobs for the build (make -j). Default: the number of CPUs.
     #[arg(long, value_name = "N")]
     pub jobs: Option<usize>,
-    /// Boot debug kernels (Kconfig.debug: lockdep, KASAN, hung-task and
-    /// soft-lockup detectors), built in a directory of their own. Slow: for
-    /// proving the module and harness safe, not for measuring.
-    #[arg(long)]
-    pub debug_kernel: bool,
+    /// The kernels' configuration (--debug-kernel, --config, --kconfig-add).
+    #[command(flatten)]
+    pub flavour: Flavour,
     /// Run PATH from the initramfs as init instead of wbstall's /init (kernel
     /// rdinit=), to debug the harness: a path that does not exist makes the
     /// guest kernel panic, /bin/cat makes it wait for ever.
@@ -90,11 +88,10 @@ impl GuestArgs {
         selection: &Selection,
         source: &SourceArgs,
     ) -> Result<Vec<Built>> {
-        let flavour = Flavour::of(self.debug_kernel);
         if self.no_build {
-            load_selected(selection, flavour)
+            load_selected(selection, &self.flavour)
         } else {
-            kernel::build(sh, tc, selection, source, self.jobs, flavour)
+            kernel::build(sh, tc, selection, source, self.jobs, &self.flavour)
         }
     }
 
@@ -169,7 +166,7 @@ impl GuestArgs {
     }
 }
 
-fn load_selected(selection: &Selection, flavour: Flavour) -> Result<Vec<Built>> {
+fn load_selected(selection: &Selection, flavour: &Flavour) -> Result<Vec<Built>> {
     let root = util::project_root();
     let variants = patch::Variants::load(&root.join(patch::VARIANTS_FILE))?;
     let mut names: Vec<String> = selection.variants.clone();
