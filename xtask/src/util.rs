@@ -82,9 +82,15 @@ pub fn write_atomic(path: &Path, contents: impl AsRef<[u8]>) -> Result<()> {
         .parent()
         .with_context(|| format!("{} has no parent directory", path.display()))?;
     fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    // A name of this process and call: two writers of one file (two
+    // processes, two threads) never share a temporary file.
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static N: AtomicUsize = AtomicUsize::new(0);
     let tmp = dir.join(format!(
-        ".{}.tmp",
-        path.file_name().unwrap_or_default().to_string_lossy()
+        ".{}.{}.{}.tmp",
+        path.file_name().unwrap_or_default().to_string_lossy(),
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
     ));
     fs::write(&tmp, contents).with_context(|| format!("writing {}", tmp.display()))?;
     fs::rename(&tmp, path).with_context(|| format!("renaming into {}", path.display()))?;
@@ -260,6 +266,23 @@ mod tests {
         assert_eq!(civil_from_days(0), (1970, 1, 1));
         assert_eq!(civil_from_days(20_786), (2026, 11, 29));
         assert_eq!(civil_from_days(11_016), (2000, 2, 29));
+    }
+
+    #[test]
+    fn concurrent_atomic_writes_of_one_file_never_mix() {
+        let t = testdir::Dir::new("atomic");
+        let path = t.path().join("results.json");
+        let (a, b) = ("a".repeat(1 << 20), "b".repeat(1 << 20));
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| write_atomic(&path, &a).unwrap());
+                s.spawn(|| write_atomic(&path, &b).unwrap());
+            }
+        });
+        let got = fs::read_to_string(&path).unwrap();
+        assert!(got == a || got == b, "a mixed or cut file");
+        let left = fs::read_dir(t.path()).unwrap().count();
+        assert_eq!(left, 1, "temporary files left behind");
     }
 
     #[test]
