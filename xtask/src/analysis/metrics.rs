@@ -1,7 +1,8 @@
 //! Every number a run is reported by, in one registry: its key (the 0-day
 //! style name), its label, its unit, its kind, and how to read it from a run.
 //! The terminal table, the Markdown tables and the plots take their values
-//! from here; a new metric is one line.
+//! from here; a new metric is one line (a new module counter: one line with
+//! its key, as the module's `format.rs` names it).
 //!
 //! Runs aggregate by kind: a rate (MiB/s, IOPS) by the harmonic mean, as
 //! mmtests does (the mean of rates over equal work is the harmonic one), the
@@ -64,6 +65,11 @@ impl Metric {
     }
 }
 
+/// A counter of the module's `stats` line, by its key.
+fn counter(r: &RunRecord, key: &str) -> Option<f64> {
+    r.mechanism.get(key).map(|v| v as f64)
+}
+
 const fn m(
     key: &'static str,
     label: &'static str,
@@ -114,54 +120,54 @@ pub const ALL: &[Metric] = &[
         "stall_sleeps",
         "",
         Kind::Count,
-        |r| Some(r.mechanism.stall_sleeps as f64),
+        |r| counter(r, "stall_sleeps"),
     ),
     m("wbstall.stall_ms", "stall_ms", "ms", Kind::Time, |r| {
-        Some(r.mechanism.stall_ms as f64)
+        counter(r, "stall_ms")
     }),
     m("wbstall.idle_sleeps", "idle_sleeps", "", Kind::Count, |r| {
-        Some(r.mechanism.idle_sleeps as f64)
+        counter(r, "idle_sleeps")
     }),
     m(
         "wbstall.throttle_sleeps",
         "throttle_sleeps",
         "",
         Kind::Count,
-        |r| Some(r.mechanism.throttle_sleeps as f64),
+        |r| counter(r, "throttle_sleeps"),
     ),
     m(
         "wbstall.throttle_events",
         "throttle_events",
         "",
         Kind::Count,
-        |r| Some(r.mechanism.throttle_events as f64),
+        |r| counter(r, "throttle_events"),
     ),
     m("wbstall.pause_ms", "pause_ms", "ms", Kind::Time, |r| {
-        Some(r.mechanism.pause_ms as f64)
+        counter(r, "pause_ms")
     }),
     m(
         "wbstall.max_pause_ms",
         "max_pause_ms",
         "ms",
         Kind::Time,
-        |r| Some(r.mechanism.max_pause_ms as f64),
+        |r| counter(r, "max_pause_ms"),
     ),
     m("wbstall.bg_starts", "bg_starts", "", Kind::Count, |r| {
-        Some(r.mechanism.bg_starts as f64)
+        counter(r, "bg_starts")
     }),
     m(
         "wbstall.work_background",
         "work_background",
         "",
         Kind::Count,
-        |r| Some(r.mechanism.work_background as f64),
+        |r| counter(r, "work_background"),
     ),
     m(
         "wbstall.work_periodic",
         "work_periodic",
         "",
         Kind::Count,
-        |r| Some(r.mechanism.work_periodic as f64),
+        |r| counter(r, "work_periodic"),
     ),
     m(
         "vmstat.nr_dirtied",

@@ -48,66 +48,99 @@ pub fn parse_kv_lines(text: &str, origin: &str) -> Result<Vec<Record>> {
 /// `FORMAT_VERSION` in `rust-module/format.rs`).
 pub const FORMAT_VERSION: u64 = 1;
 
-/// Keys every `stats` line carries, in order (format=1). A unit test checks
-/// them against `rust-module/format.rs`, the module's formatter.
-pub const STATS_KEYS: &[&str] = &[
-    "bdi",
-    "memcg_id",
-    "strictlimit",
-    "bg_starts",
-    "throttle_events",
-    "throttle_sleeps",
-    "idle_sleeps",
-    "stall_sleeps",
-    "pause_ms",
-    "max_pause_ms",
-    "work_background",
-    "work_periodic",
-    "work_sync",
-    "work_other",
-    "bdi_id",
-    "stall_ms",
-];
+/// The module's formatter, `rust-module/format.rs`: the one place that says
+/// which keys its files carry and in which order. The host reads its key lists
+/// from it (embedded at build time), so a counter the module adds is parsed
+/// (and required) without a change here.
+const FORMAT_RS: &str = include_str!("../../../rust-module/format.rs");
 
-/// Keys every `thresholds` line carries, in order (format=1).
-pub const THRESHOLD_KEYS: &[&str] = &[
-    "bdi",
-    "memcg_id",
-    "domain",
-    "age_ms",
-    "thresh",
-    "bg_thresh",
-    "dirty",
-    "limit",
-    "wb_dirty",
-    "wb_thresh",
-    "wb_bg_thresh",
-    "pos_ratio",
-    "dirty_ratelimit",
-    "task_ratelimit",
-    "pause_ms",
-    "bdi_id",
-];
+/// The quoted items of the array literal that follows `marker` in `src`.
+fn array_after(src: &str, marker: &str) -> Option<Vec<String>> {
+    let body = &src[src.find(marker)?..];
+    let body = &body[body.find("= [")? + 3..body.find("];")?];
+    Some(
+        body.split('"')
+            .skip(1)
+            .step_by(2)
+            .map(str::to_string)
+            .collect(),
+    )
+}
 
-/// Keys of the `summary` line, in order (format=1).
-pub const SUMMARY_KEYS: &[&str] = &["slots", "used", "unslotted", "hz", "format"];
+/// The `key=` names of the format string that follows `marker` in `src`.
+fn format_keys(src: &str, marker: &str) -> Option<Vec<String>> {
+    let body = &src[src.find(marker)?..];
+    let body = &body[body.find('"')? + 1..];
+    let body = &body[..body.find("\",")?];
+    Some(
+        body.split(|c: char| c.is_whitespace() || c == '\\')
+            .filter_map(|w| w.strip_suffix("={}"))
+            .map(str::to_string)
+            .collect(),
+    )
+}
+
+/// Key lists of the module's files, read from [`FORMAT_RS`].
+pub struct Keys {
+    /// The counters, in the module's order (`COUNTER_KEYS`).
+    pub counters: Vec<String>,
+    /// A `stats` line: three leading keys, the counters up to the appended
+    /// ones, `bdi_id`, then the appended counters (`stats_line`).
+    pub stats: Vec<String>,
+    pub thresholds: Vec<String>,
+    pub summary: Vec<String>,
+}
+
+/// The module's key lists (parsed once).
+pub fn keys() -> &'static Keys {
+    static KEYS: std::sync::OnceLock<Keys> = std::sync::OnceLock::new();
+    KEYS.get_or_init(|| {
+        parse_format(FORMAT_RS)
+            .expect("rust-module/format.rs has COUNTER_KEYS, APPENDED_COUNTERS and the line formatters (a unit test checks it)")
+    })
+}
+
+/// Parses the key lists out of the module's formatter source.
+fn parse_format(src: &str) -> Option<Keys> {
+    let counters = array_after(src, "pub(crate) const COUNTER_KEYS")?;
+    let appended: usize = src
+        .split("const APPENDED_COUNTERS: usize = ")
+        .nth(1)?
+        .split(';')
+        .next()?
+        .parse()
+        .ok()?;
+    let first = counters.len().checked_sub(appended)?;
+    let mut stats = format_keys(src, "fn stats_line")?;
+    stats.extend(counters[..first].iter().cloned());
+    stats.push("bdi_id".into());
+    stats.extend(counters[first..].iter().cloned());
+    Some(Keys {
+        stats,
+        thresholds: format_keys(src, "fn thresholds_line")?,
+        summary: format_keys(src, "fn summary_line")?,
+        counters,
+    })
+}
 
 /// Keys whose value is text; every other key of the module's files is a number.
 const TEXT_KEYS: &[&str] = &["bdi", "domain"];
 
 /// Every line has every key, numbers where numbers belong. Keys the module
 /// appends later are allowed (the layout only ever grows at the end).
-fn check_keys(records: &[Record], keys: &[&str], origin: &str) -> Result<()> {
+fn check_keys(records: &[Record], keys: &[String], origin: &str) -> Result<()> {
     for (i, r) in records.iter().enumerate() {
         for k in keys {
-            match r.get(*k) {
+            match r.get(k) {
                 None => bail!(
                     "{origin}: line {} lacks `{k}` (the module and xtask disagree on the format: \
                      rebuild the kernels with `cargo xtask build-kernel --all`)",
                     i + 1
                 ),
                 Some(v)
-                    if !TEXT_KEYS.contains(k) && v.as_i64().is_none() && v.as_u64().is_none() =>
+                    if !TEXT_KEYS.contains(&k.as_str())
+                        && v.as_i64().is_none()
+                        && v.as_u64().is_none() =>
                 {
                     bail!("{origin}: line {}: `{k}={v}` is not a number", i + 1)
                 }
@@ -121,14 +154,14 @@ fn check_keys(records: &[Record], keys: &[&str], origin: &str) -> Result<()> {
 /// Parses the module's `stats`.
 pub fn parse_stats(text: &str) -> Result<Vec<Record>> {
     let r = parse_kv_lines(text, "wbstall/stats")?;
-    check_keys(&r, STATS_KEYS, "wbstall/stats")?;
+    check_keys(&r, &keys().stats, "wbstall/stats")?;
     Ok(r)
 }
 
 /// Parses the module's `thresholds`.
 pub fn parse_thresholds(text: &str) -> Result<Vec<Record>> {
     let r = parse_kv_lines(text, "wbstall/thresholds")?;
-    check_keys(&r, THRESHOLD_KEYS, "wbstall/thresholds")?;
+    check_keys(&r, &keys().thresholds, "wbstall/thresholds")?;
     Ok(r)
 }
 
@@ -139,7 +172,7 @@ pub fn parse_summary(text: &str) -> Result<Record> {
     if lines.len() != 1 {
         bail!("{origin}: expected one line, got {}", lines.len());
     }
-    check_keys(&lines, SUMMARY_KEYS, origin)?;
+    check_keys(&lines, &keys().summary, origin)?;
     let r = lines.remove(0);
     let format = counter(&r, "format", origin)?;
     if format != FORMAT_VERSION {
@@ -251,8 +284,6 @@ mod tests {
     const STATS: &str = include_str!("../../../rust-module/fixtures/stats.txt");
     const THRESHOLDS: &str = include_str!("../../../rust-module/fixtures/thresholds.txt");
 
-    const FORMAT_RS: &str = include_str!("../../../rust-module/format.rs");
-
     fn c(r: &Record, k: &str) -> u64 {
         counter(r, k, "test").unwrap()
     }
@@ -271,72 +302,48 @@ mod tests {
         assert!(find(&s, "9:9", None).is_none());
     }
 
-    /// The quoted items of the array literal that follows `marker` in `src`.
-    fn array_after(src: &str, marker: &str) -> Vec<String> {
-        let at = src
-            .find(marker)
-            .unwrap_or_else(|| panic!("{marker} not in format.rs"));
-        let body = &src[at..];
-        let body = &body[body.find("= [").unwrap() + 3..body.find("];").unwrap()];
-        body.split('"')
-            .skip(1)
-            .step_by(2)
-            .map(str::to_string)
-            .collect()
-    }
-
-    /// The `key=` names of the format string that follows `marker` in `src`.
-    fn format_keys(src: &str, marker: &str) -> Vec<String> {
-        let at = src.find(marker).unwrap();
-        let body = &src[at..];
-        let body = &body[body.find('"').unwrap() + 1..];
-        let body = &body[..body.find("\",").unwrap()];
-        body.split(|c: char| c.is_whitespace() || c == '\\')
-            .filter_map(|w| w.strip_suffix("={}"))
-            .map(str::to_string)
-            .collect()
-    }
-
     #[test]
-    fn the_host_key_lists_are_the_module_formatters() {
-        // stats: three leading keys, the counters up to the appended ones,
-        // bdi_id, then the appended counters (format.rs's stats_line).
-        let counters = array_after(FORMAT_RS, "pub(crate) const COUNTER_KEYS");
-        let appended: usize = FORMAT_RS
-            .split("const APPENDED_COUNTERS: usize = ")
-            .nth(1)
-            .and_then(|r| r.split(';').next())
-            .unwrap()
-            .parse()
-            .unwrap();
-        let first = counters.len() - appended;
-        let mut stats: Vec<String> = format_keys(FORMAT_RS, "fn stats_line");
-        assert_eq!(stats, ["bdi", "memcg_id", "strictlimit"]);
-        stats.extend(counters[..first].iter().cloned());
-        stats.push("bdi_id".into());
-        stats.extend(counters[first..].iter().cloned());
-        assert_eq!(
-            stats, STATS_KEYS,
-            "STATS_KEYS drifted from rust-module/format.rs"
-        );
-        assert_eq!(
-            format_keys(FORMAT_RS, "fn thresholds_line"),
-            THRESHOLD_KEYS,
-            "THRESHOLD_KEYS drifted from rust-module/format.rs"
-        );
-        assert_eq!(format_keys(FORMAT_RS, "fn summary_line"), SUMMARY_KEYS);
+    fn the_key_lists_come_from_the_module_formatter() {
+        let k = keys();
+        // The layout of format=1: three leading keys, the counters with
+        // bdi_id among them, every counter once.
+        assert_eq!(k.stats[..3], ["bdi", "memcg_id", "strictlimit"]);
+        assert_eq!(k.stats.len(), k.counters.len() + 4);
+        assert!(k.stats.contains(&"bdi_id".to_string()));
+        for c in &k.counters {
+            assert_eq!(k.stats.iter().filter(|s| *s == c).count(), 1, "{c}");
+        }
+        for needed in ["stall_sleeps", "throttle_sleeps", "bg_starts", "stall_ms"] {
+            assert!(k.counters.iter().any(|c| c == needed), "{needed}");
+        }
+        assert_eq!(k.thresholds[..3], ["bdi", "memcg_id", "domain"]);
+        assert_eq!(k.summary, ["slots", "used", "unslotted", "hz", "format"]);
         assert!(
             FORMAT_RS.contains(&format!("const FORMAT_VERSION: u32 = {FORMAT_VERSION};")),
             "FORMAT_VERSION drifted from rust-module/format.rs"
         );
-        // And the module's own KUnit fixtures carry exactly these keys.
+        // The module's own KUnit fixtures carry exactly these keys.
         for line in STATS.lines() {
-            let keys: Vec<&str> = line
+            let got: Vec<&str> = line
                 .split(' ')
                 .map(|w| w.split('=').next().unwrap())
                 .collect();
-            assert_eq!(keys, STATS_KEYS);
+            assert_eq!(got, k.stats);
         }
+        // A counter the module appends is a key the host requires, with no
+        // change on the host.
+        let grown = FORMAT_RS
+            .replace(
+                "    \"stall_ms\",\n",
+                "    \"stall_ms\",\n    \"new_counter\",\n",
+            )
+            .replace(
+                "const APPENDED_COUNTERS: usize = 1;",
+                "const APPENDED_COUNTERS: usize = 2;",
+            );
+        let g = parse_format(&grown).unwrap();
+        assert_eq!(g.stats.last().map(String::as_str), Some("new_counter"));
+        assert!(parse_format("no formatter here").is_none());
     }
 
     #[test]

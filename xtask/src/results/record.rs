@@ -64,12 +64,32 @@ pub struct Mechanism {
     pub max_pause_ms: u64,
     pub work_background: u64,
     pub work_periodic: u64,
+    /// The module's other counters (those without a field here, such as one
+    /// it added later), by name: the metric registry reports them by key.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub more: BTreeMap<String, u64>,
 }
 
 impl Mechanism {
     pub fn from_record(r: &Record) -> Result<Mechanism> {
-        serde_json::from_value(Value::Object(r.clone()))
-            .context("the writer's line of wbstall/stats lacks a counter")
+        let mut m: Mechanism = serde_json::from_value(Value::Object(r.clone()))
+            .context("the writer's line of wbstall/stats lacks a counter")?;
+        let typed = serde_json::to_value(&m)?;
+        for k in &debugfs::keys().counters {
+            if typed.get(k).is_none() {
+                m.more
+                    .insert(k.clone(), debugfs::counter(r, k, "wbstall/stats")?);
+            }
+        }
+        Ok(m)
+    }
+
+    /// A counter by its key, typed or not.
+    pub fn get(&self, key: &str) -> Option<u64> {
+        match serde_json::to_value(self).ok()?.get(key) {
+            Some(v) => v.as_u64(),
+            None => self.more.get(key).copied(),
+        }
     }
 }
 
@@ -750,6 +770,22 @@ mod tests {
             "{:?}",
             problems(&r, &tolerance())
         );
+    }
+
+    #[test]
+    fn counters_without_a_field_are_kept_by_name() {
+        let stats =
+            debugfs::parse_stats(include_str!("../../../rust-module/fixtures/stats.txt")).unwrap();
+        let m = Mechanism::from_record(writer_record(&stats, "254:0", false).unwrap()).unwrap();
+        // work_sync and work_other have no field: they are in `more`, and
+        // every counter answers to its key.
+        assert_eq!(
+            m.more.keys().collect::<Vec<_>>(),
+            ["work_other", "work_sync"]
+        );
+        assert_eq!(m.get("work_sync"), m.more.get("work_sync").copied());
+        assert_eq!(m.get("stall_sleeps"), Some(m.stall_sleeps));
+        assert_eq!(m.get("no_such_counter"), None);
     }
 
     #[test]
