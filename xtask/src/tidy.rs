@@ -96,15 +96,25 @@ mod tests {
     /// The user hears from one place: events go through `progress` (stderr),
     /// results are printed by the tasks (stdout). `reaper` prints from its
     /// signal thread, where nothing else runs any more.
-    #[test]
-    fn only_the_ui_and_the_tasks_print() {
+    /// Every xtask source file: (path relative to the repository, its code
+    /// without the tests).
+    fn sources() -> Vec<(String, String)> {
         let mut files = Vec::new();
         let root = crate::util::project_root();
         rust_files(&root.join("xtask/src"), &mut files);
+        files
+            .iter()
+            .map(|f| {
+                let rel = f.strip_prefix(&root).unwrap().display().to_string();
+                (rel, code(&std::fs::read_to_string(f).unwrap()).join("\n"))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn only_the_ui_and_the_tasks_print() {
         let mut bad = Vec::new();
-        for f in &files {
-            let rel = f.strip_prefix(&root).unwrap().display().to_string();
-            let code = code(&std::fs::read_to_string(f).unwrap()).join("\n");
+        for (rel, code) in sources() {
             let ui = rel == "xtask/src/progress.rs" || rel == "xtask/src/reaper.rs";
             if !ui && code.contains("eprintln!") {
                 bad.push(format!("{rel}: eprintln! (emit a progress::Event)"));
@@ -130,15 +140,9 @@ mod tests {
 
     #[test]
     fn lower_stages_never_use_higher_ones() {
-        let mut files = Vec::new();
-        let root = crate::util::project_root();
-        rust_files(&root.join("xtask/src"), &mut files);
         let mut bad = Vec::new();
-        for f in &files {
-            let rel = f.strip_prefix(&root).unwrap().display().to_string();
+        for (rel, code) in sources() {
             let Some(own) = stage_of(&rel) else { continue };
-            let text = std::fs::read_to_string(f).unwrap();
-            let code = code(&text).join("\n");
             // Every `crate::x` path, and the first segment of each item of a
             // `use crate::{...}` list.
             let mut used: Vec<String> = code

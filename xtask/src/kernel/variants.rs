@@ -170,6 +170,11 @@ impl Variants {
         })
     }
 
+    /// The repository's variants file, `patches/variants.toml`.
+    pub fn repo() -> Result<Variants> {
+        Variants::load(&util::project_root().join(VARIANTS_FILE))
+    }
+
     pub fn names(&self) -> Vec<&str> {
         self.defs.iter().map(|d| d.name.as_str()).collect()
     }

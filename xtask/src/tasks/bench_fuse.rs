@@ -13,7 +13,7 @@ use crate::{
     analysis::verdict::median,
     guest::{boot, initramfs, job::Job, plan::Boot, scenario},
     kernel::{
-        patch::{Selection, Variants, VARIANTS_FILE},
+        patch::{Selection, Variants},
         source::SourceArgs,
     },
     progress::{self, Event},
@@ -51,11 +51,7 @@ impl BenchFuse {
         let machine = self.guest.machine()?;
         let variant = match &self.variant {
             Some(v) => v.clone(),
-            None => {
-                Variants::load(&util::project_root().join(VARIANTS_FILE))?
-                    .roles
-                    .reference
-            }
+            None => Variants::repo()?.roles.reference,
         };
         let tc = crate::deps::ensure(sh)?;
         let selection = Selection {

@@ -14,7 +14,7 @@ use crate::{
     analysis::verdict::Class,
     deps,
     kernel::module,
-    kernel::patch::{Variants, VARIANTS_FILE},
+    kernel::patch::Variants,
     progress::{self, Event},
     tasks::{matrix::QemuTest, module_stress::ModuleStress},
     util,
@@ -65,7 +65,7 @@ impl Ci {
         // ext4 control's regressed cell reached 1.1% stall share (the global
         // check's race), and one v1 memcg run's stall share was not backed by a
         // long write (the latency criterion said so); see README, "Why CI boots only fuse-strictlimit".
-        let roles = Variants::load(&util::project_root().join(VARIANTS_FILE))?.roles;
+        let roles = Variants::repo()?.roles;
         step("SIGTERM to xtask mid-build: no child survives", || {
             super::ci_sigterm::sigterm_mid_build(sh, &roles.reference)
         })?;

@@ -24,7 +24,7 @@ use crate::{
     },
     kernel::{
         build::Built,
-        patch::{Roles, Selection, Variants, VARIANTS_FILE},
+        patch::{Roles, Selection, Variants},
         source::SourceArgs,
     },
     progress::{self, Event},
@@ -115,7 +115,7 @@ impl QemuTest {
         let Some(name) = &self.aa else {
             return Ok(());
         };
-        let variants = Variants::load(&util::project_root().join(VARIANTS_FILE))?;
+        let variants = Variants::repo()?;
         let selected: Vec<String> = self
             .selection
             .resolve(&variants)?
@@ -238,7 +238,7 @@ impl QemuTest {
         self.check_aa()?;
         // Checked before anything is built.
         let machine = self.guest.machine()?;
-        let roles = Variants::load(&util::project_root().join(VARIANTS_FILE))?.roles;
+        let roles = Variants::repo()?.roles;
         let mut built = self.guest.kernels(sh, &tc, &self.selection, &self.source)?;
         if let Some(aa) = self.aa_variant(&built, runs, &roles)? {
             built.push(aa);

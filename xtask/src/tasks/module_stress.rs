@@ -9,10 +9,7 @@ use xshell::Shell;
 use super::guest_args::GuestArgs;
 use crate::{
     guest::qemu::{self, Console},
-    kernel::{
-        patch::{Variants, VARIANTS_FILE},
-        source::SourceArgs,
-    },
+    kernel::{patch::Variants, source::SourceArgs},
     progress::{self, Event},
     results::record,
     util,
@@ -38,11 +35,7 @@ impl ModuleStress {
     pub fn run(self, sh: &Shell) -> Result<()> {
         let variant = match &self.variant {
             Some(v) => v.clone(),
-            None => {
-                Variants::load(&util::project_root().join(VARIANTS_FILE))?
-                    .roles
-                    .baseline
-            }
+            None => Variants::repo()?.roles.baseline,
         };
         let (b, initrd) = self.guest.one_variant(sh, &self.source, &variant)?;
         let dir = util::unique_dir(&util::target_dir().join("module-stress"))?;
