@@ -177,13 +177,16 @@ run_fio() {
 #   S t=<uptime s>   T <thresholds line>   C <stats line>   B <bdi stats k=v>   V <vmstat k=v>
 # Only shell builtins run in the loop (usleep aside), to keep its cost low.
 sampler_loop() {
-	local bdi=$1 us up b v l k n i=0
+	local bdi=$1 us up b v l k n i=0 m=0
 	us=$(($(need sample_ms) * 1000))
+	module_detector && m=1
 	while :; do
 		read -r up _ </proc/uptime
 		echo "S t=$up"
-		while read -r l; do echo "T $l"; done </sys/kernel/debug/wbstall/thresholds
-		while read -r l; do echo "C $l"; done </sys/kernel/debug/wbstall/stats
+		if [ "$m" = 1 ]; then
+			while read -r l; do echo "T $l"; done </sys/kernel/debug/wbstall/thresholds
+			while read -r l; do echo "C $l"; done </sys/kernel/debug/wbstall/stats
+		fi
 		b="B"
 		while read -r k v _; do b="$b ${k%:}=$v"; done <"/sys/kernel/debug/bdi/$bdi/stats"
 		echo "$b"
@@ -240,18 +243,57 @@ WITNESS_BDP="hist:keys=bdi,cgroup_ino:vals=hitcount"
 WITNESS_SLEEP="hist:keys=bdi,cgroup_ino:vals=hitcount if pause > 0"
 WITNESS_WAKE="hist:keys=name,cgroup_ino:vals=hitcount"
 
-# measure_start BDI CGROUP_DIR: zero the module's counters, start the witness,
-# and record the state the measurement starts from.
+# The tracefs detector's input (xtask/src/results/tracefs.rs): the writeback
+# events it classes sleeps from, in the ring buffer, on the mono clock (one
+# clock for all CPUs). Only sleeps of balance_dirty_pages are kept (the hist
+# triggers above count every event). WB_detector=tracefs: no module.
+TRACE=/sys/kernel/tracing
+TRACE_DETECTOR_EVENTS="balance_dirty_pages writeback_wake_background writeback_start writeback_pages_written"
+
+module_detector() {
+	[ "${WB_detector:-module}" = module ]
+}
+
+trace_start() {
+	local e
+	if ! { echo 0 >"$TRACE/tracing_on" && echo >"$TRACE/trace" &&
+		echo mono >"$TRACE/trace_clock" && echo 8192 >"$TRACE/buffer_size_kb" &&
+		echo "pause > 0" >"$TRACE_EVENTS/balance_dirty_pages/filter"; }; then
+		fail "cannot set up the trace buffer for the tracefs detector"
+	fi
+	for e in $TRACE_DETECTOR_EVENTS; do
+		echo 1 >"$TRACE_EVENTS/$e/enable" || fail "cannot enable the trace event $e"
+	done
+	echo 1 >"$TRACE/tracing_on" || fail "cannot start tracing"
+}
+
+# trace_collect: stop, then send the events and every CPU's ring-buffer stats
+# (an overrun means lost events: the host refuses such a trace).
+trace_collect() {
+	local c
+	echo 0 >"$TRACE/tracing_on" || fail "cannot stop tracing"
+	emit trace-events "$TRACE/trace"
+	for c in "$TRACE"/per_cpu/cpu*; do
+		cat "$c/stats"
+	done >/tmp/trace-stats
+	emit trace-stats /tmp/trace-stats
+}
+
+# measure_start BDI CGROUP_DIR: zero the module's counters, start the witness
+# and the trace, and record the state the measurement starts from.
 measure_start() {
 	local bdi=$1 cg=$2
 	[ -d "$TRACE_EVENTS/balance_dirty_pages" ] ||
 		fail "no $TRACE_EVENTS/balance_dirty_pages: tracefs or the writeback events are missing"
-	echo 1 >/sys/kernel/debug/wbstall/reset || fail "cannot reset the wbstall counters"
+	if module_detector; then
+		echo 1 >/sys/kernel/debug/wbstall/reset || fail "cannot reset the wbstall counters"
+	fi
 	if ! { echo "$WITNESS_BDP" >>"$TRACE_EVENTS/balance_dirty_pages/trigger" &&
 		echo "$WITNESS_SLEEP" >>"$TRACE_EVENTS/balance_dirty_pages/trigger" &&
 		echo "$WITNESS_WAKE" >>"$TRACE_EVENTS/writeback_wake_background/trigger"; }; then
 		fail "cannot attach the witness's hist triggers (CONFIG_HIST_TRIGGERS?)"
 	fi
+	trace_start
 	stat -c %i "$cg" >/tmp/cgroup_ino || fail "cannot stat $cg"
 	emit writer-cgroup-ino /tmp/cgroup_ino
 	emit_cmd vm-knobs vm_knobs
@@ -263,11 +305,14 @@ measure_start() {
 # first and the witness's right after, so that both count the same events.
 collect() {
 	local bdi=$1 f
-	for f in stats thresholds summary; do
-		emit "wbstall-$f" "/sys/kernel/debug/wbstall/$f"
-	done
+	if module_detector; then
+		for f in stats thresholds summary; do
+			emit "wbstall-$f" "/sys/kernel/debug/wbstall/$f"
+		done
+	fi
 	emit witness-balance_dirty_pages "$TRACE_EVENTS/balance_dirty_pages/hist"
 	emit witness-writeback_wake_background "$TRACE_EVENTS/writeback_wake_background/hist"
+	trace_collect
 	emit bdi-stats "/sys/kernel/debug/bdi/$bdi/stats"
 	emit vmstat /proc/vmstat
 	emit_cmd bdi-knobs bdi_knobs "$bdi"

@@ -116,6 +116,13 @@ pub const ALL: &[Metric] = &[
         |r| Some(r.stall_fraction * 100.0),
     ),
     m(
+        "tracefs.stall_share_%",
+        "stall share, tracefs detector",
+        "%",
+        Kind::Share,
+        |r| r.tracefs_stall_fraction.map(|f| f * 100.0),
+    ),
+    m(
         "wbstall.stall_sleeps",
         "stall_sleeps",
         "",

@@ -12,7 +12,7 @@ use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    guest::scenario,
+    guest::{plan::Detector, scenario},
     kernel::patch,
     results::{record::RunRecord, session::Session, witness::Tolerance},
     util,
@@ -240,6 +240,10 @@ pub struct CellVerdict {
     /// Usable runs whose writers were never throttled.
     pub idle_runs: usize,
     pub stall_fraction: f64,
+    /// The tracefs detector's median share of the same runs, where every run
+    /// has one (records since it exists), when the module classed them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tracefs_stall_fraction: Option<f64>,
     pub bw_mib_s: f64,
     /// Median of fio's clat max, ms.
     pub clat_max_ms: f64,
@@ -348,6 +352,13 @@ fn cell(
         runs: runs.len(),
         idle_runs: idle.len(),
         stall_fraction,
+        tracefs_stall_fraction: runs
+            .iter()
+            .filter(|r| r.detector == Detector::Module)
+            .map(|r| r.tracefs_stall_fraction)
+            .collect::<Option<Vec<f64>>>()
+            .filter(|v| v.len() == runs.len() && !v.is_empty())
+            .map(|v| median(&v)),
         bw_mib_s: med(&|r| r.fio.bw_mib_s),
         clat_max_ms: med(&|r| r.fio.clat_max_us / 1000.0),
         observed,
@@ -384,7 +395,26 @@ fn cell(
     if let Some(l) = expected.latency.get(scenario) {
         latency_criterion(&mut c, runs, l);
     }
+    detectors_criterion(&mut c, expected);
     c
+}
+
+/// The module and the tracefs detector class the same sleeps: where both ran,
+/// they must put the cell in the same class.
+fn detectors_criterion(c: &mut CellVerdict, expected: &Expected) {
+    let Some(t) = c.tracefs_stall_fraction else {
+        return;
+    };
+    let by_trace = expected.classify(t);
+    if c.observed != Class::Idle && by_trace != c.observed {
+        c.failures.push(format!(
+            "the detectors disagree: the module's stall share is {:.2}% ({}), the tracefs \
+             detector's {:.2}% ({by_trace})",
+            c.stall_fraction * 100.0,
+            c.observed,
+            t * 100.0
+        ));
+    }
 }
 
 /// The second criterion, from fio and the tracefs witness rather than the
@@ -653,6 +683,42 @@ v2 = "ok"
         assert_eq!(v.cells[0].observed, Class::Stall);
         let ratio = v.throughput_ratio["fuse-strictlimit:regressed"];
         assert!((ratio - 0.9 / 195.0).abs() < 1e-9, "{ratio}");
+    }
+
+    #[test]
+    fn the_two_detectors_must_class_a_cell_alike() {
+        let with = |mut r: RunRecord, t: f64| {
+            r.tracefs_stall_fraction = Some(t);
+            r
+        };
+        let agree = [
+            with(rec("regressed", "fuse-strictlimit", 1.0, 0.6), 0.59),
+            with(rec("v1", "fuse-strictlimit", 200.0, 0.0), 0.002),
+        ];
+        let v = judge(&agree, &expected(), &plan(&agree, 1));
+        assert!(v.passed(), "{v:?}");
+        assert_eq!(v.cells[1].tracefs_stall_fraction, Some(0.002));
+        // The module says ok, the trace says the writers stalled 3% of the time.
+        let disagree = [
+            with(rec("regressed", "fuse-strictlimit", 1.0, 0.6), 0.59),
+            with(rec("v1", "fuse-strictlimit", 200.0, 0.0), 0.03),
+        ];
+        let v = judge(&disagree, &expected(), &plan(&disagree, 1));
+        assert!(!v.passed());
+        assert!(
+            v.cells[1].failures[0].contains("the detectors disagree")
+                && v.cells[1].failures[0].contains("3.00% (unclear)"),
+            "{:?}",
+            v.cells[1].failures
+        );
+        // A run without the trace's share (an older record): no median of the
+        // others stands in for it.
+        let partial = [
+            rec("regressed", "fuse-strictlimit", 1.0, 0.6),
+            run(with(rec("regressed", "fuse-strictlimit", 1.0, 0.6), 0.0), 1),
+        ];
+        let v = judge(&partial, &expected(), &plan(&partial, 2));
+        assert_eq!(v.cells[0].tracefs_stall_fraction, None);
     }
 
     #[test]

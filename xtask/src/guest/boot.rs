@@ -1,14 +1,23 @@
 //! One [`Boot`] of a plan: its disk, QEMU, and the results stream it sends
 //! back. Turning the stream into a record is the next stage's job.
 
-use std::{fs, path::Path};
+use std::{
+    collections::BTreeSet,
+    fs,
+    panic::{self, AssertUnwindSafe},
+    path::Path,
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        mpsc,
+    },
+};
 
 use anyhow::{Context, Result};
 use xshell::{cmd, Shell};
 
 use crate::{
     guest::{
-        plan::Boot,
+        plan::{Boot, Plan, Schedule},
         qemu::{self, Console},
         stream::Stream,
     },
@@ -29,6 +38,12 @@ pub struct Booted {
 
 /// Boots `b`, with its files in `dir`.
 pub fn boot(sh: &Shell, dir: &Path, b: &Boot) -> Result<Booted> {
+    boot_until(sh, dir, b, &AtomicBool::new(false))
+}
+
+/// [`boot`], QEMU killed once `stop` is set. Every file of the boot is named
+/// after it ([`Boot::name`]), so boots of one plan can run side by side.
+pub fn boot_until(sh: &Shell, dir: &Path, b: &Boot, stop: &AtomicBool) -> Result<Booted> {
     let name = b.name();
     check_image(&b.kernel)?;
     let console = dir.join(format!("{name}.console.log"));
@@ -48,7 +63,13 @@ pub fn boot(sh: &Shell, dir: &Path, b: &Boot) -> Result<Booted> {
     );
     cfg.results = Some(dir.join(format!("{name}.results.bin")));
     cfg.disk = disk.clone();
-    let out = qemu::run(sh, &cfg, b.timeout, &dir.join(format!("{name}.qemu.log")));
+    let out = qemu::run_until(
+        sh,
+        &cfg,
+        b.timeout,
+        &dir.join(format!("{name}.qemu.log")),
+        stop,
+    );
     if let Some(d) = &disk {
         fs::remove_file(d).ok(); // a sparse GiB per run is not worth keeping
     }
@@ -72,6 +93,78 @@ pub fn boot(sh: &Shell, dir: &Path, b: &Boot) -> Result<Booted> {
             .with_context(|| format!("reading {}", console.display()))?,
         samples,
     })
+}
+
+/// Boots a plan, at most `slots` guests at a time, started in plan order as
+/// slots free up ([`Schedule`]), each on a thread of its own with a clone of
+/// `sh`. `started(i)` is called before boot `i` starts and `ended(i, ..)` when
+/// it ends (in the order boots end), both on the calling thread. An error
+/// from `ended` stops the run: no boot starts any more and every running QEMU
+/// is killed before this returns it. A thread outlives its QEMU (it waits for
+/// it or kills it), which QEMU's parent-death signal needs: it follows the
+/// thread that started the child, not the process.
+pub fn boot_plan(
+    sh: &Shell,
+    dir: &Path,
+    plan: &Plan,
+    slots: usize,
+    mut started: impl FnMut(usize),
+    mut ended: impl FnMut(usize, Result<Booted>) -> Result<()>,
+) -> Result<()> {
+    check_scratch(plan)?;
+    let stop = AtomicBool::new(false);
+    let mut schedule = Schedule::new(plan.boots.len(), slots);
+    let (tx, rx) = mpsc::channel();
+    std::thread::scope(|scope| {
+        // Set on every way out of this closure (an error, a panic): the
+        // scope then waits for threads whose QEMU is being killed.
+        let _stop = StopOnDrop(&stop);
+        loop {
+            for i in schedule.start() {
+                started(i);
+                let (tx, sh, stop, b) = (tx.clone(), sh.clone(), &stop, &plan.boots[i]);
+                scope.spawn(move || {
+                    let booted =
+                        panic::catch_unwind(AssertUnwindSafe(|| boot_until(&sh, dir, b, stop)))
+                            .unwrap_or_else(|_| Err(anyhow::anyhow!("the boot's thread panicked")));
+                    // The receiver is gone only when the run is stopping.
+                    let _ = tx.send((i, booted));
+                });
+            }
+            if schedule.finished() {
+                return Ok(());
+            }
+            let (i, booted) = rx.recv().expect("a boot is running and holds a sender");
+            schedule.ended(i);
+            ended(i, booted)?;
+        }
+    })
+}
+
+/// Sets the flag when dropped.
+struct StopOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Boots that run side by side must not share a file: every boot's files
+/// (console and QEMU logs, results port, disk image, samples) are named
+/// after it, so its name must be its own.
+fn check_scratch(plan: &Plan) -> Result<()> {
+    let mut names = BTreeSet::new();
+    for b in &plan.boots {
+        if !names.insert(b.name()) {
+            anyhow::bail!(
+                "two boots of the plan are both named `{}`: their files would collide; \
+                 give every variant a name of its own",
+                b.name()
+            );
+        }
+    }
+    Ok(())
 }
 
 /// Fails when the kernel image is no longer the one `variant.json` described

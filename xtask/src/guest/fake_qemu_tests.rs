@@ -1,6 +1,7 @@
 //! [`qemu::run`] against a fake `qemu-system-x86_64` put first on the PATH of
 //! the [`Shell`]: a QEMU that hangs, one that writes half a stream and exits 0,
-//! one whose guest panics, one that fails to start. No real guest boots here.
+//! one whose guest panics, one that fails to start, and several side by side
+//! (`--jobs-vm`). No real guest boots here.
 
 use std::{
     fs,
@@ -11,7 +12,15 @@ use std::{
 use xshell::Shell;
 
 use crate::{
-    guest::qemu::{self, Accel, Clock, Console, VmConfig, VmError},
+    guest::{
+        boot,
+        job::Job,
+        plan::{Boot, Machine, Plan},
+        qemu::{self, Accel, Clock, Console, VmConfig, VmError},
+        scenario,
+        stream::End,
+    },
+    kernel::build::Built,
     util::testdir,
 };
 
@@ -154,4 +163,137 @@ fn no_qemu_at_all_names_the_program() {
     .expect("no QEMU is an error")
     .to_string();
     assert!(e.contains("qemu-system-x86_64"), "{e}");
+}
+
+/// A plan of `runs` boots of one fake variant on `fuse-strictlimit` (no
+/// disk), with the given timeout, its kernel image in `t`.
+fn fake_plan(t: &testdir::Dir, runs: u32, timeout: Duration) -> Plan {
+    let dir = t.path().join("kernel");
+    fs::create_dir_all(&dir).unwrap();
+    fs::write(dir.join("bzImage"), b"a kernel").unwrap();
+    let mut kernel = Built {
+        dir,
+        meta: Default::default(),
+    };
+    kernel.meta.variant = "v".into();
+    kernel.meta.bzimage_sha256 = crate::util::sha256_file(&kernel.bzimage()).unwrap();
+    let boots = (0..runs)
+        .map(|run| Boot {
+            kernel: kernel.clone(),
+            initrd: t.path().join("initrd.cpio"),
+            scenario: scenario::by_name("fuse-strictlimit").unwrap(),
+            run,
+            job: Job::default(),
+            verify: false,
+            sample_ms: 0,
+            timeout,
+            machine: Machine {
+                accel: Accel::Tcg,
+                clock: Clock::Real,
+                cpu_model: "qemu64".into(),
+                kernel_args: Vec::new(),
+                cpus: 1,
+                memory_mib: 256,
+                rdinit: "/init".into(),
+            },
+            detector: Default::default(),
+        })
+        .collect();
+    Plan { boots }
+}
+
+/// A fake guest that notes its start and end (name and time in ns) in
+/// `bin/times`; boot #1 hangs (its pid in `bin/hung.pid`), the others end
+/// with a whole stream after half a second.
+const SIDE_BY_SIDE: &str = r#"name=$(basename "$con" .console.log)
+times="$(dirname "$0")/times"
+echo "start $name $(date +%s%N)" >> "$times"
+echo '[    0.5] Run /init as init process' > "$con"
+case $name in
+*-1) echo $$ > "$(dirname "$0")/hung.pid"; exec sleep 600 ;;
+esac
+sleep 0.5
+printf 'WBSTALL-END ok\n' > "$res"
+echo "end $name $(date +%s%N)" >> "$times"
+exit 0
+"#;
+
+/// When `event` (`start` or `end`) of boot `name` happened, from `bin/times`.
+fn at(t: &testdir::Dir, event: &str, name: &str) -> u128 {
+    let times = fs::read_to_string(t.path().join("bin/times")).unwrap();
+    let line = times
+        .lines()
+        .find(|l| l.starts_with(&format!("{event} {name} ")))
+        .unwrap_or_else(|| panic!("no `{event} {name}` in\n{times}"));
+    line.rsplit(' ').next().unwrap().parse().unwrap()
+}
+
+#[test]
+fn two_guests_boot_side_by_side_and_a_hang_in_one_is_reaped_while_the_others_finish() {
+    let t = testdir::Dir::new("fake-jobs-vm");
+    let sh = fake(&t, SIDE_BY_SIDE);
+    let plan = fake_plan(&t, 3, Duration::from_secs(5));
+    let (mut order, mut ends) = (Vec::new(), vec![None, None, None]);
+    boot::boot_plan(
+        &sh,
+        t.path(),
+        &plan,
+        2,
+        |_| {},
+        |i, booted| {
+            order.push(i);
+            ends[i] = Some(booted.map(|b| b.stream.end).map_err(|e| format!("{e:#}")));
+            Ok(())
+        },
+    )
+    .unwrap();
+    // Boots 2 and 3 ran and ended while boot 1 hung: with one guest at a time
+    // neither could have started before boot 1's timeout.
+    assert_eq!(order, [1, 2, 0]);
+    // Two at a time: boot 3 waited for a free slot, and ran beside boot 1.
+    assert!(at(&t, "start", "v-fuse-strictlimit-3") >= at(&t, "end", "v-fuse-strictlimit-2"));
+    // Results by plan position, whatever the order they ended in.
+    let hang = ends[0].clone().unwrap().unwrap_err();
+    assert!(
+        hang.contains("the guest hung: no result after 5 s"),
+        "{hang}"
+    );
+    assert!(hang.contains("v-fuse-strictlimit-1.console.log"), "{hang}");
+    for end in &ends[1..] {
+        assert_eq!(end.clone().unwrap(), Ok(Some(End::Ok)));
+    }
+    assert!(
+        !alive(&t.path().join("bin/hung.pid")),
+        "the hung fake QEMU survived"
+    );
+}
+
+#[test]
+fn an_error_while_guests_run_kills_them_all() {
+    // Boot 2 would hang for a minute; the error after boot 1 stops it at once.
+    let t = testdir::Dir::new("fake-jobs-vm-stop");
+    let sh = fake(&t, &SIDE_BY_SIDE.replace("*-1)", "*-2)"));
+    let plan = fake_plan(&t, 3, Duration::from_secs(60));
+    let begun = std::time::Instant::now();
+    let mut started = Vec::new();
+    let e = boot::boot_plan(
+        &sh,
+        t.path(),
+        &plan,
+        2,
+        |i| started.push(i),
+        |_, _| anyhow::bail!("the disk is full"),
+    )
+    .unwrap_err();
+    assert_eq!(e.to_string(), "the disk is full");
+    assert_eq!(started, [0, 1], "no boot starts after the error");
+    assert!(
+        begun.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        begun.elapsed()
+    );
+    assert!(
+        !alive(&t.path().join("bin/hung.pid")),
+        "a fake QEMU survived the error"
+    );
 }

@@ -2,7 +2,14 @@
 //! run index, fio job, verify pass, machine, timeout) made once, up front, in
 //! the order the boots will run. Booting takes a [`Boot`], nothing else.
 
-use std::{path::PathBuf, time::Duration};
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    path::PathBuf,
+    time::Duration,
+};
+
+use anyhow::{bail, Result};
+use serde::{Deserialize, Serialize};
 
 use crate::{
     guest::{
@@ -55,6 +62,55 @@ impl Machine {
     }
 }
 
+/// What classes the writers' throttle sleeps: the wbstall module (its probes
+/// see `writeback_in_progress()` itself), or the kernel's own writeback trace
+/// events (`results::tracefs`), for kernels without the module. Records made
+/// before the choice existed were the module's.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Detector {
+    #[default]
+    Module,
+    Tracefs,
+}
+
+impl Detector {
+    pub fn name(self) -> &'static str {
+        match self {
+            Detector::Module => "module",
+            Detector::Tracefs => "tracefs",
+        }
+    }
+
+    /// The detector for boots of `kernel`: the one asked for, else the module
+    /// when the kernel has one, else tracefs. Asking for the module of a
+    /// kernel built without one is an error.
+    pub fn choose(asked: Option<Detector>, kernel: &Built) -> Result<Detector> {
+        let has_module = !kernel.meta.module_sha256.is_empty();
+        match asked {
+            Some(Detector::Module) if !has_module => bail!(
+                "--detector module: the `{}` kernel has no wbstall module (built with \
+                 --no-rust?): use --detector tracefs, or build it with Rust",
+                kernel.meta.variant
+            ),
+            Some(d) => Ok(d),
+            None if has_module => Ok(Detector::Module),
+            None => Ok(Detector::Tracefs),
+        }
+    }
+}
+
+/// Sets each boot's detector from `detectors` (by kernel label).
+pub fn with_detectors(mut plan: Plan, detectors: &BTreeMap<String, Detector>) -> Plan {
+    for b in &mut plan.boots {
+        b.detector = detectors
+            .get(&b.kernel.label())
+            .copied()
+            .unwrap_or_default();
+    }
+    plan
+}
+
 /// One boot, fully decided.
 #[derive(Debug, Clone)]
 pub struct Boot {
@@ -72,6 +128,7 @@ pub struct Boot {
     /// After this the guest is declared hung and killed.
     pub timeout: Duration,
     pub machine: Machine,
+    pub detector: Detector,
 }
 
 impl Boot {
@@ -98,6 +155,7 @@ impl Boot {
             p("bs", job.bs.clone()),
             p("sample_ms", self.sample_ms.to_string()),
             p("verify", u8::from(self.verify).to_string()),
+            p("detector", self.detector.name().to_string()),
         ];
         params.extend(
             self.scenario
@@ -193,6 +251,96 @@ pub fn plan_position(
     (run, scenario_index, v)
 }
 
+/// Which boots of a plan run when (`--jobs-vm N`): in plan order, at most
+/// `slots` at a time, the next one as soon as any running one ends. With one
+/// slot this is the plan itself, one boot after the other.
+#[derive(Debug)]
+pub struct Schedule {
+    len: usize,
+    slots: usize,
+    next: usize,
+    running: BTreeSet<usize>,
+}
+
+impl Schedule {
+    pub fn new(len: usize, slots: usize) -> Schedule {
+        Schedule {
+            len,
+            slots: slots.max(1),
+            next: 0,
+            running: BTreeSet::new(),
+        }
+    }
+
+    /// The boots to start now, in plan order: one per free slot.
+    pub fn start(&mut self) -> std::ops::Range<usize> {
+        let free = self.slots - self.running.len();
+        let first = self.next;
+        self.next = (first + free).min(self.len);
+        self.running.extend(first..self.next);
+        first..self.next
+    }
+
+    /// Boot `index` ended (in whatever order boots end): its slot is free.
+    pub fn ended(&mut self, index: usize) {
+        let was_running = self.running.remove(&index);
+        debug_assert!(was_running, "boot {index} ended but was not running");
+    }
+
+    /// Every boot has started and ended.
+    pub fn finished(&self) -> bool {
+        self.next == self.len && self.running.is_empty()
+    }
+}
+
+/// `--jobs-vm N` checked against this host (`host_cpus` available to xtask)
+/// for guests of `cpus` vCPUs on `clock`. Returns the warning to show, if any.
+pub fn check_jobs_vm(
+    jobs: usize,
+    host_cpus: usize,
+    cpus: u32,
+    clock: Clock,
+) -> Result<Option<String>> {
+    // Under the real clock every vCPU is a host thread (multi-threaded TCG,
+    // or KVM); under the virtual clock a guest runs on one thread.
+    let threads = match clock {
+        Clock::Real => cpus as usize,
+        Clock::Virtual { .. } => 1,
+    };
+    let limit = (host_cpus / threads).max(1);
+    if jobs == 0 {
+        bail!(
+            "--jobs-vm 0: at least one guest must boot at a time; drop --jobs-vm (the \
+             default, 1, boots one guest at a time) or give a number from 1 to {limit}"
+        );
+    }
+    if jobs > limit {
+        let how = match clock {
+            Clock::Real => format!(
+                "one thread per vCPU, {cpus} per guest), and this host has {host_cpus} \
+                 available: give --jobs-vm {limit} or less, fewer guest CPUs (--cpus), or \
+                 --clock virtual (one host thread per guest)"
+            ),
+            Clock::Virtual { .. } => format!(
+                "one thread per guest under --clock virtual), and this host has {host_cpus} \
+                 available: give --jobs-vm {limit} or less"
+            ),
+        };
+        bail!(
+            "--jobs-vm {jobs}: {jobs} guests need {} host CPUs ({how}",
+            jobs * threads
+        );
+    }
+    Ok((jobs > 1 && clock == Clock::Real).then(|| {
+        format!(
+            "--jobs-vm {jobs} with --clock real: {jobs} guests share this host's {host_cpus} \
+             CPUs, memory bandwidth and disk, so this run's throughput numbers are not \
+             comparable with runs booted one at a time (nor between its own cells); for \
+             numbers that are, use --jobs-vm 1, or --clock virtual on the FUSE scenarios"
+        )
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -247,6 +395,68 @@ mod tests {
         );
     }
 
+    /// Drives a [`Schedule`]: the boots started at once, then those started
+    /// after each boot of `ends` ended.
+    fn starts(len: usize, slots: usize, ends: &[usize]) -> Vec<Vec<usize>> {
+        let mut s = Schedule::new(len, slots);
+        let mut out = vec![s.start().collect::<Vec<_>>()];
+        for &i in ends {
+            s.ended(i);
+            out.push(s.start().collect());
+        }
+        assert!(s.finished(), "every boot started and ended");
+        out
+    }
+
+    #[test]
+    fn boots_start_in_plan_order_as_slots_free_up() {
+        // One slot: the plan, one boot after the other (today's behaviour).
+        assert_eq!(
+            starts(3, 1, &[0, 1, 2]),
+            [vec![0], vec![1], vec![2], vec![]]
+        );
+        // Two slots, boots ending out of order: the next boot of the plan
+        // takes whichever slot frees up.
+        assert_eq!(
+            starts(5, 2, &[1, 2, 0, 4, 3]),
+            [vec![0, 1], vec![2], vec![3], vec![4], vec![], vec![]]
+        );
+        // More slots than boots; an empty plan is finished at once.
+        assert_eq!(starts(2, 8, &[1, 0]), [vec![0, 1], vec![], vec![]]);
+        assert_eq!(starts(0, 2, &[]), [Vec::<usize>::new()]);
+    }
+
+    #[test]
+    fn jobs_vm_is_checked_against_the_host() {
+        let virt = Clock::Virtual { shift: 3 };
+        let e = check_jobs_vm(0, 16, 2, Clock::Real)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("--jobs-vm 0: at least one guest must boot at a time")
+                && e.contains("from 1 to 8"),
+            "{e}"
+        );
+        // 3 guests of 2 vCPUs on 4 host CPUs: the numbers, and three ways out.
+        let e = check_jobs_vm(3, 4, 2, Clock::Real).unwrap_err().to_string();
+        assert!(
+            e.contains("--jobs-vm 3: 3 guests need 6 host CPUs")
+                && e.contains("this host has 4 available: give --jobs-vm 2 or less")
+                && e.contains("--cpus")
+                && e.contains("--clock virtual"),
+            "{e}"
+        );
+        // The virtual clock runs a guest on one host thread.
+        assert_eq!(check_jobs_vm(4, 4, 2, virt).unwrap(), None);
+        let e = check_jobs_vm(5, 4, 2, virt).unwrap_err().to_string();
+        assert!(e.contains("5 guests need 5 host CPUs"), "{e}");
+        // The real clock with N > 1 is allowed, with a warning.
+        let w = check_jobs_vm(2, 4, 2, Clock::Real).unwrap().unwrap();
+        assert!(w.contains("throughput numbers are not comparable"), "{w}");
+        // One guest at a time is always allowed, even on a small host.
+        assert_eq!(check_jobs_vm(1, 1, 4, Clock::Real).unwrap(), None);
+    }
+
     #[test]
     fn boot_params_carry_the_job() {
         let boot = Boot {
@@ -276,6 +486,7 @@ mod tests {
                 memory_mib: 2048,
                 rdinit: "/init".into(),
             },
+            detector: Detector::Tracefs,
         };
         let p = boot.params();
         let get = |k: &str| p.iter().find(|(a, _)| a == k).map(|(_, v)| v.as_str());
@@ -283,6 +494,7 @@ mod tests {
         assert_eq!(get("size"), Some("1G"));
         assert_eq!(get("runtime"), Some("20"));
         assert_eq!(get("verify"), Some("1"));
+        assert_eq!(get("detector"), Some("tracefs"));
         // Every value must survive the kernel command line: no spaces.
         assert!(p.iter().all(|(k, v)| !k.contains(' ') && !v.contains(' ')));
     }

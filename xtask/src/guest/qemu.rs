@@ -8,6 +8,7 @@ use std::{
     fs,
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
+    sync::atomic::{AtomicBool, Ordering},
     time::{Duration, Instant},
 };
 
@@ -425,6 +426,18 @@ pub struct Run {
 /// Boots a guest and waits for it (or kills it at `timeout`). QEMU's own
 /// stdout/stderr go to `qemu_log`.
 pub fn run(sh: &Shell, cfg: &VmConfig, timeout: Duration, qemu_log: &Path) -> Result<Run> {
+    run_until(sh, cfg, timeout, qemu_log, &AtomicBool::new(false))
+}
+
+/// [`run`], and QEMU is also killed (an error) once `stop` is set: another
+/// part of the run failed and no guest may outlive it.
+pub fn run_until(
+    sh: &Shell,
+    cfg: &VmConfig,
+    timeout: Duration,
+    qemu_log: &Path,
+    stop: &AtomicBool,
+) -> Result<Run> {
     if let Some(r) = &cfg.results {
         fs::write(r, b"").with_context(|| format!("creating {}", r.display()))?;
     }
@@ -451,6 +464,10 @@ pub fn run(sh: &Shell, cfg: &VmConfig, timeout: Duration, qemu_log: &Path) -> Re
     let status = loop {
         if let Some(status) = child.try_wait().context("waiting for QEMU")? {
             break format!("exited {status}");
+        }
+        if stop.load(Ordering::Relaxed) {
+            // The leash kills and reaps QEMU on the way out.
+            anyhow::bail!("QEMU killed: the run is stopping (see the error that stopped it)");
         }
         if started.elapsed() > timeout {
             let _ = child.kill();

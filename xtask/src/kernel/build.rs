@@ -198,8 +198,6 @@ pub fn build(
     fs::create_dir_all(&cache)
         .with_context(|| format!("creating the cache {}", cache.display()))?;
     let src = source.prepare(sh, &cache)?;
-    let tree = src.tree();
-    deps::check_tree_minimums(sh, &tree, tc)?;
 
     // One build at a time per cached tree.
     let lock_path = src.root.join("lock");
@@ -213,22 +211,11 @@ pub fn build(
         lock.lock()
             .with_context(|| format!("locking {}", lock_path.display()))?;
     }
+    // A developer's tree: copy in what changed since the last build.
+    let src = src.sync(sh)?;
+    deps::check_tree_minimums(sh, &src.tree(), tc)?;
 
-    let mut fragments = Vec::new();
-    for (name, path) in flavour.fragments() {
-        let text =
-            fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-        fragments.push((name, path, text));
-    }
-    kconfig::check_additions(&fragments)?;
-    let base_config = match &flavour.base_config {
-        Some(p) => Some((
-            p.clone(),
-            fs::read_to_string(p)
-                .with_context(|| format!("reading the base config {} (--config)", p.display()))?,
-        )),
-        None => None,
-    };
+    let (fragments, base_config) = read_flavour(flavour)?;
     // The files any variant patches: each kernel keeps its own copy of them, so
     // that what was built can be read (and diffed) next to the image.
     let mut patched = std::collections::BTreeSet::new();
@@ -261,6 +248,28 @@ pub fn build(
         .collect::<Result<Vec<_>>>()?;
     drop(lock);
     Ok(built)
+}
+
+/// The fragments (name, path, text), checked, and the base config (path,
+/// text) of `flavour`.
+type Fragments = Vec<(String, PathBuf, String)>;
+fn read_flavour(flavour: &Flavour) -> Result<(Fragments, Option<(PathBuf, String)>)> {
+    let mut fragments = Vec::new();
+    for (name, path) in flavour.fragments() {
+        let text =
+            fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+        fragments.push((name, path, text));
+    }
+    kconfig::check_additions(&fragments)?;
+    let base_config = match &flavour.base_config {
+        Some(p) => Some((
+            p.clone(),
+            fs::read_to_string(p)
+                .with_context(|| format!("reading the base config {} (--config)", p.display()))?,
+        )),
+        None => None,
+    };
+    Ok((fragments, base_config))
 }
 
 /// Patches that change Kconfig files change the configuration, and so get a

@@ -7,6 +7,7 @@ pub mod apt;
 pub mod build;
 pub mod kconfig;
 pub mod mail;
+pub mod mirror;
 pub mod module;
 pub mod patch;
 pub mod source;

@@ -18,7 +18,7 @@ use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use xshell::{cmd, Shell};
 
-use crate::util;
+use crate::{kernel::mirror, util};
 
 pub use super::variants::{Comparison, Roles, Selection, Variant, Variants, VARIANTS_FILE};
 
@@ -380,6 +380,48 @@ impl Worktree {
     pub fn current(&self) -> Result<Option<String>> {
         let st = self.load_state()?;
         Ok(if st.switching { None } else { st.variant })
+    }
+
+    /// Takes new pristine content from `from` (a developer's tree): each of
+    /// `changed` is copied, each of `removed` deleted. A file some variant has
+    /// patched gets its new original in `orig/`, and the tree's copy is left to
+    /// the next [`Worktree::switch`], which re-applies the patches to it.
+    pub fn take_pristine(&self, from: &Path, changed: &[String], removed: &[String]) -> Result<()> {
+        let mut st = self.load_state()?;
+        for rel in changed {
+            let src = from.join(rel);
+            match st.originals.get_mut(rel) {
+                Some(existed) => {
+                    mirror::copy_entry(&src, &self.root.join("orig").join(rel))?;
+                    *existed = true;
+                    if !st.touched.contains(rel) {
+                        mirror::copy_entry(&src, &self.tree().join(rel))?;
+                    }
+                }
+                None => mirror::copy_entry(&src, &self.tree().join(rel))?,
+            }
+        }
+        for rel in removed {
+            let remove = |p: &Path| match fs::remove_file(p) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    Err(e).with_context(|| format!("removing {}", p.display()))
+                }
+                _ => Ok(()),
+            };
+            match st.originals.get_mut(rel) {
+                Some(existed) => {
+                    remove(&self.root.join("orig").join(rel))?;
+                    *existed = false;
+                    if !st.touched.contains(rel) {
+                        remove(&self.tree().join(rel))?;
+                    }
+                }
+                None => remove(&self.tree().join(rel))?,
+            }
+        }
+        // The tree no longer holds exactly the recorded variant.
+        st.patches.clear();
+        self.save_state(&st)
     }
 
     /// Makes the tree hold `variant`: pristine plus its patches, in order.

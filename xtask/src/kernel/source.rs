@@ -14,11 +14,10 @@ use std::{
 
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use xshell::{cmd, Shell};
 
 use crate::{
-    kernel::apt,
+    kernel::{apt, mirror},
     progress::{self, Event},
     util,
 };
@@ -341,135 +340,126 @@ fn debian_tree(sh: &Shell, cache: &Path, refresh: bool) -> Result<Source> {
     publish(&staging, root, id, meta)
 }
 
-/// Identifies a developer's tree by content: for a git checkout, HEAD plus the
-/// uncommitted diff and untracked files; otherwise every file's path and bytes.
-fn local_identity(sh: &Shell, dir: &Path) -> Result<(String, Option<Vec<String>>)> {
-    let is_git = cmd!(sh, "git -C {dir} rev-parse --is-inside-work-tree")
-        .quiet()
-        .ignore_stderr()
-        .ignore_status()
-        .read()
-        .is_ok_and(|o| o.trim() == "true");
-    let mut hasher = Sha256::new();
-    if is_git {
-        let head = cmd!(sh, "git -C {dir} rev-parse HEAD")
-            .quiet()
-            .read()
-            .context("git rev-parse HEAD")?;
-        let diff = cmd!(sh, "git -C {dir} diff HEAD --binary")
-            .quiet()
-            .read()
-            .context("git diff HEAD")?;
-        let files = cmd!(
-            sh,
-            "git -C {dir} ls-files -z --cached --others --exclude-standard"
-        )
-        .quiet()
-        .read()
-        .context("listing the tree's files with git ls-files")?;
-        let untracked = cmd!(sh, "git -C {dir} ls-files -z --others --exclude-standard")
-            .quiet()
-            .read()
-            .context("listing untracked files")?;
-        hasher.update(head.as_bytes());
-        hasher.update(diff.as_bytes());
-        for f in untracked.split('\0').filter(|f| !f.is_empty()) {
-            hasher.update(f.as_bytes());
-            hasher.update(fs::read(dir.join(f)).unwrap_or_default());
-        }
-        // Tracked files deleted in the working tree are not copied.
-        let list = files
-            .split('\0')
-            .filter(|f| !f.is_empty() && fs::symlink_metadata(dir.join(f)).is_ok())
-            .map(str::to_string)
-            .collect();
-        Ok((util::hex(&hasher.finalize()), Some(list)))
-    } else {
-        let mut files = Vec::new();
-        walk(dir, dir, &mut files)?;
-        files.sort();
-        for rel in &files {
-            hasher.update(rel.as_bytes());
-            hasher.update([0]);
-            hasher.update(fs::read(dir.join(rel)).with_context(|| format!("reading {rel}"))?);
-        }
-        Ok((util::hex(&hasher.finalize()), None))
-    }
-}
-
-fn walk(base: &Path, dir: &Path, out: &mut Vec<String>) -> Result<()> {
-    for entry in fs::read_dir(dir).with_context(|| format!("listing {}", dir.display()))? {
-        let entry = entry?;
-        let path = entry.path();
-        let ty = entry.file_type()?;
-        if ty.is_dir() {
-            if entry.file_name() != ".git" {
-                walk(base, &path, out)?;
-            }
-        } else if ty.is_file() {
-            out.push(
-                path.strip_prefix(base)
-                    .unwrap_or(&path)
-                    .to_string_lossy()
-                    .into_owned(),
-            );
-        }
-    }
-    Ok(())
-}
-
+/// The mirror of a developer's tree: one per tree path, copied once with tar
+/// and kept in step by [`Source::sync`] afterwards.
 fn local_tree(sh: &Shell, cache: &Path, dir: &Path) -> Result<Source> {
     let dir = fs::canonicalize(dir)
         .with_context(|| format!("--kernel-src {}: no such directory", dir.display()))?;
     let kernel_version = validate_tree(&dir)?;
-    let (sha256, git_files) = local_identity(sh, &dir)?;
+    let base = dir
+        .file_name()
+        .map_or("tree".to_string(), |n| util::sanitize(&n.to_string_lossy()));
     let id = format!(
-        "local-{}-{}",
-        util::sanitize(&kernel_version),
-        &sha256[..12]
+        "local-{base}-{}",
+        &util::sha256_hex(dir.as_os_str().as_encoded_bytes())[..12]
     );
     let root = cache.join("src").join(&id);
-    if let (Some(meta), true) = (read_meta(&root), root.join("tree").is_dir()) {
+    if let (Some(meta), true) = (read_meta(&root), root.join("manifest").is_file()) {
         return Ok(Source { id, root, meta });
     }
     progress::emit(Event::Note(&format!(
-        "copying {} into {} (it is never modified)",
+        "copying {} into {} (once; later runs copy only what changed, and the tree is never modified)",
         dir.display(),
         root.display()
     )));
+    let git = mirror::is_git(sh, &dir);
+    // Stamped before the copy: a file written during it differs next time.
+    let files = mirror::list(sh, &dir, git)?;
+    let manifest = mirror::scan(&dir, &files)?;
     let staging = fresh_staging(cache, &id)?;
     let tree = staging.join("tree");
     fs::create_dir_all(&tree).with_context(|| format!("creating {}", tree.display()))?;
-    match git_files {
-        Some(files) => {
-            // Copy exactly the files git knows about (tracked or untracked, not ignored):
-            // build outputs of an in-tree build stay behind.
-            let list = staging.join("files");
-            fs::write(&list, files.join("\0")).context("writing the file list")?;
-            let producer = cmd!(sh, "tar -C {dir} --null -T {list} -cf -");
-            let consumer = cmd!(sh, "tar -C {tree} -xf -");
-            util::pipe(producer, consumer, "copying the tree")?;
-            fs::remove_file(&list).ok();
-        }
-        None => {
-            cmd!(sh, "cp -a {dir}/. {tree}")
-                .run()
-                .context("copying the tree")?;
-            // A plain tree may carry an in-tree build, which O= builds refuse.
-            cmd!(sh, "make -s -C {tree} mrproper")
-                .run()
-                .context("make mrproper in the copy")?;
-        }
+    let list = staging.join("files");
+    let names: Vec<&str> = manifest.keys().map(String::as_str).collect();
+    fs::write(&list, names.join("\0")).context("writing the file list")?;
+    let producer = cmd!(sh, "tar -C {dir} --null -T {list} -cf -");
+    let consumer = cmd!(sh, "tar -C {tree} -xf -");
+    util::pipe(producer, consumer, "copying the tree")?;
+    fs::remove_file(&list).ok();
+    if !git {
+        // A plain tree may carry an in-tree build, which O= builds refuse.
+        cmd!(sh, "make -s -C {tree} mrproper")
+            .run()
+            .context("make mrproper in the copy")?;
     }
+    util::write_atomic(&staging.join("manifest"), mirror::render(&manifest))?;
     let meta = SourceMeta {
         kind: "local".into(),
         kernel_version,
         package: None,
         package_version: None,
-        sha256,
+        sha256: mirror::identity(sh, &dir, git, &manifest)?,
         origin: Some(dir.display().to_string()),
     };
     publish(&staging, root, id, meta)
+}
+
+impl Source {
+    /// Brings a developer's tree's mirror up to date (a no-op for a Debian
+    /// source): copies the files written since the last sync, removes the
+    /// deleted ones, and renews the provenance. Called with the source's
+    /// build lock held: nothing builds from the mirror meanwhile.
+    pub fn sync(&self, sh: &Shell) -> Result<Source> {
+        let Some(origin) = self
+            .meta
+            .origin
+            .as_deref()
+            .filter(|_| self.meta.kind == "local")
+        else {
+            return Ok(self.clone());
+        };
+        let dir = Path::new(origin);
+        let kernel_version = validate_tree(dir)?;
+        let git = mirror::is_git(sh, dir);
+        let manifest_path = self.root.join("manifest");
+        let old = mirror::parse(
+            &fs::read_to_string(&manifest_path)
+                .with_context(|| format!("reading {}", manifest_path.display()))?,
+            &manifest_path,
+        )?;
+        let files = mirror::list(sh, dir, git)?;
+        let new = mirror::scan(dir, &files)?;
+        let delta = mirror::delta(&old, &new);
+        if !delta.is_empty() {
+            crate::kernel::patch::Worktree::new(&self.root).take_pristine(
+                dir,
+                &delta.changed,
+                &delta.removed,
+            )?;
+            let tree = self.tree();
+            if !git && tree.join(".config").exists() {
+                cmd!(sh, "make -s -C {tree} mrproper")
+                    .run()
+                    .context("make mrproper in the mirror (the tree carries an in-tree build)")?;
+            }
+            util::write_atomic(&manifest_path, mirror::render(&new))?;
+            let shown: Vec<&str> = delta.changed.iter().take(3).map(String::as_str).collect();
+            progress::emit(Event::Note(&format!(
+                "{origin}: {} file(s) changed ({}{}), {} removed since the last build",
+                delta.changed.len(),
+                shown.join(", "),
+                if delta.changed.len() > shown.len() {
+                    ", ..."
+                } else {
+                    ""
+                },
+                delta.removed.len()
+            )));
+        }
+        let meta = SourceMeta {
+            kernel_version,
+            sha256: mirror::identity(sh, dir, git, &new)?,
+            ..self.meta.clone()
+        };
+        util::write_atomic(
+            &self.root.join("source.json"),
+            serde_json::to_string_pretty(&meta)?,
+        )?;
+        Ok(Source {
+            meta,
+            ..self.clone()
+        })
+    }
 }
 
 #[cfg(test)]
@@ -561,10 +551,81 @@ mod tests {
             "the developer's tree was modified"
         );
 
-        // Same content, same entry; a change makes a new one.
-        assert_eq!(local_tree(&sh, cache.path(), d).unwrap().id, src.id);
+        // One mirror per tree: an edit is synced into it, nothing else is copied.
+        let again = local_tree(&sh, cache.path(), d).unwrap();
+        assert_eq!(again.id, src.id);
+        assert_eq!(again.sync(&sh).unwrap().meta.sha256, src.meta.sha256);
+        let untouched = fs::metadata(tree.join("Makefile"))
+            .unwrap()
+            .modified()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
         fs::write(d.join("NEW"), "changed\n").unwrap();
-        assert_ne!(local_tree(&sh, cache.path(), d).unwrap().id, src.id);
+        fs::remove_file(d.join("mm/page-writeback.o")).unwrap();
+        git(&["rm", "-q", "--cached", ".gitignore"]);
+        fs::remove_file(d.join(".gitignore")).unwrap();
+        let synced = local_tree(&sh, cache.path(), d).unwrap().sync(&sh).unwrap();
+        assert_eq!(synced.id, src.id);
+        assert_ne!(
+            synced.meta.sha256, src.meta.sha256,
+            "the provenance follows the edit"
+        );
+        assert_eq!(fs::read_to_string(tree.join("NEW")).unwrap(), "changed\n");
+        assert!(
+            !tree.join(".gitignore").exists(),
+            "a deleted file is deleted"
+        );
+        assert_eq!(
+            fs::metadata(tree.join("Makefile"))
+                .unwrap()
+                .modified()
+                .unwrap(),
+            untouched,
+            "an unchanged file is not rewritten (make would rebuild it)"
+        );
+        assert_eq!(read_meta(&src.root).unwrap().sha256, synced.meta.sha256);
+    }
+
+    #[test]
+    fn an_edit_to_a_patched_file_reaches_the_variant_through_its_patch() {
+        let dir = fake_tree("7.4.3", true);
+        let d = dir.path();
+        let sh = Shell::new().unwrap();
+        let cache = testdir::Dir::new("patched-edit");
+        let src = local_tree(&sh, cache.path(), d).unwrap();
+        let diff = "--- a/mm/page-writeback.c\n+++ b/mm/page-writeback.c\n@@ -1,4 +1,5 @@\n static int balance_dirty_pages(struct bdi_writeback *wb)\n {\n+\t/* patched */\n \twb_start_background_writeback(wb);\n }\n";
+        let variant = crate::kernel::patch::Variant {
+            name: "p".into(),
+            description: String::new(),
+            patches: vec![crate::kernel::patch::Patch {
+                label: "p.patch".into(),
+                diff: diff.into(),
+                sha256: "0".into(),
+            }],
+        };
+        let wt = crate::kernel::patch::Worktree::new(&src.root);
+        wt.switch(&sh, &variant).unwrap();
+        // The developer edits the end of the file the variant patches.
+        let pw = d.join("mm/page-writeback.c");
+        let edited = fs::read_to_string(&pw).unwrap() + "/* edited */\n";
+        fs::write(&pw, &edited).unwrap();
+        let src = src.sync(&sh).unwrap();
+        let in_tree = fs::read_to_string(src.tree().join("mm/page-writeback.c")).unwrap();
+        assert!(
+            !in_tree.contains("edited"),
+            "left to the next switch: {in_tree}"
+        );
+        wt.switch(&sh, &variant).unwrap();
+        let in_tree = fs::read_to_string(src.tree().join("mm/page-writeback.c")).unwrap();
+        assert!(
+            in_tree.contains("/* patched */") && in_tree.contains("/* edited */"),
+            "{in_tree}"
+        );
+        assert_eq!(
+            fs::read_to_string(&pw).unwrap(),
+            edited,
+            "the developer's tree is untouched"
+        );
     }
 
     #[test]

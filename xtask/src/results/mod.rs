@@ -3,9 +3,12 @@
 //! and the independent tracefs `witness`.
 
 pub mod debugfs;
+pub mod detection;
 pub mod fio;
 pub mod ktap;
 pub mod record;
 pub mod samples;
 pub mod session;
+pub mod tracefs;
+pub mod warnings;
 pub mod witness;

@@ -49,6 +49,10 @@ pub struct Session {
     /// The slice of the plan this session ran (`--shard I/N`), if not all.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shard: Option<Shard>,
+    /// Guests booted at once (`--jobs-vm`); 0 in sessions recorded before it
+    /// was kept (one at a time).
+    #[serde(default)]
+    pub jobs_vm: usize,
 }
 
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]

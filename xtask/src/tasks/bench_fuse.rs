@@ -11,7 +11,12 @@ use xshell::Shell;
 use super::guest_args::GuestArgs;
 use crate::{
     analysis::verdict::median,
-    guest::{boot, initramfs, job::Job, plan::Boot, scenario},
+    guest::{
+        boot, initramfs,
+        job::Job,
+        plan::{Boot, Detector},
+        scenario,
+    },
     kernel::{
         patch::{Selection, Variants},
         source::SourceArgs,
@@ -96,6 +101,7 @@ impl BenchFuse {
                     sample_ms,
                     timeout: Duration::from_secs(120 + u64::from(self.ramp + self.runtime)),
                     machine: machine.clone(),
+                    detector: Detector::Module,
                 };
                 progress::emit(Event::BootStart {
                     index: bw[0].len() + bw[1].len() + 1,

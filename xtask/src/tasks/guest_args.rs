@@ -1,7 +1,7 @@
 //! Flags every booting task shares: how the guest is sized and run, and
 //! whether the kernels are built first.
 
-use std::path::PathBuf;
+use std::{collections::BTreeMap, path::PathBuf};
 
 use anyhow::{bail, Result};
 use xshell::Shell;
@@ -10,7 +10,7 @@ use crate::{
     deps,
     guest::{
         initramfs,
-        plan::Machine,
+        plan::{Detector, Machine},
         qemu::{self, Accel, Clock},
     },
     kernel::{
@@ -19,7 +19,7 @@ use crate::{
         patch::{self, Selection},
         source::SourceArgs,
     },
-    util,
+    progress, util,
 };
 
 /// `--clock`.
@@ -67,6 +67,11 @@ pub struct GuestArgs {
     /// The kernels' configuration (--debug-kernel, --config, --kconfig-add).
     #[command(flatten)]
     pub flavour: Flavour,
+    /// What classes the writers' sleeps: `module` (the wbstall module) or
+    /// `tracefs` (the kernel's writeback trace events; no module needed).
+    /// Default: the module when the kernel has one, else tracefs (said).
+    #[arg(long, value_enum)]
+    pub detector: Option<Detector>,
     /// Run PATH from the initramfs as init instead of wbstall's /init (kernel
     /// rdinit=), to debug the harness: a path that does not exist makes the
     /// guest kernel panic, /bin/cat makes it wait for ever.
@@ -163,6 +168,24 @@ impl GuestArgs {
             memory_mib: self.memory,
             rdinit: self.rdinit.clone(),
         })
+    }
+}
+
+impl GuestArgs {
+    /// The detector of each kernel (by label), said when it was not asked for.
+    pub fn detectors(&self, built: &[Built]) -> Result<BTreeMap<String, Detector>> {
+        let mut out = BTreeMap::new();
+        for b in built {
+            let d = Detector::choose(self.detector, b)?;
+            if self.detector.is_none() && d == Detector::Tracefs {
+                progress::emit(progress::Event::Note(&format!(
+                    "{}: no wbstall module in this kernel: the tracefs detector classes its sleeps",
+                    b.label()
+                )));
+            }
+            out.insert(b.label(), d);
+        }
+        Ok(out)
     }
 }
 

@@ -90,6 +90,12 @@ pub struct QemuTest {
     /// N result directories and judges them.
     #[arg(long, value_name = "I/N")]
     pub shard: Option<plan::Shard>,
+    /// Guests booted at once, started in plan order as earlier ones end;
+    /// records stay in plan order. At most the host's CPUs / --cpus (one host
+    /// thread per guest with --clock virtual). Throughput numbers stay
+    /// comparable only with --clock virtual on FUSE. Default: 1.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub jobs_vm: usize,
 }
 
 impl QemuTest {
@@ -174,6 +180,7 @@ impl QemuTest {
                     sample_ms: self.sample_ms,
                     timeout: Duration::from_secs(timeout),
                     machine: machine.clone(),
+                    detector: plan::Detector::default(),
                 }
             })
             .collect();
@@ -217,6 +224,7 @@ impl QemuTest {
             failures: Vec::new(),
             roles: None,
             shard: None,
+            jobs_vm: self.jobs_vm,
         }
     }
 
@@ -238,6 +246,8 @@ impl QemuTest {
         self.check_aa()?;
         // Checked before anything is built.
         let machine = self.guest.machine()?;
+        let host_cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let crowded = plan::check_jobs_vm(self.jobs_vm, host_cpus, machine.cpus, machine.clock)?;
         let roles = Variants::repo()?.roles;
         let mut built = self.guest.kernels(sh, &tc, &self.selection, &self.source)?;
         if let Some(aa) = self.aa_variant(&built, runs, &roles)? {
@@ -265,13 +275,24 @@ impl QemuTest {
             scenarios: scenarios.len(),
             runs,
             machine: &format!(
-                "accel {:?}, {} CPUs, {} MiB",
-                machine.accel, machine.cpus, machine.memory_mib
+                "accel {:?}, {} CPUs, {} MiB{}",
+                machine.accel,
+                machine.cpus,
+                machine.memory_mib,
+                match self.jobs_vm {
+                    1 => String::new(),
+                    n => format!(", {n} guests at a time"),
+                }
             ),
             dir: &dir,
         });
+        if let Some(warning) = &crowded {
+            progress::emit(Event::Note(warning));
+        }
+        let detectors = self.guest.detectors(&built)?;
         let plan = self.plan(&built, &initrds(&base, &built)?, &scenarios, runs, &machine);
-        let records = boot_all(sh, &dir, &plan, &expected, &mut session)?;
+        let plan = plan::with_detectors(plan, &detectors);
+        let records = boot_all(sh, &dir, &plan, self.jobs_vm, &expected, &mut session)?;
         if let Some(shard) = self.shard {
             // A slice is judged only with the others: `cargo xtask merge`.
             println!(
@@ -363,65 +384,96 @@ fn initrds(base: &Path, built: &[Built]) -> Result<BTreeMap<String, PathBuf>> {
     Ok(initrds)
 }
 
-/// Boots the plan in order; the results and the session are written after
-/// every boot, so that a crash later loses nothing.
+/// Boots the plan, `jobs_vm` guests at a time; the results and the session
+/// are written after every boot, so that a crash later loses nothing, and
+/// both keep plan order whatever order the boots end in.
 fn boot_all(
     sh: &Shell,
     dir: &Path,
     plan: &Plan,
+    jobs_vm: usize,
     expected: &Expected,
     session: &mut Session,
 ) -> Result<Vec<RunRecord>> {
-    let mut records: Vec<RunRecord> = Vec::new();
-    for (i, b) in plan.boots.iter().enumerate() {
+    let total = plan.boots.len();
+    // Per boot of the plan: its record, or why it has none.
+    let mut ends: Vec<Option<Result<RunRecord, String>>> = (0..total).map(|_| None).collect();
+    let started = |i: usize| {
+        let b = &plan.boots[i];
         progress::emit(Event::BootStart {
             index: i + 1,
-            total: plan.boots.len(),
+            total,
             variant: &b.kernel.meta.variant,
             scenario: b.scenario.name,
             run: b.run,
         });
-        let rec = boot::boot(sh, dir, b)
-            .and_then(|booted| record::build(record::RunContext::of(b, &booted), &booted.stream));
-        match rec {
-            Ok(rec) => {
-                progress::emit(Event::BootEnd {
-                    variant: &rec.variant,
-                    scenario: &rec.scenario,
-                    run: rec.run,
-                    mib_s: &report::num(rec.fio.bw_mib_s),
-                    stall_pct: rec.stall_fraction * 100.0,
-                    stall_sleeps: rec.mechanism.stall_sleeps,
-                    throttle_sleeps: (rec.mechanism.throttle_sleeps, rec.witness.throttle_sleeps),
-                    bg_starts: (rec.mechanism.bg_starts, rec.witness.bg_starts),
-                    secs: rec.wall_secs,
-                });
-                for p in record::problems(&rec, &expected.witness) {
-                    progress::emit(Event::Unusable(&p));
-                }
-                records.push(rec);
-                util::write_atomic(
-                    &dir.join("results.json"),
-                    serde_json::to_string_pretty(&records)?,
-                )?;
-            }
-            Err(e) => {
-                let msg = format!(
-                    "{}/{} #{}: {e:#}",
-                    b.scenario.name,
-                    b.kernel.meta.variant,
-                    b.run + 1
-                );
-                progress::emit(Event::BootFailed(&msg));
-                session.failures.push(msg);
-            }
+    };
+    boot::boot_plan(sh, dir, plan, jobs_vm, started, |i, booted| {
+        let end = boot_ended(&plan.boots[i], booted, expected);
+        let recorded = end.is_ok();
+        ends[i] = Some(end);
+        let (records, failures) = in_plan_order(&ends);
+        session.failures = failures;
+        if recorded {
+            util::write_atomic(
+                &dir.join("results.json"),
+                serde_json::to_string_pretty(&records)?,
+            )?;
         }
         util::write_atomic(
             &dir.join("session.json"),
             serde_json::to_string_pretty(&session)?,
-        )?;
+        )
+    })?;
+    Ok(ends.into_iter().flatten().flatten().collect())
+}
+
+/// The records and the failures of the boots that ended so far, in plan order.
+fn in_plan_order<T>(ends: &[Option<Result<T, String>>]) -> (Vec<&T>, Vec<String>) {
+    let ended = || ends.iter().flatten();
+    (
+        ended().filter_map(|e| e.as_ref().ok()).collect(),
+        ended().filter_map(|e| e.as_ref().err().cloned()).collect(),
+    )
+}
+
+/// The record of a boot that ended, or why it has none; says which.
+fn boot_ended(
+    b: &Boot,
+    booted: Result<boot::Booted>,
+    expected: &Expected,
+) -> Result<RunRecord, String> {
+    let rec =
+        booted.and_then(|booted| record::build(record::RunContext::of(b, &booted), &booted.stream));
+    match rec {
+        Ok(rec) => {
+            progress::emit(Event::BootEnd {
+                variant: &rec.variant,
+                scenario: &rec.scenario,
+                run: rec.run,
+                mib_s: &report::num(rec.fio.bw_mib_s),
+                stall_pct: rec.stall_fraction * 100.0,
+                stall_sleeps: rec.mechanism.stall_sleeps,
+                throttle_sleeps: (rec.mechanism.throttle_sleeps, rec.witness.throttle_sleeps),
+                bg_starts: (rec.mechanism.bg_starts, rec.witness.bg_starts),
+                secs: rec.wall_secs,
+            });
+            for p in record::problems(&rec, &expected.witness) {
+                progress::emit(Event::Unusable(&p));
+            }
+            Ok(rec)
+        }
+        Err(e) => {
+            let msg = format!(
+                "{}/{} #{}: {e:#}",
+                b.scenario.name,
+                b.kernel.meta.variant,
+                b.run + 1
+            );
+            progress::emit(Event::BootFailed(&msg));
+            Err(msg)
+        }
     }
-    Ok(records)
 }
 
 /// What a `qemu-test` run came to.
@@ -561,6 +613,35 @@ mod tests {
         .machine()
         .unwrap();
         assert_eq!(m.clock, crate::guest::qemu::Clock::Virtual { shift: 4 });
+    }
+
+    #[test]
+    fn records_and_failures_keep_plan_order_whatever_order_boots_end_in() {
+        let mut ends: Vec<Option<Result<&str, String>>> = vec![None; 4];
+        // Boots 3 and 1 end first (1 fails), then 0; 2 still runs.
+        ends[3] = Some(Ok("d"));
+        ends[1] = Some(Err("b failed".into()));
+        assert_eq!(
+            super::in_plan_order(&ends),
+            (vec![&"d"], vec!["b failed".to_string()])
+        );
+        ends[0] = Some(Ok("a"));
+        assert_eq!(super::in_plan_order(&ends).0, [&"a", &"d"]);
+    }
+
+    #[test]
+    fn jobs_vm_defaults_to_one_and_zero_is_refused_with_the_fix() {
+        let parse = |extra: &[&str]| {
+            let argv: Vec<&str> = ["qemu-test"].iter().chain(extra).copied().collect();
+            crate::tasks::ci::parse_args::<super::QemuTest>(argv).unwrap()
+        };
+        assert_eq!(parse(&[]).jobs_vm, 1);
+        let q = parse(&["--jobs-vm", "0"]);
+        let m = q.guest.machine().unwrap();
+        let e = crate::guest::plan::check_jobs_vm(q.jobs_vm, 4, m.cpus, m.clock)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--jobs-vm 0: at least one guest") && e.contains("drop --jobs-vm"));
     }
 
     #[test]

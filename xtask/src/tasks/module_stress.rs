@@ -64,7 +64,8 @@ impl ModuleStress {
         let cycles = stream.text("cycles").unwrap_or_default();
         // The console has every kernel message; dmesg's ring buffer may have wrapped
         // after a hundred loads (each prints its KUnit results).
-        let warnings = record::warnings(&fs::read_to_string(&console).unwrap_or_default());
+        let warnings =
+            crate::results::warnings::warnings(&fs::read_to_string(&console).unwrap_or_default());
         let ktap = record::ktap(&stream);
         println!(
             "module-stress: {} in {:.0} s; KUnit at first load: {}",

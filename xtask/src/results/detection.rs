@@ -1,0 +1,136 @@
+//! Who classed a boot's throttle sleeps: the wbstall module (its `stats`
+//! line for the writer's writeback domain) or the tracefs detector
+//! ([`crate::results::tracefs`], which runs in every boot, beside the module).
+
+use anyhow::{bail, Result};
+use serde_json::Value;
+
+use crate::{
+    guest::plan::Detector,
+    results::{
+        debugfs::{self, Record},
+        record::{Mechanism, RunContext},
+        tracefs,
+        witness::Witness,
+    },
+};
+
+/// The writer's writeback domain, as the guest reported it.
+pub struct Writer<'a> {
+    pub bdi: &'a str,
+    pub domain: &'a str,
+    pub cgroup_ino: u64,
+    pub strictlimit: bool,
+}
+
+/// What the detectors made of a boot.
+pub struct Detection {
+    pub stats: Vec<Record>,
+    pub thresholds: Vec<Record>,
+    pub summary: Option<Record>,
+    pub mechanism: Mechanism,
+    pub memcg_id: Option<u64>,
+    pub tracefs: tracefs::Detected,
+}
+
+/// Runs the tracefs detector (in every boot: beside the module, the two class
+/// the same sleeps) and takes the mechanism from the chosen detector.
+pub fn detect(
+    ctx: &RunContext<'_>,
+    need: &dyn Fn(&str) -> Result<String>,
+    w: &Writer<'_>,
+    witness: &Witness,
+) -> Result<Detection> {
+    let tracefs = tracefs::from_files(
+        &need("trace-events")?,
+        &need("trace-stats")?,
+        &tracefs::Wb {
+            bdi: w.bdi.to_string(),
+            cgroup_ino: w.cgroup_ino,
+        },
+        tracefs::tick_us(&ctx.kernel_config)?,
+    )?;
+    match ctx.detector {
+        Detector::Module => {
+            let stats = debugfs::parse_stats(&need("wbstall-stats")?)?;
+            let (writer, memcg_id) = writer_of(&stats, w.bdi, w.domain, &ctx.console_log)?;
+            let mechanism = Mechanism::from_record(writer)?;
+            Ok(Detection {
+                stats,
+                thresholds: debugfs::parse_thresholds(&need("wbstall-thresholds")?)?,
+                summary: Some(debugfs::parse_summary(&need("wbstall-summary")?)?),
+                mechanism,
+                memcg_id,
+                tracefs,
+            })
+        }
+        Detector::Tracefs => {
+            if witness.throttle_events == 0 {
+                bail!(
+                    "no balance_dirty_pages event for the writer's wb (BDI {}, cgroup inode \
+                     {}): the writes did not go through the page cache (see {})",
+                    w.bdi,
+                    w.cgroup_ino,
+                    ctx.console_log
+                );
+            }
+            Ok(Detection {
+                stats: Vec::new(),
+                thresholds: Vec::new(),
+                summary: None,
+                mechanism: tracefs.mechanism(witness, w.strictlimit),
+                memcg_id: None,
+                tracefs,
+            })
+        }
+    }
+}
+
+/// The writers' line of `stats` for their domain, and its memcg id.
+fn writer_of<'a>(
+    stats: &'a [Record],
+    bdi: &str,
+    domain: &str,
+    console_log: &str,
+) -> Result<(&'a Record, Option<u64>)> {
+    let in_memcg = match domain {
+        "memcg" => true,
+        "global" => false,
+        other => bail!("writer-domain is `{other}`, not `global` or `memcg`"),
+    };
+    let Some(writer) = writer_record(stats, bdi, in_memcg) else {
+        bail!(
+            "the wbstall module saw no writeback event for the writer's {} of BDI {bdi}: \
+             the writes did not go through the page cache (see {console_log})",
+            if in_memcg {
+                "memcg writeback domain"
+            } else {
+                "root writeback domain"
+            },
+        );
+    };
+    let memcg_id = if in_memcg {
+        Some(debugfs::counter(writer, "memcg_id", "wbstall/stats")?)
+    } else {
+        None
+    };
+    Ok((writer, memcg_id))
+}
+
+/// The writer's line of `stats`: the BDI's root writeback domain, or, for a
+/// writer in a memcg, the busiest of the BDI's cgroup writeback domains.
+pub fn writer_record<'a>(stats: &'a [Record], bdi: &str, in_memcg: bool) -> Option<&'a Record> {
+    if !in_memcg {
+        return debugfs::find(stats, bdi, Some(0));
+    }
+    stats
+        .iter()
+        .filter(|r| {
+            r.get("bdi").and_then(Value::as_str) == Some(bdi)
+                && debugfs::value(r, "memcg_id").is_some_and(|id| id != 0)
+        })
+        .max_by_key(|r| {
+            debugfs::value(r, "throttle_events").unwrap_or(0)
+                + debugfs::value(r, "bg_starts").unwrap_or(0)
+        })
+}
