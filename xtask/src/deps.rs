@@ -62,10 +62,32 @@ pub struct Toolchain {
     pub bindgen: Version,
     pub qemu: Version,
     pub fio: String,
+    /// GCC, for kernels built without Rust (`--no-rust`); LLVM, rustc and
+    /// bindgen are then not needed (and zero).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gcc: Option<Version>,
+}
+
+impl Toolchain {
+    /// make's compiler arguments: `LLVM=-19`, or none for GCC (make's default).
+    pub fn make_args(&self) -> Vec<String> {
+        if self.gcc.is_some() {
+            Vec::new()
+        } else {
+            vec![format!("LLVM={}", self.llvm_make_arg)]
+        }
+    }
 }
 
 impl fmt::Display for Toolchain {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(gcc) = &self.gcc {
+            return write!(
+                f,
+                "toolchain: GCC {gcc} (no Rust), qemu {}, {}",
+                self.qemu, self.fio
+            );
+        }
         write!(
             f,
             "toolchain: LLVM {} (make LLVM={}), rustc {}, bindgen {}, qemu {}, {}",
@@ -126,6 +148,39 @@ pub fn ensure_with(sh: &Shell, install: bool) -> Result<Toolchain> {
 /// of what is missing and the exact commands that install it.
 pub fn ensure(sh: &Shell) -> Result<Toolchain> {
     ensure_with(sh, util::is_root())
+}
+
+/// The tools for this configuration: [`ensure_no_rust`] for `--no-rust`.
+pub fn ensure_for(sh: &Shell, no_rust: bool) -> Result<Toolchain> {
+    if no_rust {
+        ensure_no_rust(sh)
+    } else {
+        ensure(sh)
+    }
+}
+
+/// The tools for kernels without Rust (`--no-rust`): GCC instead of LLVM,
+/// rustc and bindgen; the rest as [`ensure`] checks.
+pub fn ensure_no_rust(sh: &Shell) -> Result<Toolchain> {
+    let mut missing = Vec::new();
+    let mut need = |what: String, fix: Fix| missing.push(Missing { what, fix });
+    let gcc = version_output(sh, "gcc", "--version").and_then(|o| Version::find_in(&o));
+    if gcc.is_none() {
+        need(
+            "gcc (--no-rust builds with GCC)".into(),
+            Fix::Apt("gcc".into()),
+        );
+    }
+    let (qemu, fio) = check_tools(sh, &mut need);
+    match (gcc, qemu, fio) {
+        (Some(gcc), Some(qemu), Some(fio)) if missing.is_empty() => Ok(Toolchain {
+            gcc: Some(gcc),
+            qemu,
+            fio,
+            ..Toolchain::default()
+        }),
+        _ => bail!("{}", missing_report(&missing)),
+    }
 }
 
 fn missing_report(missing: &[Missing]) -> String {
@@ -313,6 +368,7 @@ fn check(sh: &Shell) -> (Option<Toolchain>, Vec<Missing>) {
                 bindgen,
                 qemu,
                 fio,
+                gcc: None,
             })
         }
         _ => None,

@@ -44,6 +44,10 @@ enum Task {
     Merge(tasks::merge::Merge),
     /// Re-render the report of a results directory.
     Report(tasks::report::ReportCmd),
+    /// Find the commit of your tree that brought the stall (git bisect run, one boot a step).
+    Bisect(tasks::bisect::Bisect),
+    /// One step of `bisect` (run by git bisect run): exit 0 no stall, 1 stall, 125 skip.
+    BisectStep(tasks::bisect::BisectStep),
     /// The test command: fmt, clippy, unit tests, quick qemu-test of regressed and v1.
     Ci(tasks::ci::Ci),
 }
@@ -67,6 +71,8 @@ fn main() -> Result<()> {
         Some(Task::Merge(t)) => t.run(&sh),
         Some(Task::BenchFuse(t)) => t.run(&sh),
         Some(Task::Ci(t)) => t.run(&sh),
+        Some(Task::Bisect(t)) => t.run(&sh),
+        Some(Task::BisectStep(t)) => t.run(&sh),
     };
     reaper::yield_to_signal();
     result

@@ -309,10 +309,14 @@ fn tree_files(base: &Path, dir: &Path, out: &mut Vec<(String, PathBuf)>) -> Resu
     Ok(())
 }
 
-pub fn for_variant(base: &Path, variant: &str, module: &Path) -> Result<PathBuf> {
+/// The base initramfs plus the variant's module (none for a kernel built
+/// without Rust: the guest then runs the tracefs detector).
+pub fn for_variant(base: &Path, variant: &str, module: Option<&Path>) -> Result<PathBuf> {
     let mut overlay = Newc::new(Vec::new());
-    let ko = fs::read(module).with_context(|| format!("reading {}", module.display()))?;
-    overlay.file("lib/modules/wbstall.ko", 0o644, &ko)?;
+    if let Some(module) = module {
+        let ko = fs::read(module).with_context(|| format!("reading {}", module.display()))?;
+        overlay.file("lib/modules/wbstall.ko", 0o644, &ko)?;
+    }
     let overlay = overlay.finish()?;
     let mut bytes = fs::read(base).with_context(|| format!("reading {}", base.display()))?;
     bytes.extend_from_slice(&overlay);

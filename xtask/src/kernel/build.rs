@@ -10,12 +10,13 @@ use std::{
     time::Instant,
 };
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use xshell::{cmd, Shell};
 
 use crate::{
     deps::{self, Toolchain},
+    kernel::flavour::Flavour,
     kernel::kconfig,
     kernel::module,
     kernel::patch::{self, Selection, Variant, Variants, Worktree},
@@ -64,93 +65,6 @@ pub struct VariantMeta {
     pub kernel_tag: String,
 }
 
-/// Which configuration a kernel has: `Kconfig.fragment` on tinyconfig by
-/// default; `--debug-kernel` adds `Kconfig.debug`; `--config FILE` replaces
-/// tinyconfig with a base `.config`; `--kconfig-add FILE` merges more
-/// fragments. Every kernel of a non-default configuration lands in a
-/// directory of its own, named by a tag.
-#[derive(Debug, Clone, Default, PartialEq, Eq, clap::Args)]
-pub struct Flavour {
-    /// Debug kernels (Kconfig.debug on top of Kconfig.fragment: lockdep, KASAN,
-    /// hung-task and soft-lockup detectors), in a build directory of their own
-    /// and target/wbstall/kernels-debug. Slow: for proving the module and
-    /// harness safe, not for measuring.
-    #[arg(long)]
-    pub debug_kernel: bool,
-    /// A base .config instead of tinyconfig; wbstall's fragment is merged on
-    /// top and verified, and the options it needs that the base lacks are named.
-    #[arg(long = "config", value_name = "FILE")]
-    pub base_config: Option<PathBuf>,
-    /// Another Kconfig fragment merged after wbstall's (repeatable), verified
-    /// like it; it may add options but not undo one wbstall needs.
-    #[arg(long = "kconfig-add", value_name = "FILE")]
-    pub extra: Vec<PathBuf>,
-}
-
-impl Flavour {
-    /// The fragments merged onto the base, in order, as (name, path).
-    pub fn fragments(&self) -> Vec<(String, PathBuf)> {
-        let root = util::project_root();
-        let mut out = vec![(kconfig::FRAGMENT.to_string(), root.join(kconfig::FRAGMENT))];
-        if self.debug_kernel {
-            out.push((
-                kconfig::DEBUG_FRAGMENT.to_string(),
-                root.join(kconfig::DEBUG_FRAGMENT),
-            ));
-        }
-        for p in &self.extra {
-            out.push((p.display().to_string(), p.clone()));
-        }
-        out
-    }
-
-    /// Names this configuration among the others: empty for the default,
-    /// `debug`, `custom-<hash>` (a base config or more fragments, by content),
-    /// or both.
-    pub fn tag(&self) -> Result<String> {
-        let mut parts = Vec::new();
-        if self.debug_kernel {
-            parts.push("debug".to_string());
-        }
-        if self.base_config.is_some() || !self.extra.is_empty() {
-            let mut all = Vec::new();
-            for p in self.base_config.iter().chain(&self.extra) {
-                all.extend(fs::read(p).with_context(|| {
-                    format!("reading {} (--config/--kconfig-add)", p.display())
-                })?);
-                all.push(0);
-            }
-            parts.push(format!("custom-{}", &util::sha256_hex(&all)[..8]));
-        }
-        Ok(parts.join("-"))
-    }
-
-    /// Where this configuration's kernels land.
-    pub fn kernels_dir(&self) -> Result<PathBuf> {
-        let tag = self.tag()?;
-        Ok(util::target_dir().join(if tag.is_empty() {
-            "kernels".to_string()
-        } else {
-            format!("kernels-{tag}")
-        }))
-    }
-
-    /// The flags that select this configuration, for messages.
-    pub fn flags(&self) -> String {
-        let mut f = String::new();
-        if self.debug_kernel {
-            f.push_str(" --debug-kernel");
-        }
-        if let Some(b) = &self.base_config {
-            f.push_str(&format!(" --config {}", b.display()));
-        }
-        for e in &self.extra {
-            f.push_str(&format!(" --kconfig-add {}", e.display()));
-        }
-        f
-    }
-}
-
 /// A built variant.
 #[derive(Debug, Clone)]
 pub struct Built {
@@ -164,6 +78,10 @@ impl Built {
     }
     pub fn module(&self) -> PathBuf {
         self.dir.join("wbstall.ko")
+    }
+    /// The module, if this kernel has one (not with `--no-rust`).
+    pub fn module_file(&self) -> Option<PathBuf> {
+        (!self.meta.module_sha256.is_empty()).then(|| self.module())
     }
     /// The variant's name, marked with its configuration's tag: names its
     /// initramfs and module directory.
@@ -190,6 +108,7 @@ pub fn build(
     jobs: Option<usize>,
     flavour: &Flavour,
 ) -> Result<Vec<Built>> {
+    let flavour = &flavour.with_source(source)?;
     let root = util::project_root();
     // Resolve names and read every patch before downloading anything.
     let variants = Variants::load(&root.join(patch::VARIANTS_FILE))?;
@@ -239,14 +158,51 @@ pub fn build(
         tag: flavour.tag()?,
         kernels: flavour.kernels_dir()?,
         debug: flavour.debug_kernel,
+        no_rust: flavour.no_rust,
         jobs: jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get())),
         patched,
     };
-    let built = selected
-        .iter()
-        .map(|v| builder.one(v))
-        .collect::<Result<Vec<_>>>()?;
+    let built = build_each(&builder, &selected, flavour, &variants);
     drop(lock);
+    built
+}
+
+/// Builds each variant; on a tree the patches were not written for, a
+/// variant that does not apply is left out, said, and the others go on.
+fn build_each(
+    builder: &Builder<'_>,
+    selected: &[Variant],
+    flavour: &Flavour,
+    variants: &Variants,
+) -> Result<Vec<Built>> {
+    let src = builder.src;
+    let mut built = Vec::new();
+    for v in selected {
+        match builder.one(v) {
+            Ok(b) => built.push(b),
+            Err(e) if !flavour.source_tag.is_empty() && e.is::<patch::DoesNotApply>() => {
+                progress::emit(Event::Note(&format!(
+                    "variant `{}` skipped: its patches do not apply to {} ({})",
+                    v.name,
+                    src.meta.kernel_version,
+                    e.to_string().lines().next().unwrap_or("")
+                )));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    if built.is_empty() {
+        bail!(
+            "no selected variant could be built from Linux {}: select one whose patches \
+             apply (e.g. `--variant {}`, which has none)",
+            src.meta.kernel_version,
+            variants
+                .names()
+                .into_iter()
+                .find(|n| variants.variant(n).is_ok_and(|v| v.patches.is_empty()))
+                .unwrap_or("upstream")
+        );
+    }
     Ok(built)
 }
 
@@ -303,6 +259,7 @@ struct Builder<'a> {
     tag: String,
     kernels: PathBuf,
     debug: bool,
+    no_rust: bool,
     jobs: usize,
     /// Tree-relative files some variant patches.
     patched: std::collections::BTreeSet<String>,
@@ -327,13 +284,7 @@ impl Builder<'_> {
         progress.stage("compiling");
         let objects = self.compile(variant, &build_dir, &log, &mut progress)?;
 
-        progress.stage("building the wbstall module");
-        let module_out = util::target_dir().join("module").join(self.label(variant));
-        let module_src = util::project_root().join(module::MODULE_DIR);
-        // Hashed before the build: an edit during the build marks the module stale.
-        let module_source_sha256 = module::source_sha256(&module_src)?;
-        tracepoints::check(&tree, &module_src)?;
-        let ko = module::build_external(sh, tc, &build_dir, &module_src, &module_out)?;
+        let (ko, module_source_sha256) = self.module(variant, &build_dir, &mut progress)?;
         let seconds = started.elapsed().as_secs_f64();
 
         // Assemble the artifacts next to the old ones, then swap: a failure above
@@ -347,7 +298,7 @@ impl Builder<'_> {
         }
         fs::create_dir_all(&partial).with_context(|| format!("creating {}", partial.display()))?;
         let bzimage = build_dir.join("arch/x86/boot/bzImage");
-        self.assemble(&partial, &build_dir, &ko, &log)?;
+        self.assemble(&partial, &build_dir, ko.as_deref(), &log)?;
         let release = fs::read_to_string(build_dir.join("include/config/kernel.release"))
             .context("reading include/config/kernel.release")?;
         let meta = VariantMeta {
@@ -369,7 +320,10 @@ impl Builder<'_> {
             build_seconds: (seconds * 10.0).round() / 10.0,
             objects_rebuilt: objects,
             files_changed: switch.changed.clone(),
-            module_sha256: util::sha256_file(&ko)?,
+            module_sha256: match &ko {
+                Some(ko) => util::sha256_file(ko)?,
+                None => String::new(),
+            },
             module_source_sha256,
             bzimage_sha256: util::sha256_file(&bzimage)?,
             built_at: util::timestamp(),
@@ -383,6 +337,27 @@ impl Builder<'_> {
             switch.changed.len()
         ));
         Ok(Built { dir, meta })
+    }
+
+    /// The wbstall module for `variant` and the sha256 of its sources (none
+    /// without Rust).
+    fn module(
+        &self,
+        variant: &Variant,
+        build_dir: &Path,
+        progress: &mut Progress,
+    ) -> Result<(Option<PathBuf>, String)> {
+        if self.no_rust {
+            return Ok((None, String::new()));
+        }
+        progress.stage("building the wbstall module");
+        let module_out = util::target_dir().join("module").join(self.label(variant));
+        let module_src = util::project_root().join(module::MODULE_DIR);
+        // Hashed before the build: an edit during the build marks the module stale.
+        let module_source_sha256 = module::source_sha256(&module_src)?;
+        tracepoints::check(&self.src.tree(), &module_src)?;
+        let ko = module::build_external(self.sh, self.tc, build_dir, &module_src, &module_out)?;
+        Ok((Some(ko), module_source_sha256))
     }
 
     /// The configuration key of `variant`, and its build directory (created).
@@ -424,12 +399,12 @@ impl Builder<'_> {
         progress: &mut Progress,
     ) -> Result<usize> {
         let (sh, tc, tree, jobs) = (self.sh, self.tc, self.src.tree(), self.jobs);
-        let llvm = format!("LLVM={}", tc.llvm_make_arg);
+        let cc = tc.make_args();
         let jobs_arg = format!("-j{jobs}");
         let mut objects = 0usize;
         let mut linked = false;
         util::run_logged(
-            cmd!(sh, "make -C {tree} O={build_dir} {llvm} {jobs_arg}"),
+            cmd!(sh, "make -C {tree} O={build_dir} {cc...} {jobs_arg}"),
             log,
             &format!("building the {} kernel", variant.name),
             |line| {
@@ -456,15 +431,23 @@ impl Builder<'_> {
 
     /// Copies what a kernel is made of into `partial`: the image, its config,
     /// the module, the build log and the patched sources as built.
-    fn assemble(&self, partial: &Path, build_dir: &Path, ko: &Path, log: &Path) -> Result<()> {
+    fn assemble(
+        &self,
+        partial: &Path,
+        build_dir: &Path,
+        ko: Option<&Path>,
+        log: &Path,
+    ) -> Result<()> {
         let (sh, tree) = (self.sh, self.src.tree());
         let bzimage = build_dir.join("arch/x86/boot/bzImage");
         sh.copy_file(&bzimage, partial.join("bzImage"))
             .context("copying bzImage")?;
         sh.copy_file(build_dir.join(".config"), partial.join("config"))
             .context("copying .config")?;
-        sh.copy_file(ko, partial.join("wbstall.ko"))
-            .context("copying wbstall.ko")?;
+        if let Some(ko) = ko {
+            sh.copy_file(ko, partial.join("wbstall.ko"))
+                .context("copying wbstall.ko")?;
+        }
         sh.copy_file(log, partial.join("build.log"))
             .context("copying the build log")?;
         for rel in &self.patched {
@@ -540,40 +523,4 @@ pub fn summary(built: &[Built]) -> String {
         ));
     }
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn each_configuration_has_its_own_tag_and_kernels() {
-        assert_eq!(Flavour::default().tag().unwrap(), "");
-        let debug = Flavour {
-            debug_kernel: true,
-            ..Flavour::default()
-        };
-        assert_eq!(debug.tag().unwrap(), "debug");
-        assert!(debug.kernels_dir().unwrap().ends_with("kernels-debug"));
-        let t = util::testdir::Dir::new("flavour");
-        let extra = t.path().join("nfs.config");
-        fs::write(&extra, "CONFIG_NFS_FS=y\n").unwrap();
-        let custom = Flavour {
-            extra: vec![extra.clone()],
-            ..Flavour::default()
-        };
-        let tag = custom.tag().unwrap();
-        assert!(tag.starts_with("custom-") && tag.len() == 15, "{tag}");
-        fs::write(&extra, "CONFIG_NFS_FS=m\n").unwrap();
-        assert_ne!(custom.tag().unwrap(), tag, "the tag follows the content");
-        assert_eq!(custom.fragments().len(), 2);
-        let missing = Flavour {
-            base_config: Some(t.path().join("nope")),
-            ..Flavour::default()
-        };
-        let e = missing.tag().unwrap_err().to_string();
-        assert!(e.contains("nope (--config/--kconfig-add)"), "{e}");
-        assert_eq!(label("v1", ""), "v1");
-        assert_eq!(label("v1", "debug"), "v1-debug");
-    }
 }

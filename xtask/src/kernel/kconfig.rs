@@ -22,6 +22,8 @@ use crate::{
 pub const FRAGMENT: &str = "Kconfig.fragment";
 /// Merged after [`FRAGMENT`] for a debug kernel (`--debug-kernel`).
 pub const DEBUG_FRAGMENT: &str = "Kconfig.debug";
+/// Merged last by `--no-rust`: no Rust, no module.
+pub const NORUST_FRAGMENT: &str = "Kconfig.norust";
 
 /// One `CONFIG_X=value` (or `# CONFIG_X is not set`) of a fragment or `.config`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -133,18 +135,20 @@ pub fn lacks(base: &[Setting], fragment: &[Setting]) -> Vec<String> {
 /// `--kconfig-add` fragments may add options, never undo one that wbstall's
 /// own fragments (the first ones: `Kconfig.fragment`, `Kconfig.debug`) set.
 /// `fragments` is (name, path, text) in merge order.
+/// wbstall's own fragments (which may override each other).
+fn is_ours(name: &str) -> bool {
+    [FRAGMENT, DEBUG_FRAGMENT, NORUST_FRAGMENT].contains(&name)
+}
+
 pub fn check_additions(fragments: &[(String, PathBuf, String)]) -> Result<()> {
     let ours: Vec<Setting> = fragments
         .iter()
-        .filter(|(n, _, _)| n == FRAGMENT || n == DEBUG_FRAGMENT)
+        .filter(|(n, _, _)| is_ours(n))
         .map(|(n, _, t)| parse(t, n))
         .collect::<Result<Vec<_>>>()?
         .concat();
     let mut bad = Vec::new();
-    for (name, _, text) in fragments
-        .iter()
-        .filter(|(n, _, _)| n != FRAGMENT && n != DEBUG_FRAGMENT)
-    {
+    for (name, _, text) in fragments.iter().filter(|(n, _, _)| !is_ours(n)) {
         for s in parse(text, name)? {
             if let Some(o) = ours
                 .iter()
@@ -234,6 +238,9 @@ pub fn config_key(
         "LLVM={} {}\nrustc {}\nbindgen {}\n",
         tc.llvm_make_arg, tc.llvm, tc.rustc, tc.bindgen
     ));
+    if let Some(gcc) = &tc.gcc {
+        key.push_str(&format!("gcc {gcc}\n"));
+    }
     for (path, sha) in kconfig_touch {
         key.push_str(&format!("{path} {sha}\n"));
     }
@@ -263,10 +270,10 @@ pub fn configure(
     let config = build.join(".config");
     let current = fs::read_to_string(&stamp).is_ok_and(|s| s.trim() == key) && config.is_file();
     if !current {
-        let llvm = format!("LLVM={}", tc.llvm_make_arg);
+        let (cc, cc2) = (tc.make_args(), tc.make_args());
         match base {
             None => util::run_logged(
-                cmd!(sh, "make -C {tree} O={build} {llvm} tinyconfig"),
+                cmd!(sh, "make -C {tree} O={build} {cc...} tinyconfig"),
                 log,
                 "make tinyconfig",
                 |_| {},
@@ -295,7 +302,7 @@ pub fn configure(
             |_| {},
         )?;
         util::run_logged(
-            cmd!(sh, "make -C {tree} O={build} {llvm} olddefconfig"),
+            cmd!(sh, "make -C {tree} O={build} {cc2...} olddefconfig"),
             log,
             "make olddefconfig",
             |_| {},

@@ -5,6 +5,7 @@
 
 pub mod apt;
 pub mod build;
+pub mod flavour;
 pub mod kconfig;
 pub mod mail;
 pub mod mirror;

@@ -305,6 +305,18 @@ fn failing_hunk(diff: &str, stderr: &str) -> Option<String> {
     })
 }
 
+/// A variant's patch that does not apply to the tree (the tree is unchanged).
+#[derive(Debug)]
+pub struct DoesNotApply(pub String);
+
+impl std::fmt::Display for DoesNotApply {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for DoesNotApply {}
+
 /// Which variant the cached tree holds, and which files differ from pristine.
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct TreeState {
@@ -463,7 +475,7 @@ impl Worktree {
                     let stderr = String::from_utf8_lossy(&out.stderr);
                     let hunk = failing_hunk(&p.diff, &stderr)
                         .unwrap_or_else(|| "a hunk (see below)".to_string());
-                    bail!(
+                    return Err(DoesNotApply(format!(
                         "patch {} does not apply for variant `{}`: {hunk} failed.\n\
                          git apply said:\n{}\n\
                          Nothing was changed: the cached tree still holds {}, and the other \
@@ -477,7 +489,8 @@ impl Worktree {
                             .map_or("its previous state".to_string(), |v| format!(
                                 "variant `{v}`"
                             )),
-                    );
+                    ))
+                    .into());
                 }
             }
         }

@@ -28,6 +28,16 @@ pub const BASE_SERIES: &str = "7.3";
 /// Suites that carry `linux-source-7.3` (sid moves on; backports keeps it).
 const SUITES: &[&str] = &["sid", "trixie-backports"];
 
+/// Suites searched for another series (`--debian-source`): apt picks the
+/// newest `linux-source-X.Y` among them.
+const ALL_SUITES: &[&str] = &[
+    "bookworm",
+    "bookworm-backports",
+    "trixie",
+    "trixie-backports",
+    "sid",
+];
+
 /// Where the kernel source comes from.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct SourceArgs {
@@ -39,6 +49,27 @@ pub struct SourceArgs {
     /// Ask apt again for the newest linux-source-7.3 even if one is cached.
     #[arg(long)]
     pub refresh_source: bool,
+    /// Another Debian-packaged kernel series instead of 7.3: `linux-source-X.Y`
+    /// from bookworm, trixie, sid or their backports (e.g. 6.1, 6.12, 7.2).
+    /// Variants whose patches do not apply to it are skipped, said per variant.
+    #[arg(long, value_name = "X.Y", conflicts_with = "kernel_src", value_parser = series)]
+    pub debian_source: Option<String>,
+}
+
+/// `X.Y`, as Debian names its `linux-source-X.Y` packages.
+fn series(s: &str) -> std::result::Result<String, String> {
+    match s.split_once('.') {
+        Some((a, b))
+            if !a.is_empty()
+                && !b.is_empty()
+                && a.chars().chain(b.chars()).all(|c| c.is_ascii_digit()) =>
+        {
+            Ok(s.to_string())
+        }
+        _ => Err(format!(
+            "`{s}` is not a kernel series: give MAJOR.MINOR as in linux-source-6.12, e.g. 6.12"
+        )),
+    }
 }
 
 /// Where a tree came from; recorded in every artifact's metadata.
@@ -72,6 +103,21 @@ impl Source {
 }
 
 impl SourceArgs {
+    /// Names the source among others: empty for Debian's linux-source-7.3,
+    /// the mirror's id for a developer's tree.
+    pub fn tag(&self) -> Result<String> {
+        match (&self.kernel_src, self.series()) {
+            (Some(dir), _) => local_id(dir),
+            (None, BASE_SERIES) => Ok(String::new()),
+            (None, other) => Ok(format!("debian-{other}")),
+        }
+    }
+
+    /// The Debian series: `--debian-source`, else 7.3.
+    pub fn series(&self) -> &str {
+        self.debian_source.as_deref().unwrap_or(BASE_SERIES)
+    }
+
     /// Finds or prepares the source tree in the cache. One process at a time
     /// looks and prepares (a cache-wide lock): a second one waits and then finds
     /// the tree the first published.
@@ -91,7 +137,7 @@ impl SourceArgs {
         }
         match &self.kernel_src {
             Some(dir) => local_tree(sh, cache, dir),
-            None => debian_tree(sh, cache, self.refresh_source),
+            None => debian_tree(sh, cache, self.series(), self.refresh_source),
         }
     }
 }
@@ -100,6 +146,16 @@ impl SourceArgs {
 /// it is a 7.x tree whose `balance_dirty_pages()` looks like the one the patches
 /// are about.
 pub fn validate_tree(tree: &Path) -> Result<String> {
+    check_tree(tree, true)
+}
+
+/// [`validate_tree`] for any series (another Debian package): only
+/// `balance_dirty_pages()` must be there.
+fn validate_any_series(tree: &Path) -> Result<String> {
+    check_tree(tree, false)
+}
+
+fn check_tree(tree: &Path, series_7: bool) -> Result<String> {
     let makefile = tree.join("Makefile");
     let text = fs::read_to_string(&makefile).with_context(|| {
         format!(
@@ -120,7 +176,7 @@ pub fn validate_tree(tree: &Path) -> Result<String> {
         );
     };
     let version = format!("{v}.{p}.{s}");
-    if v != "7" {
+    if series_7 && v != "7" {
         bail!(
             "{} is Linux {version}; wbstall's patches need a 7.x tree (Linux {BASE_SERIES} by default)",
             tree.display()
@@ -215,7 +271,37 @@ impl PrivateApt {
         ]
     }
 
-    fn write_sources(&self) -> Result<()> {
+    /// `apt-get download`s `package` into `debs/`, from `suites`.
+    fn download(&self, sh: &Shell, package: &str, series: &str, suites: &[&str]) -> Result<()> {
+        self.write_sources(suites)?;
+        let opts = self.options();
+        progress::emit(Event::Note(&format!(
+            "asking apt for {package} ({})",
+            suites.join(", ")
+        )));
+        let update_opts = opts.clone();
+        cmd!(sh, "apt-get {update_opts...} -q update")
+            .quiet()
+            .ignore_stdout()
+            .run()
+            .context(
+                "apt-get update with wbstall's private sources list (is the mirror reachable?)",
+            )?;
+        let _d = sh.push_dir(self.dir.join("debs"));
+        cmd!(sh, "apt-get {opts...} -q download {package}")
+            .quiet()
+            .run()
+            .with_context(|| {
+                format!(
+                    "downloading {package} with apt-get download: is linux-source-{series} in \
+                 Debian's {}? (`apt-cache policy {package}` on a machine with those suites)",
+                    suites.join(", ")
+                )
+            })?;
+        Ok(())
+    }
+
+    fn write_sources(&self, suites: &[&str]) -> Result<()> {
         let host = apt::read_host_sources(Path::new("/etc/apt"))
             .context("reading the host's apt sources")?;
         let mirror = apt::debian_mirror(&host).context(
@@ -227,7 +313,7 @@ impl PrivateApt {
             .clone()
             .unwrap_or_else(|| "/usr/share/keyrings/debian-archive-keyring.gpg".to_string());
         let mut list = String::from("# Written by wbstall from the host's Debian mirror.\n");
-        for suite in SUITES {
+        for suite in suites {
             list.push_str(&format!(
                 "deb [signed-by={keyring}] {} {suite} main\n",
                 mirror.uri
@@ -262,8 +348,13 @@ fn cached_deb(debs: &Path, package: &str) -> Option<PathBuf> {
     found.pop()
 }
 
-fn debian_tree(sh: &Shell, cache: &Path, refresh: bool) -> Result<Source> {
-    let package = format!("linux-source-{BASE_SERIES}");
+fn debian_tree(sh: &Shell, cache: &Path, series: &str, refresh: bool) -> Result<Source> {
+    let package = format!("linux-source-{series}");
+    let suites = if series == BASE_SERIES {
+        SUITES
+    } else {
+        ALL_SUITES
+    };
     let apt = PrivateApt {
         dir: cache.join("apt"),
     };
@@ -274,25 +365,7 @@ fn debian_tree(sh: &Shell, cache: &Path, refresh: bool) -> Result<Source> {
         cached_deb(&debs, &package)
     };
     if deb.is_none() {
-        apt.write_sources()?;
-        let opts = apt.options();
-        progress::emit(Event::Note(&format!(
-            "asking apt for {package} ({})",
-            SUITES.join(", ")
-        )));
-        let update_opts = opts.clone();
-        cmd!(sh, "apt-get {update_opts...} -q update")
-            .quiet()
-            .ignore_stdout()
-            .run()
-            .context(
-                "apt-get update with wbstall's private sources list (is the mirror reachable?)",
-            )?;
-        let _d = sh.push_dir(&debs);
-        cmd!(sh, "apt-get {opts...} -q download {package}")
-            .quiet()
-            .run()
-            .with_context(|| format!("downloading {package} with apt-get download"))?;
+        apt.download(sh, &package, series, suites)?;
         deb = cached_deb(&debs, &package);
     }
     let deb = deb.with_context(|| {
@@ -328,7 +401,7 @@ fn debian_tree(sh: &Shell, cache: &Path, refresh: bool) -> Result<Source> {
     fs::remove_dir_all(staging.join("deb")).ok();
     fs::rename(staging.join(&package), staging.join("tree"))
         .with_context(|| format!("{} did not contain {package}/", tarball.display()))?;
-    let kernel_version = validate_tree(&staging.join("tree"))?;
+    let kernel_version = validate_any_series(&staging.join("tree"))?;
     let meta = SourceMeta {
         kind: "debian".into(),
         kernel_version,
@@ -340,19 +413,26 @@ fn debian_tree(sh: &Shell, cache: &Path, refresh: bool) -> Result<Source> {
     publish(&staging, root, id, meta)
 }
 
-/// The mirror of a developer's tree: one per tree path, copied once with tar
-/// and kept in step by [`Source::sync`] afterwards.
-fn local_tree(sh: &Shell, cache: &Path, dir: &Path) -> Result<Source> {
+/// `local-<name>-<hash of the path>`: one mirror per tree path.
+fn local_id(dir: &Path) -> Result<String> {
     let dir = fs::canonicalize(dir)
         .with_context(|| format!("--kernel-src {}: no such directory", dir.display()))?;
-    let kernel_version = validate_tree(&dir)?;
     let base = dir
         .file_name()
         .map_or("tree".to_string(), |n| util::sanitize(&n.to_string_lossy()));
-    let id = format!(
+    Ok(format!(
         "local-{base}-{}",
         &util::sha256_hex(dir.as_os_str().as_encoded_bytes())[..12]
-    );
+    ))
+}
+
+/// The mirror of a developer's tree: one per tree path, copied once with tar
+/// and kept in step by [`Source::sync`] afterwards.
+fn local_tree(sh: &Shell, cache: &Path, dir: &Path) -> Result<Source> {
+    let id = local_id(dir)?;
+    let dir = fs::canonicalize(dir)
+        .with_context(|| format!("--kernel-src {}: no such directory", dir.display()))?;
+    let kernel_version = validate_tree(&dir)?;
     let root = cache.join("src").join(&id);
     if let (Some(meta), true) = (read_meta(&root), root.join("manifest").is_file()) {
         return Ok(Source { id, root, meta });
@@ -669,6 +749,25 @@ mod tests {
         assert_eq!(again.id, first.id);
         assert!(!again.tree().join("JUNK").exists());
         assert!(read_meta(&again.root).is_some());
+    }
+
+    #[test]
+    fn a_debian_series_is_major_dot_minor() {
+        assert_eq!(series("6.12").unwrap(), "6.12");
+        for bad in ["6", "6.12.3", "linux-source-6.12", "6.x", ".1", ""] {
+            let e = series(bad).unwrap_err();
+            assert!(
+                e.contains("is not a kernel series") && e.contains("6.12"),
+                "{bad}: {e}"
+            );
+        }
+        // Another series passes with balance_dirty_pages(); a 7.x-only check
+        // would have refused it.
+        let old = fake_tree("6.1.158", true);
+        assert_eq!(validate_any_series(old.path()).unwrap(), "6.1.158");
+        assert!(validate_tree(old.path()).is_err());
+        let odd = fake_tree("6.1.0", false);
+        assert!(validate_any_series(odd.path()).is_err());
     }
 
     #[test]

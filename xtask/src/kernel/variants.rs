@@ -248,12 +248,15 @@ pub struct Selection {
     /// mail such as a `git format-patch` file or an -mm commit notice). Repeatable.
     #[arg(long = "patch", value_name = "FILE")]
     pub patches: Vec<PathBuf>,
+    /// Variants made by a task itself (bisect: the tree as checked out).
+    #[arg(skip)]
+    pub extra: Vec<Variant>,
 }
 
 impl Selection {
     pub fn resolve(&self, variants: &Variants) -> Result<Vec<Variant>> {
         let mut names: Vec<&str> = self.variants.iter().map(String::as_str).collect();
-        if self.all || (names.is_empty() && self.patches.is_empty()) {
+        if self.all || (names.is_empty() && self.patches.is_empty() && self.extra.is_empty()) {
             names = variants.names();
         }
         let mut out: Vec<Variant> = Vec::new();
@@ -283,6 +286,7 @@ impl Selection {
             }
             out.push(v);
         }
+        out.extend(self.extra.iter().cloned());
         Ok(out)
     }
 }

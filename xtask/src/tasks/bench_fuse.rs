@@ -58,7 +58,7 @@ impl BenchFuse {
             Some(v) => v.clone(),
             None => Variants::repo()?.roles.reference,
         };
-        let tc = crate::deps::ensure(sh)?;
+        let tc = crate::deps::ensure_for(sh, self.guest.flavour.no_rust)?;
         let selection = Selection {
             variants: vec![variant.clone()],
             ..Selection::default()
@@ -68,7 +68,8 @@ impl BenchFuse {
             .kernels(sh, &tc, &selection, &self.source)?
             .remove(0);
         let base = initramfs::base(sh).context("building the initramfs")?;
-        let initrd = initramfs::for_variant(&base, &kernel.label(), &kernel.module())?;
+        let initrd =
+            initramfs::for_variant(&base, &kernel.label(), kernel.module_file().as_deref())?;
         let dir = util::unique_dir(&util::target_dir().join("bench-fuse"))?;
         let guests = [
             (

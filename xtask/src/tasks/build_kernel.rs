@@ -6,7 +6,8 @@ use xshell::Shell;
 use crate::{
     deps,
     kernel::{
-        build::{build, summary, Flavour},
+        build::{build, summary},
+        flavour::Flavour,
         patch::Selection,
         source::SourceArgs,
     },
@@ -29,7 +30,7 @@ pub struct BuildKernel {
 
 impl BuildKernel {
     pub fn run(self, sh: &Shell) -> Result<()> {
-        let tc = deps::ensure(sh)?;
+        let tc = deps::ensure_for(sh, self.flavour.no_rust)?;
         let built = build(
             sh,
             &tc,

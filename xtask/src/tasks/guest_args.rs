@@ -14,7 +14,8 @@ use crate::{
         qemu::{self, Accel, Clock},
     },
     kernel::{
-        build::{self as kernel, Built, Flavour},
+        build::{self as kernel, Built},
+        flavour::Flavour,
         module,
         patch::{self, Selection},
         source::SourceArgs,
@@ -94,7 +95,7 @@ impl GuestArgs {
         source: &SourceArgs,
     ) -> Result<Vec<Built>> {
         if self.no_build {
-            load_selected(selection, &self.flavour)
+            load_selected(selection, &self.flavour.with_source(source)?)
         } else {
             kernel::build(sh, tc, selection, source, self.jobs, &self.flavour)
         }
@@ -107,14 +108,14 @@ impl GuestArgs {
         source: &SourceArgs,
         name: &str,
     ) -> Result<(Built, PathBuf)> {
-        let tc = deps::ensure(sh)?;
+        let tc = deps::ensure_for(sh, self.flavour.no_rust)?;
         let selection = Selection {
             variants: vec![name.to_string()],
             ..Selection::default()
         };
         let built = self.kernels(sh, &tc, &selection, source)?.remove(0);
         let base = initramfs::base(sh)?;
-        let initrd = initramfs::for_variant(&base, &built.label(), &built.module())?;
+        let initrd = initramfs::for_variant(&base, &built.label(), built.module_file().as_deref())?;
         Ok((built, initrd))
     }
 
@@ -204,7 +205,7 @@ fn load_selected(selection: &Selection, flavour: &Flavour) -> Result<Vec<Built>>
         .iter()
         .map(|n| {
             let b = kernel::load_built(n, flavour)?;
-            if b.meta.module_source_sha256 != sources {
+            if b.module_file().is_some() && b.meta.module_source_sha256 != sources {
                 bail!(
                     "--no-build: the `{n}` kernel's wbstall.ko was built from other module \
                      sources than rust-module/ holds now (sha256 {} recorded, {sources} now): \

@@ -238,7 +238,7 @@ impl QemuTest {
 
     /// Plans, boots and judges; prints the table and the verdict.
     pub fn measure(self, sh: &Shell) -> Result<Outcome> {
-        let tc = deps::ensure(sh)?;
+        let tc = deps::ensure_for(sh, self.guest.flavour.no_rust)?;
         // Check every input before the long work starts.
         let scenarios = scenario::select(&self.scenarios)?;
         let (expected_file, expected_text, expected) = self.expectations()?;
@@ -377,7 +377,7 @@ fn initrds(base: &Path, built: &[Built]) -> Result<BTreeMap<String, PathBuf>> {
     let mut initrds = BTreeMap::new();
     for b in built {
         if let std::collections::btree_map::Entry::Vacant(e) = initrds.entry(b.label()) {
-            let initrd = initramfs::for_variant(base, e.key(), &b.module())?;
+            let initrd = initramfs::for_variant(base, e.key(), b.module_file().as_deref())?;
             e.insert(initrd);
         }
     }

@@ -1,6 +1,7 @@
 //! The subcommands of `cargo xtask`, one file each: flags and `run(self, sh)`.
 
 pub mod bench_fuse;
+pub mod bisect;
 pub mod build_kernel;
 pub mod ci;
 pub mod ci_sigterm;
