@@ -515,11 +515,15 @@ pub fn check_tree_minimums(sh: &Shell, tree: &Path, tc: &Toolchain) -> Result<()
         return Ok(());
     }
     let _env = sh.push_env("SRCARCH", "x86");
-    for (tool, have) in [
-        ("llvm", tc.llvm),
-        ("rustc", tc.rustc),
-        ("bindgen", tc.bindgen),
-    ] {
+    let tools = match tc.gcc {
+        Some(gcc) => vec![("gcc", gcc)],
+        None => vec![
+            ("llvm", tc.llvm),
+            ("rustc", tc.rustc),
+            ("bindgen", tc.bindgen),
+        ],
+    };
+    for (tool, have) in tools {
         let out = cmd!(sh, "sh {script} {tool}")
             .quiet()
             .read()

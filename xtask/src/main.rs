@@ -77,3 +77,15 @@ fn main() -> Result<()> {
     reaper::yield_to_signal();
     result
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// clap's own consistency checks (two flags of one name in a task, ...),
+    /// which otherwise only fire when that task runs.
+    #[test]
+    fn every_task_s_arguments_are_consistent() {
+        Cli::command().debug_assert();
+    }
+}

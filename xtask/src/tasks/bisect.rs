@@ -47,6 +47,12 @@ pub struct Bisect {
     pub bad: String,
     #[command(flatten)]
     pub step: StepArgs,
+    /// What classes the sleeps (default: the module, if the tree builds it).
+    #[arg(long, value_enum)]
+    pub detector: Option<Detector>,
+    /// Build every step without Rust (GCC, the tracefs detector).
+    #[arg(long)]
+    pub no_rust: bool,
 }
 
 /// What each step boots, shared by `bisect` and `bisect-step`.
@@ -58,9 +64,6 @@ pub struct StepArgs {
     /// A patch applied on top of every step's commit (a plain diff or a mail).
     #[arg(long, value_name = "FILE")]
     pub variant_patch: Option<PathBuf>,
-    /// What classes the sleeps (default: the module, if the tree builds it).
-    #[arg(long, value_enum)]
-    pub detector: Option<Detector>,
 }
 
 /// One step of a bisect run (called by `git bisect run`): build the checked
@@ -160,6 +163,27 @@ fn check_tree(sh: &Shell, dir: &Path) -> Result<PathBuf> {
 }
 
 impl Bisect {
+    /// The arguments of `bisect-step` for this bisect.
+    fn step_args(&self, dir: &Path, log: &Path) -> Result<Vec<String>> {
+        let mut step = vec![
+            "bisect-step".to_string(),
+            format!("--kernel-src={}", dir.display()),
+            format!("--log={}", log.display()),
+            format!("--scenario={}", self.step.scenario),
+        ];
+        if let Some(p) = &self.step.variant_patch {
+            let p = fs::canonicalize(p).with_context(|| format!("{}", p.display()))?;
+            step.push(format!("--variant-patch={}", p.display()));
+        }
+        if let Some(d) = self.detector {
+            step.push(format!("--detector={}", d.name()));
+        }
+        if self.no_rust {
+            step.push("--no-rust".to_string());
+        }
+        Ok(step)
+    }
+
     pub fn run(self, sh: &Shell) -> Result<()> {
         let dir = check_tree(sh, &self.kernel_src)?;
         let good = commit(sh, &dir, &self.good)?;
@@ -182,19 +206,7 @@ impl Bisect {
         let out = util::unique_dir(&util::target_dir().join("bisect"))?;
         let log = out.join("steps.jsonl");
         let exe = std::env::current_exe().context("finding the xtask binary")?;
-        let mut step = vec![
-            "bisect-step".to_string(),
-            format!("--kernel-src={}", dir.display()),
-            format!("--log={}", log.display()),
-            format!("--scenario={}", self.step.scenario),
-        ];
-        if let Some(p) = &self.step.variant_patch {
-            let p = fs::canonicalize(p).with_context(|| format!("{}", p.display()))?;
-            step.push(format!("--variant-patch={}", p.display()));
-        }
-        if let Some(d) = self.step.detector {
-            step.push(format!("--detector={}", d.name()));
-        }
+        let step = self.step_args(&dir, &log)?;
         progress::emit(Event::Note(&format!(
             "bisecting {} from {} (good) to {} (bad); steps logged in {}",
             dir.display(),
@@ -225,6 +237,19 @@ impl Bisect {
         fs::write(out.join("bisect.log"), &bisect_log).context("writing bisect.log")?;
         let rows = read_rows(&log)?;
         print!("{}", table(&rows));
+        // A step that died before writing its row (a crash reads as `bad` to
+        // git bisect run) makes the result worthless.
+        let tested = tested_commits(&bisect_log);
+        if let Some(c) = tested
+            .iter()
+            .find(|c| !rows.iter().any(|r| r.commit.starts_with(c.as_str())))
+        {
+            bail!(
+                "the step for commit {c} ended without a result (it crashed before \
+                 classifying), so git bisect's answer cannot be trusted; see {}",
+                out.display()
+            );
+        }
         let Some(first) = first_bad(&bisect_log) else {
             bail!(
                 "git bisect run found no first bad commit:\n{}{}",
@@ -248,6 +273,19 @@ pub fn first_bad(log: &str) -> Option<String> {
         let (hash, subject) = rest.split_once("] ")?;
         Some(format!("{hash} {subject}"))
     })
+}
+
+/// The commits `git bisect run` marked (`# good: [hash] ...`, `# bad: ...`,
+/// `# skip: ...`), without the first two: the bounds the bisect started from.
+pub fn tested_commits(log: &str) -> Vec<String> {
+    log.lines()
+        .filter_map(|l| {
+            let (kind, rest) = l.strip_prefix("# ")?.split_once(": [")?;
+            matches!(kind, "good" | "bad" | "skip").then_some(())?;
+            Some(rest.split_once(']')?.0.to_string())
+        })
+        .skip(2)
+        .collect()
 }
 
 pub fn read_rows(log: &Path) -> Result<Vec<StepRow>> {
@@ -347,7 +385,7 @@ impl BisectStep {
         let initrd = initramfs::for_variant(&base, &built.label(), built.module_file().as_deref())?;
         let scen = scenario::by_name(&self.step.scenario)?;
         let b = Boot {
-            detector: Detector::choose(self.step.detector, &built)?,
+            detector: Detector::choose(self.guest.detector, &built)?,
             kernel: built,
             initrd,
             scenario: scen,
@@ -494,5 +532,9 @@ mod tests {
             Some("9a90d87d mm: restore balance_dirty_pages()")
         );
         assert_eq!(first_bad("git bisect start\n"), None);
+        let log = "git bisect start 'b' 'g'\n# bad: [bbbb] x\ngit bisect bad bbbb\n\
+                   # good: [gggg] y\ngit bisect good gggg\n# good: [1111] a\n\
+                   git bisect good 1111\n# skip: [2222] b\n# bad: [3333] c\n";
+        assert_eq!(tested_commits(log), ["1111", "2222", "3333"]);
     }
 }
