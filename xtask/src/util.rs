@@ -332,4 +332,21 @@ pub mod testdir {
             let _ = std::fs::remove_dir_all(&self.0);
         }
     }
+
+    /// `git -C dir ARGS` (as a test user), which must succeed; its stdout.
+    pub fn git(dir: &Path, args: &[&str]) -> String {
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
 }

@@ -575,32 +575,11 @@ mod tests {
         let dir = fake_tree("7.4.0", true);
         let sh = Shell::new().unwrap();
         let d = dir.path();
-        let git = |args: &[&str]| {
-            let out = std::process::Command::new("git")
-                .arg("-C")
-                .arg(d)
-                .args(args)
-                .output()
-                .unwrap();
-            assert!(
-                out.status.success(),
-                "git {args:?}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            String::from_utf8_lossy(&out.stdout).into_owned()
-        };
+        let git = |args: &[&str]| testdir::git(d, args);
         git(&["init", "-q"]);
         fs::write(d.join(".gitignore"), "*.o\n").unwrap();
         git(&["add", "."]);
-        git(&[
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "commit",
-            "-qm",
-            "base",
-        ]);
+        git(&["commit", "-qm", "base"]);
         // An uncommitted change, an untracked file, and a build output.
         fs::write(
             d.join("mm/page-writeback.c"),

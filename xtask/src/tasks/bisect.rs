@@ -172,7 +172,8 @@ impl Bisect {
             format!("--scenario={}", self.step.scenario),
         ];
         if let Some(p) = &self.step.variant_patch {
-            let p = fs::canonicalize(p).with_context(|| format!("{}", p.display()))?;
+            let p = fs::canonicalize(p)
+                .with_context(|| format!("--variant-patch {}: no such file", p.display()))?;
             step.push(format!("--variant-patch={}", p.display()));
         }
         if let Some(d) = self.detector {
@@ -433,18 +434,7 @@ mod tests {
     use super::*;
 
     fn git(dir: &Path, args: &[&str]) {
-        let out = std::process::Command::new("git")
-            .arg("-C")
-            .arg(dir)
-            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        util::testdir::git(dir, args);
     }
 
     #[test]

@@ -82,6 +82,27 @@ impl Ci {
             "module-stress (100 rmmod/insmod cycles under writers, a reader across rmmod)",
             || args::<ModuleStress>(&["--cycles", "100", "--no-build"])?.run(sh),
         )?;
+        // The path without the module: GCC, no CONFIG_RUST, the guest without
+        // wbstall.ko, every sleep classed from the trace events alone.
+        step(
+            &format!(
+                "--no-rust (GCC, tracefs detector): {baseline} and {} on fuse-strictlimit",
+                roles.reference
+            ),
+            || {
+                args::<QemuTest>(&[
+                    "--quick",
+                    "--no-rust",
+                    "--variant",
+                    &baseline,
+                    "--variant",
+                    &roles.reference,
+                    "--scenario",
+                    "fuse-strictlimit",
+                ])?
+                .run(sh)
+            },
+        )?;
         progress::emit(Event::Note(&format!(
             "ci: all steps passed in {:.0} s",
             started.elapsed().as_secs_f64()
