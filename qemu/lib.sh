@@ -267,11 +267,17 @@ trace_start() {
 	echo 1 >"$TRACE/tracing_on" || fail "cannot start tracing"
 }
 
-# trace_collect: stop, then send the events and every CPU's ring-buffer stats
-# (an overrun means lost events: the host refuses such a trace).
+# trace_stop: first thing at the end of a measurement, so that the trace's
+# window lies inside the module's and the witness's (the counts can only agree
+# or the trace have fewer).
+trace_stop() {
+	echo 0 >"$TRACE/tracing_on" || fail "cannot stop tracing"
+}
+
+# trace_collect: send the events and every CPU's ring-buffer stats (an
+# overrun means lost events: the host refuses such a trace).
 trace_collect() {
 	local c
-	echo 0 >"$TRACE/tracing_on" || fail "cannot stop tracing"
 	emit trace-events "$TRACE/trace"
 	for c in "$TRACE"/per_cpu/cpu*; do
 		cat "$c/stats"
@@ -305,6 +311,7 @@ measure_start() {
 # first and the witness's right after, so that both count the same events.
 collect() {
 	local bdi=$1 f
+	trace_stop
 	if module_detector; then
 		for f in stats thresholds summary; do
 			emit "wbstall-$f" "/sys/kernel/debug/wbstall/$f"

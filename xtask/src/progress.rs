@@ -46,6 +46,11 @@ pub enum Event<'a> {
         stall_sleeps: u64,
         throttle_sleeps: (u64, u64),
         bg_starts: (u64, u64),
+        /// Who counted the first of each pair (`module` or `trace`); the
+        /// second is the witness (tracefs hist triggers).
+        counter: &'a str,
+        /// The tracefs detector's stall share beside the module's.
+        trace_stall_pct: Option<f64>,
         secs: f64,
     },
     /// A boot gave no record (why, with the log to read).
@@ -95,12 +100,15 @@ pub fn render(e: &Event) -> String {
             stall_sleeps,
             throttle_sleeps,
             bg_starts,
+            counter,
+            trace_stall_pct,
             secs,
         } => format!(
-            "  {variant} {scenario} #{}: {mib_s} MiB/s, stall share {stall_pct:.1}% \
+            "  {variant} {scenario} #{}: {mib_s} MiB/s, stall share {stall_pct:.1}%{} \
              (stall_sleeps {stall_sleeps}, throttle_sleeps {}/{}, bg_starts {}/{} \
-             module/tracefs) in {secs:.0} s",
+             {counter}/witness) in {secs:.0} s",
             run + 1,
+            trace_stall_pct.map_or(String::new(), |t| format!(" (trace {t:.1}%)")),
             throttle_sleeps.0,
             throttle_sleeps.1,
             bg_starts.0,
@@ -268,12 +276,14 @@ mod tests {
             stall_sleeps: 0,
             throttle_sleeps: (348, 348),
             bg_starts: (2047, 2047),
+            counter: "module",
+            trace_stall_pct: Some(0.04),
             secs: 35.2,
         };
         assert_eq!(
             render(&end),
-            "  v1 fuse-strictlimit #1: 75.9 MiB/s, stall share 0.0% (stall_sleeps 0, \
-             throttle_sleeps 348/348, bg_starts 2047/2047 module/tracefs) in 35 s"
+            "  v1 fuse-strictlimit #1: 75.9 MiB/s, stall share 0.0% (trace 0.0%) (stall_sleeps 0, \
+             throttle_sleeps 348/348, bg_starts 2047/2047 module/witness) in 35 s"
         );
         let start = Event::BootStart {
             index: 3,

@@ -19,7 +19,7 @@ use crate::{
     guest::{
         boot, initramfs,
         job::Job,
-        plan::{self, Boot, Machine, Plan},
+        plan::{self, Boot, Detector, Machine, Plan},
         scenario::{self, Scenario},
     },
     kernel::{
@@ -180,7 +180,7 @@ impl QemuTest {
                     sample_ms: self.sample_ms,
                     timeout: Duration::from_secs(timeout),
                     machine: machine.clone(),
-                    detector: plan::Detector::default(),
+                    detector: Detector::default(),
                 }
             })
             .collect();
@@ -456,6 +456,14 @@ fn boot_ended(
                 stall_sleeps: rec.mechanism.stall_sleeps,
                 throttle_sleeps: (rec.mechanism.throttle_sleeps, rec.witness.throttle_sleeps),
                 bg_starts: (rec.mechanism.bg_starts, rec.witness.bg_starts),
+                counter: match rec.detector {
+                    Detector::Module => "module",
+                    Detector::Tracefs => "trace",
+                },
+                trace_stall_pct: match rec.detector {
+                    Detector::Module => rec.tracefs_stall_fraction.map(|f| f * 100.0),
+                    Detector::Tracefs => None,
+                },
                 secs: rec.wall_secs,
             });
             for p in record::problems(&rec, &expected.witness) {
