@@ -102,7 +102,7 @@ impl BenchFuse {
                     sample_ms,
                     timeout: Duration::from_secs(120 + u64::from(self.ramp + self.runtime)),
                     machine: machine.clone(),
-                    detector: Detector::Module,
+                    detector: Detector::choose(self.guest.detector, &kernel)?,
                 };
                 progress::emit(Event::BootStart {
                     index: bw[0].len() + bw[1].len() + 1,

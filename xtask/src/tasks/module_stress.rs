@@ -37,6 +37,9 @@ impl ModuleStress {
             Some(v) => v.clone(),
             None => Variants::repo()?.roles.baseline,
         };
+        if self.guest.flavour.no_rust {
+            bail!("module-stress exercises the wbstall module, which --no-rust kernels lack: drop --no-rust");
+        }
         let (b, initrd) = self.guest.one_variant(sh, &self.source, &variant)?;
         let dir = util::unique_dir(&util::target_dir().join("module-stress"))?;
         let console = dir.join("console.log");

@@ -9,6 +9,7 @@ use super::guest_args::GuestArgs;
 use crate::{
     guest::{
         boot::mkfs_ext4,
+        plan::Detector,
         qemu::{self, Console},
     },
     kernel::source::SourceArgs,
@@ -33,7 +34,12 @@ pub struct ShellCmd {
 impl ShellCmd {
     pub fn run(self, sh: &Shell) -> Result<()> {
         let (b, initrd) = self.guest.one_variant(sh, &self.source, &self.variant)?;
-        let params = vec![("scenario".into(), "shell".into())];
+        // A kernel without the module (--no-rust) boots without loading it.
+        let detector = Detector::choose(self.guest.detector, &b)?;
+        let params = vec![
+            ("scenario".into(), "shell".into()),
+            ("detector".into(), detector.name().into()),
+        ];
         let mut cfg = self.guest.machine()?.vm(&b, initrd, params, Console::Stdio);
         if let Some(disk) = self.disk {
             if !disk.exists() {
