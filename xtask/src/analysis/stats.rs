@@ -59,6 +59,35 @@ impl Change {
     }
 }
 
+/// How a %change reads against the A/A control of its scenario (the same
+/// kernel booted twice), in every report that states one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resolution {
+    /// The interval excludes 0 and the change lies outside the A/A interval.
+    Resolved,
+    /// The interval excludes 0, but so does the A/A control's.
+    NoisyControl,
+    /// The interval excludes 0, but the change lies inside the A/A interval.
+    InsideFloor,
+    /// The interval includes 0.
+    NotResolved,
+}
+
+impl Change {
+    /// This change judged against `aa`, the scenario's A/A change (if measured).
+    pub fn against(&self, aa: Option<&Change>) -> Resolution {
+        if !self.resolved() {
+            Resolution::NotResolved
+        } else if aa.is_some_and(Change::resolved) {
+            Resolution::NoisyControl
+        } else if aa.is_some_and(|f| f.lo <= self.pct && self.pct <= f.hi) {
+            Resolution::InsideFloor
+        } else {
+            Resolution::Resolved
+        }
+    }
+}
+
 pub const RESAMPLES: usize = 5000;
 
 /// A percentile-bootstrap 95% confidence interval of the mean.

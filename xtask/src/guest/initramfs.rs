@@ -1,5 +1,5 @@
 //! The guest's initramfs: busybox (static), fio with the libraries `ldd` lists,
-//! the `wbstall-fuse` server (built static), and the init and scenario scripts
+//! the `wbstall-fuse` server and the `wbstall-sample` sampler (built static), and the init and scenario scripts
 //! kept as real files in `qemu/`. One base archive is shared by every variant and
 //! rebuilt only when an input changes; each variant appends a small archive with
 //! its `wbstall.ko` (the kernel unpacks concatenated newc archives in order).
@@ -158,24 +158,35 @@ struct Item {
     src: PathBuf,
 }
 
-/// Builds `wbstall-fuse` as a static binary for the guest.
-fn build_fuse_server(sh: &Shell) -> Result<PathBuf> {
+/// The guest's own programs, built static: the FUSE server and the sampler.
+const GUEST_BINS: [&str; 2] = ["wbstall-fuse", "wbstall-sample"];
+
+/// Builds the guest's programs (`qemu/wbstall-fuse`, `qemu/wbstall-sample`) as
+/// static binaries; their paths, in the order of [`GUEST_BINS`].
+fn build_guest_bins(sh: &Shell) -> Result<Vec<PathBuf>> {
     let cargo = sh.var("CARGO").unwrap_or_else(|_| "cargo".to_string());
     let target_dir = util::target_dir().join("guest");
-    cmd!(sh, "{cargo} build --quiet --release --locked -p wbstall-fuse --target x86_64-unknown-linux-gnu --target-dir {target_dir}")
+    cmd!(sh, "{cargo} build --quiet --release --locked -p wbstall-fuse -p wbstall-sample --target x86_64-unknown-linux-gnu --target-dir {target_dir}")
         .env("CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUSTFLAGS", "-C target-feature=+crt-static")
         .quiet()
         .run()
-        .context("building the FUSE server (qemu/wbstall-fuse) as a static binary")?;
-    let bin = target_dir.join("x86_64-unknown-linux-gnu/release/wbstall-fuse");
-    let bytes = fs::read(&bin).with_context(|| format!("reading {}", bin.display()))?;
-    if deps::elf_is_static(&bytes) != Some(true) {
-        bail!(
-            "{} is not statically linked; the guest has no libc for it",
-            bin.display()
-        );
-    }
-    Ok(bin)
+        .context("building the guest's programs (qemu/wbstall-fuse, qemu/wbstall-sample) as static binaries")?;
+    GUEST_BINS
+        .iter()
+        .map(|name| {
+            let bin = target_dir
+                .join("x86_64-unknown-linux-gnu/release")
+                .join(name);
+            let bytes = fs::read(&bin).with_context(|| format!("reading {}", bin.display()))?;
+            if deps::elf_is_static(&bytes) != Some(true) {
+                bail!(
+                    "{} is not statically linked; the guest has no libc for it",
+                    bin.display()
+                );
+            }
+            Ok(bin)
+        })
+        .collect()
 }
 
 fn items(sh: &Shell) -> Result<Vec<Item>> {
@@ -198,12 +209,14 @@ fn items(sh: &Shell) -> Result<Vec<Item>> {
             perm: 0o644,
             src: root.join("qemu/lib.sh"),
         },
-        Item {
-            dest: "bin/wbstall-fuse".into(),
-            perm: 0o755,
-            src: build_fuse_server(sh)?,
-        },
     ];
+    for (name, src) in GUEST_BINS.iter().zip(build_guest_bins(sh)?) {
+        items.push(Item {
+            dest: format!("bin/{name}"),
+            perm: 0o755,
+            src,
+        });
+    }
     for sub in ["scenarios", "jobs"] {
         let d = root.join("qemu").join(sub);
         let mut files = Vec::new();

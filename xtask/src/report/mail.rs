@@ -12,8 +12,8 @@ use crate::{
     analysis::{
         matrix::Matrix,
         metrics,
-        stats::stddev,
-        verdict::{Class, Verdict},
+        stats::{self, stddev, Resolution},
+        verdict::{Class, Verdict, AA_SUFFIX},
     },
     kernel::patch::Roles,
     results::{record::RunRecord, session::Session},
@@ -48,6 +48,35 @@ pub fn mail(session: &Session, records: &[RunRecord], verdict: &Verdict, roles: 
     wrap(&o)
 }
 
+/// The baseline's throughput against the reference's, judged as the report
+/// judges it: against the interval and the scenario's A/A control.
+fn bw_finding(o: &mut String, m: &Matrix, s: &str, roles: &Roles) {
+    let bw = metrics::get("fio.write_bw_MiB/s");
+    let vals = |v: &str| bw.values(m.cell(s, v));
+    let (reference, baseline) = (vals(&roles.reference), vals(&roles.baseline));
+    let Some((pct, _)) = metrics::change(bw, &reference, &baseline) else {
+        return;
+    };
+    let aa = stats::change(
+        &reference,
+        &vals(&format!("{}{AA_SUFFIX}", roles.reference)),
+    );
+    let judged = match stats::change(&reference, &baseline).map(|c| c.against(aa.as_ref())) {
+        Some(Resolution::Resolved) => " (significant, beyond the A/A noise)",
+        Some(Resolution::InsideFloor) => " (inside the A/A noise)",
+        Some(Resolution::NoisyControl) => " (not resolvable: the A/A control differs too)",
+        Some(Resolution::NotResolved) | None => "",
+    };
+    let _ = write!(
+        o,
+        "; {} {} against {}: {}{judged}",
+        bw.key,
+        roles.baseline,
+        roles.reference,
+        pct_text(pct),
+    );
+}
+
 /// One headline per scenario: which variants stall, and the cost.
 fn findings(o: &mut String, m: &Matrix, verdict: &Verdict, roles: &Roles) {
     o.push_str("Findings:\n\n");
@@ -68,22 +97,7 @@ fn findings(o: &mut String, m: &Matrix, verdict: &Verdict, roles: &Roles) {
             )
         };
         o.push_str(&line);
-        let bw = metrics::get("fio.write_bw_MiB/s");
-        if let Some((pct, sig)) = metrics::change(
-            bw,
-            &bw.values(m.cell(s, &roles.reference)),
-            &bw.values(m.cell(s, &roles.baseline)),
-        ) {
-            let _ = write!(
-                o,
-                "; {} {} against {}: {}{}",
-                bw.key,
-                roles.baseline,
-                roles.reference,
-                pct_text(pct),
-                if sig { " (significant)" } else { "" }
-            );
-        }
+        bw_finding(o, m, s, roles);
         let wrong: Vec<String> = cells
             .iter()
             .filter(|c| !c.failures.is_empty())

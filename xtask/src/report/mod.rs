@@ -269,6 +269,43 @@ mod tests {
         );
     }
 
+    #[test]
+    fn the_mail_calls_a_change_significant_only_beyond_the_aa_noise() {
+        let records = |aa: [f64; 3]| {
+            let mut r = Vec::new();
+            for (v, bws) in [
+                ("regressed", [110.0, 111.0, 112.0]),
+                ("upstream", [100.0, 101.0, 102.0]),
+                ("upstream-aa", aa),
+            ] {
+                for (k, bw) in bws.into_iter().enumerate() {
+                    let mut x = rec(v, "fuse-nostrict", bw, 0.0);
+                    x.run = k as u32;
+                    r.push(x);
+                }
+            }
+            r
+        };
+        let finding = |r: &[RunRecord]| {
+            let v = crate::analysis::verdict::judge(r, &expected(), &plan(r, 3));
+            let text = mail::mail(&Session::default(), r, &v, &roles()).replace('\n', " ");
+            let at = text
+                .find("- fuse-nostrict:")
+                .expect("a finding for the scenario");
+            text[at..at + 160].to_string()
+        };
+        // +10% with an interval that excludes 0, but the same kernel spreads wider.
+        let noisy = finding(&records([88.0, 104.0, 120.0]));
+        assert!(noisy.contains("(inside the A/A noise)"), "{noisy}");
+        assert!(!noisy.contains("significant"), "{noisy}");
+        // The same change with a tight A/A control.
+        let tight = finding(&records([100.5, 101.0, 101.5]));
+        assert!(
+            tight.contains("(significant, beyond the A/A noise)"),
+            "{tight}"
+        );
+    }
+
     /// The golden test: `docs/example-report/` re-rendered from its
     /// `results.json` and `session.json` gives the same report, verdict, plots
     /// and terminal output as the ones committed.

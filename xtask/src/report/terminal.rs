@@ -177,10 +177,17 @@ pub fn table(records: &[RunRecord], verdict: &Verdict) -> String {
                 .iter()
                 .find(|c| &c.variant == *v && &c.scenario == scenario);
             let text = match c {
-                Some(c) => match c.expected {
-                    Some(e) => format!("{} ({e})", c.observed),
-                    None => format!("{} (-)", c.observed),
-                },
+                Some(c) => {
+                    let io = if c.released_by_io.is_some() {
+                        "/io"
+                    } else {
+                        ""
+                    };
+                    match c.expected {
+                        Some(e) => format!("{}{io} ({e})", c.observed),
+                        None => format!("{}{io} (-)", c.observed),
+                    }
+                }
                 None => "-".into(),
             };
             out.push_str(&format!(" {text:>14}"));
@@ -202,6 +209,16 @@ pub fn table(records: &[RunRecord], verdict: &Verdict) -> String {
 /// The verdict's summary lines.
 pub fn verdict_lines(verdict: &Verdict) -> String {
     let mut out = String::new();
+    for c in &verdict.cells {
+        if let Some(why) = &c.released_by_io {
+            out.push_str(&format!(
+                "ok/io {}/{}: {:.1}% in stall sleeps, {why}\n",
+                c.scenario,
+                c.variant,
+                c.stall_fraction * 100.0
+            ));
+        }
+    }
     for c in &verdict.cells {
         for f in &c.failures {
             out.push_str(&format!("FAIL {}/{}: {f}\n", c.scenario, c.variant));

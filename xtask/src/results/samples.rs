@@ -1,4 +1,4 @@
-//! The in-guest sampler's time series (`qemu/lib.sh`, `sampler_loop`): one block
+//! The in-guest sampler's time series (`qemu/wbstall-sample`): one block
 //! per interval, each line prefixed with what it is:
 //!
 //! ```text

@@ -62,9 +62,10 @@ impl Ci {
         // Every variant built and booted once, on the scenario whose verdict is
         // robust in a 7 s job (84% against 0% stall share). The other scenarios
         // are judged in the full matrix (docs/example-report): in quick runs the
-        // ext4 control's regressed cell reached 1.1% stall share (the global
-        // check's race), and one v1 memcg run's stall share was not backed by a
-        // long write (the latency criterion said so); see README, "Why CI boots only fuse-strictlimit".
+        // ext4 control's regressed cell reached 1.1% stall share (sleeps that
+        // the disk's completions end, judged by latency in full runs), and one
+        // v1 memcg run's stall share was not backed by a long write (the latency
+        // criterion said so); see README, "Why CI boots only fuse-strictlimit".
         let roles = Variants::repo()?.roles;
         step("SIGTERM to xtask mid-build: no child survives", || {
             super::ci_sigterm::sigterm_mid_build(sh, &roles.reference)

@@ -39,7 +39,8 @@ pub struct GuestArgs {
     pub accel: Option<Accel>,
     /// Guest time under TCG: `real` (the host's clock, multi-threaded TCG) or
     /// `virtual` (QEMU -icount: time counts instructions on one host thread,
-    /// so host load does not move the numbers). Not with --accel kvm.
+    /// so host load does not move the numbers). Not with --accel kvm; qemu-test
+    /// refuses it for the disk scenarios (their completions take host time).
     #[arg(long, value_enum, default_value_t = ClockMode::Real)]
     pub clock: ClockMode,
     /// With --clock virtual: each instruction is 2^N ns of guest time.

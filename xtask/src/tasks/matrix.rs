@@ -246,6 +246,7 @@ impl QemuTest {
         self.check_aa()?;
         // Checked before anything is built.
         let machine = self.guest.machine()?;
+        plan::check_clock(machine.clock, &scenarios)?;
         let host_cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         let crowded = plan::check_jobs_vm(self.jobs_vm, host_cpus, machine.cpus, machine.clock)?;
         let roles = Variants::repo()?.roles;
