@@ -39,6 +39,7 @@ fn numbers(words: &str) -> BTreeMap<String, i64> {
 /// point) is kept as far as it goes.
 pub fn parse(text: &str) -> Result<Vec<Sample>> {
     let mut out: Vec<Sample> = Vec::new();
+    let last = text.lines().count().saturating_sub(1);
     for (i, line) in text.lines().enumerate() {
         let (tag, rest) = line.split_once(' ').unwrap_or((line, ""));
         if tag == "S" {
@@ -54,8 +55,14 @@ pub fn parse(text: &str) -> Result<Vec<Sample>> {
             });
             continue;
         }
-        let Some(s) = out.last_mut() else {
-            continue; // output before the first block (none expected)
+        let known = ["T", "C", "B", "V"].contains(&tag);
+        let started = !out.is_empty();
+        let s = match out.last_mut() {
+            Some(s) if known => s,
+            // The sampler killed mid-line: the last line may be torn.
+            _ if i == last && started => continue,
+            // Anything else is the sampler saying why it stopped.
+            _ => bail!("samples:{}: not a sample line: `{line}`", i + 1),
         };
         match tag {
             "T" => s
@@ -63,8 +70,7 @@ pub fn parse(text: &str) -> Result<Vec<Sample>> {
                 .extend(debugfs::parse_kv_lines(rest, "samples")?),
             "C" => s.stats.extend(debugfs::parse_kv_lines(rest, "samples")?),
             "B" => s.bdi = numbers(rest),
-            "V" => s.vmstat = numbers(rest),
-            _ => {} // a torn line at the end
+            _ => s.vmstat = numbers(rest),
         }
     }
     Ok(out)
@@ -157,5 +163,22 @@ S t=10.2";
     #[test]
     fn a_bad_time_is_an_error() {
         assert!(parse("S t=soon\n").is_err());
+    }
+
+    #[test]
+    fn the_sampler_saying_why_it_stopped_is_an_error_not_an_empty_series() {
+        // At the start (nothing sampled) and in the middle of the series.
+        let msg = "wbstall-sample: reading /sys/kernel/debug/bdi/0:45/stats: No such file";
+        let e = parse(&format!("{msg}\n")).unwrap_err().to_string();
+        assert!(
+            e.contains("samples:1: not a sample line") && e.contains(msg),
+            "{e}"
+        );
+        let text = format!("S t=1.0\nB BdiWriteback=0\n{msg}\nS t=1.1\nB BdiWriteback=0\n");
+        let e = parse(&text).unwrap_err().to_string();
+        assert!(e.contains("samples:3"), "{e}");
+        // A torn last line is the kill, not an error.
+        let s = parse("S t=1.0\nB BdiWriteback=4\nBdiRecl").unwrap();
+        assert_eq!(s.len(), 1);
     }
 }
