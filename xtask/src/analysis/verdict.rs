@@ -428,6 +428,16 @@ fn mismatch(observed: Class, idle: &[String], stall_fraction: f64, criteria: &Cr
     }
 }
 
+/// The knob that sets the periodic flusher's interval, recorded in every run.
+const WRITEBACK_INTERVAL: &str = "vm.dirty_writeback_centisecs";
+
+/// A run's periodic writeback interval in ms (`None`: the run lacks the knob).
+fn writeback_interval_ms(r: &RunRecord) -> Option<f64> {
+    r.vm_knobs
+        .get(WRITEBACK_INTERVAL)
+        .map(|&cs| cs as f64 * 10.0)
+}
+
 /// Whether every run's writers were released by I/O rather than by the
 /// periodic flusher: fio's clat max stayed below the scenario's latency bound
 /// in every run, and the witness saw background starts in every run. Then a
@@ -438,7 +448,7 @@ fn released_by_io(runs: &[&RunRecord], l: &Latency) -> Option<String> {
     let mut worst_ms: f64 = 0.0;
     let mut interval_ms = None;
     for r in runs {
-        let ms = *r.vm_knobs.get("vm.dirty_writeback_centisecs")? as f64 * 10.0;
+        let ms = writeback_interval_ms(r)?;
         let limit = l.clat_max_share_of_writeback_interval * ms;
         let clat_ms = r.fio.clat_max_us / 1000.0;
         if clat_ms >= limit || r.witness.bg_starts == 0 || ms <= 0.0 {
@@ -477,15 +487,14 @@ fn detectors_criterion(c: &mut CellVerdict, by_trace: Option<Class>) {
 /// The second criterion, from fio and the tracefs witness rather than the
 /// module's stall accounting.
 fn latency_criterion(c: &mut CellVerdict, runs: &[&RunRecord], l: &Latency) {
-    const KEY: &str = "vm.dirty_writeback_centisecs";
     let Some(interval_ms) = runs
         .iter()
-        .map(|r| r.vm_knobs.get(KEY).map(|&cs| cs as f64 * 10.0))
+        .map(|r| writeback_interval_ms(r))
         .collect::<Option<Vec<f64>>>()
         .map(|v| median(&v))
     else {
         c.failures.push(format!(
-            "a run lacks {KEY}: the latency criterion cannot be judged"
+            "a run lacks {WRITEBACK_INTERVAL}: the latency criterion cannot be judged"
         ));
         return;
     };
