@@ -33,7 +33,7 @@ enum Task {
     /// Build kernel variants from patches/variants.toml with the wbstall module.
     BuildKernel(tasks::build_kernel::BuildKernel),
     /// Boot every variant under QEMU, run the scenarios and judge the results.
-    QemuTest(tasks::matrix::QemuTest),
+    QemuTest(Box<tasks::qemu_test::QemuTest>),
     /// Boot one variant with an interactive shell (debugging).
     Shell(tasks::shell::ShellCmd),
     /// rmmod/insmod the wbstall module N times while writers run; fail on any warning.

@@ -4,6 +4,21 @@
 
 use serde::{Deserialize, Serialize};
 
+/// The median of some numbers (0 for none).
+pub fn median(values: &[f64]) -> f64 {
+    if values.is_empty() {
+        return 0.0;
+    }
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
 pub fn mean(v: &[f64]) -> f64 {
     if v.is_empty() {
         0.0
@@ -131,6 +146,13 @@ pub fn change(a: &[f64], b: &[f64]) -> Option<Change> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn medians() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert_eq!(median(&[]), 0.0);
+    }
 
     #[test]
     fn mean_and_stddev() {

@@ -180,6 +180,14 @@ fn build_each(
     for v in selected {
         match builder.one(v) {
             Ok(b) => built.push(b),
+            Err(e) if e.is::<patch::DoesNotApply>() && v.under_test.is_some() => {
+                let u = v.under_test.as_ref().expect("checked by the guard");
+                return Err(e.context(format!(
+                    "--patch {}: it does not apply on `{}` (the --base it was given, or the \
+                     default); if it was written against the other tree, try --base {}",
+                    u.file, u.base, u.other_base
+                )));
+            }
             Err(e) if !flavour.source_tag.is_empty() && e.is::<patch::DoesNotApply>() => {
                 progress::emit(Event::Note(&format!(
                     "variant `{}` skipped: its patches do not apply to {} ({})",

@@ -20,7 +20,9 @@ use xshell::{cmd, Shell};
 
 use crate::{kernel::mirror, util};
 
-pub use super::variants::{Comparison, Roles, Selection, Variant, Variants, VARIANTS_FILE};
+pub use super::variants::{
+    Comparison, Roles, Selection, UnderTest, Variant, Variants, VARIANTS_FILE,
+};
 
 /// A patch ready to apply.
 #[derive(Debug, Clone)]
@@ -31,6 +33,8 @@ pub struct Patch {
     pub diff: String,
     /// sha256 of the file as given.
     pub sha256: String,
+    /// What it says it is: a mail's subject (without `[PATCH]`), else the file name.
+    pub subject: String,
 }
 
 impl Patch {
@@ -53,6 +57,7 @@ impl Patch {
                     label,
                     diff,
                     sha256: util::sha256_hex(&m.raw),
+                    subject: m.subject,
                 })
             })
             .collect()
@@ -67,6 +72,9 @@ impl Patch {
             label: path.display().to_string(),
             diff,
             sha256: util::sha256_hex(&bytes),
+            subject: path
+                .file_name()
+                .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
         })
     }
 }
@@ -701,12 +709,35 @@ mod tests {
     }
 
     #[test]
-    fn an_adhoc_patch_is_regressed_plus_the_file() {
+    fn an_adhoc_patch_goes_on_the_reference_unless_told_otherwise() {
         let v = Variants::load(&util::project_root().join(VARIANTS_FILE)).unwrap();
         let seed = util::project_root().join("xtask/fixtures/mail/001_5424f0ee04e0b99b.txt");
+        // Alone: measured beside its base, the baseline and the reference.
+        let sel = Selection {
+            patches: vec![seed.clone()],
+            ..Selection::default()
+        };
+        let out = sel.resolve(&v).unwrap();
+        let names: Vec<&str> = out.iter().map(|v| v.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["regressed", "upstream", "patch-001_5424f0ee04e0b99b"]
+        );
+        let adhoc = &out[2];
+        // upstream has no patches: the file's one patch is all.
+        assert_eq!(adhoc.patches.len(), 1);
+        let u = adhoc.under_test.as_ref().unwrap();
+        assert_eq!(
+            (u.base.as_str(), u.other_base.as_str(), u.file.as_str()),
+            ("upstream", "regressed", "001_5424f0ee04e0b99b.txt")
+        );
+        // Not a mail git can split: the file's name says what it is.
+        assert_eq!(u.subjects, ["001_5424f0ee04e0b99b.txt"]);
+        // --base regressed: on the baseline, after its own patch.
         let sel = Selection {
             variants: vec!["v1".into()],
             patches: vec![seed],
+            base: Some("regressed".into()),
             ..Selection::default()
         };
         let out = sel.resolve(&v).unwrap();
@@ -720,6 +751,7 @@ mod tests {
         assert!(adhoc.patches[1]
             .diff
             .starts_with("diff --git a/mm/page-writeback.c"));
+        assert_eq!(adhoc.under_test.as_ref().unwrap().other_base, "upstream");
         let e = Selection {
             variants: vec!["v9".into()],
             ..Selection::default()
@@ -727,6 +759,20 @@ mod tests {
         .resolve(&v)
         .unwrap_err();
         assert!(e.to_string().contains("known variants"), "{e}");
+        let e =
+            Selection {
+                patches: vec![
+                    util::project_root().join("xtask/fixtures/mail/001_5424f0ee04e0b99b.txt")
+                ],
+                base: Some("mainline".into()),
+                ..Selection::default()
+            }
+            .resolve(&v)
+            .unwrap_err();
+        assert!(
+            format!("{e:#}").contains("--base mainline: unknown variant `mainline`"),
+            "{e:#}"
+        );
     }
 
     #[test]
@@ -775,7 +821,12 @@ mod tests {
             .to_string();
         assert!(e.contains("is given twice"), "{e}");
         assert_eq!(
-            sel(vec![a.join("fix.patch")]).resolve(&v).unwrap()[0].name,
+            sel(vec![a.join("fix.patch")])
+                .resolve(&v)
+                .unwrap()
+                .last()
+                .unwrap()
+                .name,
             "patch-fix"
         );
     }
@@ -785,6 +836,7 @@ mod tests {
             label: label.into(),
             diff: extract_diff(diff).unwrap(),
             sha256: util::sha256_hex(diff.as_bytes()),
+            subject: label.into(),
         }
     }
 
@@ -793,6 +845,7 @@ mod tests {
             name: name.into(),
             description: String::new(),
             patches,
+            under_test: None,
         }
     }
 

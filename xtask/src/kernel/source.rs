@@ -660,7 +660,9 @@ mod tests {
                 label: "p.patch".into(),
                 diff: diff.into(),
                 sha256: "0".into(),
+                subject: "p.patch".into(),
             }],
+            under_test: None,
         };
         let wt = crate::kernel::patch::Worktree::new(&src.root);
         wt.switch(&sh, &variant).unwrap();

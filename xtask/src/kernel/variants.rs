@@ -92,6 +92,8 @@ pub struct Variant {
     pub name: String,
     pub description: String,
     pub patches: Vec<Patch>,
+    /// Set when this variant is a developer's patch under test (`--patch`).
+    pub under_test: Option<UnderTest>,
 }
 
 fn valid_name(name: &str) -> bool {
@@ -202,10 +204,10 @@ impl Variants {
             name: def.name.clone(),
             description: def.description.clone(),
             patches,
+            under_test: None,
         })
     }
 
-    /// An ad-hoc variant: the baseline variant plus one patch file.
     /// The name `--patch FILE` builds as: `patch-<file stem>`.
     pub fn adhoc_name(&self, file: &Path) -> String {
         let stem = file
@@ -215,7 +217,21 @@ impl Variants {
         format!("patch-{stem}")
     }
 
-    pub fn adhoc(&self, file: &Path) -> Result<Variant> {
+    /// The variant a patch under test goes on: `--base NAME`, else the
+    /// reference (a patch written against mainline applies there).
+    pub fn patch_base(&self, base: Option<&str>) -> Result<&str> {
+        match base {
+            Some(b) => Ok(self
+                .def(b)
+                .with_context(|| format!("--base {b}"))?
+                .name
+                .as_str()),
+            None => Ok(self.roles.reference.as_str()),
+        }
+    }
+
+    /// An ad-hoc variant: `base` plus the patches of one file.
+    pub fn adhoc(&self, file: &Path, base: &str) -> Result<Variant> {
         let extra = Patch::read_all(file)?;
         let name = self.adhoc_name(file);
         if self.def(&name).is_ok() {
@@ -225,14 +241,43 @@ impl Variants {
                 self.path.display()
             );
         }
-        let mut base = self.variant(&self.roles.baseline)?;
-        base.patches.extend(extra);
+        let under_test = UnderTest {
+            variant: name.clone(),
+            base: base.to_string(),
+            file: file
+                .file_name()
+                .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
+            subjects: extra.iter().map(|p| p.subject.clone()).collect(),
+            other_base: if base == self.roles.reference {
+                self.roles.baseline.clone()
+            } else {
+                self.roles.reference.clone()
+            },
+        };
+        let mut v = self.variant(base)?;
+        v.patches.extend(extra);
         Ok(Variant {
             name,
-            description: format!("{} + {}", self.roles.baseline, file.display()),
-            patches: base.patches,
+            description: format!("{base} + {}", under_test.file),
+            patches: v.patches,
+            under_test: Some(under_test),
         })
     }
+}
+
+/// The developer's patch under test: the variant it builds, on what, and
+/// what it says it is. Recorded in the session; the report is about it.
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
+pub struct UnderTest {
+    pub variant: String,
+    /// The variant it goes on (`--base`).
+    pub base: String,
+    /// The file as given (its name, without directories).
+    pub file: String,
+    /// Each patch's subject: a mail's `Subject:` (without `[PATCH]`), else the file name.
+    pub subjects: Vec<String>,
+    /// The other base to try when it does not apply on `base`.
+    pub other_base: String,
 }
 
 /// Which variants a command works on.
@@ -244,10 +289,18 @@ pub struct Selection {
     /// Every variant in patches/variants.toml (the default when nothing is selected).
     #[arg(long)]
     pub all: bool,
-    /// An ad-hoc variant: the regressed state plus this patch (a plain diff or a
-    /// mail such as a `git format-patch` file or an -mm commit notice). Repeatable.
+    /// The patch under test: an ad-hoc variant, `--base` plus this file (a plain
+    /// diff, or a mail or mbox series such as `git format-patch` output or an
+    /// -mm commit notice). Repeatable. Without --variant it is measured beside
+    /// its base, the baseline and the reference.
     #[arg(long = "patch", value_name = "FILE")]
     pub patches: Vec<PathBuf>,
+    /// The variant --patch goes on. Default: the reference of
+    /// patches/variants.toml (`upstream`, Linux as shipped: where a patch written
+    /// against mainline applies); the baseline (`regressed`) for a fix of the
+    /// regression itself.
+    #[arg(long, value_name = "NAME", requires = "patches")]
+    pub base: Option<String>,
     /// Variants made by a task itself (bisect: the tree as checked out).
     #[arg(skip)]
     pub extra: Vec<Variant>,
@@ -256,8 +309,18 @@ pub struct Selection {
 impl Selection {
     pub fn resolve(&self, variants: &Variants) -> Result<Vec<Variant>> {
         let mut names: Vec<&str> = self.variants.iter().map(String::as_str).collect();
+        let base = variants.patch_base(self.base.as_deref())?;
         if self.all || (names.is_empty() && self.patches.is_empty() && self.extra.is_empty()) {
             names = variants.names();
+        } else if names.is_empty() && !self.patches.is_empty() {
+            // The patch alone: measured beside its base, the baseline (the
+            // bug) and the reference (the shipped fix), in the file's order.
+            let around = [base, &variants.roles.baseline, &variants.roles.reference];
+            names = variants
+                .names()
+                .into_iter()
+                .filter(|n| around.contains(n))
+                .collect();
         }
         let mut out: Vec<Variant> = Vec::new();
         for name in names {
@@ -266,7 +329,7 @@ impl Selection {
             }
         }
         for file in &self.patches {
-            let v = variants.adhoc(file)?;
+            let v = variants.adhoc(file, base)?;
             if let Some(i) = self
                 .patches
                 .iter()

@@ -10,10 +10,11 @@ use std::fmt::Write;
 use super::num;
 use crate::{
     analysis::{
+        expected::{Class, AA_SUFFIX},
         matrix::Matrix,
         metrics,
         stats::{self, stddev, Resolution},
-        verdict::{Class, Verdict, AA_SUFFIX},
+        verdict::Verdict,
     },
     kernel::patch::Roles,
     results::{record::RunRecord, session::Session},

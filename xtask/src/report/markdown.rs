@@ -7,10 +7,12 @@ use std::fmt::Write;
 use super::{num, terminal::ratio_text};
 use crate::{
     analysis::{
+        expected::Expected,
         matrix::Matrix,
         metrics,
+        stats::median,
         stats::{change, mean, stddev},
-        verdict::{median, Expected, Verdict},
+        verdict::Verdict,
     },
     kernel::patch::{Comparison, Roles},
     results::{record::RunRecord, session::Session},

@@ -7,7 +7,7 @@ pub mod plots;
 pub mod terminal;
 
 use crate::{
-    analysis::verdict::{median, Verdict},
+    analysis::{stats::median, verdict::Verdict},
     results::record::RunRecord,
 };
 
@@ -31,7 +31,7 @@ pub fn num(v: f64) -> String {
 
 /// The name of the A/A control of a variant.
 pub fn aa_name(variant: &str) -> String {
-    format!("{variant}{}", crate::analysis::verdict::AA_SUFFIX)
+    format!("{variant}{}", crate::analysis::expected::AA_SUFFIX)
 }
 
 /// The variant roles a session was run with; a session recorded before roles
@@ -55,7 +55,7 @@ pub fn render(
     dir: &std::path::Path,
     session: &crate::results::session::Session,
     records: &[RunRecord],
-    expected: &crate::analysis::verdict::Expected,
+    expected: &crate::analysis::expected::Expected,
 ) -> anyhow::Result<Verdict> {
     use anyhow::Context;
     let verdict = crate::analysis::verdict::judge(
@@ -180,7 +180,7 @@ mod tests {
         );
         assert!(t.contains("stall (stall)"), "{t}");
         assert!(t.contains("slowest clean variant"), "{t}");
-        assert!(verdict_lines(&v).starts_with("PASS"));
+        assert!(verdict_lines(&v, &[]).starts_with("PASS"));
     }
 
     #[test]
@@ -323,7 +323,11 @@ mod tests {
         let expected = crate::analysis::verdict::session_expectations(&session, None).unwrap();
         let verdict = render(dir.path(), &session, &records, &expected).unwrap();
         let usable = crate::analysis::verdict::usable(&records, &expected);
-        let terminal = format!("{}\n{}", table(&usable, &verdict), verdict_lines(&verdict));
+        let terminal = format!(
+            "{}\n{}",
+            table(&usable, &verdict),
+            verdict_lines(&verdict, &[])
+        );
         let golden = |name: &str| std::fs::read_to_string(docs.join(name)).unwrap();
         assert_eq!(
             terminal,

@@ -3,7 +3,8 @@
 
 use super::{med, num};
 use crate::{
-    analysis::{matrix::Matrix, metrics, verdict::median, verdict::Verdict},
+    analysis::{matrix::Matrix, metrics, stats::median, verdict::Verdict},
+    kernel::variants::UnderTest,
     results::{debugfs, record::RunRecord},
 };
 
@@ -207,16 +208,11 @@ pub fn table(records: &[RunRecord], verdict: &Verdict) -> String {
 }
 
 /// The verdict's summary lines.
-pub fn verdict_lines(verdict: &Verdict) -> String {
+pub fn verdict_lines(verdict: &Verdict, under_test: &[UnderTest]) -> String {
     let mut out = String::new();
     for c in &verdict.cells {
         if let Some(why) = &c.released_by_io {
-            out.push_str(&format!(
-                "ok/io {}/{}: {:.1}% in stall sleeps, {why}\n",
-                c.scenario,
-                c.variant,
-                c.stall_fraction * 100.0
-            ));
+            out.push_str(&format!("ok/io {}/{}: {why}\n", c.scenario, c.variant));
         }
     }
     for c in &verdict.cells {
@@ -227,13 +223,83 @@ pub fn verdict_lines(verdict: &Verdict) -> String {
     for m in &verdict.missing {
         out.push_str(&format!("FAIL missing cell {m}\n"));
     }
+    for u in &verdict.unjudged {
+        out.push_str(&format!("FAIL unjudged cell {u}\n"));
+    }
     for x in &verdict.excluded {
         out.push_str(&format!("FAIL run left out: {x}\n"));
     }
+    for u in under_test {
+        out.push_str(&patch_line(verdict, u));
+    }
+    let (judged, unjudged) = verdict.judged_count();
+    let counts = format!(
+        "{judged} cell(s) judged, {unjudged} unjudged, {} missing, {} run(s) left out",
+        verdict.missing.len(),
+        verdict.excluded.len()
+    );
     if verdict.cells.is_empty() {
         out.push_str("FAIL: no cell was measured\n");
     } else if verdict.passed() {
-        out.push_str("PASS: every planned cell was measured and matches its expectation\n");
+        out.push_str(&format!(
+            "PASS: {counts}: every planned cell was measured, judged run by run, and matches \
+             its expectation\n"
+        ));
+    } else {
+        out.push_str(&format!("FAIL: {counts}\n"));
     }
     out
+}
+
+/// What a judged session prints: the table of the usable runs, the verdict
+/// lines, the boots that produced no record, and where the report is.
+pub fn summary(
+    dir: &std::path::Path,
+    session: &crate::results::session::Session,
+    records: &[RunRecord],
+    expected: &crate::analysis::expected::Expected,
+    verdict: &Verdict,
+) -> String {
+    let mut out = format!(
+        "{}\n{}",
+        table(
+            &crate::analysis::verdict::usable(records, expected),
+            verdict
+        ),
+        verdict_lines(verdict, &session.under_test)
+    );
+    for f in &session.failures {
+        out.push_str(&format!("FAIL run {f}\n"));
+    }
+    out.push_str(&format!("report: {}\n", dir.join("report.md").display()));
+    out
+}
+
+/// The patch under test's own line: its cells' classes, and whether it passes.
+fn patch_line(verdict: &Verdict, u: &UnderTest) -> String {
+    let cells: Vec<_> = verdict
+        .cells
+        .iter()
+        .filter(|c| c.variant == u.variant)
+        .collect();
+    let failed = cells.is_empty() || !verdict.variant_passed(&u.variant);
+    let classes: Vec<String> = cells
+        .iter()
+        .map(|c| match c.expected {
+            Some(e) => format!("{} {} (expected {e})", c.scenario, c.observed),
+            None => format!("{} {} (unjudged)", c.scenario, c.observed),
+        })
+        .collect();
+    format!(
+        "{} the patch under test, {} ({} on {}): {}\n",
+        if failed { "FAIL" } else { "PASS" },
+        u.variant,
+        u.subjects.join("; "),
+        u.base,
+        if classes.is_empty() {
+            "no cell measured".to_string()
+        } else {
+            classes.join(", ")
+        }
+    )
 }

@@ -46,6 +46,9 @@ pub struct Session {
     /// sessions recorded before they were kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub roles: Option<kernel_patch::Roles>,
+    /// The developers' patches under test (`--patch`): the report is about them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub under_test: Vec<kernel_patch::UnderTest>,
     /// The slice of the plan this session ran (`--shard I/N`), if not all.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shard: Option<Shard>,

@@ -10,7 +10,7 @@ use xshell::Shell;
 
 use super::guest_args::GuestArgs;
 use crate::{
-    analysis::verdict::median,
+    analysis::stats::median,
     guest::{
         boot, initramfs,
         job::Job,

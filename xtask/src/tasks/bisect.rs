@@ -15,7 +15,7 @@ use xshell::{cmd, Shell};
 
 use super::guest_args::GuestArgs;
 use crate::{
-    analysis::verdict::{self, Class},
+    analysis::expected::{self, Class},
     deps,
     guest::{
         boot, initramfs,
@@ -100,7 +100,7 @@ pub fn exit_code(class: Class) -> i32 {
     match class {
         Class::Ok => 0,
         Class::Stall => 1,
-        Class::Unclear | Class::Idle => 125,
+        Class::Unclear | Class::Idle | Class::Mixed => 125,
     }
 }
 
@@ -378,6 +378,7 @@ impl BisectStep {
                 name: "bisect".into(),
                 description: "the commit git bisect checked out".into(),
                 patches,
+                under_test: None,
             }],
             ..Selection::default()
         };
@@ -406,10 +407,10 @@ impl BisectStep {
         let dir = util::unique_dir(&util::target_dir().join("bisect-step"))?;
         let booted = boot::boot(sh, &dir, &b)?;
         let rec = record::build(record::RunContext::of(&b, &booted), &booted.stream)?;
-        let file = util::project_root().join(verdict::EXPECTED_FILE);
+        let file = util::project_root().join(expected::EXPECTED_FILE);
         let text =
             fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
-        let expected = verdict::load_expectations(&text, &file)?;
+        let expected = expected::load_expectations(&text, &file, &[])?;
         let problems = record::problems(&rec, &expected.witness);
         if !problems.is_empty() {
             bail!("the run is no evidence: {}", problems.join("; "));

@@ -11,12 +11,12 @@ use anyhow::{bail, Context, Result};
 use xshell::{cmd, Shell};
 
 use crate::{
-    analysis::verdict::Class,
+    analysis::expected::Class,
     deps,
     kernel::module,
     kernel::patch::Variants,
     progress::{self, Event},
-    tasks::{matrix::QemuTest, module_stress::ModuleStress},
+    tasks::{module_stress::ModuleStress, qemu_test::QemuTest},
     util,
 };
 
@@ -171,7 +171,7 @@ pub fn parse_args<'a, T: clap::Args>(
 /// judged against an expectations file that claims `ok` there. The verdict must
 /// fail, and for the right reason (that cell's class, not a broken boot).
 fn live_negative(sh: &Shell, baseline: &str) -> Result<()> {
-    let path = util::project_root().join(crate::analysis::verdict::EXPECTED_FILE);
+    let path = util::project_root().join(crate::analysis::expected::EXPECTED_FILE);
     let text =
         std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
     let dir = util::target_dir().join("ci");
@@ -273,17 +273,17 @@ mod tests {
 
     #[test]
     fn the_live_negative_flips_exactly_the_regressed_fuse_hypothesis() {
-        let path = util::project_root().join(crate::analysis::verdict::EXPECTED_FILE);
+        let path = util::project_root().join(crate::analysis::expected::EXPECTED_FILE);
         let text = std::fs::read_to_string(&path).unwrap();
         let wrong = flip_fuse(&text, "regressed").unwrap();
-        let e = crate::analysis::verdict::Expected::parse(&wrong, &path).unwrap();
+        let e = crate::analysis::expected::Expected::parse(&wrong, &path).unwrap();
         assert_eq!(
             e.expect["fuse-strictlimit"]["regressed"],
-            crate::analysis::verdict::Class::Ok
+            crate::analysis::expected::Class::Ok
         );
         assert_eq!(
             e.expect["memcg-ext4"]["regressed"],
-            crate::analysis::verdict::Class::Stall
+            crate::analysis::expected::Class::Stall
         );
         assert!(flip_fuse("[expect.memcg-ext4]\nregressed = \"stall\"\n", "regressed").is_err());
     }

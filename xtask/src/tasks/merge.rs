@@ -11,10 +11,7 @@ use anyhow::{bail, Context, Result};
 use crate::{
     analysis::verdict,
     guest::plan::plan_position,
-    report::{
-        self,
-        terminal::{table, verdict_lines},
-    },
+    report::{self, terminal::summary},
     results::{record::RunRecord, session::Session},
     util,
 };
@@ -67,12 +64,7 @@ impl Merge {
         }
         let expected = verdict::session_expectations(&session, None)?;
         let v = report::render(&self.out, &session, &records, &expected)?;
-        println!("{}", table(&verdict::usable(&records, &expected), &v));
-        print!("{}", verdict_lines(&v));
-        for f in &session.failures {
-            println!("FAIL run {f}");
-        }
-        println!("report: {}", self.out.join("report.md").display());
+        print!("{}", summary(&self.out, &session, &records, &expected, &v));
         if !session.failures.is_empty() || !v.passed() {
             bail!("the verdict of the merged shards fails: see the FAIL lines above");
         }
@@ -286,8 +278,8 @@ mod tests {
         );
         let usable = |r: &[RunRecord]| verdict::usable(r, &expected);
         assert_eq!(
-            table(&usable(&merged), &judged),
-            table(&usable(&records), &whole)
+            crate::report::terminal::table(&usable(&merged), &judged),
+            crate::report::terminal::table(&usable(&records), &whole)
         );
         // Rendered into a directory, too.
         let t = testdir::Dir::new("merge");

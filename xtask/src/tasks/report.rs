@@ -2,10 +2,7 @@
 //! its report and plots.
 
 use crate::{
-    report::{
-        render,
-        terminal::{table, verdict_lines},
-    },
+    report::{render, terminal::summary},
     results::{record::RunRecord, session::Session},
 };
 
@@ -60,18 +57,10 @@ impl ReportCmd {
             print!("{}", read(crate::report::MAIL_FILE)?);
             return Ok(());
         }
-        println!(
+        print!(
             "{}",
-            table(
-                &crate::analysis::verdict::usable(&records, &expected),
-                &verdict
-            )
+            summary(&self.dir, &session, &records, &expected, &verdict)
         );
-        print!("{}", verdict_lines(&verdict));
-        for f in &session.failures {
-            println!("FAIL run {f}");
-        }
-        println!("report: {}", self.dir.join("report.md").display());
         if !session.failures.is_empty() || !verdict.passed() {
             anyhow::bail!(
                 "the verdict of {} fails: see the FAIL lines above",

@@ -12,27 +12,30 @@ use std::{
 use anyhow::{bail, Context, Result};
 use xshell::Shell;
 
-use super::guest_args::GuestArgs;
+use super::{
+    boot_all::{boot_all, finish, Outcome},
+    guest_args::GuestArgs,
+};
 use crate::{
-    analysis::verdict::{self, load_expectations, Expected, Verdict},
+    analysis::{
+        expected::{self, load_expectations, ExpectArgs, Expected},
+        verdict::Verdict,
+    },
     deps,
     guest::{
-        boot, initramfs,
+        initramfs,
         job::Job,
         plan::{self, Boot, Detector, Machine, Plan},
         scenario::{self, Scenario},
     },
     kernel::{
         build::Built,
-        patch::{Roles, Selection, Variants},
+        patch::{Comparison, Roles, Selection, UnderTest, Variant, Variants},
         source::SourceArgs,
     },
     progress::{self, Event},
     report,
-    results::{
-        record::{self, RunRecord},
-        session::{ScenarioInfo, Session},
-    },
+    results::session::{ScenarioInfo, Session},
     util,
 };
 
@@ -85,6 +88,17 @@ pub struct QemuTest {
     /// The hypotheses to judge against. Default: qemu/expected.toml.
     #[arg(long, value_name = "FILE")]
     pub expected: Option<PathBuf>,
+    /// What the patch under test (--patch) must do: `CLASS` in every scenario,
+    /// or `SCENARIO=CLASS` (repeatable; CLASS is ok, stall or idle). Default:
+    /// what the expectations file says of the reference variant (a fix must
+    /// behave as the shipped fix does).
+    #[arg(long = "expect", value_name = "[SCENARIO=]CLASS", requires = "patches")]
+    pub expect: Vec<String>,
+    /// A against B: the %change of every metric with its interval, beside the
+    /// A/A noise floor (repeatable; any two measured variants, --patch ones
+    /// included, e.g. `--compare patch-fix upstream`).
+    #[arg(long, num_args = 2, value_names = ["A", "B"], action = clap::ArgAction::Append)]
+    pub compare: Vec<String>,
     /// Run only the I-th of N deterministic slices of the plan (each keeps its
     /// boots in ABBA order), for a CI job matrix; `cargo xtask merge` joins the
     /// N result directories and judges them.
@@ -137,16 +151,108 @@ impl QemuTest {
         Ok(())
     }
 
-    /// The expectations file, its text, and the expectations, checked.
-    fn expectations(&self) -> Result<(PathBuf, String, Expected)> {
+    /// The expectations file and the expectations, checked, with those of
+    /// each patch under test added (`--expect`, else the reference's); says
+    /// where each of the patch's came from.
+    fn expectations(
+        &self,
+        under_test: &[UnderTest],
+        scenarios: &[Scenario],
+        reference: &str,
+    ) -> Result<(PathBuf, Expected)> {
         let file = self
             .expected
             .clone()
-            .unwrap_or_else(|| util::project_root().join(verdict::EXPECTED_FILE));
+            .unwrap_or_else(|| util::project_root().join(expected::EXPECTED_FILE));
         let text =
             fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
-        let expected = load_expectations(&text, &file)?;
-        Ok((file, text, expected))
+        let names: Vec<&str> = under_test.iter().map(|u| u.variant.as_str()).collect();
+        let mut expected = load_expectations(&text, &file, &names)?;
+        let scenario_names: Vec<&str> = scenarios.iter().map(|s| s.name).collect();
+        let all: Vec<&str> = scenario::all()?.iter().map(|s| s.name).collect();
+        let given = ExpectArgs::parse(&self.expect, &all)?;
+        for u in under_test {
+            progress::emit(Event::Note(&format!(
+                "{}: {} on `{}`{}",
+                u.variant,
+                u.file,
+                u.base,
+                if self.selection.base.is_none() {
+                    format!(
+                        " (the reference, where a patch against mainline applies; \
+                         --base {} for a fix of the regression itself)",
+                        u.other_base
+                    )
+                } else {
+                    String::new()
+                }
+            )));
+            let said = expected.expect_patch(&u.variant, reference, &scenario_names, &given);
+            let held: Vec<String> = said
+                .iter()
+                .map(|(s, c, why)| match c {
+                    Some(c) => format!("{s} {c} ({why})"),
+                    None => format!("{s} unjudged ({why}: give --expect {s}=CLASS)"),
+                })
+                .collect();
+            progress::emit(Event::Note(&format!(
+                "{} is expected to be: {}",
+                u.variant,
+                held.join(", ")
+            )));
+        }
+        Ok((file, expected))
+    }
+
+    /// How the plan line names the machine.
+    fn machine_line(&self, machine: &Machine) -> String {
+        format!(
+            "accel {:?}, {} CPUs, {} MiB{}",
+            machine.accel,
+            machine.cpus,
+            machine.memory_mib,
+            match self.jobs_vm {
+                1 => String::new(),
+                n => format!(", {n} guests at a time"),
+            }
+        )
+    }
+
+    /// The roles the session is reported by: the variants file's, with the
+    /// `--compare` pairs added (checked against what will be measured).
+    fn roles(&self, variants: &Variants, selected: &[Variant], runs: u32) -> Result<Roles> {
+        let mut roles = variants.roles.clone();
+        let mut measured: Vec<String> = selected.iter().map(|v| v.name.clone()).collect();
+        if let Some(aa) = self.aa_name(&measured, runs, &roles) {
+            measured.push(aa);
+        }
+        roles.compare.extend(self.comparisons(&measured)?);
+        Ok(roles)
+    }
+
+    /// `--compare A B` pairs, each naming variants this session measures.
+    fn comparisons(&self, measured: &[String]) -> Result<Vec<Comparison>> {
+        self.compare
+            .chunks(2)
+            .map(|ab| {
+                for name in ab {
+                    if !measured.contains(name) {
+                        bail!(
+                            "--compare {} {}: `{name}` is not measured in this session \
+                             (measured: {})",
+                            ab[0],
+                            ab[1],
+                            measured.join(", ")
+                        );
+                    }
+                }
+                Ok(Comparison {
+                    a: ab[0].clone(),
+                    b: ab[1].clone(),
+                    claims: BTreeMap::new(),
+                })
+            })
+            .collect()
     }
 
     /// Every boot of the session, decided up front, in ABBA order.
@@ -194,9 +300,9 @@ impl QemuTest {
         scenarios: &[Scenario],
         runs: u32,
         machine: &Machine,
-        expected: (&Path, String),
-    ) -> Session {
-        Session {
+        expected: (&Path, &Expected),
+    ) -> Result<Session> {
+        Ok(Session {
             command: std::env::args().skip(1).collect::<Vec<_>>().join(" "),
             harness: None,
             started: util::timestamp(),
@@ -220,12 +326,14 @@ impl QemuTest {
                 })
                 .collect(),
             expected_file: expected.0.display().to_string(),
-            expected: Some(expected.1),
+            // What the session is judged by, the patch's expectations included.
+            expected: Some(toml::to_string(expected.1).context("writing the expectations down")?),
             failures: Vec::new(),
             roles: None,
-            shard: None,
+            shard: self.shard,
             jobs_vm: self.jobs_vm,
-        }
+            under_test: Vec::new(),
+        })
     }
 
     pub fn run(self, sh: &Shell) -> Result<()> {
@@ -241,7 +349,14 @@ impl QemuTest {
         let tc = deps::ensure_for(sh, self.guest.flavour.no_rust)?;
         // Check every input before the long work starts.
         let scenarios = scenario::select(&self.scenarios)?;
-        let (expected_file, expected_text, expected) = self.expectations()?;
+        let variants = Variants::repo()?;
+        let selected = self.selection.resolve(&variants)?;
+        let under_test: Vec<UnderTest> = selected
+            .iter()
+            .filter_map(|v| v.under_test.clone())
+            .collect();
+        let (expected_file, expected) =
+            self.expectations(&under_test, &scenarios, &variants.roles.reference)?;
         let runs = self.runs()?;
         self.check_aa()?;
         // Checked before anything is built.
@@ -249,7 +364,7 @@ impl QemuTest {
         plan::check_clock(machine.clock, &scenarios)?;
         let host_cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         let crowded = plan::check_jobs_vm(self.jobs_vm, host_cpus, machine.cpus, machine.clock)?;
-        let roles = Variants::repo()?.roles;
+        let roles = self.roles(&variants, &selected, runs)?;
         let mut built = self.guest.kernels(sh, &tc, &self.selection, &self.source)?;
         if let Some(aa) = self.aa_variant(&built, runs, &roles)? {
             built.push(aa);
@@ -262,10 +377,10 @@ impl QemuTest {
             &scenarios,
             runs,
             &machine,
-            (&expected_file, expected_text),
-        );
-        session.roles = Some(roles.clone());
-        session.shard = self.shard;
+            (&expected_file, &expected),
+        )?;
+        session.roles = Some(roles);
+        session.under_test = under_test;
         session.harness = Some(harness_commit(sh));
         util::write_atomic(
             &dir.join("session.json"),
@@ -275,16 +390,7 @@ impl QemuTest {
             variants: built.len(),
             scenarios: scenarios.len(),
             runs,
-            machine: &format!(
-                "accel {:?}, {} CPUs, {} MiB{}",
-                machine.accel,
-                machine.cpus,
-                machine.memory_mib,
-                match self.jobs_vm {
-                    1 => String::new(),
-                    n => format!(", {n} guests at a time"),
-                }
-            ),
+            machine: &self.machine_line(&machine),
             dir: &dir,
         });
         if let Some(warning) = &crowded {
@@ -314,17 +420,30 @@ impl QemuTest {
         finish(dir, &session, &records, &expected)
     }
 
+    /// The variant booted again as the A/A control: `--aa`, else the
+    /// reference when selected; none with `--no-aa` or a single run.
+    fn aa_of(&self, selected: &[String], runs: u32, roles: &Roles) -> Option<String> {
+        if self.no_aa || runs < 2 {
+            return None;
+        }
+        match &self.aa {
+            Some(n) => Some(n.clone()),
+            None if selected.contains(&roles.reference) => Some(roles.reference.clone()),
+            None => None,
+        }
+    }
+
+    /// The A/A control's own name (`<variant>-aa`), if there is one.
+    fn aa_name(&self, selected: &[String], runs: u32, roles: &Roles) -> Option<String> {
+        self.aa_of(selected, runs, roles)
+            .map(|n| report::aa_name(&n))
+    }
+
     /// The A/A control: the chosen variant again, under its own name.
     fn aa_variant(&self, built: &[Built], runs: u32, roles: &Roles) -> Result<Option<Built>> {
-        if self.no_aa || runs < 2 {
+        let names: Vec<String> = built.iter().map(|b| b.meta.variant.clone()).collect();
+        let Some(name) = self.aa_of(&names, runs, roles) else {
             return Ok(None);
-        }
-        let name = match &self.aa {
-            Some(n) => n.clone(),
-            None if built.iter().any(|b| b.meta.variant == roles.reference) => {
-                roles.reference.clone()
-            }
-            None => return Ok(None),
         };
         let b = built
             .iter()
@@ -383,147 +502,6 @@ fn initrds(base: &Path, built: &[Built]) -> Result<BTreeMap<String, PathBuf>> {
         }
     }
     Ok(initrds)
-}
-
-/// Boots the plan, `jobs_vm` guests at a time; the results and the session
-/// are written after every boot, so that a crash later loses nothing, and
-/// both keep plan order whatever order the boots end in.
-fn boot_all(
-    sh: &Shell,
-    dir: &Path,
-    plan: &Plan,
-    jobs_vm: usize,
-    expected: &Expected,
-    session: &mut Session,
-) -> Result<Vec<RunRecord>> {
-    let total = plan.boots.len();
-    // Per boot of the plan: its record, or why it has none.
-    let mut ends: Vec<Option<Result<RunRecord, String>>> = (0..total).map(|_| None).collect();
-    let started = |i: usize| {
-        let b = &plan.boots[i];
-        progress::emit(Event::BootStart {
-            index: i + 1,
-            total,
-            variant: &b.kernel.meta.variant,
-            scenario: b.scenario.name,
-            run: b.run,
-        });
-    };
-    boot::boot_plan(sh, dir, plan, jobs_vm, started, |i, booted| {
-        let end = boot_ended(&plan.boots[i], booted, expected);
-        let recorded = end.is_ok();
-        ends[i] = Some(end);
-        let (records, failures) = in_plan_order(&ends);
-        session.failures = failures;
-        if recorded {
-            util::write_atomic(
-                &dir.join("results.json"),
-                serde_json::to_string_pretty(&records)?,
-            )?;
-        }
-        util::write_atomic(
-            &dir.join("session.json"),
-            serde_json::to_string_pretty(&session)?,
-        )
-    })?;
-    Ok(ends.into_iter().flatten().flatten().collect())
-}
-
-/// The records and the failures of the boots that ended so far, in plan order.
-fn in_plan_order<T>(ends: &[Option<Result<T, String>>]) -> (Vec<&T>, Vec<String>) {
-    let ended = || ends.iter().flatten();
-    (
-        ended().filter_map(|e| e.as_ref().ok()).collect(),
-        ended().filter_map(|e| e.as_ref().err().cloned()).collect(),
-    )
-}
-
-/// The record of a boot that ended, or why it has none; says which.
-fn boot_ended(
-    b: &Boot,
-    booted: Result<boot::Booted>,
-    expected: &Expected,
-) -> Result<RunRecord, String> {
-    let rec =
-        booted.and_then(|booted| record::build(record::RunContext::of(b, &booted), &booted.stream));
-    match rec {
-        Ok(rec) => {
-            progress::emit(Event::BootEnd {
-                variant: &rec.variant,
-                scenario: &rec.scenario,
-                run: rec.run,
-                mib_s: &report::num(rec.fio.bw_mib_s),
-                stall_pct: rec.stall_fraction * 100.0,
-                stall_sleeps: rec.mechanism.stall_sleeps,
-                throttle_sleeps: (rec.mechanism.throttle_sleeps, rec.witness.throttle_sleeps),
-                bg_starts: (rec.mechanism.bg_starts, rec.witness.bg_starts),
-                counter: match rec.detector {
-                    Detector::Module => "module",
-                    Detector::Tracefs => "trace",
-                },
-                trace_stall_pct: match rec.detector {
-                    Detector::Module => rec.tracefs_stall_fraction.map(|f| f * 100.0),
-                    Detector::Tracefs => None,
-                },
-                secs: rec.wall_secs,
-            });
-            for p in record::problems(&rec, &expected.witness) {
-                progress::emit(Event::Unusable(&p));
-            }
-            Ok(rec)
-        }
-        Err(e) => {
-            let msg = format!(
-                "{}/{} #{}: {e:#}",
-                b.scenario.name,
-                b.kernel.meta.variant,
-                b.run + 1
-            );
-            progress::emit(Event::BootFailed(&msg));
-            Err(msg)
-        }
-    }
-}
-
-/// What a `qemu-test` run came to.
-pub struct Outcome {
-    pub dir: PathBuf,
-    pub verdict: Verdict,
-    /// Boots that produced no record.
-    pub failures: Vec<String>,
-    /// A shard: not judged on its own.
-    pub sharded: bool,
-}
-
-impl Outcome {
-    pub fn passed(&self) -> bool {
-        self.failures.is_empty() && (self.sharded || self.verdict.passed())
-    }
-}
-
-/// Judges, renders and prints.
-fn finish(
-    dir: PathBuf,
-    session: &Session,
-    records: &[RunRecord],
-    expected: &Expected,
-) -> Result<Outcome> {
-    let verdict = report::render(&dir, session, records, expected)?;
-    println!(
-        "{}",
-        report::terminal::table(&verdict::usable(records, expected), &verdict)
-    );
-    print!("{}", report::terminal::verdict_lines(&verdict));
-    for f in &session.failures {
-        println!("FAIL run {f}");
-    }
-    println!("report: {}", dir.join("report.md").display());
-    Ok(Outcome {
-        dir,
-        verdict,
-        failures: session.failures.clone(),
-        sharded: false,
-    })
 }
 
 #[cfg(test)]
@@ -631,11 +609,11 @@ mod tests {
         ends[3] = Some(Ok("d"));
         ends[1] = Some(Err("b failed".into()));
         assert_eq!(
-            super::in_plan_order(&ends),
+            crate::tasks::boot_all::in_plan_order(&ends),
             (vec![&"d"], vec!["b failed".to_string()])
         );
         ends[0] = Some(Ok("a"));
-        assert_eq!(super::in_plan_order(&ends).0, [&"a", &"d"]);
+        assert_eq!(crate::tasks::boot_all::in_plan_order(&ends).0, [&"a", &"d"]);
     }
 
     #[test]

@@ -1,0 +1,159 @@
+//! Booting a `qemu-test` plan into a results directory: each boot's record
+//! (or why it has none), written with the session after every boot so that
+//! a crash later loses nothing; then the judgement and its summary.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+use xshell::Shell;
+
+use crate::{
+    analysis::{expected::Expected, verdict::Verdict},
+    guest::{
+        boot,
+        plan::{Boot, Detector, Plan},
+    },
+    progress::{self, Event},
+    report,
+    results::{
+        record::{self, RunRecord},
+        session::Session,
+    },
+    util,
+};
+
+/// Boots the plan, `jobs_vm` guests at a time; the results and the session
+/// are written after every boot, so that a crash later loses nothing, and
+/// both keep plan order whatever order the boots end in.
+pub fn boot_all(
+    sh: &Shell,
+    dir: &Path,
+    plan: &Plan,
+    jobs_vm: usize,
+    expected: &Expected,
+    session: &mut Session,
+) -> Result<Vec<RunRecord>> {
+    let total = plan.boots.len();
+    // Per boot of the plan: its record, or why it has none.
+    let mut ends: Vec<Option<Result<RunRecord, String>>> = (0..total).map(|_| None).collect();
+    let started = |i: usize| {
+        let b = &plan.boots[i];
+        progress::emit(Event::BootStart {
+            index: i + 1,
+            total,
+            variant: &b.kernel.meta.variant,
+            scenario: b.scenario.name,
+            run: b.run,
+        });
+    };
+    boot::boot_plan(sh, dir, plan, jobs_vm, started, |i, booted| {
+        let end = boot_ended(&plan.boots[i], booted, expected);
+        let recorded = end.is_ok();
+        ends[i] = Some(end);
+        let (records, failures) = in_plan_order(&ends);
+        session.failures = failures;
+        if recorded {
+            util::write_atomic(
+                &dir.join("results.json"),
+                serde_json::to_string_pretty(&records)?,
+            )?;
+        }
+        util::write_atomic(
+            &dir.join("session.json"),
+            serde_json::to_string_pretty(&session)?,
+        )
+    })?;
+    Ok(ends.into_iter().flatten().flatten().collect())
+}
+
+/// The records and the failures of the boots that ended so far, in plan order.
+pub fn in_plan_order<T>(ends: &[Option<Result<T, String>>]) -> (Vec<&T>, Vec<String>) {
+    let ended = || ends.iter().flatten();
+    (
+        ended().filter_map(|e| e.as_ref().ok()).collect(),
+        ended().filter_map(|e| e.as_ref().err().cloned()).collect(),
+    )
+}
+
+/// The record of a boot that ended, or why it has none; says which.
+fn boot_ended(
+    b: &Boot,
+    booted: Result<boot::Booted>,
+    expected: &Expected,
+) -> Result<RunRecord, String> {
+    let rec =
+        booted.and_then(|booted| record::build(record::RunContext::of(b, &booted), &booted.stream));
+    match rec {
+        Ok(rec) => {
+            progress::emit(Event::BootEnd {
+                variant: &rec.variant,
+                scenario: &rec.scenario,
+                run: rec.run,
+                mib_s: &report::num(rec.fio.bw_mib_s),
+                stall_pct: rec.stall_fraction * 100.0,
+                stall_sleeps: rec.mechanism.stall_sleeps,
+                throttle_sleeps: (rec.mechanism.throttle_sleeps, rec.witness.throttle_sleeps),
+                bg_starts: (rec.mechanism.bg_starts, rec.witness.bg_starts),
+                counter: match rec.detector {
+                    Detector::Module => "module",
+                    Detector::Tracefs => "trace",
+                },
+                trace_stall_pct: match rec.detector {
+                    Detector::Module => rec.tracefs_stall_fraction.map(|f| f * 100.0),
+                    Detector::Tracefs => None,
+                },
+                secs: rec.wall_secs,
+            });
+            for p in record::problems(&rec, &expected.witness) {
+                progress::emit(Event::Unusable(&p));
+            }
+            Ok(rec)
+        }
+        Err(e) => {
+            let msg = format!(
+                "{}/{} #{}: {e:#}",
+                b.scenario.name,
+                b.kernel.meta.variant,
+                b.run + 1
+            );
+            progress::emit(Event::BootFailed(&msg));
+            Err(msg)
+        }
+    }
+}
+
+/// What a `qemu-test` run came to.
+pub struct Outcome {
+    pub dir: PathBuf,
+    pub verdict: Verdict,
+    /// Boots that produced no record.
+    pub failures: Vec<String>,
+    /// A shard: not judged on its own.
+    pub sharded: bool,
+}
+
+impl Outcome {
+    pub fn passed(&self) -> bool {
+        self.failures.is_empty() && (self.sharded || self.verdict.passed())
+    }
+}
+
+/// Judges, renders and prints.
+pub fn finish(
+    dir: PathBuf,
+    session: &Session,
+    records: &[RunRecord],
+    expected: &Expected,
+) -> Result<Outcome> {
+    let verdict = report::render(&dir, session, records, expected)?;
+    print!(
+        "{}",
+        report::terminal::summary(&dir, session, records, expected, &verdict)
+    );
+    Ok(Outcome {
+        dir,
+        verdict,
+        failures: session.failures.clone(),
+        sharded: false,
+    })
+}
