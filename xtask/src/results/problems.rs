@@ -131,12 +131,19 @@ pub fn problems(r: &RunRecord, tolerance: &Tolerance) -> Vec<String> {
         }
     }
     // Reclaim at memory.max wakes the flusher by itself and hides a missing
-    // start: the memcg scenario is only evidence while the cgroup stays clear.
-    if let Some(&n) = r.memcg_events.get("max").filter(|&&n| n > 0) {
-        p.push(format!(
+    // start: the memcg scenario is only evidence while the cgroup stays clear,
+    // whichever detector ran.
+    match r.memcg_events.get("max") {
+        Some(&n) if n > 0 => p.push(format!(
             "the writers' cgroup hit memory.max {n} time(s): reclaim started writeback; \
              use a smaller --size or a larger memcg_max"
-        ));
+        )),
+        None if r.writer_domain == "memcg" => p.push(
+            "the writers' cgroup has no memory.events `max` count: the run cannot show \
+             that it stayed clear of memory.max"
+                .into(),
+        ),
+        _ => {}
     }
     if !r.dmesg_warnings.is_empty() {
         p.push(format!(

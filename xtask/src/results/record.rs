@@ -333,7 +333,7 @@ pub fn build(ctx: RunContext<'_>, stream: &Stream) -> Result<RunRecord> {
     let writer_ms = f64::from(ctx.job.numjobs) * fio_wall_s * 1000.0;
     let (vmstat, vmstat_delta) = vmstat(&need("vmstat-before")?, &need("vmstat")?)?;
     let (bdi_stats, bdi_written_kb) = written(&need("bdi-stats-before")?, &need("bdi-stats")?)?;
-    let memcg_events = memcg_events(&need, memcg_id.is_some())?;
+    let memcg_events = memcg_events(&need, &writer_domain)?;
     let (fuse_ready, fuse_stats, verify_ok) = fuse_evidence(stream)?;
     Ok(RunRecord {
         variant: ctx.variant.variant.clone(),
@@ -463,11 +463,13 @@ fn bdi_written(stats: &Counters) -> Result<i64> {
         .context("the BDI's debugfs stats lack BdiWritten")
 }
 
-/// The writers' `memory.events`, which must have its `max` line.
-fn memcg_events(need: &dyn Fn(&str) -> Result<String>, in_memcg: bool) -> Result<Counters> {
+/// The writers' `memory.events` when they ran in a memcg (`writer_domain`,
+/// whichever detector ran: the tracefs detector has no memcg id, and
+/// memory.max binds all the same); it must have its `max` line.
+fn memcg_events(need: &dyn Fn(&str) -> Result<String>, writer_domain: &str) -> Result<Counters> {
     // Reclaim at memory.max would start writeback by itself: a memcg run
     // without its events cannot show that it stayed clear of it.
-    if !in_memcg {
+    if writer_domain != "memcg" {
         return Ok(Counters::new());
     }
     let e = debugfs::parse_vmstat(&need("memcg-events")?).context("parsing memory.events")?;
@@ -789,6 +791,32 @@ mod tests {
         drop_trace_sleeps(&mut s, 2);
         let r = build_from(&s, "regressed", "fuse-strictlimit", "256M").unwrap();
         assert_eq!(problems(&r, &tolerance()), Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_memcg_run_that_hit_memory_max_is_left_out_under_the_tracefs_detector() {
+        let bare = without_module(&stream(MEMCG));
+        let r = build_with(&bare, "v2", "memcg-ext4", "16M", Detector::Tracefs).unwrap();
+        assert_eq!((r.memcg_id, r.memcg_events["max"]), (None, 0));
+        assert_eq!(problems(&r, &tolerance()), Vec::<String>::new());
+        let mut hit = bare.clone();
+        edit(&mut hit, "memcg-events", "max 0", "max 3");
+        let r = build_with(&hit, "v2", "memcg-ext4", "16M", Detector::Tracefs).unwrap();
+        assert_eq!(
+            problems(&r, &tolerance()),
+            [
+                "the writers' cgroup hit memory.max 3 time(s): reclaim started writeback; \
+              use a smaller --size or a larger memcg_max"
+            ]
+        );
+        // Without memory.events the run cannot show it stayed clear.
+        let mut none = bare.clone();
+        none.files.remove("memcg-events");
+        let e = build_with(&none, "v2", "memcg-ext4", "16M", Detector::Tracefs).unwrap_err();
+        assert!(format!("{e:#}").contains("no `memcg-events`"), "{e:#}");
+        let mut r = build_with(&bare, "v2", "memcg-ext4", "16M", Detector::Tracefs).unwrap();
+        r.memcg_events.clear();
+        assert!(problems(&r, &tolerance())[0].contains("no memory.events `max` count"));
     }
 
     #[test]
