@@ -82,7 +82,7 @@ const ROWS: &[Row] = &[
         let t = crate::results::witness::Tolerance { abs: 0, rel: 0.0 };
         let exact = c
             .iter()
-            .filter(|r| t.disagreements(&r.witness, &r.mechanism).is_empty())
+            .filter(|r| crate::results::problems::disagreements(r, &t).is_empty())
             .count();
         format!("{exact}/{} exact", c.len())
     }),

@@ -6,6 +6,7 @@ pub mod debugfs;
 pub mod detection;
 pub mod fio;
 pub mod ktap;
+pub mod problems;
 pub mod record;
 pub mod samples;
 pub mod session;

@@ -9,7 +9,6 @@ use serde_json::Value;
 
 use crate::{
     guest::qemu::{Accel, Clock},
-    guest::scenario,
     guest::stream::Stream,
     guest::{
         boot::Booted,
@@ -23,8 +22,11 @@ use crate::{
     results::ktap::{self, Ktap},
     results::tracefs,
     results::warnings::{merge_warnings, warnings},
-    results::witness::{Tolerance, Witness},
+    results::witness::{Drops, Witness},
 };
+
+/// The checks of a built record, where their callers have always found them.
+pub use crate::results::problems::problems;
 
 /// What identifies the kernel a run booted.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -146,6 +148,10 @@ pub struct RunRecord {
     pub mechanism: Mechanism,
     /// The kernel's own count of the same events (tracefs hist triggers).
     pub witness: Witness,
+    /// What each of the witness's histograms dropped (absent in records from
+    /// before they were kept apart: `witness.dropped` then stands for each).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub witness_drops: Option<Drops>,
     /// Writer time lost to stall sleeps: stall_ms / (numjobs × fio wall ms).
     pub stall_fraction: f64,
     /// fio's wall time in the guest, seconds.
@@ -306,7 +312,7 @@ pub fn build(ctx: RunContext<'_>, stream: &Stream) -> Result<RunRecord> {
     );
     let bdi = need("bdi")?.trim().to_string();
     let writer_domain = need("writer-domain")?.trim().to_string();
-    let (cgroup_ino, witness, bdi_knobs) = witnessed(&need, &bdi)?;
+    let (cgroup_ino, witness, witness_drops, bdi_knobs) = witnessed(&need, &bdi)?;
     let writer = Writer {
         bdi: &bdi,
         domain: &writer_domain,
@@ -327,7 +333,7 @@ pub fn build(ctx: RunContext<'_>, stream: &Stream) -> Result<RunRecord> {
     let writer_ms = f64::from(ctx.job.numjobs) * fio_wall_s * 1000.0;
     let (vmstat, vmstat_delta) = vmstat(&need("vmstat-before")?, &need("vmstat")?)?;
     let (bdi_stats, bdi_written_kb) = written(&need("bdi-stats-before")?, &need("bdi-stats")?)?;
-    let memcg_events = memcg_events(&need, memcg_id.is_some())?;
+    let memcg_events = memcg_events(&need, &writer_domain)?;
     let (fuse_ready, fuse_stats, verify_ok) = fuse_evidence(stream)?;
     Ok(RunRecord {
         variant: ctx.variant.variant.clone(),
@@ -351,6 +357,7 @@ pub fn build(ctx: RunContext<'_>, stream: &Stream) -> Result<RunRecord> {
         tracefs: Some(tracefs),
         mechanism,
         witness,
+        witness_drops: Some(witness_drops),
         fio_wall_s,
         wbstall_stats: stats,
         wbstall_thresholds: thresholds,
@@ -375,24 +382,27 @@ pub fn build(ctx: RunContext<'_>, stream: &Stream) -> Result<RunRecord> {
     })
 }
 
-/// The writers' cgroup inode, the witness's counts for their domain, and the
-/// BDI's knobs.
+/// The writers' cgroup inode, the witness's counts for their domain (and its
+/// histograms' drops), and the BDI's knobs.
 fn witnessed(
     need: &dyn Fn(&str) -> Result<String>,
     bdi: &str,
-) -> Result<(u64, Witness, BTreeMap<String, String>)> {
+) -> Result<(u64, Witness, Drops, Knobs)> {
     let cgroup_ino: u64 = need("writer-cgroup-ino")?
         .trim()
         .parse()
         .context("writer-cgroup-ino is not an inode number")?;
-    let witness = Witness::from_hists(
+    let (witness, drops) = Witness::from_hists(
         &need("witness-balance_dirty_pages")?,
         &need("witness-writeback_wake_background")?,
         bdi,
         cgroup_ino,
     )?;
-    Ok((cgroup_ino, witness, key_values(&need("bdi-knobs")?)))
+    Ok((cgroup_ino, witness, drops, key_values(&need("bdi-knobs")?)))
 }
+
+/// A BDI's sysfs knobs by name (`strict_limit`).
+type Knobs = BTreeMap<String, String>;
 
 /// The FUSE server's INIT answer and stats, and the verify pass's outcome
 /// (FUSE scenarios; None elsewhere).
@@ -421,10 +431,6 @@ fn guest_env(text: &str, console_log: &str) -> Result<BTreeMap<String, String>> 
     }
     Ok(env)
 }
-
-/// Clocksources whose resolution is a tick: fio's latencies and the module's
-/// millisecond counters would be meaningless on them.
-const COARSE_CLOCKSOURCES: &[&str] = &["jiffies", "refined-jiffies"];
 
 /// A file the guest must have sent.
 fn need(stream: &Stream, name: &str, console_log: &str) -> Result<String> {
@@ -457,11 +463,13 @@ fn bdi_written(stats: &Counters) -> Result<i64> {
         .context("the BDI's debugfs stats lack BdiWritten")
 }
 
-/// The writers' `memory.events`, which must have its `max` line.
-fn memcg_events(need: &dyn Fn(&str) -> Result<String>, in_memcg: bool) -> Result<Counters> {
+/// The writers' `memory.events` when they ran in a memcg (`writer_domain`,
+/// whichever detector ran: the tracefs detector has no memcg id, and
+/// memory.max binds all the same); it must have its `max` line.
+fn memcg_events(need: &dyn Fn(&str) -> Result<String>, writer_domain: &str) -> Result<Counters> {
     // Reclaim at memory.max would start writeback by itself: a memcg run
     // without its events cannot show that it stayed clear of it.
-    if !in_memcg {
+    if writer_domain != "memcg" {
         return Ok(Counters::new());
     }
     let e = debugfs::parse_vmstat(&need("memcg-events")?).context("parsing memory.events")?;
@@ -472,103 +480,10 @@ fn memcg_events(need: &dyn Fn(&str) -> Result<String>, in_memcg: bool) -> Result
     Ok(e)
 }
 
-/// The module's KUnit suite must have run and passed (no module, no suite:
-/// the tracefs detector).
-fn kunit_problem(r: &RunRecord) -> Option<String> {
-    if r.detector == Detector::Tracefs {
-        None
-    } else if !r.ktap_suites.iter().any(|s| s == KUNIT_SUITE) {
-        Some(format!(
-            "the module's KUnit suite `{KUNIT_SUITE}` did not report (suites: {})",
-            if r.ktap_suites.is_empty() {
-                "none".to_string()
-            } else {
-                r.ktap_suites.join(", ")
-            }
-        ))
-    } else if !r.ktap.passed() {
-        Some(format!(
-            "the module's KUnit tests did not pass: {}",
-            r.ktap.summary()
-        ))
-    } else {
-        None
-    }
-}
-
-/// What makes a completed run invalid as evidence, beyond fio's own errors.
-/// Such a run is listed and left out of every median.
-pub fn problems(r: &RunRecord, tolerance: &Tolerance) -> Vec<String> {
-    let mut p: Vec<String> = kunit_problem(r).into_iter().collect();
-    // Records from before the clocksource was recorded have none to check.
-    if let Some(cs) = r.guest_env.get("clocksource") {
-        if COARSE_CLOCKSOURCES.contains(&cs.as_str()) {
-            p.push(format!(
-                "the guest ran on the {cs} clocksource (tick resolution): latencies and \
-                 stall times are meaningless (check the CPU model and CONFIG_HPET_TIMER)"
-            ));
-        }
-    }
-    match scenario::by_name(&r.scenario) {
-        Ok(s) => {
-            let want = u8::from(s.strictlimit).to_string();
-            let have = r
-                .bdi_knobs
-                .get("strict_limit")
-                .map_or("absent", String::as_str);
-            if have != want {
-                p.push(format!(
-                    "the BDI's strict_limit is {have}, the scenario needs {want}"
-                ));
-            }
-            // Without the module, the knob above is the only witness.
-            if r.detector == Detector::Module && r.mechanism.strictlimit != u64::from(s.strictlimit)
-            {
-                p.push(format!(
-                    "the module saw strictlimit={} on the writer's BDI, the scenario needs {}",
-                    r.mechanism.strictlimit,
-                    u8::from(s.strictlimit)
-                ));
-            }
-        }
-        Err(e) => p.push(e.to_string()),
-    }
-    p.extend(tolerance.disagreements(&r.witness, &r.mechanism));
-    if r.verify_ok == Some(false) {
-        p.push("fio verify on the data-keeping FUSE mount failed".into());
-    }
-    if let Some(ready) = &r.fuse_ready {
-        if ready["writeback_cache"] != Value::Bool(true) {
-            p.push("the FUSE writeback cache was not negotiated".into());
-        }
-    }
-    if let Some(stats) = &r.fuse_stats {
-        if stats["writes_cached"].as_u64() == Some(0) {
-            p.push("the FUSE server saw no page-cache (FUSE_WRITE_CACHE) writes".into());
-        }
-    }
-    // Reclaim at memory.max wakes the flusher by itself and hides a missing
-    // start: the memcg scenario is only evidence while the cgroup stays clear.
-    if let Some(&n) = r.memcg_events.get("max").filter(|&&n| n > 0) {
-        p.push(format!(
-            "the writers' cgroup hit memory.max {n} time(s): reclaim started writeback; \
-             use a smaller --size or a larger memcg_max"
-        ));
-    }
-    if !r.dmesg_warnings.is_empty() {
-        p.push(format!(
-            "dmesg has {} warning line(s), first: {}",
-            r.dmesg_warnings.len(),
-            r.dmesg_warnings[0]
-        ));
-    }
-    p
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::results::detection::writer_record;
+    use crate::results::{detection::writer_record, witness::Tolerance};
 
     /// A results stream recorded from a quick boot (the sampler's file left out).
     fn stream(name: &str) -> Stream {
@@ -657,11 +572,7 @@ mod tests {
             (m.throttle_sleeps, m.stall_sleeps, m.stall_ms, m.bg_starts)
         );
         // Without the module's files, judged by the trace alone.
-        let mut bare = s.clone();
-        for f in ["wbstall-stats", "wbstall-thresholds", "wbstall-summary"] {
-            bare.files.remove(f);
-        }
-        bare.files.retain(|k, _| !k.starts_with("ktap-"));
+        let bare = without_module(&s);
         let r = build_with(
             &bare,
             "regressed",
@@ -779,6 +690,160 @@ mod tests {
             "memcg-ext4",
             |s| edit(s, "bdi-stats-before", "BdiWritten", "BdiWrote"),
             "lack BdiWritten",
+        );
+    }
+
+    /// The stream of a boot without the module (`--detector tracefs`).
+    fn without_module(s: &Stream) -> Stream {
+        let mut bare = s.clone();
+        for f in ["wbstall-stats", "wbstall-thresholds", "wbstall-summary"] {
+            bare.files.remove(f);
+        }
+        bare.files.retain(|k, _| !k.starts_with("ktap-"));
+        bare
+    }
+
+    /// Takes the last `n` throttle sleeps out of the trace (none of the
+    /// witness's counts).
+    fn drop_trace_sleeps(s: &mut Stream, n: usize) {
+        let text = s.text("trace-events").unwrap();
+        let mut lines: Vec<&str> = text.lines().collect();
+        for _ in 0..n {
+            let last = lines
+                .iter()
+                .rposition(|l| l.contains(": balance_dirty_pages: "))
+                .unwrap();
+            lines.remove(last);
+        }
+        s.files.insert(
+            "trace-events".into(),
+            (lines.join("\n") + "\n").into_bytes(),
+        );
+    }
+
+    #[test]
+    fn an_empty_trace_in_module_mode_is_an_error() {
+        // The module and the witness agree on 1000+ sleeps; the trace is
+        // empty, so the tracefs detector would read 0% stalled.
+        let mut s = stream(MEMCG);
+        s.files
+            .insert("trace-events".into(), b"# tracer: nop\n#\n".to_vec());
+        let r = build_from(&s, "v2", "memcg-ext4", "16M").unwrap();
+        let p = problems(&r, &tolerance());
+        assert!(
+            p[0].starts_with(
+                "the tracefs detector found no throttle sleep of the writer's wb (BDI 254:0, \
+                 cgroup inode 14) in a trace of 0 event(s), the witness counted"
+            ) && p[0].ends_with("an empty trace in module mode is an error"),
+            "{p:?}"
+        );
+        // Mis-keyed (another cgroup's wb): the same, and both counts disagree.
+        let mut s = stream(MEMCG);
+        edit(&mut s, "trace-events", "cgroup_ino=14", "cgroup_ino=15");
+        let r = build_from(&s, "v2", "memcg-ext4", "16M").unwrap();
+        let p = problems(&r, &tolerance());
+        assert_eq!(p.len(), 3, "{p:?}");
+        assert!(p[0].contains("an empty trace in module mode is an error"));
+        assert!(p[1].contains("the tracefs detector disagree on throttle_sleeps"));
+        assert!(p[2].starts_with(
+            "the witness and the tracefs detector disagree on bg_starts: the hist triggers \
+             counted 806, the trace 0"
+        ));
+    }
+
+    #[test]
+    fn a_trace_that_lost_sleeps_is_a_problem_naming_the_tracefs_detector() {
+        // Module mode: the module agrees with the witness, the trace has 10
+        // sleeps fewer (the tolerance is 2 here).
+        let mut s = stream(FUSE);
+        drop_trace_sleeps(&mut s, 10);
+        let r = build_from(&s, "regressed", "fuse-strictlimit", "256M").unwrap();
+        let n = r.witness.throttle_sleeps;
+        assert_eq!(r.mechanism.throttle_sleeps, n);
+        assert_eq!(
+            problems(&r, &tolerance()),
+            [format!(
+                "the witness and the tracefs detector disagree on throttle_sleeps: the hist \
+                 triggers counted {n}, the trace {} (tolerance: 2 events or 0.5%)",
+                n - 10
+            )]
+        );
+        // Tracefs mode: the mechanism is the trace's, and it is the trace's
+        // own count that is held to the hist, named as such.
+        let bare = without_module(&s);
+        let r = build_with(
+            &bare,
+            "regressed",
+            "fuse-strictlimit",
+            "256M",
+            Detector::Tracefs,
+        )
+        .unwrap();
+        let p = problems(&r, &tolerance());
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert!(
+            p[0].contains("the tracefs detector disagree on throttle_sleeps")
+                && !p[0].contains("the module"),
+            "{p:?}"
+        );
+        // Within the tolerance: usable.
+        let mut s = stream(FUSE);
+        drop_trace_sleeps(&mut s, 2);
+        let r = build_from(&s, "regressed", "fuse-strictlimit", "256M").unwrap();
+        assert_eq!(problems(&r, &tolerance()), Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_memcg_run_that_hit_memory_max_is_left_out_under_the_tracefs_detector() {
+        let bare = without_module(&stream(MEMCG));
+        let r = build_with(&bare, "v2", "memcg-ext4", "16M", Detector::Tracefs).unwrap();
+        assert_eq!((r.memcg_id, r.memcg_events["max"]), (None, 0));
+        assert_eq!(problems(&r, &tolerance()), Vec::<String>::new());
+        let mut hit = bare.clone();
+        edit(&mut hit, "memcg-events", "max 0", "max 3");
+        let r = build_with(&hit, "v2", "memcg-ext4", "16M", Detector::Tracefs).unwrap();
+        assert_eq!(
+            problems(&r, &tolerance()),
+            [
+                "the writers' cgroup hit memory.max 3 time(s): reclaim started writeback; \
+              use a smaller --size or a larger memcg_max"
+            ]
+        );
+        // Without memory.events the run cannot show it stayed clear.
+        let mut none = bare.clone();
+        none.files.remove("memcg-events");
+        let e = build_with(&none, "v2", "memcg-ext4", "16M", Detector::Tracefs).unwrap_err();
+        assert!(format!("{e:#}").contains("no `memcg-events`"), "{e:#}");
+        let mut r = build_with(&bare, "v2", "memcg-ext4", "16M", Detector::Tracefs).unwrap();
+        r.memcg_events.clear();
+        assert!(problems(&r, &tolerance())[0].contains("no memory.events `max` count"));
+    }
+
+    #[test]
+    fn drops_on_the_wake_hist_do_not_widen_the_sleep_comparison() {
+        let mut s = stream(MEMCG);
+        edit(
+            &mut s,
+            "witness-writeback_wake_background",
+            "Dropped: 0",
+            "Dropped: 7",
+        );
+        let r = build_from(&s, "v2", "memcg-ext4", "16M").unwrap();
+        // 7 starts more than the wake hist counted: its drops allow them.
+        let mut starts = r.clone();
+        starts.mechanism.bg_starts += 7;
+        assert_eq!(problems(&starts, &tolerance()), Vec::<String>::new());
+        // 7 sleeps more than the sleep hist counted: nothing allows them.
+        let mut sleeps = r.clone();
+        sleeps.mechanism.throttle_sleeps += 7;
+        let n = r.witness.throttle_sleeps;
+        assert_eq!(
+            problems(&sleeps, &tolerance()),
+            [format!(
+                "the witness and the module disagree on throttle_sleeps: tracefs counted {n}, \
+                 the module {} (tolerance: 2 events or 0.5%)",
+                n + 7
+            )]
         );
     }
 

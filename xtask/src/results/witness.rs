@@ -10,14 +10,19 @@
 //! ```
 //!
 //! The module's probes and the hist triggers see the same tracepoint calls, so
-//! their counts must agree; a boot where they do not is not evidence. A hist
+//! their counts must agree; a boot where they do not is not evidence. The
+//! tracefs detector's trace sees the same calls, so it is held to the witness
+//! alike, in every boot, whichever detector classed the sleeps. A hist
 //! trigger can drop an event (two CPUs inserting the same new key at once: seen
-//! once in 16 boots here); its `Dropped:` count then widens what agreement allows.
+//! once in 16 boots here); its `Dropped:` count then widens what agreement allows
+//! for the counter read from that histogram alone.
 
 use std::collections::BTreeMap;
 
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
+
+use crate::results::{record::Mechanism, tracefs::Detected};
 
 /// One histogram of a `hist` file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -104,8 +109,34 @@ pub struct Witness {
     pub throttle_events: u64,
     pub throttle_sleeps: u64,
     pub bg_starts: u64,
-    /// Events the three histograms dropped (whatever their key).
+    /// Events the three histograms dropped (whatever their key); which
+    /// histogram dropped them is in [`Drops`].
     pub dropped: u64,
+}
+
+/// Events each histogram dropped (its `Dropped:` line, whatever the key): a
+/// drop widens only the comparison that reads that histogram.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Drops {
+    /// The unfiltered `balance_dirty_pages` histogram.
+    pub throttle_events: u64,
+    /// The `balance_dirty_pages` histogram `if pause > 0`.
+    pub throttle_sleeps: u64,
+    /// The `writeback_wake_background` histogram.
+    pub bg_starts: u64,
+}
+
+impl Drops {
+    /// The drops of a record: `per_hist` where the record kept them, else
+    /// (records from before they were kept apart) the total against every
+    /// histogram, all such a record can say.
+    pub fn of(w: &Witness, per_hist: Option<Drops>) -> Drops {
+        per_hist.unwrap_or(Drops {
+            throttle_events: w.dropped,
+            throttle_sleeps: w.dropped,
+            bg_starts: w.dropped,
+        })
+    }
 }
 
 /// The one histogram of `hists` whose trigger is unfiltered (`filtered`
@@ -146,9 +177,50 @@ fn hits(h: &Hist, name_key: &str, bdi: &str, cgroup_ino: u64) -> Result<u64> {
     Ok(total)
 }
 
+/// One counter the witness and a detector both keep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pair {
+    pub name: &'static str,
+    pub witness: u64,
+    /// Events the histogram this counter is read from dropped.
+    pub dropped: u64,
+    pub detector: u64,
+}
+
+/// Who the witness is compared with, as a disagreement names both sides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sides {
+    /// `the module`, `the tracefs detector`.
+    pub detector: &'static str,
+    /// What counted the witness's number.
+    pub witness: &'static str,
+    /// What counted the detector's number.
+    pub counted: &'static str,
+}
+
+/// The wbstall module against the witness.
+pub const MODULE: Sides = Sides {
+    detector: "the module",
+    witness: "tracefs",
+    counted: "the module",
+};
+
+/// The tracefs detector (the trace ring buffer) against the witness.
+pub const TRACE: Sides = Sides {
+    detector: "the tracefs detector",
+    witness: "the hist triggers",
+    counted: "the trace",
+};
+
 impl Witness {
-    /// The witness of the writer's domain from the two `hist` files.
-    pub fn from_hists(bdp: &str, wake: &str, bdi: &str, cgroup_ino: u64) -> Result<Witness> {
+    /// The witness of the writer's domain from the two `hist` files, and what
+    /// each histogram dropped.
+    pub fn from_hists(
+        bdp: &str,
+        wake: &str,
+        bdi: &str,
+        cgroup_ino: u64,
+    ) -> Result<(Witness, Drops)> {
         let (o1, o2) = (
             "tracefs balance_dirty_pages/hist",
             "tracefs writeback_wake_background/hist",
@@ -160,27 +232,68 @@ impl Witness {
             pick(&bdp, true, o1)?,
             pick(&wake, false, o2)?,
         );
-        Ok(Witness {
+        let drops = Drops {
+            throttle_events: events.dropped,
+            throttle_sleeps: sleeps.dropped,
+            bg_starts: starts.dropped,
+        };
+        let w = Witness {
             throttle_events: hits(events, "bdi", bdi, cgroup_ino)?,
             throttle_sleeps: hits(sleeps, "bdi", bdi, cgroup_ino)?,
             bg_starts: hits(starts, "name", bdi, cgroup_ino)?,
-            dropped: events.dropped + sleeps.dropped + starts.dropped,
-        })
+            dropped: drops.throttle_events + drops.throttle_sleeps + drops.bg_starts,
+        };
+        Ok((w, drops))
     }
 
-    /// (name, witness count, module count) for each counter both keep.
-    pub fn pairs(&self, m: &crate::results::record::Mechanism) -> [(&'static str, u64, u64); 3] {
+    /// The module's counters beside the witness's.
+    pub fn module_pairs(&self, d: &Drops, m: &Mechanism) -> [Pair; 3] {
         [
-            ("throttle_events", self.throttle_events, m.throttle_events),
-            ("throttle_sleeps", self.throttle_sleeps, m.throttle_sleeps),
-            ("bg_starts", self.bg_starts, m.bg_starts),
+            pair(
+                "throttle_events",
+                self.throttle_events,
+                d.throttle_events,
+                m.throttle_events,
+            ),
+            pair(
+                "throttle_sleeps",
+                self.throttle_sleeps,
+                d.throttle_sleeps,
+                m.throttle_sleeps,
+            ),
+            pair("bg_starts", self.bg_starts, d.bg_starts, m.bg_starts),
+        ]
+    }
+
+    /// The tracefs detector's own counts beside the witness's. The trace
+    /// keeps only sleeps (`pause > 0`, `trace_start` in `qemu/lib.sh`), so it
+    /// has no count of every call to set against `throttle_events` (the
+    /// mechanism built from the trace takes that one from the witness).
+    pub fn trace_pairs(&self, d: &Drops, t: &Detected) -> [Pair; 2] {
+        [
+            pair(
+                "throttle_sleeps",
+                self.throttle_sleeps,
+                d.throttle_sleeps,
+                t.throttle_sleeps,
+            ),
+            pair("bg_starts", self.bg_starts, d.bg_starts, t.bg_starts),
         ]
     }
 }
 
-/// How far the witness and the module may differ (`[witness]` of
+fn pair(name: &'static str, witness: u64, dropped: u64, detector: u64) -> Pair {
+    Pair {
+        name,
+        witness,
+        dropped,
+        detector,
+    }
+}
+
+/// How far the witness and a detector may differ (`[witness]` of
 /// `qemu/expected.toml`): the larger of `abs` events and `rel` of the larger
-/// count, plus, above the witness's count, the events its histograms dropped.
+/// count, plus, above the witness's count, the events its histogram dropped.
 #[derive(Debug, Clone, Copy, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Tolerance {
@@ -189,24 +302,32 @@ pub struct Tolerance {
 }
 
 impl Tolerance {
-    /// Disagreements beyond the tolerance, each naming both numbers.
-    pub fn disagreements(&self, w: &Witness, m: &crate::results::record::Mechanism) -> Vec<String> {
-        w.pairs(m)
+    /// Disagreements beyond the tolerance, each naming both sides and both
+    /// numbers.
+    pub fn disagreements(&self, sides: &Sides, pairs: &[Pair]) -> Vec<String> {
+        pairs
             .iter()
-            .filter(|(_, a, b)| {
-                let slack = (self.abs as f64).max(self.rel * (*a.max(b)) as f64);
-                let (a, b) = (*a as f64, *b as f64);
-                b < a - slack || b > a + w.dropped as f64 + slack
+            .filter(|p| {
+                let (a, b) = (p.witness, p.detector);
+                let slack = (self.abs as f64).max(self.rel * a.max(b) as f64);
+                let (a, b) = (a as f64, b as f64);
+                b < a - slack || b > a + p.dropped as f64 + slack
             })
-            .map(|(name, a, b)| {
+            .map(|p| {
                 format!(
-                    "the witness and the module disagree on {name}: tracefs counted {a}{}, \
-                     the module {b} (tolerance: {} events or {:.1}%)",
-                    if w.dropped > 0 {
-                        format!(" (+{} dropped)", w.dropped)
+                    "the witness and {} disagree on {}: {} counted {}{}, {} {} \
+                     (tolerance: {} events or {:.1}%)",
+                    sides.detector,
+                    p.name,
+                    sides.witness,
+                    p.witness,
+                    if p.dropped > 0 {
+                        format!(" (+{} dropped)", p.dropped)
                     } else {
                         String::new()
                     },
+                    sides.counted,
+                    p.detector,
                     self.abs,
                     self.rel * 100.0
                 )
@@ -228,7 +349,8 @@ mod tests {
         // Recorded in a v2 memcg-ext4 boot: the writers' cgroup is inode 14.
         let h = parse_hist(BDP, "bdp").unwrap();
         assert_eq!(h.len(), 2);
-        let w = Witness::from_hists(BDP, WAKE, "254:0", 14).unwrap();
+        let (w, drops) = Witness::from_hists(BDP, WAKE, "254:0", 14).unwrap();
+        assert_eq!(drops, Drops::default());
         assert_eq!(
             w,
             Witness {
@@ -240,11 +362,11 @@ mod tests {
         );
         // Another domain of the same BDI (the root cgroup) saw no event.
         assert_eq!(
-            Witness::from_hists(BDP, WAKE, "254:0", 1).unwrap(),
+            Witness::from_hists(BDP, WAKE, "254:0", 1).unwrap().0,
             Witness::default()
         );
         assert_eq!(
-            Witness::from_hists(BDP, WAKE, "0:21", 14).unwrap(),
+            Witness::from_hists(BDP, WAKE, "0:21", 14).unwrap().0,
             Witness::default()
         );
     }
@@ -258,13 +380,16 @@ mod tests {
         // Empty: the triggers were never attached.
         let e = parse_hist("", "x").unwrap_err().to_string();
         assert!(e.contains("no histogram"), "{e}");
-        // Dropped events are counted, not hidden.
+        // Dropped events are counted, not hidden, against their histogram.
         let dropped = WAKE.replace("Dropped: 0", "Dropped: 7");
+        let (w, drops) = Witness::from_hists(BDP, &dropped, "254:0", 14).unwrap();
+        assert_eq!(w.dropped, 7);
         assert_eq!(
-            Witness::from_hists(BDP, &dropped, "254:0", 14)
-                .unwrap()
-                .dropped,
-            7
+            drops,
+            Drops {
+                bg_starts: 7,
+                ..Drops::default()
+            }
         );
         // The filtered histogram is missing.
         let one = &BDP[..BDP.find("# event histogram\n#\n# trigger info: hist:keys=bdi,cgroup_ino:vals=hitcount:sort=hitcount:size=2048 if").unwrap()];
@@ -280,35 +405,81 @@ mod tests {
     #[test]
     fn a_disagreement_beyond_the_tolerance_names_both_numbers() {
         let t = Tolerance { abs: 2, rel: 0.005 };
-        let mut w = Witness {
+        let w = Witness {
             throttle_events: 1146,
             throttle_sleeps: 1012,
             bg_starts: 9216,
             dropped: 0,
         };
+        let mut d = Drops::default();
         let mut m = Mechanism {
             throttle_events: 1146,
             throttle_sleeps: 1011,
             bg_starts: 9200,
             ..Mechanism::default()
         };
-        assert!(t.disagreements(&w, &m).is_empty());
+        let module = |t: &Tolerance, d: &Drops, m: &Mechanism| {
+            t.disagreements(&MODULE, &w.module_pairs(d, m))
+        };
+        assert!(module(&t, &d, &m).is_empty());
         m.bg_starts = 0; // a module that stopped counting starts
-        let d = t.disagreements(&w, &m);
-        assert_eq!(d.len(), 1);
+        let e = module(&t, &d, &m);
+        assert_eq!(e.len(), 1);
         assert!(
-            d[0].contains("bg_starts: tracefs counted 9216, the module 0"),
-            "{d:?}"
+            e[0].contains("bg_starts: tracefs counted 9216, the module 0"),
+            "{e:?}"
         );
         // A dropped event may be the module's extra one, never a missing one.
         let t = Tolerance { abs: 2, rel: 0.0 };
         m.bg_starts = 9216 + 2 + 7;
-        assert_eq!(t.disagreements(&w, &m).len(), 1);
-        w.dropped = 7;
-        assert!(t.disagreements(&w, &m).is_empty());
+        assert_eq!(module(&t, &d, &m).len(), 1);
+        d.bg_starts = 7;
+        assert!(module(&t, &d, &m).is_empty());
         m.bg_starts = 9216 + 2 + 7 + 1;
-        assert!(t.disagreements(&w, &m)[0].contains("tracefs counted 9216 (+7 dropped)"));
+        assert!(module(&t, &d, &m)[0].contains("tracefs counted 9216 (+7 dropped)"));
         m.bg_starts = 9216 - 3;
-        assert!(t.disagreements(&w, &m)[0].contains("the module 9213"));
+        assert!(module(&t, &d, &m)[0].contains("the module 9213"));
+    }
+
+    #[test]
+    fn a_histogram_s_drops_widen_only_the_counter_read_from_it() {
+        // The wake histogram dropped 7 starts; the module counted 7 sleeps
+        // more than the sleep histogram: a disagreement all the same.
+        let t = Tolerance { abs: 2, rel: 0.0 };
+        let wake = WAKE.replace("Dropped: 0", "Dropped: 7");
+        let (w, d) = Witness::from_hists(BDP, &wake, "254:0", 14).unwrap();
+        let m = Mechanism {
+            throttle_events: 1618 + 7,
+            throttle_sleeps: 1618 + 7,
+            bg_starts: 1360 + 7,
+            ..Mechanism::default()
+        };
+        assert_eq!(
+            t.disagreements(&MODULE, &w.module_pairs(&d, &m)),
+            [
+                "the witness and the module disagree on throttle_events: tracefs counted 1618, \
+                 the module 1625 (tolerance: 2 events or 0.0%)",
+                "the witness and the module disagree on throttle_sleeps: tracefs counted 1618, \
+                 the module 1625 (tolerance: 2 events or 0.0%)",
+            ]
+        );
+        let trace = Detected {
+            throttle_sleeps: 1618 + 7,
+            bg_starts: 1360 + 7,
+            ..Detected::default()
+        };
+        assert_eq!(
+            t.disagreements(&TRACE, &w.trace_pairs(&d, &trace)),
+            [
+                "the witness and the tracefs detector disagree on throttle_sleeps: the hist \
+              triggers counted 1618, the trace 1625 (tolerance: 2 events or 0.0%)"
+            ]
+        );
+        // A record from before drops were kept apart: the total widens all.
+        let old = Drops::of(&w, None);
+        assert!(t
+            .disagreements(&MODULE, &w.module_pairs(&old, &m))
+            .is_empty());
+        assert_eq!(Drops::of(&w, Some(d)), d);
     }
 }

@@ -1,0 +1,156 @@
+//! Why a completed run is not usable evidence: each check of a built
+//! `RunRecord` ([`problems`]), the witness's disagreements with the two
+//! detectors among them. Such a run is listed and left out of every median.
+
+use serde_json::Value;
+
+use crate::{
+    guest::{plan::Detector, scenario},
+    results::{
+        record::{RunRecord, KUNIT_SUITE},
+        witness::{self, Drops, Tolerance},
+    },
+};
+
+/// Clocksources whose resolution is a tick: fio's latencies and the module's
+/// millisecond counters would be meaningless on them.
+const COARSE_CLOCKSOURCES: &[&str] = &["jiffies", "refined-jiffies"];
+
+/// The module's KUnit suite must have run and passed (no module, no suite:
+/// the tracefs detector).
+fn kunit_problem(r: &RunRecord) -> Option<String> {
+    if r.detector == Detector::Tracefs {
+        None
+    } else if !r.ktap_suites.iter().any(|s| s == KUNIT_SUITE) {
+        Some(format!(
+            "the module's KUnit suite `{KUNIT_SUITE}` did not report (suites: {})",
+            if r.ktap_suites.is_empty() {
+                "none".to_string()
+            } else {
+                r.ktap_suites.join(", ")
+            }
+        ))
+    } else if !r.ktap.passed() {
+        Some(format!(
+            "the module's KUnit tests did not pass: {}",
+            r.ktap.summary()
+        ))
+    } else {
+        None
+    }
+}
+
+/// The witness's disagreements with the detectors: the module's counters (in
+/// module mode; under the tracefs detector the mechanism is the trace's,
+/// compared below) and the tracefs detector's own counts, in every mode.
+pub fn disagreements(r: &RunRecord, tolerance: &Tolerance) -> Vec<String> {
+    let drops = Drops::of(&r.witness, r.witness_drops);
+    let mut d = Vec::new();
+    if r.detector == Detector::Module {
+        d.extend(tolerance.disagreements(
+            &witness::MODULE,
+            &r.witness.module_pairs(&drops, &r.mechanism),
+        ));
+    }
+    if let Some(t) = &r.tracefs {
+        d.extend(tolerance.disagreements(&witness::TRACE, &r.witness.trace_pairs(&drops, t)));
+    }
+    d
+}
+
+/// The tracefs detector must have seen the writer's sleeps when the witness
+/// did: an empty or mis-keyed trace reads as 0% stalled, which would agree
+/// with every ok cell. (Records from before the detector ran in every boot
+/// have no trace to check.)
+fn trace_problem(r: &RunRecord) -> Option<String> {
+    match &r.tracefs {
+        Some(t) if t.throttle_sleeps == 0 && r.witness.throttle_sleeps > 0 => Some(format!(
+            "the tracefs detector found no throttle sleep of the writer's wb (BDI {}, cgroup \
+             inode {}) in a trace of {} event(s), the witness counted {}: an empty trace in \
+             {} mode is an error",
+            r.bdi,
+            r.cgroup_ino,
+            t.events,
+            r.witness.throttle_sleeps,
+            r.detector.name()
+        )),
+        _ => None,
+    }
+}
+
+/// What makes a completed run invalid as evidence, beyond fio's own errors.
+/// Such a run is listed and left out of every median.
+pub fn problems(r: &RunRecord, tolerance: &Tolerance) -> Vec<String> {
+    let mut p: Vec<String> = kunit_problem(r).into_iter().collect();
+    // Records from before the clocksource was recorded have none to check.
+    if let Some(cs) = r.guest_env.get("clocksource") {
+        if COARSE_CLOCKSOURCES.contains(&cs.as_str()) {
+            p.push(format!(
+                "the guest ran on the {cs} clocksource (tick resolution): latencies and \
+                 stall times are meaningless (check the CPU model and CONFIG_HPET_TIMER)"
+            ));
+        }
+    }
+    match scenario::by_name(&r.scenario) {
+        Ok(s) => {
+            let want = u8::from(s.strictlimit).to_string();
+            let have = r
+                .bdi_knobs
+                .get("strict_limit")
+                .map_or("absent", String::as_str);
+            if have != want {
+                p.push(format!(
+                    "the BDI's strict_limit is {have}, the scenario needs {want}"
+                ));
+            }
+            // Without the module, the knob above is the only witness.
+            if r.detector == Detector::Module && r.mechanism.strictlimit != u64::from(s.strictlimit)
+            {
+                p.push(format!(
+                    "the module saw strictlimit={} on the writer's BDI, the scenario needs {}",
+                    r.mechanism.strictlimit,
+                    u8::from(s.strictlimit)
+                ));
+            }
+        }
+        Err(e) => p.push(e.to_string()),
+    }
+    p.extend(trace_problem(r));
+    p.extend(disagreements(r, tolerance));
+    if r.verify_ok == Some(false) {
+        p.push("fio verify on the data-keeping FUSE mount failed".into());
+    }
+    if let Some(ready) = &r.fuse_ready {
+        if ready["writeback_cache"] != Value::Bool(true) {
+            p.push("the FUSE writeback cache was not negotiated".into());
+        }
+    }
+    if let Some(stats) = &r.fuse_stats {
+        if stats["writes_cached"].as_u64() == Some(0) {
+            p.push("the FUSE server saw no page-cache (FUSE_WRITE_CACHE) writes".into());
+        }
+    }
+    // Reclaim at memory.max wakes the flusher by itself and hides a missing
+    // start: the memcg scenario is only evidence while the cgroup stays clear,
+    // whichever detector ran.
+    match r.memcg_events.get("max") {
+        Some(&n) if n > 0 => p.push(format!(
+            "the writers' cgroup hit memory.max {n} time(s): reclaim started writeback; \
+             use a smaller --size or a larger memcg_max"
+        )),
+        None if r.writer_domain == "memcg" => p.push(
+            "the writers' cgroup has no memory.events `max` count: the run cannot show \
+             that it stayed clear of memory.max"
+                .into(),
+        ),
+        _ => {}
+    }
+    if !r.dmesg_warnings.is_empty() {
+        p.push(format!(
+            "dmesg has {} warning line(s), first: {}",
+            r.dmesg_warnings.len(),
+            r.dmesg_warnings[0]
+        ));
+    }
+    p
+}
