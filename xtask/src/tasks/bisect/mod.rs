@@ -335,16 +335,16 @@ impl Bisect {
         progress::emit(Event::Note(
             "measuring the end points first: --good must judge ok, --bad stall",
         ));
+        let mut ends = Vec::new();
         for (end, rev) in [(End::Good, good), (End::Bad, bad)] {
             wt.checkout(sh, rev)?;
             let mut row = task.row(sh);
             row.end = Some(end);
             append_row(log, &row)?;
+            ends.push(row);
         }
-        let rows = read_rows(log)?;
-        let ends = check_ends(&self.good, &rows[0], &self.bad, &rows[1]);
-        if let Err(e) = ends {
-            print!("{}", table(&rows));
+        if let Err(e) = check_ends(&self.good, &ends[0], &self.bad, &ends[1]) {
+            print!("{}", table(&ends));
             return Err(e);
         }
         let dir = wt.path();
