@@ -14,7 +14,10 @@ use std::{
     io::Read,
     os::unix::process::CommandExt,
     process::Command,
-    sync::atomic::{AtomicI32, Ordering},
+    sync::{
+        atomic::{AtomicI32, AtomicU64, Ordering},
+        Mutex,
+    },
     time::{Duration, Instant},
 };
 
@@ -71,10 +74,48 @@ pub fn install() -> std::io::Result<()> {
                 "wbstall: signal {} received; stopped {killed} child process(es)",
                 sig[0]
             );
+            run_on_stop();
             std::process::exit(128 + i32::from(sig[0]));
         }
     });
     Ok(())
+}
+
+/// Clean-ups for the reaper thread to run, by key, when a signal stops xtask:
+/// it exits without unwinding, so no destructor runs then.
+type Cleanup = Box<dyn FnOnce() + Send>;
+static ON_STOP: Mutex<BTreeMap<u64, Cleanup>> = Mutex::new(BTreeMap::new());
+static NEXT_KEY: AtomicU64 = AtomicU64::new(0);
+
+/// A clean-up registered with [`on_stop`]; dropping it unregisters it.
+pub struct OnStop(u64);
+
+/// Runs `cleanup` if a signal stops xtask before the returned guard is
+/// dropped (after the children are stopped, before the exit), e.g. to remove
+/// a temporary git worktree that a destructor would remove otherwise.
+pub fn on_stop(cleanup: impl FnOnce() + Send + 'static) -> OnStop {
+    let key = NEXT_KEY.fetch_add(1, Ordering::Relaxed);
+    ON_STOP
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(key, Box::new(cleanup));
+    OnStop(key)
+}
+
+impl Drop for OnStop {
+    fn drop(&mut self) {
+        ON_STOP
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.0);
+    }
+}
+
+fn run_on_stop() {
+    let all = std::mem::take(&mut *ON_STOP.lock().unwrap_or_else(|e| e.into_inner()));
+    for cleanup in all.into_values() {
+        cleanup();
+    }
 }
 
 /// When a signal is stopping xtask, the task's own error (its `make` died

@@ -4,6 +4,7 @@
 use std::{collections::BTreeMap, path::PathBuf};
 
 use anyhow::{bail, Result};
+use clap::ValueEnum;
 use xshell::Shell;
 
 use crate::{
@@ -174,6 +175,51 @@ impl GuestArgs {
 }
 
 impl GuestArgs {
+    /// These flags as a command line that parses back to them, for a task
+    /// that runs another (`bisect` runs `bisect-step` per commit). Paths are
+    /// passed as given: make them absolute first where the other task runs
+    /// elsewhere.
+    pub fn to_args(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some(a) = self.accel {
+            out.push(format!("--accel={}", value_name(&a)));
+        }
+        out.push(format!("--clock={}", value_name(&self.clock)));
+        out.push(format!("--icount-shift={}", self.icount_shift));
+        out.push(format!("--cpu-model={}", self.cpu_model));
+        out.extend(self.kernel_args.iter().map(|a| format!("--kernel-arg={a}")));
+        out.push(format!("--cpus={}", self.cpus));
+        out.push(format!("--memory={}", self.memory));
+        if self.no_build {
+            out.push("--no-build".into());
+        }
+        if let Some(j) = self.jobs {
+            out.push(format!("--jobs={j}"));
+        }
+        let f = &self.flavour;
+        if f.debug_kernel {
+            out.push("--debug-kernel".into());
+        }
+        if let Some(c) = &f.base_config {
+            out.push(format!("--config={}", c.display()));
+        }
+        out.extend(
+            f.extra
+                .iter()
+                .map(|p| format!("--kconfig-add={}", p.display())),
+        );
+        if f.no_rust {
+            out.push("--no-rust".into());
+        }
+        if let Some(d) = self.detector {
+            out.push(format!("--detector={}", d.name()));
+        }
+        out.push(format!("--rdinit={}", self.rdinit));
+        out
+    }
+}
+
+impl GuestArgs {
     /// The detector of each kernel (by label), said when it was not asked for.
     pub fn detectors(&self, built: &[Built]) -> Result<BTreeMap<String, Detector>> {
         let mut out = BTreeMap::new();
@@ -189,6 +235,12 @@ impl GuestArgs {
         }
         Ok(out)
     }
+}
+
+/// The name a `clap::ValueEnum` flag takes for `v`.
+fn value_name<T: ValueEnum>(v: &T) -> String {
+    v.to_possible_value()
+        .map_or(String::new(), |p| p.get_name().to_string())
 }
 
 fn load_selected(selection: &Selection, flavour: &Flavour) -> Result<Vec<Built>> {
@@ -221,4 +273,66 @@ fn load_selected(selection: &Selection, flavour: &Flavour) -> Result<Vec<Built>>
             Ok(b)
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::GuestArgs;
+
+    fn parse(argv: &[&str]) -> GuestArgs {
+        let argv = std::iter::once("task").chain(argv.iter().copied());
+        crate::tasks::ci::parse_args::<GuestArgs>(argv).unwrap()
+    }
+
+    #[test]
+    fn the_flags_survive_the_trip_to_another_task() {
+        // What `bisect` was given is what every `bisect-step` runs with.
+        for argv in [
+            &[][..],
+            &[
+                "--accel",
+                "tcg",
+                "--clock",
+                "virtual",
+                "--icount-shift",
+                "4",
+                "--cpu-model",
+                "max",
+                "--kernel-arg",
+                "tsc=reliable",
+                "--kernel-arg",
+                "quiet",
+                "--cpus",
+                "3",
+                "--memory",
+                "1024",
+                "--no-build",
+                "--jobs",
+                "5",
+                "--debug-kernel",
+                "--config",
+                "/b/.config",
+                "--kconfig-add",
+                "/a.frag",
+                "--kconfig-add",
+                "/b.frag",
+                "--no-rust",
+                "--detector",
+                "tracefs",
+                "--rdinit",
+                "/bin/cat",
+            ],
+        ] {
+            let g = parse(argv);
+            let args = g.to_args();
+            let again = parse(&args.iter().map(String::as_str).collect::<Vec<_>>());
+            assert_eq!(format!("{again:?}"), format!("{g:?}"), "{args:?}");
+        }
+        let args = parse(&["--clock", "virtual", "--kconfig-add", "/a.frag"]).to_args();
+        assert!(args.contains(&"--clock=virtual".to_string()), "{args:?}");
+        assert!(
+            args.contains(&"--kconfig-add=/a.frag".to_string()),
+            "{args:?}"
+        );
+    }
 }

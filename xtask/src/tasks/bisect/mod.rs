@@ -1,0 +1,628 @@
+//! `cargo xtask bisect`: find the commit of a developer's tree that brought
+//! the stall, with `git bisect run` and one quick boot per step
+//! (`cargo xtask bisect-step`), built incrementally from the tree's mirror.
+//!
+//! It cannot mislead: both end points are booted first (`--good` must judge
+//! `ok`, `--bad` `stall`, or it stops and says which end is wrong); every step
+//! is judged by [`verdict::judge`], the function that judges a `qemu-test`
+//! cell, against `qemu/expected.toml`; and everything happens in a detached
+//! git worktree of the tree, so the user's checkout never moves.
+
+mod step;
+mod worktree;
+
+use std::{
+    fs,
+    path::{Path, PathBuf},
+    time::Instant,
+};
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+use xshell::{cmd, Shell};
+
+pub use self::step::BisectStep;
+use self::{
+    step::{append_row, step_expectations},
+    worktree::{in_worktree, Worktree},
+};
+use super::guest_args::GuestArgs;
+use crate::{
+    guest::{plan, scenario},
+    kernel::patch::Patch,
+    progress::{self, Event},
+    util,
+};
+
+/// Bisect a developer's kernel tree for the stall: good = no stall, bad = stall.
+///
+/// Everything runs in a detached git worktree of the tree
+/// (`target/wbstall/bisect/worktree-<id>`, one per tree path, so that its
+/// mirror and build directory are reused by the next bisect of the same
+/// tree), removed at the end whatever happened (also on Ctrl-C): the user's
+/// HEAD, branch, index, files and `git status` never change. So the tree may
+/// have uncommitted changes (they are not part of any bisected commit, and
+/// are not built), and a bisect of the user's own may be in progress (its
+/// state is per worktree): neither is refused.
+#[derive(Debug, clap::Args)]
+pub struct Bisect {
+    /// The kernel tree: the top of a git repository. It is never checked out:
+    /// the bisect runs in a worktree of it (git worktree add --detach).
+    #[arg(long, value_name = "DIR")]
+    pub kernel_src: PathBuf,
+    /// A commit without the stall: booted first, it must judge `ok`.
+    #[arg(long, value_name = "REV")]
+    pub good: String,
+    /// A commit with the stall: booted first, it must judge `stall`.
+    #[arg(long, value_name = "REV")]
+    pub bad: String,
+    #[command(flatten)]
+    pub step: StepArgs,
+    /// How every step's guest is run and its kernel configured (as for
+    /// qemu-test); passed on to every `bisect-step`.
+    #[command(flatten)]
+    pub guest: GuestArgs,
+}
+
+/// What each step boots, shared by `bisect` and `bisect-step`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct StepArgs {
+    /// The scenario each step boots once (quick: ramp 2 s, 5 s).
+    #[arg(long, default_value = "fuse-strictlimit", value_name = "NAME")]
+    pub scenario: String,
+    /// A patch applied on top of every step's commit (a plain diff or a mail).
+    #[arg(long, value_name = "FILE")]
+    pub variant_patch: Option<PathBuf>,
+}
+
+/// Which end point of the bisect a row measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum End {
+    Good,
+    Bad,
+}
+
+/// One row of the table of steps.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct StepRow {
+    pub commit: String,
+    pub subject: String,
+    /// `ok`, `stall`, or `skip: <why>`.
+    pub verdict: String,
+    pub stall_share: Option<f64>,
+    pub mib_s: Option<f64>,
+    pub seconds: f64,
+    pub exit: i32,
+    /// The end point this row measured (none: a step of git bisect run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end: Option<End>,
+}
+
+/// What a row measured, for messages: `stall (62.3% of writer time in stall
+/// sleeps, 1.1 MiB/s)`, or `skip: <why>`.
+fn measured(row: &StepRow) -> String {
+    let (word, why) = match row.verdict.split_once(": ") {
+        Some((w, why)) => (w, Some(why)),
+        None => (row.verdict.as_str(), None),
+    };
+    let mut s = word.to_string();
+    if let (Some(share), Some(bw)) = (row.stall_share, row.mib_s) {
+        s.push_str(&format!(
+            " ({:.1}% of writer time in stall sleeps, {bw:.1} MiB/s)",
+            share * 100.0
+        ));
+    }
+    if let Some(why) = why {
+        s.push_str(&format!(": {why}"));
+    }
+    s
+}
+
+/// The end points, measured before `git bisect start`: `--good` must judge
+/// ok and `--bad` stall; otherwise git bisect would name a commit all the
+/// same. The error names each wrong end, what it measured, and the fix.
+pub fn check_ends(good_rev: &str, good: &StepRow, bad_rev: &str, bad: &StepRow) -> Result<()> {
+    let name = |rev: &str, r: &StepRow| {
+        format!(
+            "{rev} ({} {})",
+            &r.commit[..r.commit.len().min(12)],
+            r.subject
+        )
+    };
+    let mut wrong = Vec::new();
+    match good.exit {
+        0 => {}
+        1 => wrong.push(format!(
+            "--good {} is not stall-free: it measured {}; give a commit without the stall as --good",
+            name(good_rev, good),
+            measured(good)
+        )),
+        _ => wrong.push(format!(
+            "--good {} could not be judged stall-free: it measured {}; fix that, or give \
+             another commit without the stall as --good",
+            name(good_rev, good),
+            measured(good)
+        )),
+    }
+    match bad.exit {
+        1 => {}
+        0 => wrong.push(format!(
+            "--bad {} does not stall: it measured {}; give a commit with the stall as --bad",
+            name(bad_rev, bad),
+            measured(bad)
+        )),
+        _ => wrong.push(format!(
+            "--bad {} could not be judged a stall: it measured {}; fix that, or give another \
+             commit with the stall as --bad",
+            name(bad_rev, bad),
+            measured(bad)
+        )),
+    }
+    if !wrong.is_empty() {
+        bail!("{}", wrong.join("\n"));
+    }
+    Ok(())
+}
+
+/// The full hash of `rev` in `dir`, or an error naming it.
+fn commit(sh: &Shell, dir: &Path, rev: &str) -> Result<String> {
+    let spec = format!("{rev}^{{commit}}");
+    cmd!(sh, "git -C {dir} rev-parse --verify --quiet {spec}")
+        .quiet()
+        .ignore_stderr()
+        .read()
+        .with_context(|| {
+            format!(
+                "`{rev}` is not a commit of {}: give a branch, tag or hash it has (`git -C {} log --oneline`)",
+                dir.display(),
+                dir.display()
+            )
+        })
+}
+
+/// The tree must be a git work tree's top. Uncommitted changes and a bisect
+/// of the user's own are no obstacle: the bisect runs in a worktree.
+fn check_tree(sh: &Shell, dir: &Path) -> Result<PathBuf> {
+    let dir = fs::canonicalize(dir)
+        .with_context(|| format!("--kernel-src {}: no such directory", dir.display()))?;
+    let top = cmd!(sh, "git -C {dir} rev-parse --show-toplevel")
+        .quiet()
+        .ignore_stderr()
+        .read()
+        .ok()
+        .map(PathBuf::from);
+    if top.as_deref() != Some(dir.as_path()) {
+        bail!(
+            "{} is not the top of a git repository: bisect needs the tree's history \
+             (clone the tree with git, or give the repository's top directory)",
+            dir.display()
+        );
+    }
+    Ok(dir)
+}
+
+/// Where the bisect of `repo` runs: one worktree per tree path, so that the
+/// mirror and build directory (kept per tree path) serve the next bisect.
+fn worktree_path(repo: &Path) -> PathBuf {
+    util::target_dir().join("bisect").join(format!(
+        "worktree-{}",
+        &util::sha256_hex(repo.as_os_str().as_encoded_bytes())[..12]
+    ))
+}
+
+/// `guest` with its files (`--config`, `--kconfig-add`) made absolute: every
+/// step runs in the worktree.
+fn absolute(guest: &GuestArgs) -> Result<GuestArgs> {
+    let abs = |p: &PathBuf, flag: &str| {
+        fs::canonicalize(p).with_context(|| format!("{flag} {}: no such file", p.display()))
+    };
+    let mut g = guest.clone();
+    if let Some(c) = &guest.flavour.base_config {
+        g.flavour.base_config = Some(abs(c, "--config")?);
+    }
+    g.flavour.extra = guest
+        .flavour
+        .extra
+        .iter()
+        .map(|p| abs(p, "--kconfig-add"))
+        .collect::<Result<_>>()?;
+    Ok(g)
+}
+
+impl Bisect {
+    /// The step every commit runs (the end points in this process, the rest
+    /// as `bisect-step` under git bisect run), with absolute paths.
+    fn step_task(&self, worktree: &Path, log: &Path) -> Result<BisectStep> {
+        let mut step = self.step.clone();
+        if let Some(p) = &step.variant_patch {
+            step.variant_patch = Some(
+                fs::canonicalize(p)
+                    .with_context(|| format!("--variant-patch {}: no such file", p.display()))?,
+            );
+        }
+        Ok(BisectStep {
+            kernel_src: worktree.to_path_buf(),
+            log: log.to_path_buf(),
+            step,
+            guest: absolute(&self.guest)?,
+        })
+    }
+
+    pub fn run(self, sh: &Shell) -> Result<()> {
+        let dir = check_tree(sh, &self.kernel_src)?;
+        let good = commit(sh, &dir, &self.good)?;
+        let bad = commit(sh, &dir, &self.bad)?;
+        if cmd!(sh, "git -C {dir} merge-base --is-ancestor {good} {bad}")
+            .quiet()
+            .run()
+            .is_err()
+        {
+            bail!(
+                "--good {} is not an ancestor of --bad {}: give the older, stall-free commit as --good",
+                self.good,
+                self.bad
+            );
+        }
+        if self.guest.no_build {
+            bail!("--no-build: every bisect step builds its own commit: drop --no-build");
+        }
+        // Checked before anything is built.
+        let scen = scenario::by_name(&self.step.scenario)?;
+        plan::check_clock(self.guest.machine()?.clock, &[scen])?;
+        step_expectations()?;
+        if let Some(p) = &self.step.variant_patch {
+            Patch::read_all(p)?;
+        }
+        let out = util::unique_dir(&util::target_dir().join("bisect"))?;
+        let log = out.join("steps.jsonl");
+        let worktree = worktree_path(&dir);
+        progress::emit(Event::Note(&format!(
+            "bisecting {} from {} (good) to {} (bad) in the worktree {} (the tree itself \
+             never moves); steps logged in {}",
+            dir.display(),
+            &good[..12],
+            &bad[..12],
+            worktree.display(),
+            log.display()
+        )));
+        let started = Instant::now();
+        let (rows, bisect_log, ran) = in_worktree(sh, &dir, &worktree, &good, |wt| {
+            self.bisect_in(sh, wt, (&good, &bad), &out, &log)
+        })?;
+        // A step that died before writing its row (a crash reads as `bad` to
+        // git bisect run) makes the result worthless.
+        let tested = tested_commits(&bisect_log);
+        if let Some(c) = tested
+            .iter()
+            .find(|c| !rows.iter().any(|r| r.commit.starts_with(c.as_str())))
+        {
+            bail!(
+                "the step for commit {c} ended without a result (it crashed before \
+                 classifying), so git bisect's answer cannot be trusted; see {}",
+                out.display()
+            );
+        }
+        let Some(first) = first_bad(&bisect_log) else {
+            bail!(
+                "git bisect run found no first bad commit:\n{}{}",
+                String::from_utf8_lossy(&ran.stdout),
+                String::from_utf8_lossy(&ran.stderr)
+            );
+        };
+        println!(
+            "bisect: first bad commit {first}\nbisect: the 2 end points and {} step(s) in \
+             {:.0} s; {} never moved (the bisect ran in a worktree, now removed)",
+            rows.iter().filter(|r| r.end.is_none()).count(),
+            started.elapsed().as_secs_f64(),
+            dir.display()
+        );
+        Ok(())
+    }
+
+    /// In the worktree: the end points, then git bisect run. Returns the
+    /// rows (printed), git bisect's log (also written to the output
+    /// directory) and git bisect run's output.
+    fn bisect_in(
+        &self,
+        sh: &Shell,
+        wt: &Worktree,
+        (good, bad): (&str, &str),
+        out: &Path,
+        log: &Path,
+    ) -> Result<(Vec<StepRow>, String, std::process::Output)> {
+        let task = self.step_task(wt.path(), log)?;
+        progress::emit(Event::Note(
+            "measuring the end points first: --good must judge ok, --bad stall",
+        ));
+        let mut ends = Vec::new();
+        for (end, rev) in [(End::Good, good), (End::Bad, bad)] {
+            wt.checkout(sh, rev)?;
+            let mut row = task.row(sh);
+            row.end = Some(end);
+            append_row(log, &row)?;
+            ends.push(row);
+        }
+        if let Err(e) = check_ends(&self.good, &ends[0], &self.bad, &ends[1]) {
+            print!("{}", table(&ends));
+            return Err(e);
+        }
+        let dir = wt.path();
+        let exe = std::env::current_exe().context("finding the xtask binary")?;
+        let mut step = vec![
+            "bisect-step".to_string(),
+            format!("--kernel-src={}", task.kernel_src.display()),
+            format!("--log={}", log.display()),
+            format!("--scenario={}", task.step.scenario),
+        ];
+        if let Some(p) = &task.step.variant_patch {
+            step.push(format!("--variant-patch={}", p.display()));
+        }
+        step.extend(task.guest.to_args());
+        cmd!(sh, "git -C {dir} bisect start {bad} {good}")
+            .quiet()
+            .run()
+            .context("starting git bisect in the worktree")?;
+        let ran = cmd!(sh, "git -C {dir} bisect run {exe} {step...}")
+            .ignore_status()
+            .output()
+            .context("running git bisect run in the worktree")?;
+        let bisect_log = cmd!(sh, "git -C {dir} bisect log")
+            .quiet()
+            .read()
+            .unwrap_or_default();
+        fs::write(out.join("bisect.log"), &bisect_log).context("writing bisect.log")?;
+        let rows = read_rows(log)?;
+        print!("{}", table(&rows));
+        Ok((rows, bisect_log, ran))
+    }
+}
+
+/// `# first bad commit: [<hash>] <subject>` of `git bisect log`.
+pub fn first_bad(log: &str) -> Option<String> {
+    log.lines().find_map(|l| {
+        let rest = l.strip_prefix("# first bad commit: [")?;
+        let (hash, subject) = rest.split_once("] ")?;
+        Some(format!("{hash} {subject}"))
+    })
+}
+
+/// The commits `git bisect run` marked (`# good: [hash] ...`, `# bad: ...`,
+/// `# skip: ...`), without the first two: the bounds the bisect started from.
+pub fn tested_commits(log: &str) -> Vec<String> {
+    log.lines()
+        .filter_map(|l| {
+            let (kind, rest) = l.strip_prefix("# ")?.split_once(": [")?;
+            matches!(kind, "good" | "bad" | "skip").then_some(())?;
+            Some(rest.split_once(']')?.0.to_string())
+        })
+        .skip(2)
+        .collect()
+}
+
+pub fn read_rows(log: &Path) -> Result<Vec<StepRow>> {
+    let text = match fs::read_to_string(log) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(e).with_context(|| format!("reading {}", log.display())),
+    };
+    text.lines()
+        .map(|l| serde_json::from_str(l).with_context(|| format!("{}: `{l}`", log.display())))
+        .collect()
+}
+
+/// The steps as a table; the end points say so before their subject.
+pub fn table(rows: &[StepRow]) -> String {
+    let mut s = format!(
+        "{:<12} {:<8} {:>7} {:>9} {:>6}  {}\n",
+        "commit", "verdict", "stall%", "MiB/s", "secs", "subject"
+    );
+    for r in rows {
+        let opt =
+            |v: Option<f64>, scale: f64| v.map_or("-".to_string(), |v| format!("{:.1}", v * scale));
+        let end = match r.end {
+            Some(End::Good) => "(--good) ",
+            Some(End::Bad) => "(--bad) ",
+            None => "",
+        };
+        s.push_str(&format!(
+            "{:<12} {:<8} {:>7} {:>9} {:>6.0}  {end}{}\n",
+            &r.commit[..r.commit.len().min(12)],
+            r.verdict.split(':').next().unwrap_or(""),
+            opt(r.stall_share, 100.0),
+            opt(r.mib_s, 1.0),
+            r.seconds,
+            r.subject
+        ));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tasks::bisect::worktree::tests::history;
+
+    fn git(dir: &Path, args: &[&str]) -> String {
+        util::testdir::git(dir, args)
+    }
+
+    fn row(verdict: &str, share: Option<f64>, bw: Option<f64>, exit: i32) -> StepRow {
+        StepRow {
+            commit: "9a90d87d923962f0aa".into(),
+            subject: "mm: restore".into(),
+            verdict: verdict.into(),
+            stall_share: share,
+            mib_s: bw,
+            seconds: 61.0,
+            exit,
+            end: None,
+        }
+    }
+
+    #[test]
+    fn bad_trees_and_revisions_are_refused_naming_the_fix() {
+        let sh = Shell::new().unwrap();
+        let plain = util::testdir::Dir::new("bisect-plain");
+        let err = check_tree(&sh, plain.path()).unwrap_err().to_string();
+        assert!(err.contains("is not the top of a git repository"), "{err}");
+        let err = check_tree(&sh, &plain.path().join("nope"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("no such directory"), "{err}");
+
+        let repo = history("bisect-repo");
+        let d = repo.path();
+        assert!(check_tree(&sh, d).is_ok());
+        assert_eq!(commit(&sh, d, "HEAD").unwrap().len(), 40);
+        let err = commit(&sh, d, "v9.9-nope").unwrap_err().to_string();
+        assert!(err.contains("`v9.9-nope` is not a commit of"), "{err}");
+        fs::create_dir(d.join("sub")).unwrap();
+        let err = check_tree(&sh, &d.join("sub")).unwrap_err().to_string();
+        assert!(err.contains("not the top"), "{err}");
+        // The bisect runs in a worktree: uncommitted changes and a bisect of
+        // the user's own are no obstacle.
+        fs::write(d.join("f"), "edited\n").unwrap();
+        git(d, &["bisect", "start"]);
+        assert!(check_tree(&sh, d).is_ok());
+    }
+
+    #[test]
+    fn a_wrong_end_point_is_an_error_naming_it_and_what_it_measured() {
+        let ok = row("ok", Some(0.0), Some(200.0), 0);
+        let stall = row("stall", Some(0.623), Some(1.1), 1);
+        let skip = row("skip: the build failed: make exited 2", None, None, 125);
+        assert!(check_ends("v7.2", &ok, "HEAD", &stall).is_ok());
+        let e = check_ends("v7.2", &stall, "HEAD", &stall)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "--good v7.2 (9a90d87d9239 mm: restore) is not stall-free: it measured stall \
+             (62.3% of writer time in stall sleeps, 1.1 MiB/s); give a commit without the \
+             stall as --good"
+        );
+        let e = check_ends("v7.2", &ok, "HEAD", &ok)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "--bad HEAD (9a90d87d9239 mm: restore) does not stall: it measured ok (0.0% of \
+             writer time in stall sleeps, 200.0 MiB/s); give a commit with the stall as --bad"
+        );
+        let e = check_ends("v7.2", &skip, "HEAD", &stall)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("--good v7.2 (9a90d87d9239 mm: restore) could not be judged stall-free: it measured skip: the build failed: make exited 2;"),
+            "{e}"
+        );
+        // Both wrong: both said.
+        let e = check_ends("v7.2", &skip, "HEAD", &skip)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("--good v7.2") && e.contains("\n--bad HEAD"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn the_table_shows_every_step_and_the_end_points() {
+        let mut good = row("ok", Some(0.0), Some(201.0), 0);
+        good.end = Some(End::Good);
+        good.commit = "1111222233334444".into();
+        let rows = [
+            good,
+            row("stall", Some(0.569), Some(3.2), 1),
+            StepRow {
+                commit: "ecaf5c41".into(),
+                subject: "kernel: unrelated".into(),
+                verdict: "skip: the build failed".into(),
+                stall_share: None,
+                mib_s: None,
+                seconds: 12.0,
+                exit: 125,
+                end: None,
+            },
+        ];
+        let t = table(&rows);
+        assert!(
+            t.contains("111122223333 ok           0.0     201.0     61  (--good) mm: restore"),
+            "{t}"
+        );
+        assert!(
+            t.contains("9a90d87d9239 stall       56.9       3.2     61  mm: restore"),
+            "{t}"
+        );
+        assert!(
+            t.contains("ecaf5c41     skip           -         -     12  kernel: unrelated"),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn the_first_bad_commit_is_read_from_the_bisect_log() {
+        let log = "git bisect start 'b' 'g'\n# bad: [21be] x\ngit bisect bad 21be\n\
+                   # first bad commit: [9a90d87d] mm: restore balance_dirty_pages()\n";
+        assert_eq!(
+            first_bad(log).as_deref(),
+            Some("9a90d87d mm: restore balance_dirty_pages()")
+        );
+        assert_eq!(first_bad("git bisect start\n"), None);
+        let log = "git bisect start 'b' 'g'\n# bad: [bbbb] x\ngit bisect bad bbbb\n\
+                   # good: [gggg] y\ngit bisect good gggg\n# good: [1111] a\n\
+                   git bisect good 1111\n# skip: [2222] b\n# bad: [3333] c\n";
+        assert_eq!(tested_commits(log), ["1111", "2222", "3333"]);
+    }
+
+    #[test]
+    fn every_step_gets_the_flags_bisect_was_given() {
+        let b = crate::tasks::ci::parse_args::<Bisect>([
+            "bisect",
+            "--kernel-src",
+            "/k",
+            "--good",
+            "g",
+            "--bad",
+            "b",
+            "--clock",
+            "virtual",
+            "--accel",
+            "tcg",
+            "--no-rust",
+            "--kernel-arg",
+            "tsc=reliable",
+        ])
+        .unwrap();
+        let task = b
+            .step_task(Path::new("/wt"), Path::new("/out/steps.jsonl"))
+            .unwrap();
+        let args = task.guest.to_args();
+        for a in [
+            "--clock=virtual",
+            "--accel=tcg",
+            "--no-rust",
+            "--kernel-arg=tsc=reliable",
+        ] {
+            assert!(args.iter().any(|x| x == a), "{a} not in {args:?}");
+        }
+        let e = crate::tasks::ci::parse_args::<Bisect>([
+            "bisect",
+            "--kernel-src",
+            "/k",
+            "--good",
+            "g",
+            "--bad",
+            "b",
+            "--kconfig-add",
+            "/no/such.frag",
+        ])
+        .unwrap()
+        .step_task(Path::new("/wt"), Path::new("/l"))
+        .err()
+        .unwrap()
+        .to_string();
+        assert_eq!(e, "--kconfig-add /no/such.frag: no such file");
+    }
+}

@@ -1,0 +1,319 @@
+//! `cargo xtask bisect-step`: one step of a bisect (run by `git bisect
+//! run`, and by `bisect` itself for the end points): build the checked-out
+//! commit, boot it once, judge the run as `qemu-test` judges a cell.
+
+use std::{
+    fs,
+    io::Write,
+    path::{Path, PathBuf},
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, Result};
+use xshell::{cmd, Shell};
+
+use super::{StepArgs, StepRow};
+use crate::{
+    analysis::{
+        expected::{self, Class, Expected},
+        verdict::{self, Plan, Verdict},
+    },
+    deps,
+    guest::{
+        boot, initramfs,
+        job::Job,
+        plan::{self, Boot},
+        scenario,
+    },
+    kernel::{
+        patch::{Patch, Selection, Variant},
+        source::SourceArgs,
+    },
+    progress::{self, Event},
+    results::record::{self, RunRecord},
+    tasks::guest_args::GuestArgs,
+    util,
+};
+
+/// The variant name of every step's kernel: the commit as checked out (plus
+/// `--variant-patch`). Not one of patches/variants.toml: its expectation is
+/// set per judgement ([`judge_step`]).
+pub const VARIANT: &str = "bisect";
+
+/// One step of a bisect run (called by `git bisect run`): build the checked
+/// out commit, boot it once, and judge the run as `qemu-test` judges a cell
+/// ([`judge_step`]): exit 0 (judged `ok`), 1 (judged `stall`) or 125 (skip:
+/// the build or boot failed, the run is no evidence, or it is neither).
+#[derive(Debug, clap::Args)]
+pub struct BisectStep {
+    #[arg(long, value_name = "DIR")]
+    pub kernel_src: PathBuf,
+    /// Append the step's row (JSON) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub log: PathBuf,
+    #[command(flatten)]
+    pub step: StepArgs,
+    #[command(flatten)]
+    pub guest: GuestArgs,
+}
+
+/// What a step came to: `git bisect run`'s exit code and the row's numbers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Judged {
+    /// 0 (ok), 1 (stall) or 125 (skip).
+    pub exit: i32,
+    /// `ok`, `stall`, or `skip: <why>`.
+    pub verdict: String,
+    pub stall_share: Option<f64>,
+    pub mib_s: Option<f64>,
+}
+
+/// Judges a step's run(s) with [`verdict::judge`], as `qemu-test` judges a
+/// cell: a one-cell plan, the repository's expectations, and the cell's
+/// expectation set to `ok`; if that verdict passes, the step is good (0).
+/// Else it is judged again against `stall`; if that passes, bad (1). Else
+/// skip (125), with the failures of both. A run that is no evidence
+/// (`record::problems`, the verdict's `excluded`) is a skip too.
+pub fn judge_step(records: &[RunRecord], expected: &Expected, scenario: &str) -> Judged {
+    let plan = Plan {
+        variants: vec![VARIANT.to_string()],
+        scenarios: vec![scenario.to_string()],
+        runs: 1,
+    };
+    let against = |class: Class| {
+        let mut e = expected.clone();
+        e.expect
+            .entry(scenario.to_string())
+            .or_default()
+            .insert(VARIANT.to_string(), class);
+        verdict::judge(records, &e, &plan)
+    };
+    let as_ok = against(Class::Ok);
+    let cell = as_ok.cells.first();
+    let judged = |exit: i32, verdict: String| Judged {
+        exit,
+        verdict,
+        stall_share: cell.map(|c| c.stall_fraction),
+        mib_s: cell.map(|c| c.bw_mib_s),
+    };
+    if as_ok.passed() {
+        return judged(0, "ok".into());
+    }
+    if !as_ok.excluded.is_empty() {
+        return judged(
+            125,
+            format!(
+                "skip: the run is no evidence: {}",
+                as_ok.excluded.join("; ")
+            ),
+        );
+    }
+    let as_stall = against(Class::Stall);
+    if as_stall.passed() {
+        return judged(1, "stall".into());
+    }
+    let observed = cell.map_or("nothing".to_string(), |c| c.observed.to_string());
+    judged(
+        125,
+        format!(
+            "skip: observed {observed}, which passes neither as ok ({}) nor as stall ({})",
+            failures(&as_ok),
+            failures(&as_stall)
+        ),
+    )
+}
+
+/// Why a verdict did not pass, in one line.
+fn failures(v: &Verdict) -> String {
+    let all: Vec<&str> = v
+        .missing
+        .iter()
+        .chain(&v.excluded)
+        .chain(v.cells.iter().flat_map(|c| &c.failures))
+        .map(String::as_str)
+        .collect();
+    all.join("; ")
+}
+
+/// Appends a row to the log of steps.
+pub(super) fn append_row(log: &Path, row: &StepRow) -> Result<()> {
+    let mut f = fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .with_context(|| format!("opening {}", log.display()))?;
+    writeln!(f, "{}", serde_json::to_string(row)?)
+        .with_context(|| format!("writing the step's row to {}", log.display()))
+}
+
+/// The repository's expectations, loaded and checked as `qemu-test` loads
+/// them (criteria, witness tolerance, latency bounds); [`judge_step`] adds
+/// the step's own cell.
+pub(super) fn step_expectations() -> Result<Expected> {
+    let file = util::project_root().join(expected::EXPECTED_FILE);
+    let text = fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
+    expected::load_expectations(&text, &file, &[])
+}
+
+impl BisectStep {
+    pub fn run(self, sh: &Shell) -> Result<()> {
+        let r = self.row(sh);
+        append_row(&self.log, &r)?;
+        progress::emit(Event::Note(&format!(
+            "bisect-step {}: {} (exit {})",
+            &r.commit[..r.commit.len().min(12)],
+            r.verdict,
+            r.exit
+        )));
+        reaper_exit(r.exit)
+    }
+
+    /// Measures and judges the checked-out commit: its row (a failure to
+    /// build, boot or judge is a `skip` row saying why).
+    pub(super) fn row(&self, sh: &Shell) -> StepRow {
+        let started = Instant::now();
+        let dir = &self.kernel_src;
+        let head = cmd!(sh, "git -C {dir} log -1 --format=%H%x00%s")
+            .quiet()
+            .read()
+            .unwrap_or_default();
+        let (hash, subject) = head.split_once('\0').unwrap_or((&head, ""));
+        let judged = step_expectations()
+            .and_then(|expected| Ok((self.measure(sh, &expected)?, expected)))
+            .map(|(rec, expected)| judge_step(&[rec], &expected, &self.step.scenario))
+            .unwrap_or_else(|e| Judged {
+                exit: 125,
+                verdict: format!("skip: {e:#}"),
+                stall_share: None,
+                mib_s: None,
+            });
+        StepRow {
+            commit: hash.to_string(),
+            subject: subject.to_string(),
+            verdict: judged.verdict,
+            stall_share: judged.stall_share,
+            mib_s: judged.mib_s,
+            seconds: (started.elapsed().as_secs_f64() * 10.0).round() / 10.0,
+            exit: judged.exit,
+            end: None,
+        }
+    }
+
+    /// Builds the checked-out commit (plus the patch), boots it once, and
+    /// makes the run's record as `qemu-test` makes one.
+    fn measure(&self, sh: &Shell, expected: &Expected) -> Result<RunRecord> {
+        let tc = deps::ensure_for(sh, self.guest.flavour.no_rust)?;
+        let source = SourceArgs {
+            kernel_src: Some(self.kernel_src.clone()),
+            ..SourceArgs::default()
+        };
+        let patches = match &self.step.variant_patch {
+            Some(p) => Patch::read_all(p)?,
+            None => Vec::new(),
+        };
+        let selection = Selection {
+            extra: vec![Variant {
+                name: VARIANT.into(),
+                description: "the commit git bisect checked out".into(),
+                patches,
+                under_test: None,
+            }],
+            ..Selection::default()
+        };
+        let scen = scenario::by_name(&self.step.scenario)?;
+        let machine = self.guest.machine()?;
+        plan::check_clock(machine.clock, &[scen])?;
+        let built = self.guest.kernels(sh, &tc, &selection, &source)?.remove(0);
+        let base = initramfs::base(sh).context("building the initramfs")?;
+        let initrd = initramfs::for_variant(&base, &built.label(), built.module_file().as_deref())?;
+        let detector = self.guest.detectors(std::slice::from_ref(&built))?[&built.label()];
+        let b = Boot {
+            detector,
+            kernel: built,
+            initrd,
+            scenario: scen,
+            run: 0,
+            // qemu-test --quick's job and timeout (120 s + ramp + runtime).
+            job: Job {
+                size: scen.size.to_string(),
+                numjobs: 4,
+                runtime: 5,
+                ramp_time: 2,
+                bs: "128k".into(),
+            },
+            verify: false,
+            sample_ms: 0,
+            timeout: Duration::from_secs(127),
+            machine,
+        };
+        let dir = util::unique_dir(&util::target_dir().join("bisect-step"))?;
+        let booted = boot::boot(sh, &dir, &b).context("booting the step's kernel")?;
+        let rec = record::build(record::RunContext::of(&b, &booted), &booted.stream)
+            .context("reading the step's run")?;
+        for p in record::problems(&rec, &expected.witness) {
+            progress::emit(Event::Unusable(&p));
+        }
+        Ok(rec)
+    }
+}
+
+/// Exits with `code` (git bisect run reads it) after the reaper's check.
+fn reaper_exit(code: i32) -> ! {
+    crate::reaper::yield_to_signal();
+    std::process::exit(code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::verdict::tests::rec;
+
+    #[test]
+    fn a_step_is_judged_as_a_qemu_test_cell_against_the_repository_expectations() {
+        let e = step_expectations().unwrap();
+        let judge = |r: RunRecord| {
+            let scenario = r.scenario.clone();
+            judge_step(&[r], &e, &scenario)
+        };
+        let ok = judge(rec(VARIANT, "fuse-strictlimit", 200.0, 0.0));
+        assert_eq!((ok.exit, ok.verdict.as_str()), (0, "ok"));
+        let bad = judge(rec(VARIANT, "memcg-ext4", 1.0, 0.4));
+        assert_eq!((bad.exit, bad.verdict.as_str()), (1, "stall"));
+        assert_eq!((bad.stall_share, bad.mib_s), (Some(0.4), Some(1.0)));
+        // The stronger rule: a stall share whose writers never waited long
+        // (fio's clat max below the scenario's latency bound) is no `bad`.
+        let mut quick = rec(VARIANT, "memcg-ext4", 1.0, 0.4);
+        quick.fio.clat_max_us = 300_000.0;
+        let j = judge(quick);
+        assert_eq!(j.exit, 125, "{j:?}");
+        assert!(
+            j.verdict.starts_with(
+                "skip: observed stall, which passes neither as ok (expected ok, observed stall"
+            ) && j.verdict.contains(
+                "nor as stall (run #1: stall by the module, but fio's clat max is only 300 ms"
+            ),
+            "{}",
+            j.verdict
+        );
+        // Between the thresholds: neither.
+        let j = judge(rec(VARIANT, "fuse-strictlimit", 100.0, 0.03));
+        assert_eq!(j.exit, 125);
+        assert!(
+            j.verdict.starts_with("skip: observed unclear"),
+            "{}",
+            j.verdict
+        );
+        // A run that is no evidence is a skip, saying why.
+        let mut r = rec(VARIANT, "fuse-strictlimit", 1.0, 0.7);
+        r.dmesg_warnings = vec!["WARNING: CPU: 0 PID: 1 at mm/x.c:1".into()];
+        let j = judge(r);
+        assert_eq!(j.exit, 125);
+        assert!(
+            j.verdict.starts_with(
+                "skip: the run is no evidence: fuse-strictlimit/bisect #1: dmesg has 1 warning"
+            ),
+            "{}",
+            j.verdict
+        );
+    }
+}
