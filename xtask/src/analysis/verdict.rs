@@ -172,20 +172,24 @@ impl Verdict {
             && self.cells.iter().all(|c| c.failures.is_empty())
     }
 
-    /// Whether every cell of `variant` was measured with all its runs, judged,
-    /// and passed.
-    pub fn variant_passed(&self, variant: &str) -> bool {
+    /// The missing, unjudged and excluded lines that are about `variant`.
+    pub fn lines_of(&self, variant: &str) -> Vec<&String> {
         let cell_of = |line: &String, sep: char| {
             line.split_once(sep)
                 .and_then(|(cell, _)| cell.split_once('/'))
                 .is_some_and(|(_, v)| v == variant)
         };
-        !self
-            .missing
-            .iter()
-            .chain(&self.unjudged)
-            .any(|m| cell_of(m, ':'))
-            && !self.excluded.iter().any(|x| cell_of(x, ' '))
+        let listed = self.missing.iter().chain(&self.unjudged);
+        listed
+            .filter(|l| cell_of(l, ':'))
+            .chain(self.excluded.iter().filter(|x| cell_of(x, ' ')))
+            .collect()
+    }
+
+    /// Whether every cell of `variant` was measured with all its runs, judged,
+    /// and passed.
+    pub fn variant_passed(&self, variant: &str) -> bool {
+        self.lines_of(variant).is_empty()
             && self
                 .cells
                 .iter()

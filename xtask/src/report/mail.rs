@@ -129,7 +129,7 @@ fn pct_text(p: f64) -> String {
 }
 
 /// base, patches, config, job, machine.
-fn setup_block(o: &mut String, session: &Session) {
+pub(super) fn setup_block(o: &mut String, session: &Session) {
     if let Some(v) = session.variants.first() {
         let b = &v.base;
         let _ = writeln!(

@@ -33,6 +33,27 @@ fn change_text(c: Option<crate::analysis::stats::Change>) -> String {
     }
 }
 
+/// The patches under test first: what each is, on what, and its verdict.
+fn under_test(o: &mut String, session: &Session, verdict: &Verdict) {
+    for u in &session.under_test {
+        let passed = verdict.variant_passed(&u.variant);
+        let _ = writeln!(
+            o,
+            "## The patch under test: {}\n\n`{}` = `{}` + `{}` ({} patch(es)). **{}**\n",
+            u.subjects.join("; "),
+            u.variant,
+            u.base,
+            u.file,
+            u.subjects.len(),
+            if passed {
+                "It meets its expectations in every scenario, in every run."
+            } else {
+                "It FAILS its expectations: see the mismatches below."
+            }
+        );
+    }
+}
+
 /// The report, in Markdown.
 pub fn markdown(
     session: &Session,
@@ -47,6 +68,7 @@ pub fn markdown(
     let main: Vec<&String> = variants.iter().filter(|v| !v.ends_with("-aa")).collect();
     let mut o = String::new();
     header(&mut o, session);
+    under_test(&mut o, session, verdict);
     verdict_matrix(&mut o, verdict, &main, scenarios);
     verdict_notes(&mut o, session, verdict, expected);
     for s in scenarios {
@@ -115,10 +137,15 @@ fn verdict_matrix(o: &mut String, verdict: &Verdict, main: &[&String], scenarios
                     } else {
                         ""
                     };
+                    let runs: Vec<String> = c
+                        .run_verdicts
+                        .iter()
+                        .map(|r| format!("{} {:.1}%", r.class, r.stall_fraction * 100.0))
+                        .collect();
                     format!(
-                        "{} ({:.1}%{io}; expected {exp}){mark}",
+                        "{} ({}{io}; expected {exp}){mark}",
                         c.observed,
-                        c.stall_fraction * 100.0
+                        runs.join(", ")
                     )
                 }
                 None => "not run".into(),
@@ -133,16 +160,42 @@ fn verdict_matrix(o: &mut String, verdict: &Verdict, main: &[&String], scenarios
 fn released_notes(o: &mut String, verdict: &Verdict) {
     for c in &verdict.cells {
         if let Some(why) = &c.released_by_io {
-            let _ = writeln!(
-                o,
-                "- {}/{}: {:.1}% of the writers' time in stall sleeps, judged ok: {why}.",
-                c.scenario,
-                c.variant,
-                c.stall_fraction * 100.0
-            );
+            let _ = writeln!(o, "- {}/{}: {why}.", c.scenario, c.variant);
         }
     }
     if verdict.cells.iter().any(|c| c.released_by_io.is_some()) {
+        o.push('\n');
+    }
+}
+
+/// The planned cells without a usable run, the cells without a hypothesis,
+/// and the runs left out.
+fn not_judged_lists(o: &mut String, verdict: &Verdict) {
+    if !verdict.missing.is_empty() {
+        let _ = writeln!(o, "Planned cells without a usable run:\n");
+        for m in &verdict.missing {
+            let _ = writeln!(o, "- {m}");
+        }
+        o.push('\n');
+    }
+    if !verdict.unjudged.is_empty() {
+        let _ = writeln!(
+            o,
+            "Cells measured without a hypothesis (no PASS rests on them):\n"
+        );
+        for u in &verdict.unjudged {
+            let _ = writeln!(o, "- {u}");
+        }
+        o.push('\n');
+    }
+    if !verdict.excluded.is_empty() {
+        let _ = writeln!(
+            o,
+            "Runs left out of the verdict (not usable as evidence):\n"
+        );
+        for x in &verdict.excluded {
+            let _ = writeln!(o, "- {x}");
+        }
         o.push('\n');
     }
 }
@@ -151,15 +204,17 @@ fn released_notes(o: &mut String, verdict: &Verdict) {
 fn verdict_notes(o: &mut String, session: &Session, verdict: &Verdict, expected: &Expected) {
     let _ = writeln!(
         o,
-        "\nEach cell: the observed class, the median share of writer time spent in stall sleeps \
-         (throttled in `balance_dirty_pages()` while no writeback ran and none had been requested), \
-         and the hypothesis from `qemu/expected.toml`. Classes: `stall` (share >= {:.0}%), `ok` \
-         (< {:.0}%), `unclear` (in between), `idle` (in some run the writers were never \
-         throttled: nothing was exercised). A share in between is `ok` where the scenario has a \
-         latency bound and fio shows it held in every run (\"released by I/O\": the writers slept \
-         while their pages were being written, and none waited for the periodic flusher). Every \
-         run's module counts were checked against the kernel's own tracefs counts of the same \
-         events.\n",
+        "\nEach cell: its class, then every run's class and share of writer time spent in stall \
+         sleeps (throttled in `balance_dirty_pages()` while no writeback ran and none had been \
+         requested), and the hypothesis from `qemu/expected.toml`. Each run is judged on its own: \
+         `stall` (share >= {:.0}%), `ok` (< {:.0}%), `unclear` (in between), `idle` (the writers \
+         were never throttled: nothing was exercised). A cell is in a class only when every run \
+         is; otherwise it is `mixed`, which no hypothesis accepts. A run's share in between is \
+         `ok` where the scenario has a latency bound that this run held (\"released by I/O\": \
+         the writers slept while their pages were being written, and none waited for the \
+         periodic flusher). Every criterion holds run by run. Every run's module counts, and \
+         the tracefs detector's, were checked against the kernel's own tracefs counts of the \
+         same events.\n",
         expected.criteria.stall_fraction * 100.0,
         expected.criteria.ok_fraction * 100.0
     );
@@ -174,27 +229,19 @@ fn verdict_notes(o: &mut String, session: &Session, verdict: &Verdict, expected:
         })
         .collect();
     if failures.is_empty() && !verdict.cells.is_empty() {
-        let _ = writeln!(o, "Every measured cell matches its hypothesis.\n");
+        let _ = writeln!(
+            o,
+            "Every {} cell matches its hypothesis.\n",
+            if verdict.unjudged.is_empty() {
+                "measured"
+            } else {
+                "judged"
+            }
+        );
     } else {
         let _ = writeln!(o, "Mismatches:\n\n{}\n", failures.join("\n"));
     }
-    if !verdict.missing.is_empty() {
-        let _ = writeln!(o, "Planned cells without a usable run:\n");
-        for m in &verdict.missing {
-            let _ = writeln!(o, "- {m}");
-        }
-        o.push('\n');
-    }
-    if !verdict.excluded.is_empty() {
-        let _ = writeln!(
-            o,
-            "Runs left out of every median (not usable as evidence):\n"
-        );
-        for x in &verdict.excluded {
-            let _ = writeln!(o, "- {x}");
-        }
-        o.push('\n');
-    }
+    not_judged_lists(o, verdict);
     for (cell, ratio) in &verdict.throughput_ratio {
         let _ = writeln!(
             o,

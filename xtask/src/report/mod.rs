@@ -2,6 +2,7 @@
 //! columns, throughput and the mechanism as rows), and the verdict lines.
 
 pub mod mail;
+pub mod mail_patch;
 pub mod markdown;
 pub mod plots;
 pub mod terminal;
@@ -89,7 +90,17 @@ pub fn render(
     let roles = session_roles(session)?;
     let md = markdown::markdown(session, records, &verdict, &plots, expected, &roles);
     crate::util::write_atomic(&dir.join("report.md"), md)?;
-    let text = mail::mail(session, records, &verdict, &roles);
+    // With patches under test, the mail is about them, one after the other.
+    let text = if session.under_test.is_empty() {
+        mail::mail(session, records, &verdict, &roles)
+    } else {
+        session
+            .under_test
+            .iter()
+            .map(|u| mail_patch::mail(session, records, &verdict, &roles, u))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
     crate::util::write_atomic(&dir.join(MAIL_FILE), text)?;
     Ok(verdict)
 }
@@ -197,7 +208,8 @@ mod tests {
         );
         assert!(
             md.contains(
-                "| fuse-strictlimit | stall (70.0%; expected stall) ✓ | ok (0.0%; expected ok) ✓ |"
+                "| fuse-strictlimit | stall (stall 70.0%, stall 70.0%, stall 70.0%; expected stall) ✓ \
+                 | ok (ok 0.0%, ok 0.0%, ok 0.0%; expected ok) ✓ |"
             ),
             "{md}"
         );
@@ -328,6 +340,20 @@ mod tests {
             table(&usable, &verdict),
             verdict_lines(&verdict, &[])
         );
+        // WBSTALL_BLESS=1 writes what renders now as the new golden files
+        // (after a regenerated example, or a change of output with a reason).
+        if std::env::var_os("WBSTALL_BLESS").is_some() {
+            std::fs::write(docs.join("terminal.txt"), &terminal).unwrap();
+            for name in ["report.md", MAIL_FILE, "verdict.json"] {
+                std::fs::copy(dir.path().join(name), docs.join(name)).unwrap();
+            }
+            for e in std::fs::read_dir(dir.path()).unwrap() {
+                let p = e.unwrap().path();
+                if p.extension().is_some_and(|x| x == "svg") {
+                    std::fs::copy(&p, docs.join(p.file_name().unwrap())).unwrap();
+                }
+            }
+        }
         let golden = |name: &str| std::fs::read_to_string(docs.join(name)).unwrap();
         assert_eq!(
             terminal,
