@@ -180,7 +180,12 @@ fn build_each(
     for v in selected {
         match builder.one(v) {
             Ok(b) => built.push(b),
-            Err(e) if e.is::<patch::DoesNotApply>() && v.under_test.is_some() => {
+            Err(e)
+                if e.is::<patch::DoesNotApply>()
+                    && v.under_test
+                        .as_ref()
+                        .is_some_and(|u| !u.other_base.is_empty()) =>
+            {
                 let u = v.under_test.as_ref().expect("checked by the guard");
                 return Err(e.context(format!(
                     "--patch {}: it does not apply on `{}` (the --base it was given, or the \

@@ -11,6 +11,7 @@ pub mod mail;
 pub mod mirror;
 pub mod module;
 pub mod patch;
+pub mod revs;
 pub mod source;
 pub mod tracepoints;
 pub mod variants;

@@ -301,6 +301,12 @@ pub struct Selection {
     /// regression itself.
     #[arg(long, value_name = "NAME", requires = "patches")]
     pub base: Option<String>,
+    /// A revision of the --kernel-src tree as a variant, `rev-<REV>` (repeatable):
+    /// `--rev HEAD --rev $(git merge-base HEAD origin/master)` measures a branch
+    /// against its merge base. Built incrementally from the tree's mirror; the
+    /// tree is never checked out.
+    #[arg(long = "rev", value_name = "REV")]
+    pub revs: Vec<String>,
     /// Variants made by a task itself (bisect: the tree as checked out).
     #[arg(skip)]
     pub extra: Vec<Variant>,

@@ -31,6 +31,7 @@ use crate::{
     kernel::{
         build::Built,
         patch::{Comparison, Roles, Selection, UnderTest, Variant, Variants},
+        revs,
         source::SourceArgs,
     },
     progress::{self, Event},
@@ -88,11 +89,11 @@ pub struct QemuTest {
     /// The hypotheses to judge against. Default: qemu/expected.toml.
     #[arg(long, value_name = "FILE")]
     pub expected: Option<PathBuf>,
-    /// What the patch under test (--patch) must do: `CLASS` in every scenario,
+    /// What the patch under test (--patch, --rev) must do: `CLASS` in every scenario,
     /// or `SCENARIO=CLASS` (repeatable; CLASS is ok, stall or idle). Default:
     /// what the expectations file says of the reference variant (a fix must
     /// behave as the shipped fix does).
-    #[arg(long = "expect", value_name = "[SCENARIO=]CLASS", requires = "patches")]
+    #[arg(long = "expect", value_name = "[SCENARIO=]CLASS")]
     pub expect: Vec<String>,
     /// A against B: the %change of every metric with its interval, beside the
     /// A/A noise floor (repeatable; any two measured variants, --patch ones
@@ -171,6 +172,13 @@ impl QemuTest {
         let scenario_names: Vec<&str> = scenarios.iter().map(|s| s.name).collect();
         let all: Vec<&str> = scenario::all()?.iter().map(|s| s.name).collect();
         let given = ExpectArgs::parse(&self.expect, &all)?;
+        if under_test.is_empty() && !self.expect.is_empty() {
+            bail!(
+                "--expect is what a patch under test must do: give it with --patch FILE or \
+                 --rev REV (the variants of patches/variants.toml are judged by {})",
+                file.display()
+            );
+        }
         for u in under_test {
             progress::emit(Event::Note(&format!(
                 "{}: {} on `{}`{}",
@@ -350,7 +358,8 @@ impl QemuTest {
         // Check every input before the long work starts.
         let scenarios = scenario::select(&self.scenarios)?;
         let variants = Variants::repo()?;
-        let selected = self.selection.resolve(&variants)?;
+        let selection = revs::select(sh, &self.selection, &self.source)?;
+        let selected = selection.resolve(&variants)?;
         let under_test: Vec<UnderTest> = selected
             .iter()
             .filter_map(|v| v.under_test.clone())
@@ -365,7 +374,7 @@ impl QemuTest {
         let host_cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         let crowded = plan::check_jobs_vm(self.jobs_vm, host_cpus, machine.cpus, machine.clock)?;
         let roles = self.roles(&variants, &selected, runs)?;
-        let mut built = self.guest.kernels(sh, &tc, &self.selection, &self.source)?;
+        let mut built = self.guest.kernels(sh, &tc, &selection, &self.source)?;
         if let Some(aa) = self.aa_variant(&built, runs, &roles)? {
             built.push(aa);
         }
