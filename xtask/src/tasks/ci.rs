@@ -59,57 +59,70 @@ impl Ci {
             return Ok(());
         }
         static_checks(sh)?;
-        // Every variant built and booted once, on the scenario whose verdict is
-        // robust in a 7 s job (84% against 0% stall share). The other scenarios
-        // are judged in the full matrix (docs/example-report): in quick runs the
-        // ext4 control's regressed cell reached 1.1% stall share (sleeps that
-        // the disk's completions end, judged by latency in full runs), and one
-        // v1 memcg run's stall share was not backed by a long write (the latency
-        // criterion said so); see README, "Why CI boots only fuse-strictlimit".
-        let roles = Variants::repo()?.roles;
-        step("SIGTERM to xtask mid-build: no child survives", || {
-            super::ci_sigterm::sigterm_mid_build(sh, &roles.reference)
-        })?;
-        step(
-            "qemu-test --quick --scenario fuse-strictlimit (every variant)",
-            || args::<QemuTest>(&["--quick", "--scenario", "fuse-strictlimit"])?.run(sh),
-        )?;
-        let baseline = roles.baseline;
-        step(
-            &format!("the verdict says no: {baseline} on fuse-strictlimit against `ok`"),
-            || live_negative(sh, &baseline),
-        )?;
-        step(
-            "module-stress (100 rmmod/insmod cycles under writers, a reader across rmmod)",
-            || args::<ModuleStress>(&["--cycles", "100", "--no-build"])?.run(sh),
-        )?;
-        // The path without the module: GCC, no CONFIG_RUST, the guest without
-        // wbstall.ko, every sleep classed from the trace events alone.
-        step(
-            &format!(
-                "--no-rust (GCC, tracefs detector): {baseline} and {} on fuse-strictlimit",
-                roles.reference
-            ),
-            || {
-                args::<QemuTest>(&[
-                    "--quick",
-                    "--no-rust",
-                    "--variant",
-                    &baseline,
-                    "--variant",
-                    &roles.reference,
-                    "--scenario",
-                    "fuse-strictlimit",
-                ])?
-                .run(sh)
-            },
-        )?;
+        live_steps(sh)?;
         progress::emit(Event::Note(&format!(
             "ci: all steps passed in {:.0} s",
             started.elapsed().as_secs_f64()
         )));
         Ok(())
     }
+}
+
+/// The steps that build kernels and boot them.
+fn live_steps(sh: &Shell) -> Result<()> {
+    // Every variant built and booted once, on the scenario whose verdict is
+    // robust in a 7 s job (84% against 0% stall share). The other scenarios
+    // are judged in the full matrix (docs/example-report): in quick runs the
+    // ext4 control's regressed cell reached 1.1% stall share (sleeps that
+    // the disk's completions end, judged by latency in full runs), and one
+    // v1 memcg run's stall share was not backed by a long write (the latency
+    // criterion said so); see README, "Why CI boots only fuse-strictlimit".
+    let roles = Variants::repo()?.roles;
+    step("SIGTERM to xtask mid-build: no child survives", || {
+        super::ci_sigterm::sigterm_mid_build(sh, &roles.reference)
+    })?;
+    step(
+        "qemu-test --quick --scenario fuse-strictlimit (every variant)",
+        || args::<QemuTest>(&["--quick", "--scenario", "fuse-strictlimit"])?.run(sh),
+    )?;
+    let baseline = roles.baseline;
+    step(
+        &format!("the verdict says no: {baseline} on fuse-strictlimit against `ok`"),
+        || live_negative(sh, &baseline),
+    )?;
+    step(
+        &format!(
+            "a patch under test that stalls fails: {WRONG_PATCH} on {baseline}, \
+                 fuse-strictlimit, held to the reference's expectation"
+        ),
+        || live_wrong_patch(sh, &baseline),
+    )?;
+    step(
+        "module-stress (100 rmmod/insmod cycles under writers, a reader across rmmod)",
+        || args::<ModuleStress>(&["--cycles", "100", "--no-build"])?.run(sh),
+    )?;
+    // The path without the module: GCC, no CONFIG_RUST, the guest without
+    // wbstall.ko, every sleep classed from the trace events alone.
+    step(
+        &format!(
+            "--no-rust (GCC, tracefs detector): {baseline} and {} on fuse-strictlimit",
+            roles.reference
+        ),
+        || {
+            args::<QemuTest>(&[
+                "--quick",
+                "--no-rust",
+                "--variant",
+                &baseline,
+                "--variant",
+                &roles.reference,
+                "--scenario",
+                "fuse-strictlimit",
+            ])?
+            .run(sh)
+        },
+    )?;
+    Ok(())
 }
 
 /// The checks of the repository's other languages: the guest's shell, the
@@ -211,6 +224,66 @@ fn live_negative(sh: &Shell, baseline: &str) -> Result<()> {
             Ok(())
         }
         _ => bail!("qemu-test failed, but not on the {baseline} cell's class: {cell:?}"),
+    }
+}
+
+/// A plausible but incomplete fix (it starts writeback for a memcg domain
+/// over its background threshold, not for a strictlimit BDI).
+const WRONG_PATCH: &str = "docs/own-patch/memcg-bg-thresh.patch";
+
+/// A live run that must fail on the patch under test: the wrong fix on the
+/// baseline, on fuse-strictlimit, with no --expect (held to the reference's
+/// `ok`). The verdict and the exit must fail on the patch's cell, its mail
+/// must say why, and the other cells must pass.
+fn live_wrong_patch(sh: &Shell, baseline: &str) -> Result<()> {
+    let patch = util::project_root().join(WRONG_PATCH);
+    let patch = patch.display().to_string();
+    let out = args::<QemuTest>(&[
+        "--quick",
+        "--patch",
+        &patch,
+        "--base",
+        baseline,
+        "--scenario",
+        "fuse-strictlimit",
+    ])?
+    .measure(sh)?;
+    if out.passed() || !out.failures.is_empty() {
+        bail!(
+            "qemu-test passed the wrong patch, or failed on a boot ({:?}): see {}",
+            out.failures,
+            out.dir.display()
+        );
+    }
+    let name = "patch-memcg-bg-thresh";
+    let cell = out.verdict.cells.iter().find(|c| c.variant == name);
+    let others_pass = out
+        .verdict
+        .cells
+        .iter()
+        .filter(|c| c.variant != name)
+        .all(|c| c.failures.is_empty());
+    let mail = std::fs::read_to_string(out.dir.join(crate::report::MAIL_FILE))
+        .context("reading the mail of the run")?;
+    match cell {
+        Some(c)
+            if c.observed == Class::Stall
+                && c.expected == Some(Class::Ok)
+                && others_pass
+                && mail.contains("the patch FAILS its expectations")
+                && mail.contains("No Tested-by") =>
+        {
+            progress::emit(Event::Note(&format!(
+                "ci: the patch under test failed, as it must: {}",
+                c.failures.join("; ")
+            )));
+            Ok(())
+        }
+        _ => bail!(
+            "qemu-test failed, but not on the patch's cell alone, or its mail does not say \
+             so: {cell:?}; see {}",
+            out.dir.display()
+        ),
     }
 }
 
