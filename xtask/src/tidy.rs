@@ -22,11 +22,51 @@ mod tests {
         }
     }
 
-    /// The lines of a file before its test module.
+    /// The directories whose Rust files the size limits hold: the xtask and
+    /// the guest's programs.
+    const SIZED_DIRS: &[&str] = &[
+        "xtask/src",
+        "qemu/wbstall-fuse/src",
+        "qemu/wbstall-sample/src",
+    ];
+
+    /// The lines of a file without its `#[cfg(test)] mod tests { ... }` block:
+    /// the attribute, any attributes after it, and the module to its closing
+    /// brace. Everything else is code, other `#[cfg(test)]` items included
+    /// (a test-only helper or `mod fuzz` is still read and kept up to date).
     fn code(text: &str) -> Vec<&str> {
-        text.lines()
-            .take_while(|l| l.trim() != "#[cfg(test)]")
-            .collect()
+        let lines: Vec<&str> = text.lines().collect();
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < lines.len() {
+            match test_module_len(&lines[i..]) {
+                Some(len) => i += len,
+                None => {
+                    out.push(lines[i]);
+                    i += 1;
+                }
+            }
+        }
+        out
+    }
+
+    /// When `lines` opens with `#[cfg(test)]`, perhaps more attributes, then
+    /// `mod tests {` (maybe `pub`): the number of lines through the module's closing brace.
+    fn test_module_len(lines: &[&str]) -> Option<usize> {
+        if lines.first()?.trim() != "#[cfg(test)]" {
+            return None;
+        }
+        let m = 1 + lines[1..]
+            .iter()
+            .position(|l| !l.trim_start().starts_with("#["))?;
+        let t = lines[m].trim_start();
+        let vis = t.strip_suffix("mod tests {")?;
+        if !["", "pub ", "pub(crate) ", "pub(super) "].contains(&vis) {
+            return None;
+        }
+        let close = format!("{}}}", &lines[m][..lines[m].len() - t.len()]);
+        let end = lines[m..].iter().position(|l| l.trim_end() == close)?;
+        Some(m + end + 1)
     }
 
     /// (name, first line, length) of each `fn` whose body is a `{ ... }` block.
@@ -65,7 +105,9 @@ mod tests {
     #[test]
     fn files_and_functions_stay_small() {
         let mut files = Vec::new();
-        rust_files(&crate::util::project_root().join("xtask/src"), &mut files);
+        for dir in SIZED_DIRS {
+            rust_files(&crate::util::project_root().join(dir), &mut files);
+        }
         files.sort();
         let mut over = Vec::new();
         for f in &files {
@@ -198,5 +240,34 @@ mod tests {
             "fn a() {\n    x();\n}\n\nimpl S {\n    pub fn b(&self) -> u8 {\n        1\n    }\n}\n";
         let f = functions(&src.lines().collect::<Vec<_>>());
         assert_eq!(f, [("a".to_string(), 1, 3), ("b".to_string(), 6, 3)]);
+    }
+
+    /// A `#[cfg(test)]` on one item no longer hides the rest of the file: the
+    /// long function after it is measured (the old scanner stopped reading at
+    /// the attribute and passed the file); only `mod tests` is left out.
+    #[test]
+    fn a_stray_cfg_test_hides_nothing_after_it() {
+        let body = "    x();\n".repeat(MAX_FN_LINES);
+        let src = format!(
+            "#[cfg(test)]\nfn helper() {{\n    y();\n}}\n\nfn long() {{\n{body}}}\n\n\
+             #[cfg(test)]\nmod tests {{\n    fn t() {{\n    }}\n}}\n"
+        );
+        let old: Vec<&str> = src
+            .lines()
+            .take_while(|l| l.trim() != "#[cfg(test)]")
+            .collect();
+        assert!(functions(&old).is_empty());
+        let lines = code(&src);
+        // helper and a blank line, long and a blank line; no `mod tests`.
+        assert_eq!(lines.len(), 4 + 1 + MAX_FN_LINES + 2 + 1);
+        let f = functions(&lines);
+        assert_eq!(
+            f,
+            [
+                ("helper".to_string(), 2, 3),
+                ("long".to_string(), 6, MAX_FN_LINES + 2)
+            ]
+        );
+        assert!(f[1].2 > MAX_FN_LINES);
     }
 }

@@ -18,6 +18,7 @@ use fuser::Config;
 use fuser::MountOption;
 use fuser::Session;
 use fuser::SessionACL;
+use fuser::SessionUnmounter;
 
 use crate::cli::Cli;
 use crate::fs::Backing;
@@ -126,27 +127,9 @@ fn ready_report(n: &Negotiated, threads: usize, mode: Backing) -> Ready {
 
 /// Runs the server until it is unmounted or signalled.
 pub fn run(cli: Cli, signals: ShutdownSignals) -> anyhow::Result<()> {
-    let mountpoint = cli
-        .mountpoint
-        .canonicalize()
-        .with_context(|| format!("mount point {}", cli.mountpoint.display()))?;
-    if !mountpoint.is_dir() {
-        bail!("mount point {} is not a directory", mountpoint.display());
-    }
-    let threads = match cli.threads {
-        Some(n) => usize::from(n),
-        None => std::thread::available_parallelism().map_or(1, |n| n.get()),
-    };
-    let kernel_max = kernel_max_write();
-    let max_write = if cli.max_write > kernel_max {
-        eprintln!(
-            "wbstall-fuse: --max-write {} exceeds the kernel limit, using {kernel_max}",
-            cli.max_write
-        );
-        kernel_max
-    } else {
-        cli.max_write
-    };
+    let mountpoint = mountpoint(&cli)?;
+    let threads = threads(&cli);
+    let max_write = max_write(&cli);
 
     let stats = Arc::new(Stats::default());
     let negotiated = Arc::new(Mutex::new(None));
@@ -161,53 +144,8 @@ pub fn run(cli: Cli, signals: ShutdownSignals) -> anyhow::Result<()> {
         Arc::clone(&stats),
         Arc::clone(&negotiated),
     );
-
-    let mut options = vec![
-        MountOption::FSName(cli.fsname.clone()),
-        // The kernel's own `subtype` option: /proc/mounts shows `fuse.wbstall`.
-        MountOption::CUSTOM("subtype=wbstall".into()),
-        MountOption::RW,
-        MountOption::NoSuid,
-        MountOption::NoDev,
-    ];
-    if !cli.no_default_permissions {
-        options.push(MountOption::DefaultPermissions);
-    }
-    let mut config = Config::default();
-    config.mount_options = options;
-    config.acl = if cli.allow_other {
-        SessionACL::All
-    } else {
-        SessionACL::Owner
-    };
-    config.n_threads = Some(threads);
-    config.clone_fd = !cli.no_clone_fd;
-
-    // Mounts with mount(2) and answers INIT (calling Server::init) before returning.
-    let session = Session::new(server, &mountpoint, &config);
-    let recorded = *negotiated.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(n) = recorded.filter(|n| !n.writeback_cache) {
-        if let Some(path) = &cli.ready_file {
-            write_json_atomic(path, &ready_report(&n, threads, cli.mode))?;
-        }
-        // Dropping a session unmounts; the kernel already got an error reply to INIT.
-        drop(session);
-        return Err(WritebackRefused(format!(
-            "the kernel (FUSE {}.{}, INIT flags {:#x}) does not offer FUSE_WRITEBACK_CACHE",
-            n.kernel_version.0, n.kernel_version.1, n.kernel_flags
-        ))
-        .into());
-    }
-    let mut session = session.with_context(|| {
-        format!(
-            "mounting FUSE on {} (needs root, /dev/fuse and mount(2) permission; fuser falls \
-             back to fusermount, which does not exist here, only when mount(2) says EPERM)",
-            mountpoint.display()
-        )
-    })?;
-    let Some(n) = recorded else {
-        bail!("INIT completed without negotiation results");
-    };
+    let config = session_config(&cli, threads);
+    let (mut session, n) = mount(server, &mountpoint, &config, &negotiated, &cli, threads)?;
 
     if let Some(path) = &cli.ready_file {
         write_json_atomic(path, &ready_report(&n, threads, cli.mode))?;
@@ -233,36 +171,15 @@ pub fn run(cli: Cli, signals: ShutdownSignals) -> anyhow::Result<()> {
     });
     let signalled = Arc::new(AtomicBool::new(false));
     let (done_tx, done_rx) = mpsc::channel::<()>();
-    let mut unmounter = session.unmount_callable();
-    {
-        let writer = Arc::clone(&writer);
-        let signalled = Arc::clone(&signalled);
-        let mountpoint = mountpoint.clone();
-        let timeout = Duration::from_secs(cli.exit_timeout);
-        signals.spawn_handler(move |sig| {
-            signalled.store(true, Ordering::SeqCst);
-            eprintln!(
-                "wbstall-fuse: {} received, unmounting {}",
-                signals::name(sig),
-                mountpoint.display()
-            );
-            writer.write(EndedBy::Signal, false);
-            if let Err(e) = unmounter.unmount() {
-                eprintln!("wbstall-fuse: unmount failed ({e}); detaching lazily");
-                if let Err(e) = lazy_detach(&mountpoint) {
-                    eprintln!("wbstall-fuse: lazy unmount failed too: {e}");
-                }
-            }
-            if let Err(mpsc::RecvTimeoutError::Timeout) = done_rx.recv_timeout(timeout) {
-                eprintln!(
-                    "wbstall-fuse: session still running {}s after unmount, exiting anyway",
-                    timeout.as_secs()
-                );
-                writer.write(EndedBy::SignalTimeout, true);
-                std::process::exit(0);
-            }
-        })?;
-    }
+    spawn_shutdown_handler(
+        signals,
+        session.unmount_callable(),
+        Arc::clone(&writer),
+        Arc::clone(&signalled),
+        mountpoint.clone(),
+        Duration::from_secs(cli.exit_timeout),
+        done_rx,
+    )?;
 
     let result = session.run();
     drop(done_tx);
@@ -276,5 +193,141 @@ pub fn run(cli: Cli, signals: ShutdownSignals) -> anyhow::Result<()> {
     writer.write(ended_by, true);
     result.context("FUSE session failed")?;
     eprintln!("wbstall-fuse: session ended ({ended_by:?}), exiting");
+    Ok(())
+}
+
+/// The mount point, canonical; it must be a directory.
+fn mountpoint(cli: &Cli) -> anyhow::Result<PathBuf> {
+    let mountpoint = cli
+        .mountpoint
+        .canonicalize()
+        .with_context(|| format!("mount point {}", cli.mountpoint.display()))?;
+    if !mountpoint.is_dir() {
+        bail!("mount point {} is not a directory", mountpoint.display());
+    }
+    Ok(mountpoint)
+}
+
+/// Worker threads: `--threads`, else one per available CPU.
+fn threads(cli: &Cli) -> usize {
+    match cli.threads {
+        Some(n) => usize::from(n),
+        None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+    }
+}
+
+/// `--max-write`, capped (with a warning) at what the kernel will honour.
+fn max_write(cli: &Cli) -> u32 {
+    let kernel_max = kernel_max_write();
+    if cli.max_write > kernel_max {
+        eprintln!(
+            "wbstall-fuse: --max-write {} exceeds the kernel limit, using {kernel_max}",
+            cli.max_write
+        );
+        kernel_max
+    } else {
+        cli.max_write
+    }
+}
+
+/// The session's mount options and threading, from the flags.
+fn session_config(cli: &Cli, threads: usize) -> Config {
+    let mut options = vec![
+        MountOption::FSName(cli.fsname.clone()),
+        // The kernel's own `subtype` option: /proc/mounts shows `fuse.wbstall`.
+        MountOption::CUSTOM("subtype=wbstall".into()),
+        MountOption::RW,
+        MountOption::NoSuid,
+        MountOption::NoDev,
+    ];
+    if !cli.no_default_permissions {
+        options.push(MountOption::DefaultPermissions);
+    }
+    let mut config = Config::default();
+    config.mount_options = options;
+    config.acl = if cli.allow_other {
+        SessionACL::All
+    } else {
+        SessionACL::Owner
+    };
+    config.n_threads = Some(threads);
+    config.clone_fd = !cli.no_clone_fd;
+    config
+}
+
+/// Mounts with mount(2) and answers INIT (calling `Server::init`); returns
+/// the session and what INIT negotiated. A kernel that does not offer the
+/// writeback cache is a [`WritebackRefused`] (after the ready file, if any,
+/// says so).
+fn mount(
+    server: Server,
+    mountpoint: &Path,
+    config: &Config,
+    negotiated: &Mutex<Option<Negotiated>>,
+    cli: &Cli,
+    threads: usize,
+) -> anyhow::Result<(Session<Server>, Negotiated)> {
+    let session = Session::new(server, mountpoint, config);
+    let recorded = *negotiated.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(n) = recorded.filter(|n| !n.writeback_cache) {
+        if let Some(path) = &cli.ready_file {
+            write_json_atomic(path, &ready_report(&n, threads, cli.mode))?;
+        }
+        // Dropping a session unmounts; the kernel already got an error reply to INIT.
+        drop(session);
+        return Err(WritebackRefused(format!(
+            "the kernel (FUSE {}.{}, INIT flags {:#x}) does not offer FUSE_WRITEBACK_CACHE",
+            n.kernel_version.0, n.kernel_version.1, n.kernel_flags
+        ))
+        .into());
+    }
+    let session = session.with_context(|| {
+        format!(
+            "mounting FUSE on {} (needs root, /dev/fuse and mount(2) permission; fuser falls \
+             back to fusermount, which does not exist here, only when mount(2) says EPERM)",
+            mountpoint.display()
+        )
+    })?;
+    let Some(n) = recorded else {
+        bail!("INIT completed without negotiation results");
+    };
+    Ok((session, n))
+}
+
+/// On the first shutdown signal: marks `signalled`, writes the stats,
+/// unmounts (lazily if that fails), and exits if the session is still running
+/// `timeout` after that (`done` is dropped when it ends).
+fn spawn_shutdown_handler(
+    signals: ShutdownSignals,
+    mut unmounter: SessionUnmounter,
+    writer: Arc<StatsWriter>,
+    signalled: Arc<AtomicBool>,
+    mountpoint: PathBuf,
+    timeout: Duration,
+    done: mpsc::Receiver<()>,
+) -> std::io::Result<()> {
+    signals.spawn_handler(move |sig| {
+        signalled.store(true, Ordering::SeqCst);
+        eprintln!(
+            "wbstall-fuse: {} received, unmounting {}",
+            signals::name(sig),
+            mountpoint.display()
+        );
+        writer.write(EndedBy::Signal, false);
+        if let Err(e) = unmounter.unmount() {
+            eprintln!("wbstall-fuse: unmount failed ({e}); detaching lazily");
+            if let Err(e) = lazy_detach(&mountpoint) {
+                eprintln!("wbstall-fuse: lazy unmount failed too: {e}");
+            }
+        }
+        if let Err(mpsc::RecvTimeoutError::Timeout) = done.recv_timeout(timeout) {
+            eprintln!(
+                "wbstall-fuse: session still running {}s after unmount, exiting anyway",
+                timeout.as_secs()
+            );
+            writer.write(EndedBy::SignalTimeout, true);
+            std::process::exit(0);
+        }
+    })?;
     Ok(())
 }

@@ -452,59 +452,66 @@ impl Worktree {
             new_touched
                 .extend(touched_paths(&p.diff).with_context(|| format!("reading {}", p.label))?);
         }
+        let stage = self.stage(sh, &st, variant, &new_touched)?;
+        self.save_originals(&mut st, &new_touched)?;
+        st.touched.extend(new_touched.iter().cloned());
+        st.switching = true;
+        self.save_state(&st)?;
+        let changed = self.rewrite(&st, &new_touched, &stage)?;
+        st.variant = Some(variant.name.clone());
+        st.patches = variant.patches.iter().map(|p| p.sha256.clone()).collect();
+        st.touched = new_touched;
+        st.switching = false;
+        self.save_state(&st)?;
+        fs::remove_dir_all(&stage).ok();
+        Ok(Switch { changed })
+    }
 
-        // 1. Apply to pristine copies in a staging directory. The tree is not
-        //    touched until every patch has applied.
+    /// Step 1 of a switch: applies `variant`'s patches to pristine copies of
+    /// the files they touch, in a staging directory (returned). The tree is
+    /// not touched until every patch has applied.
+    fn stage(
+        &self,
+        sh: &Shell,
+        st: &TreeState,
+        variant: &Variant,
+        new_touched: &BTreeSet<String>,
+    ) -> Result<PathBuf> {
         let stage = self.root.join("stage");
         if stage.exists() {
             fs::remove_dir_all(&stage).with_context(|| format!("clearing {}", stage.display()))?;
         }
         fs::create_dir_all(&stage).with_context(|| format!("creating {}", stage.display()))?;
-        for rel in &new_touched {
-            if let Some(bytes) = self.pristine(&st, rel)? {
+        for rel in new_touched {
+            if let Some(bytes) = self.pristine(st, rel)? {
                 write_file(&stage.join(rel), &bytes)?;
             }
         }
-        {
-            let _d = sh.push_dir(&stage);
-            // Keep git from finding a repository above the staging directory.
-            let ceiling = self.root.display().to_string();
-            for p in &variant.patches {
-                let out = cmd!(sh, "git apply --whitespace=nowarn -")
-                    .env("GIT_CEILING_DIRECTORIES", &ceiling)
-                    .env_remove("GIT_DIR")
-                    .env_remove("GIT_WORK_TREE")
-                    .stdin(&p.diff)
-                    .quiet()
-                    .ignore_status()
-                    .output()
-                    .context("running git apply")?;
-                if !out.status.success() {
-                    let stderr = String::from_utf8_lossy(&out.stderr);
-                    let hunk = failing_hunk(&p.diff, &stderr)
-                        .unwrap_or_else(|| "a hunk (see below)".to_string());
-                    return Err(DoesNotApply(format!(
-                        "patch {} does not apply for variant `{}`: {hunk} failed.\n\
-                         git apply said:\n{}\n\
-                         Nothing was changed: the cached tree still holds {}, and the other \
-                         variants are unaffected. Rebase the patch onto the state it follows \
-                         (for --patch: the regressed variant).",
-                        p.label,
-                        variant.name,
-                        stderr.trim_end(),
-                        st.variant
-                            .as_deref()
-                            .map_or("its previous state".to_string(), |v| format!(
-                                "variant `{v}`"
-                            )),
-                    ))
-                    .into());
-                }
+        let _d = sh.push_dir(&stage);
+        // Keep git from finding a repository above the staging directory.
+        let ceiling = self.root.display().to_string();
+        for p in &variant.patches {
+            let out = cmd!(sh, "git apply --whitespace=nowarn -")
+                .env("GIT_CEILING_DIRECTORIES", &ceiling)
+                .env_remove("GIT_DIR")
+                .env_remove("GIT_WORK_TREE")
+                .stdin(&p.diff)
+                .quiet()
+                .ignore_status()
+                .output()
+                .context("running git apply")?;
+            if !out.status.success() {
+                let stderr = String::from_utf8_lossy(&out.stderr);
+                return Err(does_not_apply(p, variant, st, &stderr).into());
             }
         }
+        Ok(stage)
+    }
 
-        // 2. Save the originals of files about to be touched for the first time.
-        for rel in &new_touched {
+    /// Step 2 of a switch: saves the originals of files about to be touched
+    /// for the first time.
+    fn save_originals(&self, st: &mut TreeState, new_touched: &BTreeSet<String>) -> Result<()> {
+        for rel in new_touched {
             if !st.originals.contains_key(rel) {
                 let src = self.tree().join(rel);
                 let existed = match read_optional(&src)? {
@@ -517,17 +524,24 @@ impl Worktree {
                 st.originals.insert(rel.clone(), existed);
             }
         }
-        st.touched.extend(new_touched.iter().cloned());
-        st.switching = true;
-        self.save_state(&st)?;
+        Ok(())
+    }
 
-        // 3. Rewrite only what differs.
+    /// Step 3 of a switch: rewrites only the files of `st.touched` that
+    /// differ from what they should hold (the staged copy for the files of
+    /// `new_touched`, pristine for the rest); returns them.
+    fn rewrite(
+        &self,
+        st: &TreeState,
+        new_touched: &BTreeSet<String>,
+        stage: &Path,
+    ) -> Result<Vec<String>> {
         let mut changed = Vec::new();
         for rel in st.touched.clone() {
             let want = if new_touched.contains(&rel) {
                 read_optional(&stage.join(&rel))?
             } else {
-                self.pristine(&st, &rel)?
+                self.pristine(st, &rel)?
             };
             let path = self.tree().join(&rel);
             if read_optional(&path)? != want {
@@ -539,14 +553,29 @@ impl Worktree {
                 changed.push(rel);
             }
         }
-        st.variant = Some(variant.name.clone());
-        st.patches = variant.patches.iter().map(|p| p.sha256.clone()).collect();
-        st.touched = new_touched;
-        st.switching = false;
-        self.save_state(&st)?;
-        fs::remove_dir_all(&stage).ok();
-        Ok(Switch { changed })
+        Ok(changed)
     }
+}
+
+/// Why patch `p` of `variant` failed, from `git apply`'s `stderr`, and what
+/// the tree (in state `st`) still holds.
+fn does_not_apply(p: &Patch, variant: &Variant, st: &TreeState, stderr: &str) -> DoesNotApply {
+    let hunk = failing_hunk(&p.diff, stderr).unwrap_or_else(|| "a hunk (see below)".to_string());
+    DoesNotApply(format!(
+        "patch {} does not apply for variant `{}`: {hunk} failed.\n\
+         git apply said:\n{}\n\
+         Nothing was changed: the cached tree still holds {}, and the other \
+         variants are unaffected. Rebase the patch onto the state it follows \
+         (for --patch: the regressed variant).",
+        p.label,
+        variant.name,
+        stderr.trim_end(),
+        st.variant
+            .as_deref()
+            .map_or("its previous state".to_string(), |v| format!(
+                "variant `{v}`"
+            )),
+    ))
 }
 
 fn read_optional(path: &Path) -> Result<Option<Vec<u8>>> {
