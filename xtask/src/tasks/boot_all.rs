@@ -16,6 +16,8 @@ use crate::{
     progress::{self, Event},
     report,
     results::{
+        context::RunContext,
+        problems::problems,
         record::{self, RunRecord},
         session::Session,
     },
@@ -81,8 +83,7 @@ fn boot_ended(
     booted: Result<boot::Booted>,
     expected: &Expected,
 ) -> Result<RunRecord, String> {
-    let rec =
-        booted.and_then(|booted| record::build(record::RunContext::of(b, &booted), &booted.stream));
+    let rec = booted.and_then(|booted| record::build(RunContext::of(b, &booted), &booted.stream));
     match rec {
         Ok(rec) => {
             progress::emit(Event::BootEnd {
@@ -104,7 +105,7 @@ fn boot_ended(
                 },
                 secs: rec.wall_secs,
             });
-            for p in record::problems(&rec, &expected.witness) {
+            for p in problems(&rec, &expected.witness) {
                 progress::emit(Event::Unusable(&p));
             }
             Ok(rec)

@@ -30,7 +30,11 @@ use crate::{
         source::SourceArgs,
     },
     progress::{self, Event},
-    results::record::{self, RunRecord},
+    results::{
+        context::RunContext,
+        problems::problems,
+        record::{self, RunRecord},
+    },
     tasks::guest_args::GuestArgs,
     util,
 };
@@ -73,7 +77,7 @@ pub struct Judged {
 /// expectation set to `ok`; if that verdict passes, the step is good (0).
 /// Else it is judged again against `stall`; if that passes, bad (1). Else
 /// skip (125), with the failures of both. A run that is no evidence
-/// (`record::problems`, the verdict's `excluded`) is a skip too.
+/// (`problems::problems`, the verdict's `excluded`) is a skip too.
 pub fn judge_step(records: &[RunRecord], expected: &Expected, scenario: &str) -> Judged {
     let plan = Plan {
         variants: vec![VARIANT.to_string()],
@@ -248,9 +252,9 @@ impl BisectStep {
         };
         let dir = util::unique_dir(&util::target_dir().join("bisect-step"))?;
         let booted = boot::boot(sh, &dir, &b).context("booting the step's kernel")?;
-        let rec = record::build(record::RunContext::of(&b, &booted), &booted.stream)
+        let rec = record::build(RunContext::of(&b, &booted), &booted.stream)
             .context("reading the step's run")?;
-        for p in record::problems(&rec, &expected.witness) {
+        for p in problems(&rec, &expected.witness) {
             progress::emit(Event::Unusable(&p));
         }
         Ok(rec)
