@@ -16,7 +16,7 @@ use crate::{
         stats::{self, stddev, Resolution},
         verdict::Verdict,
     },
-    kernel::patch::Roles,
+    kernel::variants::Roles,
     results::{record::RunRecord, session::Session},
 };
 

@@ -16,7 +16,7 @@ use crate::{
         stats::{self, Resolution},
         verdict::Verdict,
     },
-    kernel::patch::{Roles, UnderTest},
+    kernel::variants::{Roles, UnderTest},
     results::{record::RunRecord, session::Session},
 };
 

@@ -14,7 +14,7 @@ use crate::{
         stats::{change, mean, stddev},
         verdict::Verdict,
     },
-    kernel::patch::{Comparison, Roles},
+    kernel::variants::{Comparison, Roles},
     results::{record::RunRecord, session::Session},
 };
 

@@ -39,8 +39,8 @@ pub fn aa_name(variant: &str) -> String {
 /// were kept is read with today's `patches/variants.toml`.
 pub fn session_roles(
     session: &crate::results::session::Session,
-) -> anyhow::Result<crate::kernel::patch::Roles> {
-    use crate::kernel::patch::{Variants, VARIANTS_FILE};
+) -> anyhow::Result<crate::kernel::variants::Roles> {
+    use crate::kernel::variants::{Variants, VARIANTS_FILE};
     match &session.roles {
         Some(r) => Ok(r.clone()),
         None => Ok(Variants::load(&crate::util::project_root().join(VARIANTS_FILE))?.roles),
@@ -119,7 +119,7 @@ mod tests {
     };
 
     /// The roles of the repository's variants file.
-    fn roles() -> crate::kernel::patch::Roles {
+    fn roles() -> crate::kernel::variants::Roles {
         session_roles(&Session::default()).unwrap()
     }
 

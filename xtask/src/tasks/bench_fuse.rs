@@ -18,8 +18,8 @@ use crate::{
         scenario,
     },
     kernel::{
-        patch::{Selection, Variants},
         source::SourceArgs,
+        variants::{Selection, Variants},
     },
     progress::{self, Event},
     report::num,

@@ -30,9 +30,9 @@ use crate::{
     },
     kernel::{
         build::Built,
-        patch::{Comparison, Roles, Selection, UnderTest, Variant, Variants},
         revs,
         source::SourceArgs,
+        variants::{Comparison, Roles, Selection, UnderTest, Variant, Variants},
     },
     progress::{self, Event},
     report,

@@ -26,8 +26,9 @@ use crate::{
         scenario,
     },
     kernel::{
-        patch::{Patch, Selection, Variant},
+        patch::Patch,
         source::SourceArgs,
+        variants::{Selection, Variant},
     },
     progress::{self, Event},
     results::{
