@@ -7,7 +7,7 @@
 
 use std::fmt::Write;
 
-use super::num;
+use super::format::num;
 use crate::{
     analysis::{
         expected::{Class, AA_SUFFIX},

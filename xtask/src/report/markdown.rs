@@ -4,7 +4,7 @@
 
 use std::fmt::Write;
 
-use super::{num, terminal::ratio_text};
+use super::{format::num, terminal::ratio_text};
 use crate::{
     analysis::{
         expected::Expected,

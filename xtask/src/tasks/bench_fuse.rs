@@ -22,7 +22,7 @@ use crate::{
         variants::{Selection, Variants},
     },
     progress::{self, Event},
-    report::num,
+    report::format::num,
     results::fio,
     util,
 };

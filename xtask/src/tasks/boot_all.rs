@@ -90,7 +90,7 @@ fn boot_ended(
                 variant: &rec.variant,
                 scenario: &rec.scenario,
                 run: rec.run,
-                mib_s: &report::num(rec.fio.bw_mib_s),
+                mib_s: &report::format::num(rec.fio.bw_mib_s),
                 stall_pct: rec.stall_fraction * 100.0,
                 stall_sleeps: rec.mechanism.stall_sleeps,
                 throttle_sleeps: (rec.mechanism.throttle_sleeps, rec.witness.throttle_sleeps),
