@@ -10,9 +10,9 @@ use std::{
 };
 
 use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
 use xshell::{cmd, Shell};
 
-use super::{StepArgs, StepRow};
 use crate::{
     analysis::{
         expected::{self, Class, Expected},
@@ -39,6 +39,41 @@ use crate::{
     tasks::guest_args::GuestArgs,
     util,
 };
+
+/// What each step boots, shared by `bisect` and `bisect-step`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct StepArgs {
+    /// The scenario each step boots once (quick: ramp 2 s, 5 s).
+    #[arg(long, default_value = "fuse-strictlimit", value_name = "NAME")]
+    pub scenario: String,
+    /// A patch applied on top of every step's commit (a plain diff or a mail).
+    #[arg(long, value_name = "FILE")]
+    pub variant_patch: Option<PathBuf>,
+}
+
+/// Which end point of the bisect a row measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum End {
+    Good,
+    Bad,
+}
+
+/// One row of the table of steps.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct StepRow {
+    pub commit: String,
+    pub subject: String,
+    /// `ok`, `stall`, or `skip: <why>`.
+    pub verdict: String,
+    pub stall_share: Option<f64>,
+    pub mib_s: Option<f64>,
+    pub seconds: f64,
+    pub exit: i32,
+    /// The end point this row measured (none: a step of git bisect run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end: Option<End>,
+}
 
 /// The variant name of every step's kernel: the commit as checked out (plus
 /// `--variant-patch`). Not one of patches/variants.toml: its expectation is
