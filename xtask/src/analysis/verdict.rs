@@ -204,7 +204,7 @@ impl Verdict {
     }
 }
 
-/// The records that are usable evidence (no `record::problems`).
+/// The records that are usable evidence (no `problems::problems`).
 pub fn usable(records: &[RunRecord], expected: &Expected) -> Vec<RunRecord> {
     records
         .iter()
