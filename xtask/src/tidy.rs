@@ -1,10 +1,14 @@
-//! Repository rules kept honest by tests: the size of files and functions.
-//! Generated or data files are not Rust and are not counted; test modules are
-//! left out of both limits.
+//! Repository rules kept honest by tests: the size of files and functions,
+//! who prints, the layering between folders and no circles between the files
+//! of one folder. Generated or data files are not Rust and are not counted;
+//! test modules are left out.
 
 #[cfg(test)]
 mod tests {
-    use std::path::{Path, PathBuf};
+    use std::{
+        collections::{BTreeMap, BTreeSet},
+        path::{Path, PathBuf},
+    };
 
     /// Lines of non-test code one file may hold.
     const MAX_FILE_LINES: usize = 600;
@@ -141,14 +145,21 @@ mod tests {
     /// Every xtask source file: (path relative to the repository, its code
     /// without the tests).
     fn sources() -> Vec<(String, String)> {
+        sources_with(|text| code(text).join("\n"))
+    }
+
+    /// Every xtask source file: (path relative to the repository, `keep` of
+    /// its text), in order.
+    fn sources_with(keep: impl Fn(&str) -> String) -> Vec<(String, String)> {
         let mut files = Vec::new();
         let root = crate::util::project_root();
         rust_files(&root.join("xtask/src"), &mut files);
+        files.sort();
         files
             .iter()
             .map(|f| {
                 let rel = f.strip_prefix(&root).unwrap().display().to_string();
-                (rel, code(&std::fs::read_to_string(f).unwrap()).join("\n"))
+                (rel, keep(&std::fs::read_to_string(f).unwrap()))
             })
             .collect()
     }
@@ -232,6 +243,331 @@ mod tests {
             "a lower stage uses a higher one:\n{}",
             bad.join("\n")
         );
+    }
+
+    /// A file's code without its comment lines and its `#[cfg(test)] mod x
+    /// { .. }` blocks (`tests`, `fuzz`): what the build of xtask itself uses.
+    fn code_without_tests(text: &str) -> String {
+        let lines: Vec<&str> = text.lines().collect();
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < lines.len() {
+            let l = lines[i];
+            let next = lines.get(i + 1).map(|n| n.trim_start()).unwrap_or("");
+            if l.trim() == "#[cfg(test)]" && next.contains("mod ") && next.ends_with('{') {
+                let indent = &l[..l.len() - l.trim_start().len()];
+                let close = format!("{indent}}}");
+                i += lines[i..]
+                    .iter()
+                    .position(|x| *x == close)
+                    .unwrap_or(lines.len())
+                    + 1;
+                continue;
+            }
+            if !l.trim_start().starts_with("//") {
+                out.push(l);
+            }
+            i += 1;
+        }
+        out.join("\n")
+    }
+
+    fn is_ident(c: char) -> bool {
+        c.is_alphanumeric() || c == '_'
+    }
+
+    /// The paths of one use tree (`a::{b, c::{d, e}}`, `a::b::f(`), each as
+    /// its segments, with the lists expanded; `s` moves past what was read.
+    fn use_tree(s: &mut &str) -> Vec<Vec<String>> {
+        *s = s.trim_start();
+        if let Some(r) = s.strip_prefix('{') {
+            *s = r;
+            let mut out = Vec::new();
+            loop {
+                let before = s.len();
+                out.extend(use_tree(s));
+                *s = s.trim_start();
+                if let Some(r) = s.strip_prefix(',') {
+                    *s = r;
+                }
+                *s = s.trim_start();
+                if let Some(r) = s.strip_prefix('}') {
+                    *s = r;
+                    return out;
+                }
+                if s.len() == before {
+                    return out;
+                }
+            }
+        }
+        if let Some(r) = s.strip_prefix('*') {
+            *s = r;
+            return vec![vec![]];
+        }
+        let n = s.find(|c| !is_ident(c)).unwrap_or(s.len());
+        let seg = s[..n].to_string();
+        *s = &s[n..];
+        match s.strip_prefix("::") {
+            Some(r) if n > 0 => {
+                *s = r;
+                let mut paths = use_tree(s);
+                for p in &mut paths {
+                    p.insert(0, seg.clone());
+                }
+                paths
+            }
+            _ => vec![vec![seg]],
+        }
+    }
+
+    /// Every path a piece of code names (`crate::a::b`, `super::c`, `self::d`,
+    /// `use x::{..}`), as written: the segments up to the first that is not a
+    /// module path (a call, a generic, the end of the list).
+    fn paths_named(code: &str) -> Vec<Vec<String>> {
+        let mut out = Vec::new();
+        let mut prev = ' ';
+        let mut rest = code;
+        while let Some(c) = rest.chars().next() {
+            let starts = is_ident(c) && !is_ident(prev) && prev != ':';
+            let n = rest.find(|c| !is_ident(c)).unwrap_or(rest.len());
+            if starts && rest[n..].starts_with("::") {
+                let mut cur = rest;
+                out.extend(use_tree(&mut cur));
+                prev = ':';
+                rest = cur;
+            } else {
+                prev = c;
+                rest = &rest[c.len_utf8()..];
+            }
+        }
+        out
+    }
+
+    /// The module path of a source file: `xtask/src/results/record.rs` is
+    /// `results::record`, `xtask/src/results/mod.rs` is `results`.
+    fn module_of(rel: &str) -> Vec<String> {
+        let rel = rel.strip_prefix("xtask/src/").unwrap_or(rel);
+        let mut m: Vec<String> = rel
+            .trim_end_matches(".rs")
+            .split('/')
+            .map(String::from)
+            .collect();
+        if matches!(m.last().map(String::as_str), Some("mod" | "main")) {
+            m.pop();
+        }
+        m
+    }
+
+    /// A path as the file that names it sees it, made absolute (without
+    /// `crate`): `super` and `self` resolved, a bare first name read through
+    /// `names` (a `mod.rs`'s children, the modules a file imported). None for
+    /// paths outside the crate.
+    fn absolute(
+        own: &[String],
+        names: &BTreeMap<String, Vec<String>>,
+        path: &[String],
+    ) -> Option<Vec<String>> {
+        let (first, rest) = path.split_first()?;
+        let mut base = own.to_vec();
+        match first.as_str() {
+            "crate" => base.clear(),
+            "self" => {}
+            "super" => {
+                base.pop()?;
+                let mut up = rest;
+                while up.first().is_some_and(|s| s == "super") {
+                    base.pop()?;
+                    up = &up[1..];
+                }
+                base.extend(up.iter().cloned());
+                return Some(base);
+            }
+            name => base = names.get(name)?.clone(),
+        }
+        base.extend(rest.iter().cloned());
+        Some(base)
+    }
+
+    /// Every path a file names, made absolute: the bare names of its
+    /// children (in a `mod.rs`) and of the modules it imports (`use
+    /// crate::report;` then `report::num`) read as theirs.
+    fn absolute_paths(
+        own: &[String],
+        is_mod: bool,
+        modules: &[Vec<String>],
+        code: &str,
+    ) -> Vec<Vec<String>> {
+        let mut names = BTreeMap::new();
+        for m in modules {
+            if is_mod && m.len() == own.len() + 1 && m.starts_with(own) {
+                names.insert(m[own.len()].clone(), m.clone());
+            }
+        }
+        let named = paths_named(code);
+        for p in &named {
+            let Some(mut to) = absolute(own, &names, p) else {
+                continue;
+            };
+            if to.last().is_some_and(|s| s == "self") {
+                to.pop();
+            }
+            if let Some(last) = to.last().filter(|_| modules.contains(&to)) {
+                names.insert(last.clone(), to.clone());
+            }
+        }
+        named
+            .iter()
+            .filter_map(|p| absolute(own, &names, p))
+            .collect()
+    }
+
+    /// Per folder (`results`, `tasks/bisect`), which of its files use which:
+    /// a file is named by its stem (a subfolder by its name, `mod` for
+    /// `mod.rs`); a path to an item of the folder that is not one of its
+    /// files leads to `mod`. A `pub mod x;` declares, it does not use.
+    fn file_graphs(
+        sources: &[(String, String)],
+    ) -> BTreeMap<String, BTreeMap<String, BTreeSet<String>>> {
+        let modules: Vec<Vec<String>> = sources.iter().map(|(rel, _)| module_of(rel)).collect();
+        let children = |folder: &[String]| -> Vec<String> {
+            modules
+                .iter()
+                .filter(|m| m.len() > folder.len() && m.starts_with(folder))
+                .map(|m| m[folder.len()].clone())
+                .collect()
+        };
+        let mut graphs: BTreeMap<String, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
+        for ((rel, code), own) in sources.iter().zip(&modules) {
+            let is_mod = rel.ends_with("/mod.rs") || rel.ends_with("/main.rs");
+            let folder_depth = if is_mod { own.len() } else { own.len() - 1 };
+            for to in absolute_paths(own, is_mod, &modules, code) {
+                // Each folder above the file, the crate's root left to the
+                // layering test.
+                for depth in 1..=folder_depth {
+                    let folder = &own[..depth];
+                    if to.len() <= depth || !to.starts_with(folder) {
+                        continue;
+                    }
+                    let node = |m: &[String]| m.get(depth).cloned().unwrap_or_else(|| "mod".into());
+                    let from = node(own);
+                    let target = if children(folder).contains(&to[depth]) {
+                        to[depth].clone()
+                    } else {
+                        "mod".to_string()
+                    };
+                    if from != target {
+                        graphs
+                            .entry(folder.join("/"))
+                            .or_default()
+                            .entry(from)
+                            .or_default()
+                            .insert(target);
+                    }
+                }
+            }
+        }
+        graphs
+    }
+
+    /// Every elementary cycle of a graph, each from its smallest node back to
+    /// it (`a -> c -> b -> a`), in order.
+    fn cycles(edges: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
+        fn walk(
+            edges: &BTreeMap<String, BTreeSet<String>>,
+            path: &mut Vec<String>,
+            out: &mut Vec<Vec<String>>,
+        ) {
+            let (start, last) = (path[0].clone(), path.last().unwrap().clone());
+            for next in edges.get(&last).into_iter().flatten() {
+                if *next == start {
+                    let mut c = path.clone();
+                    c.push(next.clone());
+                    out.push(c);
+                } else if *next > start && !path.contains(next) {
+                    path.push(next.clone());
+                    walk(edges, path, out);
+                    path.pop();
+                }
+            }
+        }
+        let mut out = Vec::new();
+        for start in edges.keys() {
+            walk(edges, &mut vec![start.clone()], &mut out);
+        }
+        out
+    }
+
+    /// The circles between the files of each folder, as `folder: a -> b -> a`.
+    fn circles(sources: &[(String, String)]) -> Vec<String> {
+        let mut out = Vec::new();
+        for (folder, edges) in file_graphs(sources) {
+            for c in cycles(&edges) {
+                out.push(format!("{folder}: {}", c.join(" -> ")));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn files_of_a_folder_never_use_each_other_in_a_circle() {
+        let sources: Vec<(String, String)> = sources_with(code_without_tests);
+        let found = circles(&sources);
+        assert!(
+            found.is_empty(),
+            "files that use each other (move what both need into a file of its own):\n{}",
+            found.join("\n")
+        );
+    }
+
+    #[test]
+    fn the_circle_check_finds_a_circle_and_only_a_circle() {
+        let src = |files: &[(&str, &str)]| -> Vec<(String, String)> {
+            files
+                .iter()
+                .map(|(f, c)| (format!("xtask/src/{f}"), code_without_tests(c)))
+                .collect()
+        };
+        let m = (
+            "results/mod.rs",
+            "pub mod a;\npub mod b;\npub mod c;\npub struct Ctx;\n",
+        );
+        let a = ("results/a.rs", "use crate::results::{b::B, c};\n");
+        let c = ("results/c.rs", "pub fn f(x: super::Ctx) {}\n");
+        // b uses a back, through `super` and a list.
+        let b_back = ("results/b.rs", "use super::{a::{self, A}};\n");
+        assert_eq!(circles(&src(&[m, a, b_back, c])), ["results: a -> b -> a"]);
+        // Only the tests of b use a, and the comments: no circle.
+        let b_tests = (
+            "results/b.rs",
+            "// see crate::results::a::A\n#[cfg(test)]\npub(super) mod tests {\n    use crate::results::a::A;\n}\n",
+        );
+        assert!(circles(&src(&[m, a, b_tests, c])).is_empty());
+        // mod.rs using c (not just declaring it), c using an item of mod.rs.
+        let m_uses = (
+            "results/mod.rs",
+            "pub mod a;\npub mod c;\npub struct Ctx;\nfn g() { c::f(Ctx) }\n",
+        );
+        assert_eq!(circles(&src(&[m_uses, c])), ["results: c -> mod -> c"]);
+        // A module imported by name, then used through it.
+        let r = [
+            (
+                "report/mod.rs",
+                "pub mod p;\npub fn num() {}\nfn r() { p::plot() }\n",
+            ),
+            (
+                "report/p.rs",
+                "use crate::{report, util};\nfn plot() { report::num() }\n",
+            ),
+        ];
+        assert_eq!(circles(&src(&r)), ["report: mod -> p -> mod"]);
+        // Three files around a subfolder, seen from the folder above.
+        let t = [
+            ("tasks/mod.rs", "pub mod x;\npub mod y;\n"),
+            ("tasks/x.rs", "use super::y::run;\n"),
+            ("tasks/y/mod.rs", "mod z;\n"),
+            ("tasks/y/z.rs", "fn f() { crate::tasks::x::g() }\n"),
+        ];
+        assert_eq!(circles(&src(&t)), ["tasks: x -> y -> x"]);
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! cell (variant × scenario) is in a class only when all its runs are
 //! (otherwise it is `mixed`). Cells are compared with the hypotheses of
 //! `qemu/expected.toml` (`expected`), and every criterion holds per run. A
-//! cell is only judged on runs that are usable evidence (`record::problems`),
+//! cell is only judged on runs that are usable evidence (`problems::problems`),
 //! needs every planned run, and a cell without an expectation is unjudged:
 //! no PASS rests on it.
 
@@ -204,11 +204,11 @@ impl Verdict {
     }
 }
 
-/// The records that are usable evidence (no `record::problems`).
+/// The records that are usable evidence (no `problems::problems`).
 pub fn usable(records: &[RunRecord], expected: &Expected) -> Vec<RunRecord> {
     records
         .iter()
-        .filter(|r| crate::results::record::problems(r, &expected.witness).is_empty())
+        .filter(|r| crate::results::problems::problems(r, &expected.witness).is_empty())
         .cloned()
         .collect()
 }
@@ -221,7 +221,7 @@ pub fn judge(records: &[RunRecord], expected: &Expected, plan: &Plan) -> Verdict
     };
     let mut usable: Vec<&RunRecord> = Vec::new();
     for r in records {
-        let problems = crate::results::record::problems(r, &expected.witness);
+        let problems = crate::results::problems::problems(r, &expected.witness);
         if problems.is_empty() {
             usable.push(r);
         } else {
@@ -782,24 +782,23 @@ pub(crate) mod tests {
     fn a_missing_kunit_suite_or_a_wrong_strict_limit_makes_a_run_unusable() {
         let t = expected().witness;
         let mut r = rec("regressed", "fuse-strictlimit", 1.0, 0.6);
-        assert!(crate::results::record::problems(&r, &t).is_empty());
+        assert!(crate::results::problems::problems(&r, &t).is_empty());
         r.ktap_suites = vec!["rust_kernel".into()];
-        assert!(crate::results::record::problems(&r, &t)[0]
+        assert!(crate::results::problems::problems(&r, &t)[0]
             .contains("KUnit suite `wbstall` did not report (suites: rust_kernel)"));
         let mut r = rec("regressed", "fuse-strictlimit", 1.0, 0.6);
         r.bdi_knobs.insert("strict_limit".into(), "0".into());
         assert_eq!(
-            crate::results::record::problems(&r, &t),
+            crate::results::problems::problems(&r, &t),
             ["the BDI's strict_limit is 0, the scenario needs 1"]
         );
         // A tick-resolution clocksource: latencies and stall times are noise.
         let mut r = rec("regressed", "fuse-strictlimit", 1.0, 0.6);
         r.guest_env.insert("clocksource".into(), "jiffies".into());
-        assert!(
-            crate::results::record::problems(&r, &t)[0].contains("ran on the jiffies clocksource")
-        );
+        assert!(crate::results::problems::problems(&r, &t)[0]
+            .contains("ran on the jiffies clocksource"));
         r.guest_env.insert("clocksource".into(), "tsc".into());
-        assert!(crate::results::record::problems(&r, &t).is_empty());
+        assert!(crate::results::problems::problems(&r, &t).is_empty());
     }
 
     #[test]

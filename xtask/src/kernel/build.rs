@@ -19,9 +19,13 @@ use crate::{
     kernel::flavour::Flavour,
     kernel::kconfig,
     kernel::module,
-    kernel::patch::{self, Selection, Variant, Variants, Worktree},
     kernel::source::{SourceArgs, SourceMeta},
     kernel::tracepoints,
+    kernel::{
+        patch,
+        switch::{DoesNotApply, Worktree},
+        variants::{self, Selection, Variant, Variants},
+    },
     progress::{self, Event, Progress},
     util,
 };
@@ -111,7 +115,7 @@ pub fn build(
     let flavour = &flavour.with_source(source)?;
     let root = util::project_root();
     // Resolve names and read every patch before downloading anything.
-    let variants = Variants::load(&root.join(patch::VARIANTS_FILE))?;
+    let variants = Variants::load(&root.join(variants::VARIANTS_FILE))?;
     let selected = selection.resolve(&variants)?;
     let cache = util::cache_dir()?;
     fs::create_dir_all(&cache)
@@ -181,7 +185,7 @@ fn build_each(
         match builder.one(v) {
             Ok(b) => built.push(b),
             Err(e)
-                if e.is::<patch::DoesNotApply>()
+                if e.is::<DoesNotApply>()
                     && v.under_test
                         .as_ref()
                         .is_some_and(|u| !u.other_base.is_empty()) =>
@@ -193,7 +197,7 @@ fn build_each(
                     u.file, u.base, u.other_base
                 )));
             }
-            Err(e) if !flavour.source_tag.is_empty() && e.is::<patch::DoesNotApply>() => {
+            Err(e) if !flavour.source_tag.is_empty() && e.is::<DoesNotApply>() => {
                 progress::emit(Event::Note(&format!(
                     "variant `{}` skipped: its patches do not apply to {} ({})",
                     v.name,

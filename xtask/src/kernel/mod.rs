@@ -1,5 +1,6 @@
 //! Stage 1, the kernel: where the source comes from (`source`, `apt`), how a
-//! variant is made from it (`variants`, `patch`), configured (`kconfig`) and
+//! variant is made from it (`variants`, `patch`) and applied to the cached tree
+//! (`switch`), configured (`kconfig`) and
 //! built with the wbstall module (`build`, `module`, checked against the tree's
 //! tracepoints by `tracepoints`). Imports nothing from later stages.
 
@@ -13,5 +14,6 @@ pub mod module;
 pub mod patch;
 pub mod revs;
 pub mod source;
+pub mod switch;
 pub mod tracepoints;
 pub mod variants;

@@ -14,9 +14,9 @@ use anyhow::{bail, Context, Result};
 use xshell::{cmd, Shell};
 
 use super::{
-    patch::{extract_diff, Patch, UnderTest, Variant},
+    patch::{extract_diff, Patch},
     source::SourceArgs,
-    variants::{Selection, Variants},
+    variants::{Selection, UnderTest, Variant, Variants},
 };
 use crate::util;
 

@@ -501,7 +501,7 @@ impl Source {
         let new = mirror::scan(dir, &files)?;
         let delta = mirror::delta(&old, &new);
         if !delta.is_empty() {
-            crate::kernel::patch::Worktree::new(&self.root).take_pristine(
+            crate::kernel::switch::Worktree::new(&self.root).take_pristine(
                 dir,
                 &delta.changed,
                 &delta.removed,
@@ -653,7 +653,7 @@ mod tests {
         let cache = testdir::Dir::new("patched-edit");
         let src = local_tree(&sh, cache.path(), d).unwrap();
         let diff = "--- a/mm/page-writeback.c\n+++ b/mm/page-writeback.c\n@@ -1,4 +1,5 @@\n static int balance_dirty_pages(struct bdi_writeback *wb)\n {\n+\t/* patched */\n \twb_start_background_writeback(wb);\n }\n";
-        let variant = crate::kernel::patch::Variant {
+        let variant = crate::kernel::variants::Variant {
             name: "p".into(),
             description: String::new(),
             patches: vec![crate::kernel::patch::Patch {
@@ -664,7 +664,7 @@ mod tests {
             }],
             under_test: None,
         };
-        let wt = crate::kernel::patch::Worktree::new(&src.root);
+        let wt = crate::kernel::switch::Worktree::new(&src.root);
         wt.switch(&sh, &variant).unwrap();
         // The developer edits the end of the file the variant patches.
         let pw = d.join("mm/page-writeback.c");

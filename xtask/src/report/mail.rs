@@ -7,7 +7,7 @@
 
 use std::fmt::Write;
 
-use super::num;
+use super::format::num;
 use crate::{
     analysis::{
         expected::{Class, AA_SUFFIX},
@@ -16,7 +16,7 @@ use crate::{
         stats::{self, stddev, Resolution},
         verdict::Verdict,
     },
-    kernel::patch::Roles,
+    kernel::variants::Roles,
     results::{record::RunRecord, session::Session},
 };
 

@@ -7,7 +7,7 @@
 
 use std::fmt::Write;
 
-use super::{mail, num};
+use super::{format::num, mail};
 use crate::{
     analysis::{
         expected::AA_SUFFIX,
@@ -16,7 +16,7 @@ use crate::{
         stats::{self, Resolution},
         verdict::Verdict,
     },
-    kernel::patch::{Roles, UnderTest},
+    kernel::variants::{Roles, UnderTest},
     results::{record::RunRecord, session::Session},
 };
 
@@ -284,7 +284,7 @@ mod tests {
             under_test: vec![u.clone()],
             ..Session::default()
         };
-        let roles = crate::report::session_roles(&session).unwrap();
+        let roles = crate::report::format::session_roles(&session).unwrap();
         (session, records, verdict, roles, u)
     }
 

@@ -4,7 +4,7 @@
 
 use std::fmt::Write;
 
-use super::{num, terminal::ratio_text};
+use super::{format::num, terminal::ratio_text};
 use crate::{
     analysis::{
         expected::Expected,
@@ -14,7 +14,7 @@ use crate::{
         stats::{change, mean, stddev},
         verdict::Verdict,
     },
-    kernel::patch::{Comparison, Roles},
+    kernel::variants::{Comparison, Roles},
     results::{record::RunRecord, session::Session},
 };
 

@@ -1,51 +1,15 @@
 //! Rendering results: the side-by-side table `qemu-test` prints (variants as
 //! columns, throughput and the mechanism as rows), and the verdict lines.
 
+pub mod format;
 pub mod mail;
 pub mod mail_patch;
 pub mod markdown;
 pub mod plots;
 pub mod terminal;
 
-use crate::{
-    analysis::{stats::median, verdict::Verdict},
-    results::record::RunRecord,
-};
-
-fn med(runs: &[&RunRecord], f: impl Fn(&RunRecord) -> f64) -> f64 {
-    median(&runs.iter().map(|r| f(r)).collect::<Vec<_>>())
-}
-
-/// A number with about three significant digits.
-pub fn num(v: f64) -> String {
-    let a = v.abs();
-    if a >= 100.0 || v == 0.0 {
-        format!("{v:.0}")
-    } else if a >= 10.0 {
-        format!("{v:.1}")
-    } else if a >= 1.0 {
-        format!("{v:.2}")
-    } else {
-        format!("{v:.3}")
-    }
-}
-
-/// The name of the A/A control of a variant.
-pub fn aa_name(variant: &str) -> String {
-    format!("{variant}{}", crate::analysis::expected::AA_SUFFIX)
-}
-
-/// The variant roles a session was run with; a session recorded before roles
-/// were kept is read with today's `patches/variants.toml`.
-pub fn session_roles(
-    session: &crate::results::session::Session,
-) -> anyhow::Result<crate::kernel::patch::Roles> {
-    use crate::kernel::patch::{Variants, VARIANTS_FILE};
-    match &session.roles {
-        Some(r) => Ok(r.clone()),
-        None => Ok(Variants::load(&crate::util::project_root().join(VARIANTS_FILE))?.roles),
-    }
-}
+use crate::{analysis::verdict::Verdict, results::record::RunRecord};
+use format::session_roles;
 
 /// The mail version of the report, next to `report.md`.
 pub const MAIL_FILE: &str = "report.mail.txt";
@@ -119,7 +83,7 @@ mod tests {
     };
 
     /// The roles of the repository's variants file.
-    fn roles() -> crate::kernel::patch::Roles {
+    fn roles() -> crate::kernel::variants::Roles {
         session_roles(&Session::default()).unwrap()
     }
 

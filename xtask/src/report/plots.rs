@@ -14,7 +14,7 @@ use crate::{
         metrics,
         stats::{mean, mean_ci},
     },
-    report,
+    report::format,
     results::record::RunRecord,
     results::samples,
 };
@@ -215,7 +215,7 @@ fn panel(
                 "{} / {}: {} {}, stall share {:.1}%",
                 r.variant,
                 scenario,
-                (bw.extract)(r).map_or("-".into(), report::num),
+                (bw.extract)(r).map_or("-".into(), format::num),
                 bw.unit,
                 (share.extract)(r).unwrap_or(f64::NAN)
             ),

@@ -1,7 +1,7 @@
 //! What `qemu-test` prints: the side-by-side table (variants as columns,
 //! throughput and the mechanism as rows) and the verdict lines.
 
-use super::{med, num};
+use super::format::{med, num};
 use crate::{
     analysis::{matrix::Matrix, metrics, stats::median, verdict::Verdict},
     kernel::variants::UnderTest,

@@ -2,14 +2,17 @@
 //! line for the writer's writeback domain) or the tracefs detector
 //! ([`crate::results::tracefs`], which runs in every boot, beside the module).
 
+use std::collections::BTreeMap;
+
 use anyhow::{bail, Result};
 use serde_json::Value;
 
 use crate::{
     guest::plan::Detector,
     results::{
+        context::RunContext,
         debugfs::{self, Record},
-        record::{Mechanism, RunContext},
+        mechanism::Mechanism,
         tracefs,
         witness::Witness,
     },
@@ -78,11 +81,30 @@ pub fn detect(
                 stats: Vec::new(),
                 thresholds: Vec::new(),
                 summary: None,
-                mechanism: tracefs.mechanism(witness, w.strictlimit),
+                mechanism: trace_mechanism(&tracefs, witness, w.strictlimit),
                 memcg_id: None,
                 tracefs,
             })
         }
+    }
+}
+
+/// The counters as the module's would be, for a boot without the module:
+/// `throttle_events` (every call, sleeping or not) from the witness.
+fn trace_mechanism(t: &tracefs::Detected, witness: &Witness, strictlimit: bool) -> Mechanism {
+    Mechanism {
+        strictlimit: u64::from(strictlimit),
+        bg_starts: t.bg_starts,
+        throttle_events: witness.throttle_events,
+        throttle_sleeps: t.throttle_sleeps,
+        idle_sleeps: t.idle_sleeps,
+        stall_sleeps: t.stall_sleeps,
+        pause_ms: t.pause_ms,
+        stall_ms: t.stall_ms,
+        max_pause_ms: t.max_pause_ms,
+        work_background: t.work_background,
+        work_periodic: t.work_periodic,
+        more: BTreeMap::new(),
     }
 }
 

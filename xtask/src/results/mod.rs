@@ -2,10 +2,12 @@
 //! the parsers of what the guest sends (`fio`, `debugfs`, `ktap`, `samples`)
 //! and the independent tracefs `witness`.
 
+pub mod context;
 pub mod debugfs;
 pub mod detection;
 pub mod fio;
 pub mod ktap;
+pub mod mechanism;
 pub mod problems;
 pub mod record;
 pub mod samples;

@@ -1,7 +1,7 @@
 //! One run's record: what the guest sent back, parsed and checked, plus what
 //! identifies the kernel and the job. `results.json` is a list of these.
 
-use std::{collections::BTreeMap, path::PathBuf};
+use std::collections::BTreeMap;
 
 use anyhow::{bail, ensure, Context, Result};
 use serde::{Deserialize, Serialize};
@@ -10,23 +10,18 @@ use serde_json::Value;
 use crate::{
     guest::qemu::{Accel, Clock},
     guest::stream::Stream,
-    guest::{
-        boot::Booted,
-        job::Job,
-        plan::{Boot, Detector},
-    },
+    guest::{job::Job, plan::Detector},
     kernel::build::{PatchMeta, VariantMeta},
+    results::context::RunContext,
     results::debugfs::{self, Record},
     results::detection::{detect, Detection, Writer},
     results::fio::{self, FioResult},
     results::ktap::{self, Ktap},
+    results::mechanism::Mechanism,
     results::tracefs,
     results::warnings::{merge_warnings, warnings},
     results::witness::{Drops, Witness},
 };
-
-/// The checks of a built record, where their callers have always found them.
-pub use crate::results::problems::problems;
 
 /// What identifies the kernel a run booted.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -52,52 +47,6 @@ impl From<&VariantMeta> for KernelIds {
             config_sha256: m.config_sha256.clone(),
             bzimage_sha256: m.bzimage_sha256.clone(),
             module_sha256: m.module_sha256.clone(),
-        }
-    }
-}
-
-/// The module's counters for the writer's BDI (and memcg), the mechanism.
-/// Read from a `stats` line by field name: a key the module did not print is
-/// an error naming it (a unit test keeps the names within `STATS_KEYS`).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Mechanism {
-    pub strictlimit: u64,
-    pub bg_starts: u64,
-    pub throttle_events: u64,
-    pub throttle_sleeps: u64,
-    pub idle_sleeps: u64,
-    pub stall_sleeps: u64,
-    pub pause_ms: u64,
-    /// Milliseconds writers slept in stall sleeps.
-    pub stall_ms: u64,
-    pub max_pause_ms: u64,
-    pub work_background: u64,
-    pub work_periodic: u64,
-    /// The module's other counters (those without a field here, such as one
-    /// it added later), by name: the metric registry reports them by key.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub more: BTreeMap<String, u64>,
-}
-
-impl Mechanism {
-    pub fn from_record(r: &Record) -> Result<Mechanism> {
-        let mut m: Mechanism = serde_json::from_value(Value::Object(r.clone()))
-            .context("the writer's line of wbstall/stats lacks a counter")?;
-        let typed = serde_json::to_value(&m)?;
-        for k in &debugfs::keys().counters {
-            if typed.get(k).is_none() {
-                m.more
-                    .insert(k.clone(), debugfs::counter(r, k, "wbstall/stats")?);
-            }
-        }
-        Ok(m)
-    }
-
-    /// A counter by its key, typed or not.
-    pub fn get(&self, key: &str) -> Option<u64> {
-        match serde_json::to_value(self).ok()?.get(key) {
-            Some(v) => v.as_u64(),
-            None => self.more.get(key).copied(),
         }
     }
 }
@@ -252,50 +201,6 @@ fn wall_seconds(text: &str) -> Result<f64> {
     match w[..] {
         [a, b] if b > a => Ok(b - a),
         _ => bail!("fio-wall `{}` is not two increasing uptimes", text.trim()),
-    }
-}
-
-/// Where a run came from, besides the stream.
-pub struct RunContext<'a> {
-    pub variant: &'a VariantMeta,
-    pub scenario: &'a str,
-    pub run: u32,
-    pub accel: Accel,
-    pub clock: Clock,
-    pub cpu_model: &'a str,
-    pub cpus: u32,
-    pub memory_mib: u32,
-    pub job: &'a Job,
-    pub wall_secs: f64,
-    pub console_log: String,
-    /// Kernel warnings on the serial console.
-    pub console_warnings: Vec<String>,
-    pub samples: Option<String>,
-    pub detector: Detector,
-    /// The kernel's `.config` (its `CONFIG_HZ`: the tracefs detector's tick).
-    pub kernel_config: PathBuf,
-}
-
-impl<'a> RunContext<'a> {
-    /// The context of a planned boot that came back.
-    pub fn of(b: &'a Boot, booted: &Booted) -> RunContext<'a> {
-        RunContext {
-            variant: &b.kernel.meta,
-            scenario: b.scenario.name,
-            run: b.run,
-            accel: b.machine.accel,
-            clock: b.machine.clock,
-            cpu_model: &b.machine.cpu_model,
-            cpus: b.machine.cpus,
-            memory_mib: b.machine.memory_mib,
-            job: &b.job,
-            wall_secs: booted.wall_secs,
-            console_log: booted.console_log.clone(),
-            console_warnings: warnings(&booted.console),
-            samples: booted.samples.clone(),
-            detector: b.detector,
-            kernel_config: b.kernel.dir.join("config"),
-        }
     }
 }
 
@@ -483,7 +388,7 @@ fn memcg_events(need: &dyn Fn(&str) -> Result<String>, writer_domain: &str) -> R
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::results::{detection::writer_record, witness::Tolerance};
+    use crate::results::{detection::writer_record, problems::problems, witness::Tolerance};
 
     /// A results stream recorded from a quick boot (the sampler's file left out).
     fn stream(name: &str) -> Stream {

@@ -9,7 +9,7 @@ use crate::{
         qemu::{Accel, Clock},
     },
     kernel::build as kernel,
-    kernel::patch as kernel_patch,
+    kernel::variants,
 };
 
 /// What produced a results directory (`session.json`).
@@ -45,10 +45,10 @@ pub struct Session {
     /// The variant roles of `patches/variants.toml` at the time; absent in
     /// sessions recorded before they were kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub roles: Option<kernel_patch::Roles>,
+    pub roles: Option<variants::Roles>,
     /// The developers' patches under test (`--patch`): the report is about them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub under_test: Vec<kernel_patch::UnderTest>,
+    pub under_test: Vec<variants::UnderTest>,
     /// The slice of the plan this session ran (`--shard I/N`), if not all.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shard: Option<Shard>,

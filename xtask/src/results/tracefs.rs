@@ -25,8 +25,6 @@ use std::{collections::BTreeMap, fs, path::Path};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::results::{record::Mechanism, witness::Witness};
-
 /// One trace line.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Event {
@@ -245,27 +243,6 @@ pub fn detect(events: &[Event], wb: &Wb, tick_us: u64) -> Detected {
         }
     }
     d
-}
-
-impl Detected {
-    /// The counters as the module's would be, for a boot without the module:
-    /// `throttle_events` (every call, sleeping or not) from the witness.
-    pub fn mechanism(&self, witness: &Witness, strictlimit: bool) -> Mechanism {
-        Mechanism {
-            strictlimit: u64::from(strictlimit),
-            bg_starts: self.bg_starts,
-            throttle_events: witness.throttle_events,
-            throttle_sleeps: self.throttle_sleeps,
-            idle_sleeps: self.idle_sleeps,
-            stall_sleeps: self.stall_sleeps,
-            pause_ms: self.pause_ms,
-            stall_ms: self.stall_ms,
-            max_pause_ms: self.max_pause_ms,
-            work_background: self.work_background,
-            work_periodic: self.work_periodic,
-            more: BTreeMap::new(),
-        }
-    }
 }
 
 /// The detector's counts for the writer's `wb` from a boot's `trace-events`

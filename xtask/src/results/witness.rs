@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::results::{record::Mechanism, tracefs::Detected};
+use crate::results::{mechanism::Mechanism, tracefs::Detected};
 
 /// One histogram of a `hist` file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -339,7 +339,7 @@ impl Tolerance {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::results::record::Mechanism;
+    use crate::results::mechanism::Mechanism;
 
     pub const BDP: &str = include_str!("../../fixtures/witness/balance_dirty_pages.hist");
     pub const WAKE: &str = include_str!("../../fixtures/witness/writeback_wake_background.hist");

@@ -18,11 +18,11 @@ use crate::{
         scenario,
     },
     kernel::{
-        patch::{Selection, Variants},
         source::SourceArgs,
+        variants::{Selection, Variants},
     },
     progress::{self, Event},
-    report::num,
+    report::format::num,
     results::fio,
     util,
 };

@@ -16,6 +16,8 @@ use crate::{
     progress::{self, Event},
     report,
     results::{
+        context::RunContext,
+        problems::problems,
         record::{self, RunRecord},
         session::Session,
     },
@@ -81,15 +83,14 @@ fn boot_ended(
     booted: Result<boot::Booted>,
     expected: &Expected,
 ) -> Result<RunRecord, String> {
-    let rec =
-        booted.and_then(|booted| record::build(record::RunContext::of(b, &booted), &booted.stream));
+    let rec = booted.and_then(|booted| record::build(RunContext::of(b, &booted), &booted.stream));
     match rec {
         Ok(rec) => {
             progress::emit(Event::BootEnd {
                 variant: &rec.variant,
                 scenario: &rec.scenario,
                 run: rec.run,
-                mib_s: &report::num(rec.fio.bw_mib_s),
+                mib_s: &report::format::num(rec.fio.bw_mib_s),
                 stall_pct: rec.stall_fraction * 100.0,
                 stall_sleeps: rec.mechanism.stall_sleeps,
                 throttle_sleeps: (rec.mechanism.throttle_sleeps, rec.witness.throttle_sleeps),
@@ -104,7 +105,7 @@ fn boot_ended(
                 },
                 secs: rec.wall_secs,
             });
-            for p in record::problems(&rec, &expected.witness) {
+            for p in problems(&rec, &expected.witness) {
                 progress::emit(Event::Unusable(&p));
             }
             Ok(rec)

@@ -8,8 +8,8 @@ use crate::{
     kernel::{
         build::{build, summary},
         flavour::Flavour,
-        patch::Selection,
         source::SourceArgs,
+        variants::Selection,
     },
 };
 

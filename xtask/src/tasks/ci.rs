@@ -14,7 +14,7 @@ use crate::{
     analysis::expected::Class,
     deps,
     kernel::module,
-    kernel::patch::Variants,
+    kernel::variants::Variants,
     progress::{self, Event},
     tasks::{module_stress::ModuleStress, qemu_test::QemuTest},
     util,

@@ -18,8 +18,8 @@ use crate::{
         build::{self as kernel, Built},
         flavour::Flavour,
         module,
-        patch::{self, Selection},
         source::SourceArgs,
+        variants::{self, Selection},
     },
     progress, util,
 };
@@ -245,7 +245,7 @@ fn value_name<T: ValueEnum>(v: &T) -> String {
 
 fn load_selected(selection: &Selection, flavour: &Flavour) -> Result<Vec<Built>> {
     let root = util::project_root();
-    let variants = patch::Variants::load(&root.join(patch::VARIANTS_FILE))?;
+    let variants = variants::Variants::load(&root.join(variants::VARIANTS_FILE))?;
     let mut names: Vec<String> = selection.variants.clone();
     if selection.all || (names.is_empty() && selection.patches.is_empty()) {
         names = variants.names().iter().map(|s| s.to_string()).collect();

@@ -9,7 +9,7 @@ use xshell::Shell;
 use super::guest_args::GuestArgs;
 use crate::{
     guest::qemu::{self, Console},
-    kernel::{patch::Variants, source::SourceArgs},
+    kernel::{source::SourceArgs, variants::Variants},
     progress::{self, Event},
     results::record,
     util,

@@ -30,9 +30,9 @@ use crate::{
     },
     kernel::{
         build::Built,
-        patch::{Comparison, Roles, Selection, UnderTest, Variant, Variants},
         revs,
         source::SourceArgs,
+        variants::{Comparison, Roles, Selection, UnderTest, Variant, Variants},
     },
     progress::{self, Event},
     report,
@@ -445,7 +445,7 @@ impl QemuTest {
     /// The A/A control's own name (`<variant>-aa`), if there is one.
     fn aa_name(&self, selected: &[String], runs: u32, roles: &Roles) -> Option<String> {
         self.aa_of(selected, runs, roles)
-            .map(|n| report::aa_name(&n))
+            .map(|n| report::format::aa_name(&n))
     }
 
     /// The A/A control: the chosen variant again, under its own name.
@@ -459,7 +459,7 @@ impl QemuTest {
             .find(|b| b.meta.variant == name)
             .with_context(|| format!("--aa {name}: that variant is not selected"))?;
         let mut aa = b.clone();
-        aa.meta.variant = report::aa_name(&name);
+        aa.meta.variant = report::format::aa_name(&name);
         Ok(Some(aa))
     }
 }

@@ -18,12 +18,11 @@ use std::{
 };
 
 use anyhow::{bail, Context, Result};
-use serde::{Deserialize, Serialize};
 use xshell::{cmd, Shell};
 
 pub use self::step::BisectStep;
 use self::{
-    step::{append_row, step_expectations},
+    step::{append_row, step_expectations, End, StepArgs, StepRow},
     worktree::{in_worktree, Worktree},
 };
 use super::guest_args::GuestArgs;
@@ -62,41 +61,6 @@ pub struct Bisect {
     /// qemu-test); passed on to every `bisect-step`.
     #[command(flatten)]
     pub guest: GuestArgs,
-}
-
-/// What each step boots, shared by `bisect` and `bisect-step`.
-#[derive(Debug, Clone, clap::Args)]
-pub struct StepArgs {
-    /// The scenario each step boots once (quick: ramp 2 s, 5 s).
-    #[arg(long, default_value = "fuse-strictlimit", value_name = "NAME")]
-    pub scenario: String,
-    /// A patch applied on top of every step's commit (a plain diff or a mail).
-    #[arg(long, value_name = "FILE")]
-    pub variant_patch: Option<PathBuf>,
-}
-
-/// Which end point of the bisect a row measured.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum End {
-    Good,
-    Bad,
-}
-
-/// One row of the table of steps.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct StepRow {
-    pub commit: String,
-    pub subject: String,
-    /// `ok`, `stall`, or `skip: <why>`.
-    pub verdict: String,
-    pub stall_share: Option<f64>,
-    pub mib_s: Option<f64>,
-    pub seconds: f64,
-    pub exit: i32,
-    /// The end point this row measured (none: a step of git bisect run).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub end: Option<End>,
 }
 
 /// What a row measured, for messages: `stall (62.3% of writer time in stall

@@ -10,9 +10,9 @@ use std::{
 };
 
 use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
 use xshell::{cmd, Shell};
 
-use super::{StepArgs, StepRow};
 use crate::{
     analysis::{
         expected::{self, Class, Expected},
@@ -26,14 +26,54 @@ use crate::{
         scenario,
     },
     kernel::{
-        patch::{Patch, Selection, Variant},
+        patch::Patch,
         source::SourceArgs,
+        variants::{Selection, Variant},
     },
     progress::{self, Event},
-    results::record::{self, RunRecord},
+    results::{
+        context::RunContext,
+        problems::problems,
+        record::{self, RunRecord},
+    },
     tasks::guest_args::GuestArgs,
     util,
 };
+
+/// What each step boots, shared by `bisect` and `bisect-step`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct StepArgs {
+    /// The scenario each step boots once (quick: ramp 2 s, 5 s).
+    #[arg(long, default_value = "fuse-strictlimit", value_name = "NAME")]
+    pub scenario: String,
+    /// A patch applied on top of every step's commit (a plain diff or a mail).
+    #[arg(long, value_name = "FILE")]
+    pub variant_patch: Option<PathBuf>,
+}
+
+/// Which end point of the bisect a row measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum End {
+    Good,
+    Bad,
+}
+
+/// One row of the table of steps.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct StepRow {
+    pub commit: String,
+    pub subject: String,
+    /// `ok`, `stall`, or `skip: <why>`.
+    pub verdict: String,
+    pub stall_share: Option<f64>,
+    pub mib_s: Option<f64>,
+    pub seconds: f64,
+    pub exit: i32,
+    /// The end point this row measured (none: a step of git bisect run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end: Option<End>,
+}
 
 /// The variant name of every step's kernel: the commit as checked out (plus
 /// `--variant-patch`). Not one of patches/variants.toml: its expectation is
@@ -73,7 +113,7 @@ pub struct Judged {
 /// expectation set to `ok`; if that verdict passes, the step is good (0).
 /// Else it is judged again against `stall`; if that passes, bad (1). Else
 /// skip (125), with the failures of both. A run that is no evidence
-/// (`record::problems`, the verdict's `excluded`) is a skip too.
+/// (`problems::problems`, the verdict's `excluded`) is a skip too.
 pub fn judge_step(records: &[RunRecord], expected: &Expected, scenario: &str) -> Judged {
     let plan = Plan {
         variants: vec![VARIANT.to_string()],
@@ -248,9 +288,9 @@ impl BisectStep {
         };
         let dir = util::unique_dir(&util::target_dir().join("bisect-step"))?;
         let booted = boot::boot(sh, &dir, &b).context("booting the step's kernel")?;
-        let rec = record::build(record::RunContext::of(&b, &booted), &booted.stream)
+        let rec = record::build(RunContext::of(&b, &booted), &booted.stream)
             .context("reading the step's run")?;
-        for p in record::problems(&rec, &expected.witness) {
+        for p in problems(&rec, &expected.witness) {
             progress::emit(Event::Unusable(&p));
         }
         Ok(rec)

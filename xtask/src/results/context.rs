@@ -1,0 +1,59 @@
+//! Where a run came from, besides the stream: the input of
+//! `record::build` and of the detectors.
+
+use std::path::PathBuf;
+
+use crate::{
+    guest::qemu::{Accel, Clock},
+    guest::{
+        boot::Booted,
+        job::Job,
+        plan::{Boot, Detector},
+    },
+    kernel::build::VariantMeta,
+    results::warnings::warnings,
+};
+
+/// Where a run came from, besides the stream.
+pub struct RunContext<'a> {
+    pub variant: &'a VariantMeta,
+    pub scenario: &'a str,
+    pub run: u32,
+    pub accel: Accel,
+    pub clock: Clock,
+    pub cpu_model: &'a str,
+    pub cpus: u32,
+    pub memory_mib: u32,
+    pub job: &'a Job,
+    pub wall_secs: f64,
+    pub console_log: String,
+    /// Kernel warnings on the serial console.
+    pub console_warnings: Vec<String>,
+    pub samples: Option<String>,
+    pub detector: Detector,
+    /// The kernel's `.config` (its `CONFIG_HZ`: the tracefs detector's tick).
+    pub kernel_config: PathBuf,
+}
+
+impl<'a> RunContext<'a> {
+    /// The context of a planned boot that came back.
+    pub fn of(b: &'a Boot, booted: &Booted) -> RunContext<'a> {
+        RunContext {
+            variant: &b.kernel.meta,
+            scenario: b.scenario.name,
+            run: b.run,
+            accel: b.machine.accel,
+            clock: b.machine.clock,
+            cpu_model: &b.machine.cpu_model,
+            cpus: b.machine.cpus,
+            memory_mib: b.machine.memory_mib,
+            job: &b.job,
+            wall_secs: booted.wall_secs,
+            console_log: booted.console_log.clone(),
+            console_warnings: warnings(&booted.console),
+            samples: booted.samples.clone(),
+            detector: b.detector,
+            kernel_config: b.kernel.dir.join("config"),
+        }
+    }
+}
