@@ -151,7 +151,9 @@ pub(super) fn setup_block(o: &mut String, session: &Session) {
             .patches
             .iter()
             .map(|p| {
-                std::path::Path::new(&p.file)
+                // A mail's patch is recorded as `FILE [i/n] subject`.
+                let file = p.file.split(" [").next().unwrap_or(&p.file);
+                std::path::Path::new(file)
                     .file_name()
                     .map_or(p.file.clone(), |f| f.to_string_lossy().into_owned())
             })

@@ -93,16 +93,18 @@ fn moved_table(o: &mut String, m: &Matrix, s: &str, base: &str, patched: &str, r
     }
     let aa_runs = m.cell(s, &format!("{}{AA_SUFFIX}", roles.reference));
     let ref_runs = m.cell(s, &roles.reference);
+    // Without an A/A control nothing can be told from noise.
+    let floorless = aa_runs.is_empty() || ref_runs.is_empty();
     let mut rows = Vec::new();
-    let mut floorless = false;
     for metric in metrics::ALL {
         let (x, y) = (metric.values(b), metric.values(p));
         let Some(ch) = stats::change(&x, &y) else {
             continue;
         };
+        // An A/A pair with nothing to compare (a share of 0 twice) has no
+        // spread: the change is judged by its own interval.
         let aa = stats::change(&metric.values(ref_runs), &metric.values(aa_runs));
-        floorless |= aa.is_none();
-        if ch.against(aa.as_ref()) != Resolution::Resolved || aa.is_none() {
+        if floorless || ch.against(aa.as_ref()) != Resolution::Resolved {
             continue;
         }
         let (Some(bv), Some(pv)) = (metric.kind.aggregate(&x), metric.kind.aggregate(&y)) else {
@@ -116,11 +118,14 @@ fn moved_table(o: &mut String, m: &Matrix, s: &str, base: &str, patched: &str, r
             metric.key
         ));
     }
-    let _ = writeln!(o, "{s}: {base} (base) against {patched}\n");
+    let _ = writeln!(
+        o,
+        "{s}: {base} (base) against {patched}, the metrics that moved beyond the A/A noise\n"
+    );
     if rows.is_empty() {
         let _ = writeln!(
             o,
-            "  no metric moved beyond the A/A noise{}\n",
+            "  none{}\n",
             if floorless {
                 " (no A/A control in this scenario: nothing can be called significant; \
                  run with --runs 2 or more and the reference selected)"
@@ -132,7 +137,7 @@ fn moved_table(o: &mut String, m: &Matrix, s: &str, base: &str, patched: &str, r
     }
     let _ = writeln!(
         o,
-        "{:>13} {:>10} {:>13}  metric (moved beyond the A/A noise)",
+        "{:>13} {:>10} {:>13}  metric",
         base, "%change", patched
     );
     for r in rows {
