@@ -135,11 +135,7 @@ fn moved_table(o: &mut String, m: &Matrix, s: &str, base: &str, patched: &str, r
         );
         return;
     }
-    let _ = writeln!(
-        o,
-        "{:>13} {:>10} {:>13}  metric",
-        base, "%change", patched
-    );
+    let _ = writeln!(o, "{:>13} {:>10} {:>13}  metric", base, "%change", patched);
     for r in rows {
         let _ = writeln!(o, "{r}");
     }
