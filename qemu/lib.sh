@@ -223,9 +223,10 @@ WITNESS_WAKE="hist:keys=name,cgroup_ino:vals=hitcount"
 # The tracefs detector's input (xtask/src/results/tracefs.rs): the writeback
 # events it classes sleeps from, in the ring buffer, on the mono clock (one
 # clock for all CPUs). Only sleeps of balance_dirty_pages are kept (the hist
-# triggers above count every event). WB_detector=tracefs: no module.
+# triggers above count every event); global_dirty_state comes once per throttle
+# loop and flusher check, hence the larger buffer. WB_detector=tracefs: no module.
 TRACE=/sys/kernel/tracing
-TRACE_DETECTOR_EVENTS="balance_dirty_pages writeback_wake_background writeback_start writeback_pages_written"
+TRACE_DETECTOR_EVENTS="balance_dirty_pages writeback_wake_background writeback_start writeback_pages_written global_dirty_state"
 
 module_detector() {
 	[ "${WB_detector:-module}" = module ]
@@ -234,7 +235,7 @@ module_detector() {
 trace_start() {
 	local e
 	if ! { echo 0 >"$TRACE/tracing_on" && echo >"$TRACE/trace" &&
-		echo mono >"$TRACE/trace_clock" && echo 8192 >"$TRACE/buffer_size_kb" &&
+		echo mono >"$TRACE/trace_clock" && echo 16384 >"$TRACE/buffer_size_kb" &&
 		echo "pause > 0" >"$TRACE_EVENTS/balance_dirty_pages/filter"; }; then
 		fail "cannot set up the trace buffer for the tracefs detector"
 	fi

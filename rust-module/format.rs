@@ -25,31 +25,36 @@ use kernel::{
 };
 
 /// Version of the layout, printed as `format=` in `summary`.
-pub(crate) const FORMAT_VERSION: u32 = 1;
+///
+/// 2: the sleeps are classed flushing, draining or stall at their end (`idle_sleeps` is gone,
+/// `stall_sleeps` means the new class), `max_call_ms` and `lost_ends` are new, and `bdi_id`
+/// follows `strictlimit`.
+pub(crate) const FORMAT_VERSION: u32 = 2;
 
 /// The `stats` keys of the counters, in [`Counter`] order.
 pub(crate) const COUNTER_KEYS: [&str; NR_COUNTERS] = [
     "bg_starts",
     "throttle_events",
     "throttle_sleeps",
-    "idle_sleeps",
-    "stall_sleeps",
     "pause_ms",
     "max_pause_ms",
+    "max_call_ms",
+    "flushing_sleeps",
+    "flushing_ms",
+    "draining_sleeps",
+    "draining_ms",
+    "stall_sleeps",
+    "stall_ms",
+    "lost_ends",
     "work_background",
     "work_periodic",
     "work_sync",
     "work_other",
-    "stall_ms",
 ];
-
-/// How many of the last [`COUNTER_KEYS`] come after `bdi_id`: they were added after it, and keys
-/// are only ever appended.
-const APPENDED_COUNTERS: usize = 1;
 
 // The key table and the enum must not drift apart.
 const _: () = {
-    assert!(Counter::StallMs as usize == NR_COUNTERS - 1);
+    assert!(Counter::WorkOther as usize == NR_COUNTERS - 1);
 };
 
 /// One `stats` line.
@@ -99,17 +104,13 @@ pub(crate) struct Summary {
 pub(crate) fn stats_line(w: &mut impl Write, row: &StatsRow<'_>) -> fmt::Result {
     write!(
         w,
-        "bdi={} memcg_id={} strictlimit={}",
+        "bdi={} memcg_id={} strictlimit={} bdi_id={}",
         row.bdi,
         row.memcg_id,
-        u8::from(row.strictlimit)
+        u8::from(row.strictlimit),
+        row.bdi_id
     )?;
-    let first = NR_COUNTERS - APPENDED_COUNTERS;
-    for (key, value) in COUNTER_KEYS.iter().zip(row.counters).take(first) {
-        write!(w, " {key}={value}")?;
-    }
-    write!(w, " bdi_id={}", row.bdi_id)?;
-    for (key, value) in COUNTER_KEYS.iter().zip(row.counters).skip(first) {
+    for (key, value) in COUNTER_KEYS.iter().zip(row.counters) {
         write!(w, " {key}={value}")?;
     }
     writeln!(w)

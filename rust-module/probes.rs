@@ -27,6 +27,8 @@ mod ffi {
     use crate::table::{
         Name,
         SlotKey,
+        SwitchOut,
+        WbFacts,
         NAME_LEN, //
     };
     use core::ptr::NonNull;
@@ -227,8 +229,6 @@ mod ffi {
         pub(super) key: SlotKey,
         /// `bdi->capabilities & BDI_CAP_STRICTLIMIT`.
         pub(super) strictlimit: bool,
-        /// `writeback_in_progress(wb)`: bit `WB_writeback_running` of `wb->state`.
-        pub(super) running: bool,
         bdi: *const bindings::backing_dev_info,
     }
 
@@ -249,13 +249,9 @@ mod ffi {
             // SAFETY: `capabilities` is a field of the live `bdi`; sysfs may change it at any
             // time (`strict_limit`), so it is read atomically.
             let caps = unsafe { Atomic::from_ptr(&raw mut (*bdi).capabilities) }.load(Relaxed);
-            // SAFETY: `state` is a field of the live `wb`, changed with atomic bitops.
-            let state = unsafe { Atomic::from_ptr(&raw mut (*wb).state) }.load(Relaxed);
-            let running_bit = bindings::wb_state_WB_writeback_running;
             Self {
                 key: SlotKey { bdi_id, memcg_id },
                 strictlimit: caps & BDI_CAP_STRICTLIMIT != 0,
-                running: state & (1 << running_bit) != 0,
                 bdi,
             }
         }
@@ -285,6 +281,88 @@ mod ffi {
                 }
             }
             Name::sanitize(&raw)
+        }
+    }
+
+    /// What a sleep's class needs of `wb`: `WB_writeback_running` and the `WB_WRITTEN` count.
+    ///
+    /// # Safety
+    ///
+    /// `wb` points to a live `struct bdi_writeback`.
+    pub(super) unsafe fn wb_facts(wb: *mut bindings::bdi_writeback) -> WbFacts {
+        // SAFETY: `state` is a field of the live `wb` (caller's guarantee), changed with atomic
+        // bitops.
+        let state = unsafe { Atomic::from_ptr(&raw mut (*wb).state) }.load(Relaxed);
+        let running_bit = bindings::wb_state_WB_writeback_running;
+        // SAFETY: `wb` is live (caller's guarantee); `stat` is initialised with the wb.
+        let written =
+            unsafe { percpu_sum(&raw mut (*wb).stat[bindings::wb_stat_item_WB_WRITTEN as usize]) };
+        WbFacts {
+            running: state & (1 << running_bit) != 0,
+            written,
+        }
+    }
+
+    /// `percpu_counter_sum()` without its lock: the folded `count` plus every possible CPU's
+    /// delta. A fold in progress (`count` raised, the CPU's delta not yet lowered) can be seen
+    /// half done, so the sum is exact except while the counter is being added to; a probe may
+    /// not take the counter's lock.
+    ///
+    /// # Safety
+    ///
+    /// `fbc` points to a live, initialised `struct percpu_counter`.
+    unsafe fn percpu_sum(fbc: *mut bindings::percpu_counter) -> i64 {
+        // SAFETY: `count` is a field of the live counter (caller's guarantee); other CPUs change
+        // it under the counter's lock, hence the atomic read.
+        let mut sum = unsafe { Atomic::from_ptr(&raw mut (*fbc).count) }.load(Relaxed);
+        // SAFETY: `counters` is set at init and not changed while the counter lives.
+        let counters = unsafe { (*fbc).counters };
+        // SAFETY: `nr_cpu_ids` is set at boot and read-only afterwards.
+        let nr = unsafe { bindings::nr_cpu_ids } as usize;
+        let offsets = &raw const bindings::__per_cpu_offset;
+        // SAFETY: Only the array's length is read; the array is a kernel global.
+        let nr_offsets = unsafe { (*offsets).len() };
+        let possible = &raw const bindings::__cpu_possible_mask;
+        for cpu in 0..nr.min(nr_offsets) {
+            let bits = c_ulong::BITS as usize;
+            // SAFETY: `__cpu_possible_mask` is fixed at boot, before any module loads; its
+            // `bits` hold `NR_CPUS` bits and `cpu < nr_cpu_ids <= NR_CPUS`.
+            let word = unsafe { (*possible).bits.get(cpu / bits).copied() }.unwrap_or(0);
+            if word >> (cpu % bits) & 1 == 0 {
+                continue;
+            }
+            // SAFETY: `__per_cpu_offset` is set at boot, before any module loads, and read-only
+            // afterwards; `cpu < nr_offsets`.
+            let offset = unsafe { (*offsets)[cpu] };
+            // `per_cpu_ptr(counters, cpu)`: the per-CPU base plus the CPU's offset.
+            let p = (counters as usize).wrapping_add(offset) as *mut i32;
+            // SAFETY: `cpu` is possible, so `p` is its copy of the counter's `s32`, allocated
+            // with the counter; its CPU changes it, hence the atomic read.
+            sum += i64::from(unsafe { Atomic::from_ptr(p) }.load(Relaxed));
+        }
+        sum
+    }
+
+    /// `sched_switch`'s view of how `prev` left the CPU.
+    ///
+    /// # Safety
+    ///
+    /// `prev` points to the live task being switched out.
+    pub(super) unsafe fn switch_out(
+        preempt: bool,
+        prev: *mut bindings::task_struct,
+        prev_state: c_uint,
+    ) -> SwitchOut {
+        if preempt {
+            return SwitchOut::Preempted;
+        }
+        // SAFETY: `prev` is live (caller's guarantee); `in_iowait` is written by the task itself,
+        // which is being switched out by this CPU.
+        let iowait = unsafe { bindings::task_struct::in_iowait_raw(prev) } != 0;
+        if prev_state == bindings::TASK_KILLABLE && iowait {
+            SwitchOut::IoSleep
+        } else {
+            SwitchOut::Other
         }
     }
 
@@ -436,7 +514,6 @@ pub(crate) static TABLE: Table = Table::new(bindings::CONFIG_HZ);
 ///
 /// Called by the tracepoint only: `wb` is live.
 unsafe extern "C" fn probe_wake_background(_data: *mut c_void, wb: *mut bindings::bdi_writeback) {
-    let now = ffi::jiffies();
     // SAFETY: The tracepoint passes a live `wb` (caller's guarantee).
     let info = unsafe { ffi::WbInfo::read(wb) };
     TABLE.on_wake_background(
@@ -444,7 +521,6 @@ unsafe extern "C" fn probe_wake_background(_data: *mut c_void, wb: *mut bindings
         // SAFETY: The bdi is live for the whole probe call.
         || unsafe { info.name() },
         info.strictlimit,
-        now,
     );
 }
 
@@ -475,8 +551,9 @@ unsafe extern "C" fn probe_balance_dirty_pages(
     let memcg = unsafe { ffi::dtc_is_memcg(dtc) };
     let ev = ThrottleEvent {
         pause,
-        start_time,
-        writeback_running: info.running,
+        paused: now.wrapping_sub(start_time),
+        // SAFETY: The tracepoint passes a live `wb` (caller's guarantee).
+        facts: unsafe { ffi::wb_facts(wb) },
         strictlimit: info.strictlimit,
         snapshot: Snapshot {
             domain: if memcg { Domain::Memcg } else { Domain::Global },
@@ -494,8 +571,40 @@ unsafe extern "C" fn probe_balance_dirty_pages(
             pause_ms: crate::table::signed_jiffies_to_ms(pause as i64, TABLE.hz()),
         },
     };
+    let task = kernel::task::Task::current_raw() as u64;
     // SAFETY: The bdi is live for the whole probe call.
-    TABLE.on_throttle(info.key, || unsafe { info.name() }, &ev);
+    TABLE.on_throttle(info.key, || unsafe { info.name() }, task, wb as u64, &ev);
+}
+
+/// `sched_switch(preempt, prev, next, prev_state)`: the end of a throttle sleep is its task's
+/// switch back in. Every context switch comes here; with no sleep in progress the table returns
+/// after one load.
+///
+/// # Safety
+///
+/// Called by the tracepoint only: `prev` and `next` are live.
+unsafe extern "C" fn probe_sched_switch(
+    _data: *mut c_void,
+    preempt: bool,
+    prev: *mut bindings::task_struct,
+    next: *mut bindings::task_struct,
+    prev_state: c_uint,
+) {
+    // SAFETY: The tracepoint passes the live task being switched out (caller's guarantee).
+    let how = unsafe { ffi::switch_out(preempt, prev, prev_state) };
+    TABLE.on_switch_out(prev as u64, how, ffi::jiffies());
+    TABLE.on_switch_in(next as u64, |wb| {
+        // SAFETY: The handle is the `wb` that `probe_balance_dirty_pages` saw for `next`, whose
+        // entry is `ASLEEP`: `next` blocked in `io_schedule_timeout()` right after that event
+        // (`TASK_KILLABLE`, `in_iowait`, not preempted), so it is still inside
+        // `balance_dirty_pages()`, whose caller holds a reference on `wb` until it returns, and
+        // it cannot return before this switch in. (The one way out of `balance_dirty_pages()`
+        // after the event without that sleep is `BDP_ASYNC`, for `IOCB_NOWAIT` writes, which
+        // return `-EAGAIN` to their caller without blocking; the entry is then dropped at the
+        // task's next block unless that is a killable io sleep within `ARM_TICKS` of the event,
+        // which a caller that must not block does not reach.)
+        unsafe { ffi::wb_facts(wb as *mut bindings::bdi_writeback) }
+    });
 }
 
 /// `writeback_start(struct bdi_writeback *wb, struct wb_writeback_work *work)`: a pass of
@@ -523,7 +632,7 @@ unsafe extern "C" fn probe_writeback_start(
 }
 
 /// The probes, with the tracepoints they attach to.
-const PROBES: [ffi::Probe; 3] = [
+const PROBES: [ffi::Probe; 4] = [
     // SAFETY: `probe_wake_background` takes `data` and `TP_PROTO(struct bdi_writeback *wb)` of
     // `DEFINE_WRITEBACK_EVENT(writeback_wake_background)`.
     unsafe {
@@ -544,6 +653,10 @@ const PROBES: [ffi::Probe; 3] = [
     // struct wb_writeback_work *work)` of `DEFINE_WRITEBACK_WORK_EVENT(writeback_start)`; the
     // work pointer is taken as `void *`, which has the same ABI.
     unsafe { ffi::Probe::new(c"writeback_start", probe_writeback_start as *mut c_void) },
+    // SAFETY: `probe_sched_switch` takes `data` and `TP_PROTO(bool preempt, struct task_struct
+    // *prev, struct task_struct *next, unsigned int prev_state)` of `TRACE_EVENT(sched_switch)`
+    // (include/trace/events/sched.h).
+    unsafe { ffi::Probe::new(c"sched_switch", probe_sched_switch as *mut c_void) },
 ];
 
 /// The attached probes. Dropping it detaches them and waits until none runs.

@@ -60,14 +60,29 @@ pub(crate) enum Counter {
     ThrottleEvents,
     /// Throttle decisions with `pause > 0`: the writer slept.
     ThrottleSleeps,
-    /// Sleeps while the wb's `WB_writeback_running` bit was clear.
-    IdleSleeps,
-    /// Idle sleeps with no background start requested since the call began.
-    StallSleeps,
     /// Sum of the sleeps, in ms.
     PauseMs,
     /// Longest sleep, in ms.
     MaxPauseMs,
+    /// Longest time a writer spent in one `balance_dirty_pages()` call that slept, in ms: the
+    /// event's `paused` (since the call began) plus its `pause`. The kernel's own latency of a
+    /// throttled write, ramp included.
+    MaxCallMs,
+    /// Sleeps during which a flusher pass ran on the writer's wb ([`SleepClass::Flushing`]).
+    FlushingSleeps,
+    /// Sum of the flushing sleeps, in ms.
+    FlushingMs,
+    /// Sleeps with no pass, while the wb's pages completed writeback ([`SleepClass::Draining`]).
+    DrainingSleeps,
+    /// Sum of the draining sleeps, in ms.
+    DrainingMs,
+    /// Sleeps with no pass and no page completed ([`SleepClass::Stall`]).
+    StallSleeps,
+    /// Sum of the stall sleeps, in ms: the writer time the regression costs.
+    StallMs,
+    /// Sleeps whose end the module could not see, so not classed: no room in the table of
+    /// sleeps in progress, or the writer left without sleeping (`BDP_ASYNC`).
+    LostEnds,
     /// `writeback_start` events with reason `WB_REASON_BACKGROUND`.
     WorkBackground,
     /// `writeback_start` events with reason `WB_REASON_PERIODIC`.
@@ -76,12 +91,10 @@ pub(crate) enum Counter {
     WorkSync,
     /// `writeback_start` events with any other reason.
     WorkOther,
-    /// Sum of the stall sleeps, in ms: the writer time the regression costs.
-    StallMs,
 }
 
 /// Number of [`Counter`]s.
-pub(crate) const NR_COUNTERS: usize = 12;
+pub(crate) const NR_COUNTERS: usize = 17;
 
 /// The reasons of `enum wb_reason` (include/linux/backing-dev-defs.h) that have their own
 /// counter. The values are the C enum's; `probes.rs` checks them against the bindings at build
@@ -101,13 +114,6 @@ pub(crate) fn work_counter(reason: u32) -> Counter {
         WB_REASON_SYNC => Counter::WorkSync,
         _ => Counter::WorkOther,
     }
-}
-
-/// `time_after_eq(a, b)` of include/linux/jiffies.h: `a` is the same as or later than `b`,
-/// correct across a jiffies wrap.
-pub(crate) fn time_after_eq(a: Jiffies, b: Jiffies) -> bool {
-    // The cast reinterprets the wrapped difference as signed, as the C macro does.
-    a.wrapping_sub(b) as c_long >= 0
 }
 
 /// `jiffies_to_msecs()` of include/linux/jiffies.h for a tick rate of `hz`.
@@ -421,10 +427,9 @@ pub(crate) struct Slot {
     named: Atomic<bool>,
     name: [Atomic<u64>; NAME_WORDS],
     strictlimit: Atomic<bool>,
-    /// Whether `last_kick` holds a time.
-    kicked: Atomic<bool>,
-    /// jiffies of the last `writeback_wake_background` for this slot.
-    last_kick: Atomic<Jiffies>,
+    /// `writeback_start` events since the slot was claimed (never reset): a sleep saw a pass
+    /// begin when this moved between its start and its end.
+    passes: Atomic<u64>,
     counters: [Atomic<u64>; NR_COUNTERS],
     snap: SnapshotCell,
 }
@@ -436,8 +441,7 @@ impl Slot {
             named: Atomic::new(false),
             name: [const { Atomic::new(0) }; NAME_WORDS],
             strictlimit: Atomic::new(false),
-            kicked: Atomic::new(false),
-            last_kick: Atomic::new(0),
+            passes: Atomic::new(0),
             counters: [const { Atomic::new(0) }; NR_COUNTERS],
             snap: SnapshotCell::new(),
         }
@@ -516,19 +520,9 @@ impl Slot {
         self.strictlimit.store(on, Relaxed);
     }
 
-    /// Records a background writeback start request at `now`.
-    pub(crate) fn kick(&self, now: Jiffies) {
-        self.last_kick.store(now, Relaxed);
-        self.kicked.store(true, Release);
-    }
-
-    /// jiffies of the last background writeback start request, if any.
-    pub(crate) fn last_kick(&self) -> Option<Jiffies> {
-        if self.kicked.load(Acquire) {
-            Some(self.last_kick.load(Relaxed))
-        } else {
-            None
-        }
+    /// `writeback_start` events seen for this slot since it was claimed.
+    pub(crate) fn passes(&self) -> u64 {
+        self.passes.load(Acquire)
     }
 
     /// The snapshot cell.
@@ -537,39 +531,43 @@ impl Slot {
     }
 }
 
-/// How a throttle decision is counted.
+/// How a throttle sleep is counted, from what held at its start and at its end.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum SleepClass {
-    /// `pause <= 0`: the writer went on without sleeping.
-    NoSleep,
-    /// The writer slept while writeback was running on its wb.
-    Busy,
-    /// The writer slept with no writeback running, but a background start had been requested
-    /// since its `balance_dirty_pages()` call began.
-    Idle,
-    /// The writer slept with no writeback running and none requested since its call began:
-    /// the regression's signature.
+    /// A flusher pass ran on the writer's wb during the sleep: `WB_writeback_running` at its
+    /// start or at its end, or a `writeback_start` on the wb in between.
+    Flushing,
+    /// No pass ran, but pages of the writer's wb completed writeback during the sleep (its
+    /// `WB_WRITTEN` count rose): the device was draining what an earlier pass submitted.
+    Draining,
+    /// Neither: nothing would have ended the sleep but its timeout, and nothing was cleaned
+    /// meanwhile. The regression's signature.
     Stall,
 }
 
-/// Classifies one `balance_dirty_pages` event.
-///
-/// `last_kick` is the slot's last `writeback_wake_background` time; it counts as a request
-/// for this call when `time_after_eq(last_kick, start_time)`. jiffies are coarse: a request in
-/// the same tick as `start_time`, even one just before the call, counts, so the class errs
-/// towards `Idle`, never towards `Stall`.
+/// What the module reads of the writer's wb at a sleep's start and at its end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct WbFacts {
+    /// `WB_writeback_running` set in `wb->state`.
+    pub(crate) running: bool,
+    /// The wb's `WB_WRITTEN` count (pages whose writeback completed), summed over the CPUs.
+    pub(crate) written: i64,
+}
+
+/// Classes one sleep. `passes_*`: the slot's `writeback_start` count at the start and at the
+/// end. `WB_WRITTEN` only ever grows when pages complete, so a rise is proof that some did; the
+/// lockless per-CPU sum can be off only while a completion is being folded in, that is, only
+/// when one happened.
 pub(crate) fn classify(
-    pause: c_long,
-    writeback_running: bool,
-    last_kick: Option<Jiffies>,
-    start_time: Jiffies,
+    start: WbFacts,
+    end: WbFacts,
+    passes_start: u64,
+    passes_end: u64,
 ) -> SleepClass {
-    if pause <= 0 {
-        SleepClass::NoSleep
-    } else if writeback_running {
-        SleepClass::Busy
-    } else if last_kick.is_some_and(|k| time_after_eq(k, start_time)) {
-        SleepClass::Idle
+    if start.running || end.running || passes_end != passes_start {
+        SleepClass::Flushing
+    } else if end.written > start.written {
+        SleepClass::Draining
     } else {
         SleepClass::Stall
     }
@@ -580,14 +578,85 @@ pub(crate) fn classify(
 pub(crate) struct ThrottleEvent {
     /// The pause decided, jiffies (`pause` of the tracepoint).
     pub(crate) pause: c_long,
-    /// `start_time` of the tracepoint: jiffies when the call began.
-    pub(crate) start_time: Jiffies,
-    /// `writeback_in_progress(wb)` at the event.
-    pub(crate) writeback_running: bool,
+    /// jiffies since the call began (`jiffies - start_time`, the tracepoint's `paused`).
+    pub(crate) paused: Jiffies,
+    /// The writer's wb at the event.
+    pub(crate) facts: WbFacts,
     /// The bdi has `BDI_CAP_STRICTLIMIT`.
     pub(crate) strictlimit: bool,
     /// The thresholds (its `taken` is the event's time).
     pub(crate) snapshot: Snapshot,
+}
+
+/// Sleeps that can be in progress at once; a writer is in at most one. A sleep that finds no
+/// free entry counts as [`Counter::LostEnds`].
+pub(crate) const NR_PENDING: usize = 64;
+
+/// The most ticks between a sleep's event and its task's switch out into the sleep.
+pub(crate) const ARM_TICKS: Jiffies = 1;
+
+/// Where a sleep in progress is.
+const FILLED: u32 = 1;
+/// The writer was switched out into the throttle's sleep.
+const ASLEEP: u32 = 2;
+
+/// A sleep in progress: what held at its start, until the writer is switched back in.
+///
+/// An entry belongs to one task from the event that fills it until its end frees it, and each
+/// step runs where that task is (its own probe, or the scheduler switching it out or in), so
+/// the steps of one entry never overlap; only claiming a free entry races, and that is one
+/// compare-exchange on `task`.
+struct Pending {
+    /// The task (its `task_struct` address), 0 while free.
+    task: Atomic<u64>,
+    /// [`FILLED`] or [`ASLEEP`].
+    state: Atomic<u32>,
+    /// The table's generation when the sleep began: a sleep begun before a reset is not counted.
+    generation: Atomic<u64>,
+    slot: Atomic<u64>,
+    /// jiffies of the event.
+    taken: Atomic<Jiffies>,
+    pause_ms: Atomic<u64>,
+    running: Atomic<bool>,
+    written: Atomic<i64>,
+    passes: Atomic<u64>,
+    /// The probe glue's handle on the wb (its address), given back at the end.
+    wb: Atomic<u64>,
+}
+
+impl Pending {
+    const fn new() -> Self {
+        Self {
+            task: Atomic::new(0),
+            state: Atomic::new(0),
+            generation: Atomic::new(0),
+            slot: Atomic::new(0),
+            taken: Atomic::new(0),
+            pause_ms: Atomic::new(0),
+            running: Atomic::new(false),
+            written: Atomic::new(0),
+            passes: Atomic::new(0),
+            wb: Atomic::new(0),
+        }
+    }
+
+    fn free(&self, in_flight: &Atomic<u64>) {
+        self.state.store(0, Relaxed);
+        self.task.store(0, Release);
+        in_flight.fetch_sub(1, Relaxed);
+    }
+}
+
+/// How a task was switched out (`sched_switch`'s view of `prev`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SwitchOut {
+    /// Preempted: still runnable, the sleep (if any) has not begun.
+    Preempted,
+    /// Blocked in `TASK_KILLABLE` with `in_iowait` set: `io_schedule_timeout()`, the throttle's
+    /// sleep.
+    IoSleep,
+    /// Blocked in any other way.
+    Other,
 }
 
 /// The slot table.
@@ -595,6 +664,11 @@ pub(crate) struct Table {
     slots: [Slot; NR_SLOTS],
     unslotted: Atomic<u64>,
     hz: u32,
+    pending: [Pending; NR_PENDING],
+    /// Entries of `pending` in use: `sched_switch` looks no further while it is 0.
+    in_flight: Atomic<u64>,
+    /// Bumped by [`Table::reset`].
+    generation: Atomic<u64>,
 }
 
 impl Table {
@@ -604,6 +678,9 @@ impl Table {
             slots: [const { Slot::new() }; NR_SLOTS],
             unslotted: Atomic::new(0),
             hz,
+            pending: [const { Pending::new() }; NR_PENDING],
+            in_flight: Atomic::new(0),
+            generation: Atomic::new(0),
         }
     }
 
@@ -672,58 +749,193 @@ impl Table {
         self.unslotted.load(Relaxed)
     }
 
-    /// `writeback_wake_background`: a background writeback start was requested at `now`.
+    /// `writeback_wake_background`: a background writeback start was requested.
     pub(crate) fn on_wake_background(
         &self,
         key: SlotKey,
         name: impl FnOnce() -> Name,
         strictlimit: bool,
-        now: Jiffies,
     ) {
         let Some(slot) = self.slot(key, name) else {
             return;
         };
         slot.set_strictlimit(strictlimit);
-        slot.kick(now);
         slot.add(Counter::BgStarts, 1);
     }
 
-    /// `balance_dirty_pages`: one throttle decision. Returns how it was classified (`None`
-    /// when it found no slot).
+    /// `balance_dirty_pages`: one throttle decision of `task`. A sleep is counted here and
+    /// classed at its end ([`Self::on_switch_in`]); `wb` is the glue's handle on the writer's
+    /// wb, handed back then. Returns whether a sleep began and has an entry.
     pub(crate) fn on_throttle(
         &self,
         key: SlotKey,
         name: impl FnOnce() -> Name,
+        task: u64,
+        wb: u64,
         ev: &ThrottleEvent,
-    ) -> Option<SleepClass> {
-        let slot = self.slot(key, name)?;
+    ) -> bool {
+        let Some(slot) = self.slot(key, name) else {
+            return false;
+        };
         slot.set_strictlimit(ev.strictlimit);
         slot.add(Counter::ThrottleEvents, 1);
-        let class = classify(
-            ev.pause,
-            ev.writeback_running,
-            slot.last_kick(),
-            ev.start_time,
-        );
-        if class != SleepClass::NoSleep {
-            let ms = jiffies_to_ms(ev.pause.unsigned_abs() as u64, self.hz);
-            slot.add(Counter::ThrottleSleeps, 1);
-            slot.add(Counter::PauseMs, ms);
-            slot.raise(Counter::MaxPauseMs, ms);
-        }
-        if matches!(class, SleepClass::Idle | SleepClass::Stall) {
-            slot.add(Counter::IdleSleeps, 1);
-        }
-        if class == SleepClass::Stall {
-            slot.add(Counter::StallSleeps, 1);
-            slot.add(
-                Counter::StallMs,
-                jiffies_to_ms(ev.pause.unsigned_abs() as u64, self.hz),
-            );
-        }
         // Dropped when another CPU is writing this slot's snapshot; theirs is as recent.
         slot.snap.try_write(&ev.snapshot);
+        if ev.pause <= 0 {
+            return false;
+        }
+        let pause_ms = jiffies_to_ms(ev.pause.unsigned_abs() as u64, self.hz);
+        slot.add(Counter::ThrottleSleeps, 1);
+        slot.add(Counter::PauseMs, pause_ms);
+        slot.raise(Counter::MaxPauseMs, pause_ms);
+        slot.raise(
+            Counter::MaxCallMs,
+            jiffies_to_ms(ev.paused as u64, self.hz).saturating_add(pause_ms),
+        );
+        let Some(index) = self.slots.iter().position(|s| core::ptr::eq(s, slot)) else {
+            return false;
+        };
+        // A sleep of this task still in the table was never switched out into: its timer fired
+        // before the task blocked, so it ended without a switch. If it was on this slot, it is
+        // closed with what holds now; otherwise (the task left `balance_dirty_pages()` without
+        // sleeping, and now throttles on another wb) it is lost. Its entry is reused.
+        let entry = match self.entry_of(task) {
+            Some(old) => {
+                if old.slot.load(Relaxed) == index as u64 && old.state.load(Relaxed) == FILLED {
+                    self.finish(old, ev.facts);
+                } else {
+                    self.count_lost(old);
+                }
+                old
+            }
+            None => match self.claim(task) {
+                Some(e) => e,
+                None => {
+                    slot.add(Counter::LostEnds, 1);
+                    return false;
+                }
+            },
+        };
+        entry
+            .generation
+            .store(self.generation.load(Relaxed), Relaxed);
+        entry.slot.store(index as u64, Relaxed);
+        entry.taken.store(ev.snapshot.taken, Relaxed);
+        entry.pause_ms.store(pause_ms, Relaxed);
+        entry.running.store(ev.facts.running, Relaxed);
+        entry.written.store(ev.facts.written, Relaxed);
+        entry.passes.store(slot.passes(), Relaxed);
+        entry.wb.store(wb, Relaxed);
+        entry.state.store(FILLED, Relaxed);
+        true
+    }
+
+    /// `sched_switch` with `task` as `prev`, at `now`. A sleep's entry is armed when its task
+    /// blocks in an io sleep at most [`ARM_TICKS`] after the event (the throttle's
+    /// `io_schedule_timeout()` follows the tracepoint directly); a preemption before that
+    /// leaves it waiting; any other block, or one later than that, means the task left
+    /// `balance_dirty_pages()` without that sleep, and the sleep is lost.
+    pub(crate) fn on_switch_out(&self, task: u64, how: SwitchOut, now: Jiffies) {
+        if self.in_flight.load(Relaxed) == 0 {
+            return;
+        }
+        let Some(entry) = self.entry_of(task) else {
+            return;
+        };
+        if entry.state.load(Relaxed) != FILLED {
+            return;
+        }
+        match how {
+            // Still running its code: the window for the sleep's switch out starts again.
+            SwitchOut::Preempted => entry.taken.store(now, Relaxed),
+            SwitchOut::IoSleep if now.wrapping_sub(entry.taken.load(Relaxed)) <= ARM_TICKS => {
+                entry.state.store(ASLEEP, Relaxed)
+            }
+            SwitchOut::IoSleep | SwitchOut::Other => self.lost(entry),
+        }
+    }
+
+    /// `sched_switch` with `task` as `next`: if it is back from a throttle sleep, reads the wb
+    /// again (`end`, given the handle from [`Self::on_throttle`]), classes the sleep and counts
+    /// it. Returns the class (`None`: no sleep of `task` ended here, or it began before a
+    /// reset).
+    pub(crate) fn on_switch_in(
+        &self,
+        task: u64,
+        end: impl FnOnce(u64) -> WbFacts,
+    ) -> Option<SleepClass> {
+        if self.in_flight.load(Relaxed) == 0 {
+            return None;
+        }
+        let entry = self.entry_of(task)?;
+        if entry.state.load(Relaxed) != ASLEEP {
+            return None;
+        }
+        let class = self.finish(entry, end(entry.wb.load(Relaxed)));
+        entry.free(&self.in_flight);
+        class
+    }
+
+    /// Classes `entry`'s sleep with `end`, what holds at its end, and counts it if it began
+    /// since the last reset (`None` otherwise). The entry stays claimed.
+    fn finish(&self, entry: &Pending, end: WbFacts) -> Option<SleepClass> {
+        let slot = self.slots.get(entry.slot.load(Relaxed) as usize)?;
+        if entry.generation.load(Relaxed) != self.generation.load(Relaxed) {
+            return None;
+        }
+        let start = WbFacts {
+            running: entry.running.load(Relaxed),
+            written: entry.written.load(Relaxed),
+        };
+        let class = classify(start, end, entry.passes.load(Relaxed), slot.passes());
+        let (sleeps, ms) = match class {
+            SleepClass::Flushing => (Counter::FlushingSleeps, Counter::FlushingMs),
+            SleepClass::Draining => (Counter::DrainingSleeps, Counter::DrainingMs),
+            SleepClass::Stall => (Counter::StallSleeps, Counter::StallMs),
+        };
+        slot.add(sleeps, 1);
+        slot.add(ms, entry.pause_ms.load(Relaxed));
         Some(class)
+    }
+
+    /// The entry of `task`'s sleep in progress.
+    fn entry_of(&self, task: u64) -> Option<&Pending> {
+        self.pending.iter().find(|e| e.task.load(Acquire) == task)
+    }
+
+    /// Claims a free entry for `task`.
+    fn claim(&self, task: u64) -> Option<&Pending> {
+        for e in &self.pending {
+            if e.task.load(Relaxed) == 0 && e.task.cmpxchg(0, task, Full).is_ok() {
+                self.in_flight.add(1, Relaxed);
+                return Some(e);
+            }
+        }
+        None
+    }
+
+    /// Counts `entry`'s sleep as lost (if it began since the last reset) and frees it.
+    fn lost(&self, entry: &Pending) {
+        self.count_lost(entry);
+        entry.free(&self.in_flight);
+    }
+
+    /// Counts `entry`'s sleep as lost, if it began since the last reset.
+    fn count_lost(&self, entry: &Pending) {
+        if entry.generation.load(Relaxed) == self.generation.load(Relaxed) {
+            if let Some(slot) = self.slots.get(entry.slot.load(Relaxed) as usize) {
+                slot.add(Counter::LostEnds, 1);
+            }
+        }
+    }
+
+    /// Sleeps in progress (entries in use).
+    #[cfg_attr(
+        not(CONFIG_KUNIT = "y"),
+        allow(dead_code, reason = "used by the KUnit tests")
+    )]
+    pub(crate) fn in_flight(&self) -> u64 {
+        self.in_flight.load(Relaxed)
     }
 
     /// `writeback_start`: a flusher pass began with `reason` (`enum wb_reason`).
@@ -738,6 +950,7 @@ impl Table {
             return;
         };
         slot.set_strictlimit(strictlimit);
+        slot.passes.add(1, Relaxed);
         slot.add(work_counter(reason), 1);
     }
 
@@ -763,6 +976,8 @@ impl Table {
             busy |= !cleared;
         }
         self.unslotted.store(0, Relaxed);
+        // Sleeps in progress began before the reset: their ends are not counted.
+        self.generation.add(1, Relaxed);
         if busy {
             Err(Busy)
         } else {

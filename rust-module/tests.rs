@@ -17,7 +17,6 @@ mod suite {
             classify,
             jiffies_to_ms,
             signed_jiffies_to_ms,
-            time_after_eq,
             work_counter,
             Busy,
             Counter,
@@ -26,9 +25,12 @@ mod suite {
             SleepClass,
             SlotKey,
             Snapshot,
+            SwitchOut,
             Table,
             ThrottleEvent,
+            WbFacts,
             NR_COUNTERS,
+            NR_PENDING,
             NR_SLOTS, //
         },
     };
@@ -83,14 +85,37 @@ mod suite {
         }
     }
 
-    fn throttle(pause: isize, start_time: usize, running: bool, taken: usize) -> ThrottleEvent {
+    fn facts(running: bool, written: i64) -> WbFacts {
+        WbFacts { running, written }
+    }
+
+    fn throttle(pause: isize, paused: usize, facts: WbFacts, taken: usize) -> ThrottleEvent {
         ThrottleEvent {
             pause,
-            start_time,
-            writeback_running: running,
+            paused,
+            facts,
             strictlimit: true,
             snapshot: snap(taken, signed_jiffies_to_ms(pause as i64, HZ)),
         }
+    }
+
+    /// One whole sleep of `task`: the event at `taken`, the switch out into the io sleep in the
+    /// same tick, the switch back in with `end` read from the wb. Returns the class counted.
+    fn sleep(
+        t: &Table,
+        k: SlotKey,
+        task: u64,
+        ev: &ThrottleEvent,
+        end: WbFacts,
+    ) -> Option<SleepClass> {
+        if !t.on_throttle(k, name("0:45"), task, 0xb0, ev) {
+            return None;
+        }
+        t.on_switch_out(task, SwitchOut::IoSleep, ev.snapshot.taken);
+        t.on_switch_in(task, |wb| {
+            assert_eq!(wb, 0xb0);
+            end
+        })
     }
 
     #[test]
@@ -131,7 +156,7 @@ mod suite {
         assert!(T.slot(key(100, 0), name("8:16")).is_none());
         assert_eq!(T.unslotted(), 1);
         // Events for the new key go to `unslotted`, old keys still have their slots.
-        T.on_wake_background(key(100, 0), name("8:16"), false, 5);
+        T.on_wake_background(key(100, 0), name("8:16"), false);
         assert_eq!(T.unslotted(), 2);
         assert!(T.slot(key(NR_SLOTS as u64, 0), name("8:0")).is_some());
         assert_eq!(T.unslotted(), 2);
@@ -168,13 +193,6 @@ mod suite {
 
     #[test]
     fn time_and_ms_conversion() {
-        assert!(time_after_eq(10, 10));
-        assert!(time_after_eq(11, 10));
-        assert!(!time_after_eq(9, 10));
-        // Across a jiffies wrap.
-        assert!(time_after_eq(3, usize::MAX - 2));
-        assert!(!time_after_eq(usize::MAX - 2, 3));
-
         assert_eq!(jiffies_to_ms(50, 250), 200);
         assert_eq!(jiffies_to_ms(1, 250), 4);
         assert_eq!(jiffies_to_ms(7, 100), 70);
@@ -188,59 +206,82 @@ mod suite {
 
     #[test]
     fn classify_sleeps() {
-        // No sleep, whatever else holds.
-        assert_eq!(classify(0, false, None, 100), SleepClass::NoSleep);
-        assert_eq!(classify(-3, false, None, 100), SleepClass::NoSleep);
-        // Writeback running: an ordinary throttle.
-        assert_eq!(classify(5, true, None, 100), SleepClass::Busy);
-        // Nothing running, but a start was asked for since the call began (same tick counts).
-        assert_eq!(classify(5, false, Some(100), 100), SleepClass::Idle);
-        assert_eq!(classify(5, false, Some(130), 100), SleepClass::Idle);
-        // Nothing running and nothing asked since the call began: the stall.
-        assert_eq!(classify(5, false, None, 100), SleepClass::Stall);
-        assert_eq!(classify(5, false, Some(99), 100), SleepClass::Stall);
-        // A start asked just after a wrap, for a call begun just before it.
+        // A pass running at the start, at the end, or begun in between: flushing, whatever
+        // completed.
         assert_eq!(
-            classify(5, false, Some(2), usize::MAX - 1),
-            SleepClass::Idle
+            classify(facts(true, 5), facts(false, 5), 3, 3),
+            SleepClass::Flushing
+        );
+        assert_eq!(
+            classify(facts(false, 5), facts(true, 5), 3, 3),
+            SleepClass::Flushing
+        );
+        assert_eq!(
+            classify(facts(false, 5), facts(false, 5), 3, 4),
+            SleepClass::Flushing
+        );
+        assert_eq!(
+            classify(facts(false, 5), facts(false, 900), 3, 4),
+            SleepClass::Flushing
+        );
+        // No pass, but pages of the wb completed: draining.
+        assert_eq!(
+            classify(facts(false, 5), facts(false, 6), 3, 3),
+            SleepClass::Draining
+        );
+        // No pass, nothing completed: the stall. A count that went down (a fold seen half
+        // done at the start) is no completion.
+        assert_eq!(
+            classify(facts(false, 5), facts(false, 5), 3, 3),
+            SleepClass::Stall
+        );
+        assert_eq!(
+            classify(facts(false, 37), facts(false, 5), 3, 3),
+            SleepClass::Stall
         );
     }
 
     #[test]
-    fn counters_follow_events() {
+    fn counters_follow_sleeps_to_their_end() {
         static T: Table = Table::new(HZ);
         let k = key(5, 0);
-        // Throttled, nothing running, nothing asked: stall. 50 jiffies = 200 ms at HZ=250.
+        // Nothing running, nothing completed: stall. 50 jiffies = 200 ms at HZ=250; the call
+        // had run 10 jiffies (40 ms) before it.
+        let ev = throttle(50, 10, facts(false, 100), 1001);
         assert_eq!(
-            T.on_throttle(k, name("0:45"), &throttle(50, 1000, false, 1001)),
+            sleep(&T, k, 7, &ev, facts(false, 100)),
             Some(SleepClass::Stall)
         );
-        // Background writeback asked at 1002, then a sleep in a call begun at 1002: idle.
-        T.on_wake_background(k, name("0:45"), true, 1002);
+        // A background start asked for does not change the class by itself: no pass began.
+        T.on_wake_background(k, name("0:45"), true);
+        let ev = throttle(10, 0, facts(false, 100), 1003);
         assert_eq!(
-            T.on_throttle(k, name("0:45"), &throttle(10, 1002, false, 1003)),
-            Some(SleepClass::Idle)
-        );
-        // A later call (begun after the request) sleeps idle again: stall.
-        assert_eq!(
-            T.on_throttle(k, name("0:45"), &throttle(20, 1010, false, 1011)),
+            sleep(&T, k, 7, &ev, facts(false, 100)),
             Some(SleepClass::Stall)
         );
-        // Writeback running: a plain sleep.
-        assert_eq!(
-            T.on_throttle(k, name("0:45"), &throttle(5, 1020, true, 1021)),
-            Some(SleepClass::Busy)
-        );
-        // No sleep.
-        assert_eq!(
-            T.on_throttle(k, name("0:45"), &throttle(-2, 1030, false, 1031)),
-            Some(SleepClass::NoSleep)
-        );
+        // A pass begins while the writer sleeps: flushing.
+        let ev = throttle(20, 0, facts(false, 100), 1011);
+        assert!(T.on_throttle(k, name("0:45"), 8, 0xb0, &ev));
+        T.on_switch_out(8, SwitchOut::IoSleep, 1011);
         T.on_writeback_start(k, name("0:45"), true, 0);
+        assert_eq!(
+            T.on_switch_in(8, |_| facts(false, 100)),
+            Some(SleepClass::Flushing)
+        );
+        // The disk completes pages of the wb during the sleep, no pass: draining.
+        let ev = throttle(5, 0, facts(false, 100), 1021);
+        assert_eq!(
+            sleep(&T, k, 7, &ev, facts(false, 164)),
+            Some(SleepClass::Draining)
+        );
+        // No sleep: counted as an event only.
+        let ev = throttle(-2, 0, facts(false, 164), 1031);
+        assert!(!T.on_throttle(k, name("0:45"), 7, 0xb0, &ev));
         T.on_writeback_start(k, name("0:45"), true, 3);
         T.on_writeback_start(k, name("0:45"), true, 2);
         T.on_writeback_start(k, name("0:45"), true, 1);
         T.on_writeback_start(k, name("0:45"), true, 8);
+        assert_eq!(T.in_flight(), 0);
 
         let s = T.find(k);
         assert!(s.is_some());
@@ -248,18 +289,21 @@ mod suite {
         assert_eq!(s.get(Counter::BgStarts), 1);
         assert_eq!(s.get(Counter::ThrottleEvents), 5);
         assert_eq!(s.get(Counter::ThrottleSleeps), 4);
-        assert_eq!(s.get(Counter::IdleSleeps), 3);
         assert_eq!(s.get(Counter::StallSleeps), 2);
+        assert_eq!(s.get(Counter::FlushingSleeps), 1);
+        assert_eq!(s.get(Counter::DrainingSleeps), 1);
         assert_eq!(s.get(Counter::PauseMs), 200 + 40 + 80 + 20);
-        // Only the two stall sleeps (50 and 20 jiffies) count as lost time.
-        assert_eq!(s.get(Counter::StallMs), 200 + 80);
+        assert_eq!(s.get(Counter::StallMs), 200 + 40);
+        assert_eq!(s.get(Counter::FlushingMs), 80);
+        assert_eq!(s.get(Counter::DrainingMs), 20);
         assert_eq!(s.get(Counter::MaxPauseMs), 200);
+        assert_eq!(s.get(Counter::MaxCallMs), 40 + 200);
+        assert_eq!(s.get(Counter::LostEnds), 0);
         assert_eq!(s.get(Counter::WorkBackground), 1);
         assert_eq!(s.get(Counter::WorkPeriodic), 1);
         assert_eq!(s.get(Counter::WorkSync), 1);
         assert_eq!(s.get(Counter::WorkOther), 2);
         assert!(s.strictlimit());
-        assert_eq!(s.last_kick(), Some(1002));
         // The snapshot is the last decision's.
         let last = s.snapshot().read(1);
         assert_eq!(
@@ -269,11 +313,85 @@ mod suite {
     }
 
     #[test]
+    fn a_sleep_ends_only_after_its_io_sleep() {
+        static T: Table = Table::new(HZ);
+        let k = key(6, 0);
+        let ev = throttle(50, 0, facts(false, 10), 500);
+        // Preempted between the event and the sleep: still waiting; a switch in then is not
+        // the sleep's end.
+        assert!(T.on_throttle(k, name("0:45"), 1, 0xb0, &ev));
+        T.on_switch_out(1, SwitchOut::Preempted, 500);
+        assert_eq!(T.on_switch_in(1, |_| facts(false, 99)), None);
+        T.on_switch_out(1, SwitchOut::IoSleep, 501);
+        assert_eq!(
+            T.on_switch_in(1, |_| facts(false, 10)),
+            Some(SleepClass::Stall)
+        );
+        // Blocked some other way (a writer that left without sleeping): lost, never classed.
+        assert!(T.on_throttle(k, name("0:45"), 2, 0xb0, &ev));
+        T.on_switch_out(2, SwitchOut::Other, 500);
+        assert_eq!(T.on_switch_in(2, |_| facts(false, 10)), None);
+        // An io sleep long after the event is not the throttle's: lost.
+        assert!(T.on_throttle(k, name("0:45"), 3, 0xb0, &ev));
+        T.on_switch_out(3, SwitchOut::IoSleep, 503);
+        assert_eq!(T.on_switch_in(3, |_| facts(false, 10)), None);
+        // A preemption renews the window: the io sleep 3 ticks after the event but 1 after the
+        // preemption is the throttle's.
+        assert!(T.on_throttle(k, name("0:45"), 5, 0xb0, &ev));
+        T.on_switch_out(5, SwitchOut::Preempted, 502);
+        T.on_switch_out(5, SwitchOut::IoSleep, 503);
+        assert_eq!(
+            T.on_switch_in(5, |_| facts(false, 10)),
+            Some(SleepClass::Stall)
+        );
+        // A second event of a task whose sleep was never switched out into (its timer fired
+        // before it blocked): closed with the facts of the second event, on the same slot.
+        assert!(T.on_throttle(k, name("0:45"), 4, 0xb0, &ev));
+        let later = throttle(50, 0, facts(false, 30), 520);
+        assert!(T.on_throttle(k, name("0:45"), 4, 0xb0, &later));
+        assert_eq!(T.find(k).map(|s| s.get(Counter::DrainingSleeps)), Some(1));
+        T.on_switch_out(4, SwitchOut::IoSleep, 520);
+        assert_eq!(
+            T.on_switch_in(4, |_| facts(false, 30)),
+            Some(SleepClass::Stall)
+        );
+        // On another slot, the first is lost.
+        assert!(T.on_throttle(k, name("0:45"), 6, 0xb0, &ev));
+        assert!(T.on_throttle(key(6, 9), name("0:45"), 6, 0xb0, &ev));
+        T.on_switch_out(6, SwitchOut::IoSleep, 500);
+        assert_eq!(
+            T.on_switch_in(6, |_| facts(false, 10)),
+            Some(SleepClass::Stall)
+        );
+        assert_eq!(T.in_flight(), 0);
+        let s = T
+            .find(k)
+            .map(|s| (s.get(Counter::StallSleeps), s.get(Counter::LostEnds)));
+        assert_eq!(s, Some((3, 3)));
+
+        // More sleeps at once than entries: the rest are lost, none is misclassed.
+        for task in 0..NR_PENDING as u64 + 2 {
+            T.on_throttle(k, name("0:45"), 100 + task, 0xb0, &ev);
+        }
+        assert_eq!(T.in_flight(), NR_PENDING as u64);
+        assert_eq!(T.find(k).map(|s| s.get(Counter::LostEnds)), Some(5));
+        // A reset while they sleep: their ends are not counted.
+        assert_eq!(T.reset(10), Ok(()));
+        for task in 0..NR_PENDING as u64 {
+            T.on_switch_out(100 + task, SwitchOut::IoSleep, 500);
+            assert_eq!(T.on_switch_in(100 + task, |_| facts(false, 10)), None);
+        }
+        assert_eq!(T.in_flight(), 0);
+        assert_eq!(T.find(k).map(|s| s.counters()), Some([0; NR_COUNTERS]));
+    }
+
+    #[test]
     fn tracepoint_lookup() {
         use crate::probes::has_tracepoint;
         assert!(has_tracepoint(c"writeback_wake_background"));
         assert!(has_tracepoint(c"balance_dirty_pages"));
         assert!(has_tracepoint(c"writeback_start"));
+        assert!(has_tracepoint(c"sched_switch"));
         // What `insmod` reports as ENOENT.
         assert!(!has_tracepoint(c"wbstall_no_such_tracepoint"));
         assert!(!has_tracepoint(c"writeback_star"));
@@ -322,13 +440,17 @@ mod suite {
     fn reset_zeroes_counts_keeps_keys() {
         static T: Table = Table::new(HZ);
         let k = key(9, 17);
-        T.on_wake_background(k, name("254:0"), false, 40);
-        assert!(T
-            .on_throttle(k, name("254:0"), &throttle(25, 30, false, 41))
-            .is_some());
+        T.on_wake_background(k, name("254:0"), false);
+        assert!(T.on_throttle(
+            k,
+            name("254:0"),
+            1,
+            0xb0,
+            &throttle(25, 30, facts(false, 0), 41)
+        ));
         T.on_writeback_start(k, name("254:0"), false, 0);
         for i in 0..NR_SLOTS as u64 {
-            T.on_wake_background(key(100 + i, 0), name("8:0"), false, 40);
+            T.on_wake_background(key(100 + i, 0), name("8:0"), false);
         }
         assert_eq!(T.unslotted(), 1);
 
@@ -342,7 +464,6 @@ mod suite {
         assert_eq!(s.snapshot().read(1), Ok(None));
         assert_eq!(s.key(), Some(k));
         assert_eq!(s.name().as_str(), "254:0");
-        assert_eq!(s.last_kick(), Some(40));
 
         let mut out = Sink::new();
         assert!(format::write_thresholds(&mut out, &T, 50, 1, || false).is_ok());
@@ -373,14 +494,18 @@ mod suite {
             bdi_id: 2,
             memcg_id: 0,
             strictlimit: false,
-            counters: [12, 640, 211, 3, 0, 5208, 200, 57, 4, 1, 0, 0],
+            counters: [
+                12, 640, 211, 5208, 200, 244, 208, 5196, 3, 12, 0, 0, 0, 57, 4, 1, 0,
+            ],
         },
         StatsRow {
             bdi: "254:0",
             bdi_id: 2,
             memcg_id: 42,
             strictlimit: false,
-            counters: [0, 385, 380, 377, 377, 75400, 200, 0, 9, 0, 2, 75400],
+            counters: [
+                0, 385, 380, 75400, 200, 4048, 3, 0, 0, 0, 377, 75400, 0, 0, 9, 0, 2,
+            ],
         },
         StatsRow {
             bdi: "0:45",
@@ -388,7 +513,7 @@ mod suite {
             memcg_id: 0,
             strictlimit: true,
             counters: [
-                1, 9120, 9004, 8991, 8990, 1796400, 200, 1, 30, 0, 0, 1795800,
+                1, 9120, 9004, 1796400, 200, 5000, 13, 600, 0, 0, 8990, 1795800, 1, 1, 30, 0, 0,
             ],
         },
     ];
@@ -488,7 +613,7 @@ mod suite {
         assert!(format::summary_line(&mut out, &s).is_ok());
         assert_eq!(
             out.as_str(),
-            "slots=32 used=3 unslotted=0 hz=250 format=1\n"
+            "slots=32 used=3 unslotted=0 hz=250 format=2\n"
         );
     }
 
@@ -496,9 +621,16 @@ mod suite {
     fn format_from_table() {
         static T: Table = Table::new(HZ);
         let k = key(5, 0);
-        assert!(T
-            .on_throttle(k, name("0:45"), &throttle(50, 1000, false, 1001))
-            .is_some());
+        assert_eq!(
+            sleep(
+                &T,
+                k,
+                1,
+                &throttle(50, 0, facts(false, 0), 1001),
+                facts(false, 0)
+            ),
+            Some(SleepClass::Stall)
+        );
 
         let mut out = Sink::new();
         assert!(format::write_stats(&mut out, &T).is_ok());
@@ -508,7 +640,7 @@ mod suite {
             bdi_id: 5,
             memcg_id: 0,
             strictlimit: true,
-            counters: [0, 1, 1, 1, 1, 200, 200, 0, 0, 0, 0, 200],
+            counters: [0, 1, 1, 200, 200, 200, 0, 0, 0, 0, 1, 200, 0, 0, 0, 0, 0],
         };
         assert!(format::stats_line(&mut want, &row).is_ok());
         assert_eq!(out.as_str(), want.as_str());
@@ -531,7 +663,7 @@ mod suite {
         assert!(format::write_summary(&mut out, &T).is_ok());
         assert_eq!(
             out.as_str(),
-            "slots=32 used=1 unslotted=0 hz=250 format=1\n"
+            "slots=32 used=1 unslotted=0 hz=250 format=2\n"
         );
     }
 }

@@ -51,6 +51,11 @@ pub enum Event<'a> {
         counter: &'a str,
         /// The tracefs detector's stall share beside the module's.
         trace_stall_pct: Option<f64>,
+        /// The draining share, and the tracefs detector's beside it.
+        draining_pct: f64,
+        trace_draining_pct: Option<f64>,
+        /// The longest balance_dirty_pages() call, ms.
+        max_call_ms: u64,
         secs: f64,
     },
     /// A boot gave no record (why, with the log to read).
@@ -102,13 +107,18 @@ pub fn render(e: &Event) -> String {
             bg_starts,
             counter,
             trace_stall_pct,
+            draining_pct,
+            trace_draining_pct,
+            max_call_ms,
             secs,
         } => format!(
-            "  {variant} {scenario} #{}: {mib_s} MiB/s, stall share {stall_pct:.1}%{} \
+            "  {variant} {scenario} #{}: {mib_s} MiB/s, stall share {stall_pct:.1}%{}, \
+             draining {draining_pct:.1}%{}, longest call {max_call_ms} ms \
              (stall_sleeps {stall_sleeps}, throttle_sleeps {}/{}, bg_starts {}/{} \
              {counter}/witness) in {secs:.0} s",
             run + 1,
             trace_stall_pct.map_or(String::new(), |t| format!(" (trace {t:.1}%)")),
+            trace_draining_pct.map_or(String::new(), |t| format!(" (trace {t:.1}%)")),
             throttle_sleeps.0,
             throttle_sleeps.1,
             bg_starts.0,
@@ -278,12 +288,16 @@ mod tests {
             bg_starts: (2047, 2047),
             counter: "module",
             trace_stall_pct: Some(0.04),
+            draining_pct: 1.26,
+            trace_draining_pct: Some(1.3),
+            max_call_ms: 124,
             secs: 35.2,
         };
         assert_eq!(
             render(&end),
-            "  v1 fuse-strictlimit #1: 75.9 MiB/s, stall share 0.0% (trace 0.0%) (stall_sleeps 0, \
-             throttle_sleeps 348/348, bg_starts 2047/2047 module/witness) in 35 s"
+            "  v1 fuse-strictlimit #1: 75.9 MiB/s, stall share 0.0% (trace 0.0%), draining 1.3% \
+             (trace 1.3%), longest call 124 ms (stall_sleeps 0, throttle_sleeps 348/348, \
+             bg_starts 2047/2047 module/witness) in 35 s"
         );
         let start = Event::BootStart {
             index: 3,

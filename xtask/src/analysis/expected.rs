@@ -67,14 +67,16 @@ pub struct Criteria {
     pub ok_fraction: f64,
 }
 
-/// The second, independent criterion of a scenario: fio's own latency.
+/// The second, independent criterion of a scenario: the kernel's own latency
+/// of a throttled write.
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Latency {
-    /// fio's clat max as a share of `vm.dirty_writeback_centisecs`: an `ok`
-    /// run stays below it (and its witness saw background starts), a `stall`
-    /// run reaches it (its writers waited for the periodic flusher).
-    pub clat_max_share_of_writeback_interval: f64,
+    /// The longest balance_dirty_pages() call of a run (`paused + pause` of
+    /// its sleeps) as a share of `vm.dirty_writeback_centisecs`: an `ok` run
+    /// stays below it (and its witness saw background starts), a `stall` run
+    /// reaches it (its writers waited for the periodic flusher).
+    pub max_call_share_of_writeback_interval: f64,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -150,10 +152,10 @@ impl Expected {
             }
         }
         for (s, l) in &self.latency {
-            let share = l.clat_max_share_of_writeback_interval;
+            let share = l.max_call_share_of_writeback_interval;
             if !(0.0 < share && share < 1.0) {
                 bail!(
-                    "[latency.{s}] clat_max_share_of_writeback_interval = {share}: need 0 < share \
+                    "[latency.{s}] max_call_share_of_writeback_interval = {share}: need 0 < share \
                      < 1 (at a whole interval, a writer waiting for the periodic flusher passes)"
                 );
             }
@@ -329,7 +331,7 @@ regressed = "ok"
 [stall_throughput_ratio]
 fuse-strictlimit = 0.5
 [latency.memcg-ext4]
-clat_max_share_of_writeback_interval = 0.5
+max_call_share_of_writeback_interval = 0.5
 [expect.memcg-ext4]
 regressed = "stall"
 v2 = "ok"
@@ -401,13 +403,13 @@ v2 = "ok"
                 "[stall_throughput_ratio] fuse-strictlimit = 1: need 0 < ratio < 1",
             ),
             (
-                "clat_max_share_of_writeback_interval = 0.5",
-                "clat_max_share_of_writeback_interval = 1.5",
-                "[latency.memcg-ext4] clat_max_share_of_writeback_interval = 1.5",
+                "max_call_share_of_writeback_interval = 0.5",
+                "max_call_share_of_writeback_interval = 1.5",
+                "[latency.memcg-ext4] max_call_share_of_writeback_interval = 1.5",
             ),
             (
-                "clat_max_share_of_writeback_interval = 0.5",
-                "clat_max_share_of_writeback_interval = 0",
+                "max_call_share_of_writeback_interval = 0.5",
+                "max_call_share_of_writeback_interval = 0",
                 "need 0 < share",
             ),
         ] {

@@ -132,9 +132,70 @@ pub const ALL: &[Metric] = &[
     m("wbstall.stall_ms", "stall_ms", "ms", Kind::Time, |r| {
         counter(r, "stall_ms")
     }),
-    m("wbstall.idle_sleeps", "idle_sleeps", "", Kind::Count, |r| {
-        counter(r, "idle_sleeps")
-    }),
+    m(
+        "wbstall.draining_share_%",
+        "draining share of writer time",
+        "%",
+        Kind::Share,
+        |r| Some(r.draining_fraction * 100.0),
+    ),
+    m(
+        "tracefs.draining_share_%",
+        "draining share, tracefs detector",
+        "%",
+        Kind::Share,
+        |r| r.tracefs_draining_fraction.map(|f| f * 100.0),
+    ),
+    m(
+        "wbstall.flushing_share_%",
+        "flushing share of writer time",
+        "%",
+        Kind::Share,
+        |r| {
+            r.share_of_writer_time(r.mechanism.flushing_ms)
+                .map(|f| f * 100.0)
+        },
+    ),
+    m(
+        "tracefs.flushing_share_%",
+        "flushing share, tracefs detector",
+        "%",
+        Kind::Share,
+        |r| {
+            r.tracefs
+                .as_ref()
+                .and_then(|t| r.share_of_writer_time(t.flushing_ms))
+                .map(|f| f * 100.0)
+        },
+    ),
+    m(
+        "wbstall.flushing_sleeps",
+        "flushing_sleeps",
+        "",
+        Kind::Count,
+        |r| counter(r, "flushing_sleeps"),
+    ),
+    m(
+        "wbstall.draining_sleeps",
+        "draining_sleeps",
+        "",
+        Kind::Count,
+        |r| counter(r, "draining_sleeps"),
+    ),
+    m(
+        "wbstall.max_call_ms",
+        "longest balance_dirty_pages() call",
+        "ms",
+        Kind::Time,
+        |r| counter(r, "max_call_ms"),
+    ),
+    m(
+        "tracefs.max_call_ms",
+        "longest call, tracefs detector",
+        "ms",
+        Kind::Time,
+        |r| r.tracefs.as_ref().map(|t| t.max_call_ms as f64),
+    ),
     m(
         "wbstall.throttle_sleeps",
         "throttle_sleeps",

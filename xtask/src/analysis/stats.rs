@@ -114,6 +114,9 @@ pub fn mean_ci(v: &[f64]) -> Option<(f64, f64)> {
     let mut boots: Vec<f64> = (0..RESAMPLES)
         .map(|_| (0..v.len()).map(|_| v[rng.index(v.len())]).sum::<f64>() / v.len() as f64)
         .collect();
+    if boots.is_empty() {
+        return None;
+    }
     boots.sort_by(f64::total_cmp);
     let at = |q: f64| boots[((boots.len() - 1) as f64 * q).round() as usize];
     Some((at(0.025), at(0.975)))
@@ -133,6 +136,9 @@ pub fn change(a: &[f64], b: &[f64]) -> Option<Change> {
         if ra > 0.0 {
             boots.push((rb / ra - 1.0) * 100.0);
         }
+    }
+    if boots.is_empty() {
+        return None;
     }
     boots.sort_by(f64::total_cmp);
     let at = |q: f64| boots[((boots.len() - 1) as f64 * q).round() as usize];

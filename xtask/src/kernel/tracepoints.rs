@@ -1,6 +1,7 @@
 //! Before the module is built against a tree: every tracepoint the module
-//! attaches to must have, in that tree's `include/trace/events/writeback.h`,
-//! the `TP_PROTO` its Rust probe is written for. The kernel calls a probe
+//! attaches to must have, in that tree's headers ([`HEADERS`]: the writeback
+//! events, and `sched_switch`, which ends a throttle sleep), the `TP_PROTO`
+//! its Rust probe is written for. The kernel calls a probe
 //! through a `void *` and the module finds tracepoints by name at run time, so
 //! no compiler sees a mismatch; a probe reading arguments that are not there is
 //! memory corruption. This check turns it into a build error naming both sides.
@@ -14,8 +15,11 @@ use std::{fs, path::Path};
 
 use anyhow::{bail, Context, Result};
 
-/// The header the module's tracepoints are declared in, relative to the tree.
-pub const HEADER: &str = "include/trace/events/writeback.h";
+/// The headers the module's tracepoints are declared in, relative to the tree.
+pub const HEADERS: [&str; 2] = [
+    "include/trace/events/writeback.h",
+    "include/trace/events/sched.h",
+];
 /// The module file with the probes.
 pub const PROBES_RS: &str = "probes.rs";
 
@@ -30,9 +34,12 @@ pub struct Probe {
 
 /// Checks the module in `module_dir` against the tree's header.
 pub fn check(tree: &Path, module_dir: &Path) -> Result<()> {
-    let header_path = tree.join(HEADER);
-    let header = fs::read_to_string(&header_path)
-        .with_context(|| format!("reading {}", header_path.display()))?;
+    let mut header = String::new();
+    for h in HEADERS {
+        let path = tree.join(h);
+        header +=
+            &fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    }
     let probes_path = module_dir.join(PROBES_RS);
     let probes = fs::read_to_string(&probes_path)
         .with_context(|| format!("reading {}", probes_path.display()))?;
@@ -40,9 +47,10 @@ pub fn check(tree: &Path, module_dir: &Path) -> Result<()> {
     if !mismatches.is_empty() {
         bail!(
             "the wbstall module's probes do not match this tree's tracepoints \
-             ({}):\n{}\nUpdate the probe functions in rust-module/{PROBES_RS} to the \
+             ({} in {}):\n{}\nUpdate the probe functions in rust-module/{PROBES_RS} to the \
              tree's TP_PROTO (and what they read), or build another tree.",
-            header_path.display(),
+            HEADERS.join(", "),
+            tree.display(),
             mismatches.join("\n")
         );
     }
@@ -269,17 +277,20 @@ mod tests {
             [
                 "writeback_wake_background",
                 "balance_dirty_pages",
-                "writeback_start"
+                "writeback_start",
+                "sched_switch"
             ]
         );
-        let m = mismatches(&fixture("writeback-7.3.h"), &module_probes()).unwrap();
+        let headers = fixture("writeback-7.3.h") + &fixture("sched-7.3.h");
+        let m = mismatches(&headers, &module_probes()).unwrap();
         assert!(m.is_empty(), "{m:#?}");
     }
 
     #[test]
     fn a_changed_prototype_is_a_build_error_naming_both_sides() {
         // `pause` became unsigned and an argument was added; writeback_start is gone.
-        let m = mismatches(&fixture("writeback-changed.h"), &module_probes()).unwrap();
+        let headers = fixture("writeback-changed.h") + &fixture("sched-7.3.h");
+        let m = mismatches(&headers, &module_probes()).unwrap();
         assert_eq!(m.len(), 2, "{m:#?}");
         assert!(m[0].contains("balance_dirty_pages: TP_PROTO("), "{}", m[0]);
         assert!(m[0].contains("probe_balance_dirty_pages takes"), "{}", m[0]);

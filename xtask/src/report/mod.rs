@@ -172,8 +172,9 @@ mod tests {
         );
         assert!(
             md.contains(
-                "| fuse-strictlimit | stall (stall 70.0%, stall 70.0%, stall 70.0%; expected stall) ✓ \
-                 | ok (ok 0.0%, ok 0.0%, ok 0.0%; expected ok) ✓ |"
+                "| fuse-strictlimit | stall (stall 70.0% d0.0%, stall 70.0% d0.0%, stall 70.0% \
+                 d0.0%; expected stall) ✓ | ok (ok 0.0% d0.0%, ok 0.0% d0.0%, ok 0.0% d0.0%; \
+                 expected ok) ✓ |"
             ),
             "{md}"
         );
@@ -197,7 +198,7 @@ mod tests {
         let r = records();
         for v in ["regressed", "v1"] {
             let samples = "S t=1.0\nT bdi=0:45 memcg_id=0 domain=global age_ms=1 thresh=1 bg_thresh=1 dirty=1 limit=1 wb_dirty=900 wb_thresh=948 wb_bg_thresh=473 pos_ratio=0 dirty_ratelimit=1 task_ratelimit=0 pause_ms=48\n\
-                           C bdi=0:45 memcg_id=0 strictlimit=1 bg_starts=0 throttle_events=1 throttle_sleeps=1 idle_sleeps=1 stall_sleeps=1 pause_ms=48 max_pause_ms=48 work_background=0 work_periodic=0 work_sync=0 work_other=0\n\
+                           C bdi=0:45 memcg_id=0 strictlimit=1 bg_starts=0 throttle_events=1 throttle_sleeps=1 stall_sleeps=1 pause_ms=48 max_pause_ms=48 work_background=0 work_periodic=0 work_sync=0 work_other=0\n\
                            B BdiReclaimable=3600\nS t=1.1\nB BdiReclaimable=3700\n";
             std::fs::write(dir.path().join(format!("{v}-0.samples.txt")), samples).unwrap();
         }

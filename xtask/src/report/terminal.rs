@@ -64,8 +64,10 @@ const ROWS: &[Row] = &[
     Row::Metric("fio.clat_p99_ms"),
     Row::Metric("fio.clat_max_ms"),
     Row::Metric("wbstall.stall_share_%"),
+    Row::Metric("wbstall.draining_share_%"),
+    Row::Metric("wbstall.flushing_share_%"),
+    Row::Metric("wbstall.max_call_ms"),
     Row::Metric("wbstall.stall_sleeps"),
-    Row::Metric("wbstall.idle_sleeps"),
     Row::Metric("wbstall.throttle_sleeps"),
     Row::Metric("wbstall.throttle_events"),
     Row::Metric("wbstall.stall_ms"),
@@ -178,17 +180,10 @@ pub fn table(records: &[RunRecord], verdict: &Verdict) -> String {
                 .iter()
                 .find(|c| &c.variant == *v && &c.scenario == scenario);
             let text = match c {
-                Some(c) => {
-                    let io = if c.released_by_io.is_some() {
-                        "/io"
-                    } else {
-                        ""
-                    };
-                    match c.expected {
-                        Some(e) => format!("{}{io} ({e})", c.observed),
-                        None => format!("{}{io} (-)", c.observed),
-                    }
-                }
+                Some(c) => match c.expected {
+                    Some(e) => format!("{} ({e})", c.observed),
+                    None => format!("{} (-)", c.observed),
+                },
                 None => "-".into(),
             };
             out.push_str(&format!(" {text:>14}"));
@@ -210,11 +205,6 @@ pub fn table(records: &[RunRecord], verdict: &Verdict) -> String {
 /// The verdict's summary lines.
 pub fn verdict_lines(verdict: &Verdict, under_test: &[UnderTest]) -> String {
     let mut out = String::new();
-    for c in &verdict.cells {
-        if let Some(why) = &c.released_by_io {
-            out.push_str(&format!("ok/io {}/{}: {why}\n", c.scenario, c.variant));
-        }
-    }
     for c in &verdict.cells {
         for f in &c.failures {
             out.push_str(&format!("FAIL {}/{}: {f}\n", c.scenario, c.variant));

@@ -1,8 +1,6 @@
 //! Where a run came from, besides the stream: the input of
 //! `record::build` and of the detectors.
 
-use std::path::PathBuf;
-
 use crate::{
     guest::qemu::{Accel, Clock},
     guest::{
@@ -31,8 +29,6 @@ pub struct RunContext<'a> {
     pub console_warnings: Vec<String>,
     pub samples: Option<String>,
     pub detector: Detector,
-    /// The kernel's `.config` (its `CONFIG_HZ`: the tracefs detector's tick).
-    pub kernel_config: PathBuf,
 }
 
 impl<'a> RunContext<'a> {
@@ -53,7 +49,6 @@ impl<'a> RunContext<'a> {
             console_warnings: warnings(&booted.console),
             samples: booted.samples.clone(),
             detector: b.detector,
-            kernel_config: b.kernel.dir.join("config"),
         }
     }
 }

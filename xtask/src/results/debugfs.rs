@@ -46,7 +46,7 @@ pub fn parse_kv_lines(text: &str, origin: &str) -> Result<Vec<Record>> {
 
 /// The module's layout version this parser reads (`format=` of `summary`;
 /// `FORMAT_VERSION` in `rust-module/format.rs`).
-pub const FORMAT_VERSION: u64 = 1;
+pub const FORMAT_VERSION: u64 = 2;
 
 /// The module's formatter, `rust-module/format.rs`: the one place that says
 /// which keys its files carry and in which order. The host reads its key lists
@@ -84,8 +84,7 @@ fn format_keys(src: &str, marker: &str) -> Option<Vec<String>> {
 pub struct Keys {
     /// The counters, in the module's order (`COUNTER_KEYS`).
     pub counters: Vec<String>,
-    /// A `stats` line: three leading keys, the counters up to the appended
-    /// ones, `bdi_id`, then the appended counters (`stats_line`).
+    /// A `stats` line: its leading keys (`stats_line`), then the counters.
     pub stats: Vec<String>,
     pub thresholds: Vec<String>,
     pub summary: Vec<String>,
@@ -96,25 +95,15 @@ pub fn keys() -> &'static Keys {
     static KEYS: std::sync::OnceLock<Keys> = std::sync::OnceLock::new();
     KEYS.get_or_init(|| {
         parse_format(FORMAT_RS)
-            .expect("rust-module/format.rs has COUNTER_KEYS, APPENDED_COUNTERS and the line formatters (a unit test checks it)")
+            .expect("rust-module/format.rs has COUNTER_KEYS and the line formatters (a unit test checks it)")
     })
 }
 
 /// Parses the key lists out of the module's formatter source.
 fn parse_format(src: &str) -> Option<Keys> {
     let counters = array_after(src, "pub(crate) const COUNTER_KEYS")?;
-    let appended: usize = src
-        .split("const APPENDED_COUNTERS: usize = ")
-        .nth(1)?
-        .split(';')
-        .next()?
-        .parse()
-        .ok()?;
-    let first = counters.len().checked_sub(appended)?;
     let mut stats = format_keys(src, "fn stats_line")?;
-    stats.extend(counters[..first].iter().cloned());
-    stats.push("bdi_id".into());
-    stats.extend(counters[first..].iter().cloned());
+    stats.extend(counters.iter().cloned());
     Some(Keys {
         stats,
         thresholds: format_keys(src, "fn thresholds_line")?,
@@ -305,9 +294,8 @@ mod tests {
     #[test]
     fn the_key_lists_come_from_the_module_formatter() {
         let k = keys();
-        // The layout of format=1: three leading keys, the counters with
-        // bdi_id among them, every counter once.
-        assert_eq!(k.stats[..3], ["bdi", "memcg_id", "strictlimit"]);
+        // The layout of format=2: four leading keys, then every counter once.
+        assert_eq!(k.stats[..4], ["bdi", "memcg_id", "strictlimit", "bdi_id"]);
         assert_eq!(k.stats.len(), k.counters.len() + 4);
         assert!(k.stats.contains(&"bdi_id".to_string()));
         for c in &k.counters {
@@ -332,15 +320,10 @@ mod tests {
         }
         // A counter the module appends is a key the host requires, with no
         // change on the host.
-        let grown = FORMAT_RS
-            .replace(
-                "    \"stall_ms\",\n",
-                "    \"stall_ms\",\n    \"new_counter\",\n",
-            )
-            .replace(
-                "const APPENDED_COUNTERS: usize = 1;",
-                "const APPENDED_COUNTERS: usize = 2;",
-            );
+        let grown = FORMAT_RS.replace(
+            "    \"work_other\",\n",
+            "    \"work_other\",\n    \"new_counter\",\n",
+        );
         let g = parse_format(&grown).unwrap();
         assert_eq!(g.stats.last().map(String::as_str), Some("new_counter"));
         assert!(parse_format("no formatter here").is_none());
@@ -375,16 +358,16 @@ mod tests {
 
     #[test]
     fn the_summary_format_is_checked() {
-        let ok = "slots=64 used=3 unslotted=0 hz=250 format=1\n";
+        let ok = "slots=64 used=3 unslotted=0 hz=250 format=2\n";
         assert_eq!(c(&parse_summary(ok).unwrap(), "hz"), 250);
-        let e = parse_summary(&ok.replace("format=1", "format=2"))
+        let e = parse_summary(&ok.replace("format=2", "format=1"))
             .unwrap_err()
             .to_string();
         assert!(
-            e.contains("writes format=2, this xtask reads format=1"),
+            e.contains("writes format=1, this xtask reads format=2"),
             "{e}"
         );
-        let e = parse_summary(&ok.replace(" format=1", ""))
+        let e = parse_summary(&ok.replace(" format=2", ""))
             .unwrap_err()
             .to_string();
         assert!(e.contains("lacks `format`"), "{e}");

@@ -51,7 +51,6 @@ pub fn detect(
             bdi: w.bdi.to_string(),
             cgroup_ino: w.cgroup_ino,
         },
-        tracefs::tick_us(&ctx.kernel_config)?,
     )?;
     match ctx.detector {
         Detector::Module => {
@@ -97,11 +96,15 @@ fn trace_mechanism(t: &tracefs::Detected, witness: &Witness, strictlimit: bool) 
         bg_starts: t.bg_starts,
         throttle_events: witness.throttle_events,
         throttle_sleeps: t.throttle_sleeps,
-        idle_sleeps: t.idle_sleeps,
+        flushing_sleeps: t.flushing_sleeps,
+        flushing_ms: t.flushing_ms,
+        draining_sleeps: t.draining_sleeps,
+        draining_ms: t.draining_ms,
         stall_sleeps: t.stall_sleeps,
         pause_ms: t.pause_ms,
         stall_ms: t.stall_ms,
         max_pause_ms: t.max_pause_ms,
+        max_call_ms: t.max_call_ms,
         work_background: t.work_background,
         work_periodic: t.work_periodic,
         more: BTreeMap::new(),

@@ -19,12 +19,22 @@ pub struct Mechanism {
     pub bg_starts: u64,
     pub throttle_events: u64,
     pub throttle_sleeps: u64,
-    pub idle_sleeps: u64,
+    /// Sleeps during which a flusher pass ran on the writers' wb.
+    pub flushing_sleeps: u64,
+    pub flushing_ms: u64,
+    /// Sleeps with no pass, during which pages of the writers' wb completed
+    /// writeback (the module) or any writeback completed (the trace).
+    pub draining_sleeps: u64,
+    pub draining_ms: u64,
+    /// Sleeps with neither: the stall.
     pub stall_sleeps: u64,
     pub pause_ms: u64,
     /// Milliseconds writers slept in stall sleeps.
     pub stall_ms: u64,
     pub max_pause_ms: u64,
+    /// The longest time a writer spent in one balance_dirty_pages() call
+    /// that slept (the kernel's own latency of a throttled write), ms.
+    pub max_call_ms: u64,
     pub work_background: u64,
     pub work_periodic: u64,
     /// The module's other counters (those without a field here, such as one
@@ -48,6 +58,11 @@ impl Mechanism {
     }
 
     /// A counter by its key, typed or not.
+    /// Sleeps classed flushing, draining or stall.
+    pub fn classed_sleeps(&self) -> u64 {
+        self.flushing_sleeps + self.draining_sleeps + self.stall_sleeps
+    }
+
     pub fn get(&self, key: &str) -> Option<u64> {
         match serde_json::to_value(self).ok()?.get(key) {
             Some(v) => v.as_u64(),

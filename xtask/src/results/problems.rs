@@ -78,6 +78,42 @@ fn trace_problem(r: &RunRecord) -> Option<String> {
     }
 }
 
+/// Every sleep must have been classed, but for those still in progress when
+/// the counts were read (at most one per writer): a sleep whose end a
+/// detector did not see is neither a stall nor not one, and enough of them
+/// would hide a stall share.
+fn unclassed_problems(r: &RunRecord) -> Vec<String> {
+    let writers = u64::from(r.job.numjobs);
+    let mut p = Vec::new();
+    if r.detector == Detector::Module {
+        let m = &r.mechanism;
+        let unclassed = m.throttle_sleeps.saturating_sub(m.classed_sleeps());
+        if unclassed > writers {
+            p.push(format!(
+                "the module classed {} of {} throttle sleeps ({} with no end seen, lost_ends={}): \
+                 more than the {writers} writer(s) could have in progress; the classes do not \
+                 cover the run",
+                m.classed_sleeps(),
+                m.throttle_sleeps,
+                unclassed,
+                m.get("lost_ends")
+                    .map_or("absent".into(), |n| n.to_string())
+            ));
+        }
+    }
+    if let Some(t) = &r.tracefs {
+        if t.unended_sleeps > writers {
+            p.push(format!(
+                "the tracefs detector could not class {} of {} throttle sleeps (their end lies \
+                 after the trace's last global_dirty_state): more than the {writers} writer(s) \
+                 could have in progress",
+                t.unended_sleeps, t.throttle_sleeps
+            ));
+        }
+    }
+    p
+}
+
 /// What makes a completed run invalid as evidence, beyond fio's own errors.
 /// Such a run is listed and left out of every median.
 pub fn problems(r: &RunRecord, tolerance: &Tolerance) -> Vec<String> {
@@ -116,6 +152,7 @@ pub fn problems(r: &RunRecord, tolerance: &Tolerance) -> Vec<String> {
         Err(e) => p.push(e.to_string()),
     }
     p.extend(trace_problem(r));
+    p.extend(unclassed_problems(r));
     p.extend(disagreements(r, tolerance));
     if r.verify_ok == Some(false) {
         p.push("fio verify on the data-keeping FUSE mount failed".into());

@@ -131,12 +131,12 @@ mod tests {
     const SAMPLES: &str = "\
 S t=10.00
 T bdi=0:45 memcg_id=0 domain=global age_ms=3 thresh=92240 bg_thresh=46064 dirty=1000 limit=92240 wb_dirty=1000 wb_thresh=948 wb_bg_thresh=473 pos_ratio=0 dirty_ratelimit=25 task_ratelimit=0 pause_ms=48
-C bdi=0:45 memcg_id=0 strictlimit=1 bg_starts=0 throttle_events=10 throttle_sleeps=9 idle_sleeps=9 stall_sleeps=9 pause_ms=400 max_pause_ms=48 work_background=0 work_periodic=0 work_sync=0 work_other=0
+C bdi=0:45 memcg_id=0 strictlimit=1 bg_starts=0 throttle_events=10 throttle_sleeps=9 stall_sleeps=9 pause_ms=400 max_pause_ms=48 work_background=0 work_periodic=0 work_sync=0 work_other=0
 B BdiWriteback=0 BdiReclaimable=4000 BdiDirtyThresh=3688
 V nr_dirty=1000 nr_writeback=0
 S t=10.10
 B BdiWriteback=0 BdiReclaimable=4096
-C bdi=0:45 memcg_id=0 strictlimit=1 bg_starts=1 throttle_events=12 throttle_sleeps=11 idle_sleeps=11 stall_sleeps=11 pause_ms=500 max_pause_ms=48 work_background=0 work_periodic=1 work_sync=0 work_other=0
+C bdi=0:45 memcg_id=0 strictlimit=1 bg_starts=1 throttle_events=12 throttle_sleeps=11 stall_sleeps=11 pause_ms=500 max_pause_ms=48 work_background=0 work_periodic=1 work_sync=0 work_other=0
 S t=10.2";
 
     #[test]

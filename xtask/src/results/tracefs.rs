@@ -11,16 +11,31 @@
 //! writeback_wake_background           a background writeback start was requested
 //! writeback_start                     a flusher pass began (bdi, cgroup_ino, reason)
 //! writeback_pages_written             the flusher left wb_do_writeback() (no bdi: by pid)
+//! global_dirty_state                  every throttle loop's (and flusher check's) view of
+//!                                     the global counters: writeback, written
 //! ```
 //!
-//! and each sleep is classed as the module does ([`Class`]): `busy` when the
-//! writer's wb was being written back (a flusher worker had begun a pass on it
-//! and not yet left `wb_do_writeback()`, which is when `WB_writeback_running`
-//! is cleared), else `idle` when a background start was requested since the
-//! call began (`paused` ms before the event, one tick of slack as the module
-//! allows with jiffies), else `stall`.
+//! A throttle sleep is a timed sleep (`io_schedule_timeout(pause)` in
+//! `TASK_KILLABLE`: only its timeout or a fatal signal ends it), so it lasts
+//! from its event `t0` to `t0 + pause`. Each is classed as the module does
+//! ([`Class`]):
+//!
+//! - `flushing`: a flusher pass ran on the writer's wb during it (a worker had
+//!   begun a pass on the wb and not yet left `wb_do_writeback()`, which is when
+//!   `WB_writeback_running` is cleared, at `t0`; or a pass began before its end);
+//! - `draining`: no pass, but writeback completed during it: the global
+//!   `written` count of the last `global_dirty_state` at or before `t0` (the
+//!   writer's own, from the same loop iteration) is below that of the first one
+//!   at or after its end;
+//! - `stall`: neither.
+//!
+//! The module reads the writer's wb's own `WB_WRITTEN`; the trace has only the
+//! global count, so where another device's writeback completes during a stall
+//! sleep, the trace says `draining` and the module `stall`, and the agreement
+//! check leaves the run out rather than trust either. A sleep that ends after
+//! the trace's last `global_dirty_state` is `unended`, not classed.
 
-use std::{collections::BTreeMap, fs, path::Path};
+use std::collections::BTreeMap;
 
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
@@ -47,6 +62,11 @@ pub enum Kind {
         reason: String,
     },
     PagesWritten,
+    /// `global_dirty_state`: the global `written` count (pages whose
+    /// writeback completed, NR_WRITTEN).
+    Global {
+        written: u64,
+    },
 }
 
 /// A writeback domain: the bdi's name and the cgroup inode of its wb.
@@ -57,11 +77,12 @@ pub struct Wb {
 }
 
 /// The events the detector needs, by the names the kernel gives them.
-pub const EVENTS: [&str; 4] = [
+pub const EVENTS: [&str; 5] = [
     "balance_dirty_pages",
     "writeback_wake_background",
     "writeback_start",
     "writeback_pages_written",
+    "global_dirty_state",
 ];
 
 /// Parses the tracefs `trace` file. Lines of other events and comments are
@@ -113,6 +134,9 @@ fn event(head: &str, name: &str, body: &str) -> Result<Event> {
             wb: fields.wb()?,
             reason: fields.get("reason")?.to_string(),
         },
+        "global_dirty_state" => Kind::Global {
+            written: fields.num("written")?,
+        },
         _ => Kind::PagesWritten,
     };
     Ok(Event { us, pid, kind })
@@ -161,8 +185,8 @@ impl<'a> Fields<'a> {
 /// How a throttle sleep is classed (the module's `SleepClass`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Class {
-    Busy,
-    Idle,
+    Flushing,
+    Draining,
     Stall,
 }
 
@@ -172,10 +196,17 @@ pub struct Detected {
     pub throttle_sleeps: u64,
     pub pause_ms: u64,
     pub max_pause_ms: u64,
-    /// Sleeps with no writeback running (`idle` and `stall`), as the module counts.
-    pub idle_sleeps: u64,
+    /// The longest `paused + pause` of a sleep: the longest time a writer
+    /// spent in one `balance_dirty_pages()` call, ms.
+    pub max_call_ms: u64,
+    pub flushing_sleeps: u64,
+    pub flushing_ms: u64,
+    pub draining_sleeps: u64,
+    pub draining_ms: u64,
     pub stall_sleeps: u64,
     pub stall_ms: u64,
+    /// Sleeps that end after the trace's last `global_dirty_state`: not classed.
+    pub unended_sleeps: u64,
     pub bg_starts: u64,
     pub work_background: u64,
     pub work_periodic: u64,
@@ -184,9 +215,18 @@ pub struct Detected {
     pub span_ms: u64,
 }
 
-/// Classes every sleep of `wb` in `events` (in time order). `tick_us`: one
-/// jiffy, the granularity of `paused`.
-pub fn detect(events: &[Event], wb: &Wb, tick_us: u64) -> Detected {
+/// A sleep of the writer's wb, waiting for its end to be classed.
+struct Open {
+    end_us: u64,
+    pause_ms: u64,
+    /// A pass ran on the wb at its start or has begun since.
+    flushing: bool,
+    /// The global `written` count before it.
+    written: Option<u64>,
+}
+
+/// Classes every sleep of `wb` in `events` (in time order).
+pub fn detect(events: &[Event], wb: &Wb) -> Detected {
     let mut d = Detected {
         events: events.len() as u64,
         span_ms: match (events.first(), events.last()) {
@@ -197,12 +237,36 @@ pub fn detect(events: &[Event], wb: &Wb, tick_us: u64) -> Detected {
     };
     // Flusher workers (pid) in wb_do_writeback() for this wb.
     let mut running: Vec<u32> = Vec::new();
-    let mut last_wake: Option<u64> = None;
+    let mut written: Option<u64> = None;
+    let mut open: Vec<Open> = Vec::new();
     for e in events {
         match &e.kind {
+            // Sleeps that ended by now are classed by the first global
+            // count at or after their end.
+            Kind::Global { written: now } => {
+                let now = *now;
+                open.retain(|o| {
+                    if o.end_us > e.us {
+                        return true;
+                    }
+                    let class = if o.flushing {
+                        Class::Flushing
+                    } else if o.written.is_some_and(|w| now > w) {
+                        Class::Draining
+                    } else {
+                        Class::Stall
+                    };
+                    d.count(class, o.pause_ms);
+                    false
+                });
+                written = Some(now);
+            }
             Kind::Start { wb: w, reason } if w == wb => {
                 if !running.contains(&e.pid) {
                     running.push(e.pid);
+                }
+                for o in open.iter_mut().filter(|o| e.us <= o.end_us) {
+                    o.flushing = true;
                 }
                 match reason.as_str() {
                     "background" => d.work_background += 1,
@@ -211,43 +275,45 @@ pub fn detect(events: &[Event], wb: &Wb, tick_us: u64) -> Detected {
                 }
             }
             Kind::PagesWritten => running.retain(|p| *p != e.pid),
-            Kind::Wake(w) if w == wb => {
-                d.bg_starts += 1;
-                last_wake = Some(e.us);
-            }
+            Kind::Wake(w) if w == wb => d.bg_starts += 1,
             Kind::Sleep {
                 wb: w,
                 paused_ms,
                 pause_ms,
             } if w == wb && *pause_ms > 0 => {
-                let began = e.us.saturating_sub(paused_ms * 1000 + tick_us);
-                let class = if !running.is_empty() {
-                    Class::Busy
-                } else if last_wake.is_some_and(|t| t >= began) {
-                    Class::Idle
-                } else {
-                    Class::Stall
-                };
                 d.throttle_sleeps += 1;
                 d.pause_ms += pause_ms;
                 d.max_pause_ms = d.max_pause_ms.max(*pause_ms);
-                if class != Class::Busy {
-                    d.idle_sleeps += 1;
-                }
-                if class == Class::Stall {
-                    d.stall_sleeps += 1;
-                    d.stall_ms += pause_ms;
-                }
+                d.max_call_ms = d.max_call_ms.max(paused_ms + pause_ms);
+                open.push(Open {
+                    end_us: e.us + pause_ms * 1000,
+                    pause_ms: *pause_ms,
+                    flushing: !running.is_empty(),
+                    written,
+                });
             }
             _ => {}
         }
     }
+    d.unended_sleeps = open.len() as u64;
     d
+}
+
+impl Detected {
+    fn count(&mut self, class: Class, pause_ms: u64) {
+        let (n, ms) = match class {
+            Class::Flushing => (&mut self.flushing_sleeps, &mut self.flushing_ms),
+            Class::Draining => (&mut self.draining_sleeps, &mut self.draining_ms),
+            Class::Stall => (&mut self.stall_sleeps, &mut self.stall_ms),
+        };
+        *n += 1;
+        *ms += pause_ms;
+    }
 }
 
 /// The detector's counts for the writer's `wb` from a boot's `trace-events`
 /// and `trace-stats`; a trace that lost events is refused.
-pub fn from_files(trace: &str, stats: &str, wb: &Wb, tick_us: u64) -> Result<Detected> {
+pub fn from_files(trace: &str, stats: &str, wb: &Wb) -> Result<Detected> {
     let lost = overruns(stats, "trace-stats")?;
     if lost > 0 {
         bail!(
@@ -256,24 +322,7 @@ pub fn from_files(trace: &str, stats: &str, wb: &Wb, tick_us: u64) -> Result<Det
              shorten the run"
         );
     }
-    Ok(detect(&parse(trace, "trace-events")?, wb, tick_us))
-}
-
-/// One jiffy of the kernel whose `.config` is at `config`, in microseconds.
-pub fn tick_us(config: &Path) -> Result<u64> {
-    let text = fs::read_to_string(config)
-        .with_context(|| format!("reading {} (the kernel's CONFIG_HZ)", config.display()))?;
-    let hz: u64 = text
-        .lines()
-        .find_map(|l| l.strip_prefix("CONFIG_HZ="))
-        .with_context(|| format!("{} has no CONFIG_HZ=", config.display()))?
-        .trim()
-        .parse()
-        .with_context(|| format!("{}: CONFIG_HZ is not a number", config.display()))?;
-    if hz == 0 {
-        bail!("{}: CONFIG_HZ=0", config.display());
-    }
-    Ok(1_000_000 / hz)
+    Ok(detect(&parse(trace, "trace-events")?, wb))
 }
 
 /// Events the ring buffer lost: the `overrun:` lines of every CPU's `stats`
@@ -310,9 +359,10 @@ mod tests {
     #[test]
     fn parses_the_events_it_needs_and_skips_the_rest() {
         let ev = parse(&fixture(), "trace.txt").unwrap();
-        assert_eq!(ev.len(), 9, "{ev:#?}");
+        assert_eq!(ev.len(), 16, "{ev:#?}");
+        assert_eq!(ev[0].kind, Kind::Global { written: 1000 });
         assert_eq!(
-            ev[0],
+            ev[1],
             Event {
                 us: 12_000_000,
                 pid: 210,
@@ -323,29 +373,76 @@ mod tests {
                 }
             }
         );
-        assert!(matches!(&ev[3].kind, Kind::Start { reason, .. } if reason == "background"));
-        assert_eq!(ev[3].pid, 31);
-        assert_eq!(ev[8].pid, 300, "a comm with a dash: {:?}", ev[8]);
+        assert!(matches!(&ev[6].kind, Kind::Start { reason, .. } if reason == "background"));
+        assert_eq!(ev[6].pid, 31);
+        assert_eq!(ev[14].pid, 300, "a comm with a dash: {:?}", ev[14]);
     }
 
     #[test]
-    fn classes_sleeps_as_the_module_does() {
+    fn classes_each_sleep_by_what_happened_until_its_end() {
         let ev = parse(&fixture(), "trace.txt").unwrap();
-        let d = detect(&ev, &wb("0:45", 1), 4000);
-        // 12.0 s: nothing requested or running: stall. 12.3 s: a wake 50 ms
-        // into the call: idle. 12.5 s: a pass is running: busy. 13.0 s: the
-        // flusher left wb_do_writeback() and the last wake was before the call
-        // began: stall.
-        assert_eq!(d.throttle_sleeps, 4);
-        assert_eq!(d.stall_sleeps, 2);
-        assert_eq!(d.stall_ms, 200 + 100);
-        assert_eq!(d.idle_sleeps, 3);
+        let d = detect(&ev, &wb("0:45", 1));
+        // 12.0 s, 200 ms: no pass, written unchanged by 12.26 s: stall.
+        // 12.3 s, 40 ms: a start was asked for at 12.25 s, but no pass began
+        // and nothing completed by 12.4 s: stall. 12.5 s: a pass is running:
+        // flushing. 13.0 s, 100 ms: no pass, written 1500 -> 1900 by 13.15 s:
+        // draining. 13.3 s: no global count after its end: unended.
+        assert_eq!(d.throttle_sleeps, 5);
+        assert_eq!((d.stall_sleeps, d.stall_ms), (2, 200 + 40));
+        assert_eq!((d.flushing_sleeps, d.flushing_ms), (1, 20));
+        assert_eq!((d.draining_sleeps, d.draining_ms), (1, 100));
+        assert_eq!(d.unended_sleeps, 1);
+        assert_eq!(d.pause_ms, 200 + 40 + 20 + 100 + 200);
+        assert_eq!(d.max_pause_ms, 200);
+        // The last call had slept 3 s before its 200 ms sleep.
+        assert_eq!(d.max_call_ms, 3200);
         assert_eq!(d.bg_starts, 1);
         assert_eq!(d.work_background, 1);
-        assert_eq!(d.max_pause_ms, 200);
-        // Another domain (a memcg wb of the same bdi) saw only its own sleep.
-        let other = detect(&ev, &wb("0:45", 77), 4000);
-        assert_eq!((other.throttle_sleeps, other.stall_sleeps), (1, 1));
+        // Another domain (a memcg wb of the same bdi) saw only its own sleep:
+        // written rose from 1800 to 1900 while it slept.
+        let other = detect(&ev, &wb("0:45", 77));
+        assert_eq!(
+            (
+                other.throttle_sleeps,
+                other.draining_sleeps,
+                other.stall_sleeps
+            ),
+            (1, 1, 0)
+        );
+    }
+
+    #[test]
+    fn a_pass_that_begins_during_a_sleep_makes_it_flushing_and_a_later_one_does_not() {
+        let at = |us: u64, kind: Kind| Event { us, pid: 1, kind };
+        let sleep = Kind::Sleep {
+            wb: wb("0:45", 1),
+            paused_ms: 0,
+            pause_ms: 100,
+        };
+        let start = Kind::Start {
+            wb: wb("0:45", 1),
+            reason: "background".into(),
+        };
+        let g = |written| Kind::Global { written };
+        let during = [
+            at(0, g(5)),
+            at(10, sleep.clone()),
+            at(50_000, start.clone()),
+            at(200_000, g(5)),
+        ];
+        assert_eq!(detect(&during, &wb("0:45", 1)).flushing_sleeps, 1);
+        let after = [
+            at(0, g(5)),
+            at(10, sleep),
+            at(150_000, start),
+            at(200_000, g(9)),
+        ];
+        let d = detect(&after, &wb("0:45", 1));
+        // The pass began after the sleep's end (100.01 ms): it did not end
+        // the sleep. Completions are counted up to the first global count
+        // after the end, so the pages it wrote show as draining here; the
+        // module reads its count at the sleep's end exactly.
+        assert_eq!((d.flushing_sleeps, d.draining_sleeps), (0, 1));
     }
 
     #[test]

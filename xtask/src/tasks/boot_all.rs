@@ -103,6 +103,12 @@ fn boot_ended(
                     Detector::Module => rec.tracefs_stall_fraction.map(|f| f * 100.0),
                     Detector::Tracefs => None,
                 },
+                draining_pct: rec.draining_fraction * 100.0,
+                trace_draining_pct: match rec.detector {
+                    Detector::Module => rec.tracefs_draining_fraction.map(|f| f * 100.0),
+                    Detector::Tracefs => None,
+                },
+                max_call_ms: rec.mechanism.max_call_ms,
                 secs: rec.wall_secs,
             });
             for p in problems(&rec, &expected.witness) {

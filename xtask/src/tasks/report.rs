@@ -47,8 +47,9 @@ impl ReportCmd {
                  records: run qemu-test again)",
         )?;
         let records: Vec<RunRecord> = serde_json::from_str(&read("results.json")?).context(
-            "parsing results.json (records of an older wbstall lack the tracefs witness \
-                 and the run facts this verdict needs: run qemu-test again)",
+            "parsing results.json (records of an older wbstall lack what this verdict \
+                 needs, such as the sleeps classed flushing, draining or stall at their end \
+                 and the longest balance_dirty_pages() call: run qemu-test again)",
         )?;
         let expected =
             crate::analysis::verdict::session_expectations(&session, self.expected.as_deref())?;
