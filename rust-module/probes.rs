@@ -353,17 +353,33 @@ mod ffi {
         prev: *mut bindings::task_struct,
         prev_state: c_uint,
     ) -> SwitchOut {
-        if preempt {
-            return SwitchOut::Preempted;
+        if preempt || prev_state == 0 {
+            return SwitchOut::Runnable;
         }
         // SAFETY: `prev` is live (caller's guarantee); `in_iowait` is written by the task itself,
         // which is being switched out by this CPU.
         let iowait = unsafe { bindings::task_struct::in_iowait_raw(prev) } != 0;
         if prev_state == bindings::TASK_KILLABLE && iowait {
-            SwitchOut::IoSleep
+            SwitchOut::IoSleep {
+                // SAFETY: As above: `__schedule()` counted this switch in `nvcsw` before the
+                // tracepoint, on this CPU.
+                nvcsw: unsafe { nvcsw(prev) },
+            }
         } else {
-            SwitchOut::Other
+            SwitchOut::Blocked
         }
+    }
+
+    /// The voluntary context switches of `task` (`task->nvcsw`).
+    ///
+    /// # Safety
+    ///
+    /// `task` points to a live task that is `current` or being switched by this CPU: only the
+    /// scheduler changes `nvcsw`, on the task's CPU, under its runqueue lock.
+    pub(super) unsafe fn nvcsw(task: *mut bindings::task_struct) -> u64 {
+        // SAFETY: `nvcsw` is a field of the live task (caller's guarantee), read atomically as
+        // the scheduler may change it on another CPU once the task runs there.
+        unsafe { Atomic::from_ptr(&raw mut (*task).nvcsw) }.load(Relaxed) as u64
     }
 
     const _: () = assert!(NAME_LEN == 64);
@@ -571,9 +587,18 @@ unsafe extern "C" fn probe_balance_dirty_pages(
             pause_ms: crate::table::signed_jiffies_to_ms(pause as i64, TABLE.hz()),
         },
     };
-    let task = kernel::task::Task::current_raw() as u64;
-    // SAFETY: The bdi is live for the whole probe call.
-    TABLE.on_throttle(info.key, || unsafe { info.name() }, task, wb as u64, &ev);
+    let task = kernel::task::Task::current_raw();
+    // SAFETY: `task` is `current`, live while its probe runs.
+    let nvcsw = unsafe { ffi::nvcsw(task) };
+    TABLE.on_throttle(
+        info.key,
+        // SAFETY: The bdi is live for the whole probe call.
+        || unsafe { info.name() },
+        task as u64,
+        nvcsw,
+        wb as u64,
+        &ev,
+    );
 }
 
 /// `sched_switch(preempt, prev, next, prev_state)`: the end of a throttle sleep is its task's
@@ -601,8 +626,10 @@ unsafe extern "C" fn probe_sched_switch(
         // it cannot return before this switch in. (The one way out of `balance_dirty_pages()`
         // after the event without that sleep is `BDP_ASYNC`, for `IOCB_NOWAIT` writes, which
         // return `-EAGAIN` to their caller without blocking; the entry is then dropped at the
-        // task's next block unless that is a killable io sleep within `ARM_TICKS` of the event,
-        // which a caller that must not block does not reach.)
+        // task's next block unless that is a killable io sleep, its first voluntary switch
+        // since the event and within `ARM_MS` of it. Then the wb the entry names would still
+        // have to be released in between, which needs its memcg offlined or its bdi
+        // unregistered within that window. docs/detectors.md names this.)
         unsafe { ffi::wb_facts(wb as *mut bindings::bdi_writeback) }
     });
 }

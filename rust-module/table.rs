@@ -592,8 +592,10 @@ pub(crate) struct ThrottleEvent {
 /// free entry counts as [`Counter::LostEnds`].
 pub(crate) const NR_PENDING: usize = 64;
 
-/// The most ticks between a sleep's event and its task's switch out into the sleep.
-pub(crate) const ARM_TICKS: Jiffies = 1;
+/// The most time between a sleep's event and its task's switch out into the sleep, ms. The
+/// throttle's `io_schedule_timeout()` follows the tracepoint directly; under a hypervisor (TCG
+/// here) a vCPU can be descheduled for a few ticks in between.
+pub(crate) const ARM_MS: u64 = 200;
 
 /// Where a sleep in progress is.
 const FILLED: u32 = 1;
@@ -616,6 +618,8 @@ struct Pending {
     slot: Atomic<u64>,
     /// jiffies of the event.
     taken: Atomic<Jiffies>,
+    /// The task's voluntary context switches (`nvcsw`) at the event.
+    nvcsw: Atomic<u64>,
     pause_ms: Atomic<u64>,
     running: Atomic<bool>,
     written: Atomic<i64>,
@@ -632,6 +636,7 @@ impl Pending {
             generation: Atomic::new(0),
             slot: Atomic::new(0),
             taken: Atomic::new(0),
+            nvcsw: Atomic::new(0),
             pause_ms: Atomic::new(0),
             running: Atomic::new(false),
             written: Atomic::new(0),
@@ -650,13 +655,17 @@ impl Pending {
 /// How a task was switched out (`sched_switch`'s view of `prev`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum SwitchOut {
-    /// Preempted: still runnable, the sleep (if any) has not begun.
-    Preempted,
-    /// Blocked in `TASK_KILLABLE` with `in_iowait` set: `io_schedule_timeout()`, the throttle's
-    /// sleep.
-    IoSleep,
+    /// Preempted, or switched out still runnable (its sleep's timer fired before it blocked):
+    /// the sleep has not begun or is already over.
+    Runnable,
+    /// Blocked in `TASK_KILLABLE` with `in_iowait` set (`io_schedule_timeout()`, the throttle's
+    /// sleep); `nvcsw`: the task's voluntary switches, this one counted.
+    IoSleep {
+        /// `prev->nvcsw` at the switch.
+        nvcsw: u64,
+    },
     /// Blocked in any other way.
-    Other,
+    Blocked,
 }
 
 /// The slot table.
@@ -771,6 +780,7 @@ impl Table {
         key: SlotKey,
         name: impl FnOnce() -> Name,
         task: u64,
+        nvcsw: u64,
         wb: u64,
         ev: &ThrottleEvent,
     ) -> bool {
@@ -821,6 +831,7 @@ impl Table {
             .store(self.generation.load(Relaxed), Relaxed);
         entry.slot.store(index as u64, Relaxed);
         entry.taken.store(ev.snapshot.taken, Relaxed);
+        entry.nvcsw.store(nvcsw, Relaxed);
         entry.pause_ms.store(pause_ms, Relaxed);
         entry.running.store(ev.facts.running, Relaxed);
         entry.written.store(ev.facts.written, Relaxed);
@@ -831,10 +842,11 @@ impl Table {
     }
 
     /// `sched_switch` with `task` as `prev`, at `now`. A sleep's entry is armed when its task
-    /// blocks in an io sleep at most [`ARM_TICKS`] after the event (the throttle's
-    /// `io_schedule_timeout()` follows the tracepoint directly); a preemption before that
-    /// leaves it waiting; any other block, or one later than that, means the task left
-    /// `balance_dirty_pages()` without that sleep, and the sleep is lost.
+    /// blocks in an io sleep that is its first voluntary switch since the event, at most
+    /// [`ARM_MS`] after it: the throttle's `io_schedule_timeout()` follows the tracepoint
+    /// directly. Switched out runnable, it waits (still in its code, or its timer fired before
+    /// it blocked: its next throttle decision closes it). Blocked any other way, or later, the
+    /// task left `balance_dirty_pages()` without that sleep, and the sleep is lost.
     pub(crate) fn on_switch_out(&self, task: u64, how: SwitchOut, now: Jiffies) {
         if self.in_flight.load(Relaxed) == 0 {
             return;
@@ -845,13 +857,16 @@ impl Table {
         if entry.state.load(Relaxed) != FILLED {
             return;
         }
+        let within =
+            jiffies_to_ms(now.wrapping_sub(entry.taken.load(Relaxed)) as u64, self.hz) <= ARM_MS;
         match how {
-            // Still running its code: the window for the sleep's switch out starts again.
-            SwitchOut::Preempted => entry.taken.store(now, Relaxed),
-            SwitchOut::IoSleep if now.wrapping_sub(entry.taken.load(Relaxed)) <= ARM_TICKS => {
+            SwitchOut::Runnable => {}
+            SwitchOut::IoSleep { nvcsw }
+                if within && nvcsw == entry.nvcsw.load(Relaxed).wrapping_add(1) =>
+            {
                 entry.state.store(ASLEEP, Relaxed)
             }
-            SwitchOut::IoSleep | SwitchOut::Other => self.lost(entry),
+            SwitchOut::IoSleep { .. } | SwitchOut::Blocked => self.lost(entry),
         }
     }
 

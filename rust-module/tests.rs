@@ -85,6 +85,10 @@ mod suite {
         }
     }
 
+    /// A task's voluntary switches at its event, and its io sleep right after.
+    const NVCSW: u64 = 10;
+    const IO_SLEEP: SwitchOut = SwitchOut::IoSleep { nvcsw: NVCSW + 1 };
+
     fn facts(running: bool, written: i64) -> WbFacts {
         WbFacts { running, written }
     }
@@ -108,10 +112,10 @@ mod suite {
         ev: &ThrottleEvent,
         end: WbFacts,
     ) -> Option<SleepClass> {
-        if !t.on_throttle(k, name("0:45"), task, 0xb0, ev) {
+        if !t.on_throttle(k, name("0:45"), task, NVCSW, 0xb0, ev) {
             return None;
         }
-        t.on_switch_out(task, SwitchOut::IoSleep, ev.snapshot.taken);
+        t.on_switch_out(task, IO_SLEEP, ev.snapshot.taken);
         t.on_switch_in(task, |wb| {
             assert_eq!(wb, 0xb0);
             end
@@ -261,8 +265,8 @@ mod suite {
         );
         // A pass begins while the writer sleeps: flushing.
         let ev = throttle(20, 0, facts(false, 100), 1011);
-        assert!(T.on_throttle(k, name("0:45"), 8, 0xb0, &ev));
-        T.on_switch_out(8, SwitchOut::IoSleep, 1011);
+        assert!(T.on_throttle(k, name("0:45"), 8, NVCSW, 0xb0, &ev));
+        T.on_switch_out(8, IO_SLEEP, 1011);
         T.on_writeback_start(k, name("0:45"), true, 0);
         assert_eq!(
             T.on_switch_in(8, |_| facts(false, 100)),
@@ -276,7 +280,7 @@ mod suite {
         );
         // No sleep: counted as an event only.
         let ev = throttle(-2, 0, facts(false, 164), 1031);
-        assert!(!T.on_throttle(k, name("0:45"), 7, 0xb0, &ev));
+        assert!(!T.on_throttle(k, name("0:45"), 7, NVCSW, 0xb0, &ev));
         T.on_writeback_start(k, name("0:45"), true, 3);
         T.on_writeback_start(k, name("0:45"), true, 2);
         T.on_writeback_start(k, name("0:45"), true, 1);
@@ -317,48 +321,45 @@ mod suite {
         static T: Table = Table::new(HZ);
         let k = key(6, 0);
         let ev = throttle(50, 0, facts(false, 10), 500);
+        let on = |task| T.on_throttle(k, name("0:45"), task, NVCSW, 0xb0, &ev);
         // Preempted between the event and the sleep: still waiting; a switch in then is not
-        // the sleep's end.
-        assert!(T.on_throttle(k, name("0:45"), 1, 0xb0, &ev));
-        T.on_switch_out(1, SwitchOut::Preempted, 500);
+        // the sleep's end. Descheduled 40 ticks (160 ms) before it blocks: still its sleep.
+        assert!(on(1));
+        T.on_switch_out(1, SwitchOut::Runnable, 500);
         assert_eq!(T.on_switch_in(1, |_| facts(false, 99)), None);
-        T.on_switch_out(1, SwitchOut::IoSleep, 501);
+        T.on_switch_out(1, IO_SLEEP, 540);
         assert_eq!(
             T.on_switch_in(1, |_| facts(false, 10)),
             Some(SleepClass::Stall)
         );
         // Blocked some other way (a writer that left without sleeping): lost, never classed.
-        assert!(T.on_throttle(k, name("0:45"), 2, 0xb0, &ev));
-        T.on_switch_out(2, SwitchOut::Other, 500);
+        assert!(on(2));
+        T.on_switch_out(2, SwitchOut::Blocked, 500);
         assert_eq!(T.on_switch_in(2, |_| facts(false, 10)), None);
-        // An io sleep long after the event is not the throttle's: lost.
-        assert!(T.on_throttle(k, name("0:45"), 3, 0xb0, &ev));
-        T.on_switch_out(3, SwitchOut::IoSleep, 503);
+        // An io sleep more than 200 ms after the event is not the throttle's: lost.
+        assert!(on(3));
+        T.on_switch_out(3, IO_SLEEP, 551);
         assert_eq!(T.on_switch_in(3, |_| facts(false, 10)), None);
-        // A preemption renews the window: the io sleep 3 ticks after the event but 1 after the
-        // preemption is the throttle's.
-        assert!(T.on_throttle(k, name("0:45"), 5, 0xb0, &ev));
-        T.on_switch_out(5, SwitchOut::Preempted, 502);
-        T.on_switch_out(5, SwitchOut::IoSleep, 503);
-        assert_eq!(
-            T.on_switch_in(5, |_| facts(false, 10)),
-            Some(SleepClass::Stall)
-        );
+        // Nor is one that is not the task's first voluntary switch since the event.
+        assert!(on(5));
+        T.on_switch_out(5, SwitchOut::IoSleep { nvcsw: NVCSW + 2 }, 500);
+        assert_eq!(T.on_switch_in(5, |_| facts(false, 10)), None);
         // A second event of a task whose sleep was never switched out into (its timer fired
         // before it blocked): closed with the facts of the second event, on the same slot.
-        assert!(T.on_throttle(k, name("0:45"), 4, 0xb0, &ev));
+        assert!(on(4));
+        T.on_switch_out(4, SwitchOut::Runnable, 512);
         let later = throttle(50, 0, facts(false, 30), 520);
-        assert!(T.on_throttle(k, name("0:45"), 4, 0xb0, &later));
+        assert!(T.on_throttle(k, name("0:45"), 4, NVCSW, 0xb0, &later));
         assert_eq!(T.find(k).map(|s| s.get(Counter::DrainingSleeps)), Some(1));
-        T.on_switch_out(4, SwitchOut::IoSleep, 520);
+        T.on_switch_out(4, IO_SLEEP, 520);
         assert_eq!(
             T.on_switch_in(4, |_| facts(false, 30)),
             Some(SleepClass::Stall)
         );
         // On another slot, the first is lost.
-        assert!(T.on_throttle(k, name("0:45"), 6, 0xb0, &ev));
-        assert!(T.on_throttle(key(6, 9), name("0:45"), 6, 0xb0, &ev));
-        T.on_switch_out(6, SwitchOut::IoSleep, 500);
+        assert!(on(6));
+        assert!(T.on_throttle(key(6, 9), name("0:45"), 6, NVCSW, 0xb0, &ev));
+        T.on_switch_out(6, IO_SLEEP, 500);
         assert_eq!(
             T.on_switch_in(6, |_| facts(false, 10)),
             Some(SleepClass::Stall)
@@ -367,18 +368,18 @@ mod suite {
         let s = T
             .find(k)
             .map(|s| (s.get(Counter::StallSleeps), s.get(Counter::LostEnds)));
-        assert_eq!(s, Some((3, 3)));
+        assert_eq!(s, Some((2, 4)));
 
         // More sleeps at once than entries: the rest are lost, none is misclassed.
         for task in 0..NR_PENDING as u64 + 2 {
-            T.on_throttle(k, name("0:45"), 100 + task, 0xb0, &ev);
+            T.on_throttle(k, name("0:45"), 100 + task, NVCSW, 0xb0, &ev);
         }
         assert_eq!(T.in_flight(), NR_PENDING as u64);
-        assert_eq!(T.find(k).map(|s| s.get(Counter::LostEnds)), Some(5));
+        assert_eq!(T.find(k).map(|s| s.get(Counter::LostEnds)), Some(6));
         // A reset while they sleep: their ends are not counted.
         assert_eq!(T.reset(10), Ok(()));
         for task in 0..NR_PENDING as u64 {
-            T.on_switch_out(100 + task, SwitchOut::IoSleep, 500);
+            T.on_switch_out(100 + task, IO_SLEEP, 500);
             assert_eq!(T.on_switch_in(100 + task, |_| facts(false, 10)), None);
         }
         assert_eq!(T.in_flight(), 0);
@@ -445,6 +446,7 @@ mod suite {
             k,
             name("254:0"),
             1,
+            NVCSW,
             0xb0,
             &throttle(25, 30, facts(false, 0), 41)
         ));
