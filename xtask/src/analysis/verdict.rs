@@ -13,7 +13,10 @@ use std::{collections::BTreeMap, path::Path};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
-use super::expected::{Class, Criteria, Expected, Latency, EXPECTED_FILE};
+use super::{
+    evidence::Evidence,
+    expected::{Class, Criteria, Expected, Latency, EXPECTED_FILE},
+};
 use crate::{
     analysis::stats::median,
     guest::plan::Detector,
@@ -26,16 +29,16 @@ pub const SCHEMA: u32 = 2;
 
 /// What a session set out to measure: every variant in every scenario, `runs` times.
 #[derive(Debug, Clone, Default)]
-pub struct Plan {
+pub struct Planned {
     pub variants: Vec<String>,
     pub scenarios: Vec<String>,
     pub runs: u32,
 }
 
-impl Plan {
+impl Planned {
     /// What a session set out to measure.
-    pub fn of(session: &Session) -> Plan {
-        Plan {
+    pub fn of(session: &Session) -> Planned {
+        Planned {
             variants: session.variants.iter().map(|v| v.variant.clone()).collect(),
             scenarios: session.scenarios.iter().map(|s| s.name.clone()).collect(),
             runs: session.runs,
@@ -209,37 +212,19 @@ impl Verdict {
     }
 }
 
-/// The records that are usable evidence (no `problems::problems`).
-pub fn usable(records: &[RunRecord], expected: &Expected) -> Vec<RunRecord> {
-    records
-        .iter()
-        .filter(|r| crate::results::problems::problems(r, &expected.witness).is_empty())
-        .cloned()
-        .collect()
+/// Judges `records`: [`Evidence::of`] them, then [`judge_evidence`].
+pub fn judge(records: &[RunRecord], expected: &Expected, plan: &Planned) -> Verdict {
+    judge_evidence(&Evidence::of(records, expected), expected, plan)
 }
 
-/// Judges the records of `plan`, run by run and cell by cell.
-pub fn judge(records: &[RunRecord], expected: &Expected, plan: &Plan) -> Verdict {
+/// Judges the evidence of `plan`, run by run and cell by cell.
+pub fn judge_evidence(evidence: &Evidence, expected: &Expected, plan: &Planned) -> Verdict {
     let mut verdict = Verdict {
         schema: SCHEMA,
+        excluded: evidence.excluded.clone(),
         ..Verdict::default()
     };
-    let mut usable: Vec<&RunRecord> = Vec::new();
-    for r in records {
-        let problems = crate::results::problems::problems(r, &expected.witness);
-        if problems.is_empty() {
-            usable.push(r);
-        } else {
-            verdict.excluded.push(format!(
-                "{}/{} #{}: {}",
-                r.scenario,
-                r.variant,
-                r.run + 1,
-                problems.join("; ")
-            ));
-        }
-    }
-    let matrix = crate::analysis::matrix::Matrix::new(usable);
+    let matrix = crate::analysis::matrix::Matrix::new(&evidence.usable);
     for scenario in &plan.scenarios {
         for variant in &plan.variants {
             let runs = matrix.cell(scenario, variant);
@@ -573,10 +558,10 @@ pub(crate) mod tests {
     use crate::{guest::scenario, results::ktap};
 
     /// The plan of some records: their variants and scenarios, `runs` each.
-    pub fn plan(records: &[RunRecord], runs: u32) -> Plan {
-        let mut p = Plan {
+    pub fn plan(records: &[RunRecord], runs: u32) -> Planned {
+        let mut p = Planned {
             runs,
-            ..Plan::default()
+            ..Planned::default()
         };
         for r in records {
             if !p.variants.contains(&r.variant) {
@@ -606,6 +591,7 @@ pub(crate) mod tests {
         r.fio.bw_mib_s = bw;
         r.fio.clat_max_us = if stall > 0.05 { 4_000_000.0 } else { 300_000.0 };
         r.mechanism.strictlimit = u64::from(strict);
+        r.scenario_strictlimit = strict;
         r.bdi_knobs
             .insert("strict_limit".into(), u8::from(strict).to_string());
         r.vm_knobs
@@ -754,7 +740,7 @@ pub(crate) mod tests {
             v.cells[0]
         );
         // And nothing measured is not a pass.
-        assert!(!judge(&[], &expected(), &Plan::default()).passed());
+        assert!(!judge(&[], &expected(), &Planned::default()).passed());
     }
 
     #[test]

@@ -77,7 +77,7 @@ pub fn boot_until(sh: &Shell, dir: &Path, b: &Boot, stop: &AtomicBool) -> Result
     let stream = out
         .outcome
         .map_err(|e| anyhow::anyhow!(e.explain(&console)))?;
-    let samples = match stream.files.get("samples") {
+    let samples = match stream.files.get(super::protocol::stream::SAMPLES) {
         Some(bytes) => {
             let file = format!("{name}.samples.txt");
             fs::write(dir.join(&file), bytes).with_context(|| format!("writing {file}"))?;

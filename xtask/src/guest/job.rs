@@ -2,6 +2,15 @@
 
 use serde::{Deserialize, Serialize};
 
+/// fio's block size in every job (the seed's).
+pub const BS: &str = "128k";
+/// Writers per job unless `--numjobs` says otherwise (the seed's).
+pub const NUMJOBS: u32 = 4;
+/// Ramp and runtime in seconds of a full job.
+pub const FULL: (u32, u32) = (5, 20);
+/// Ramp and runtime in seconds of a quick one (`--quick`, a bisect step).
+pub const QUICK: (u32, u32) = (2, 5);
+
 /// The seed's fio job, with size and runtime scaled for the machine:
 /// `fio --name=writeback_test --ioengine=psync --rw=write --bs=128k --size=2G
 ///  --numjobs=4 --ramp_time=10 --runtime=20 --time_based --group_reporting=1 --direct=0`.
@@ -19,6 +28,17 @@ pub struct Job {
 }
 
 impl Job {
+    /// A job over files of `size`, `numjobs` writers, `(ramp, runtime)` seconds.
+    pub fn new(size: &str, numjobs: u32, (ramp_time, runtime): (u32, u32)) -> Job {
+        Job {
+            size: size.to_string(),
+            numjobs,
+            runtime,
+            ramp_time,
+            bs: BS.to_string(),
+        }
+    }
+
     /// fio's arguments, minus `--directory` and `--output`, which the guest adds.
     pub fn args(&self) -> Vec<String> {
         vec![

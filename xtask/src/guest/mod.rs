@@ -1,11 +1,13 @@
 //! Stage 2, the guest: the initramfs every boot shares (`initramfs`), what each
 //! scenario needs of it (`scenario`), QEMU's argv and the boot itself (`qemu`),
-//! and the framed results stream the guest writes back (`stream`).
+//! the framed results stream the guest writes back (`stream`), and the names
+//! both sides use for its streams and boot parameters (`protocol`).
 
 pub mod boot;
 pub mod initramfs;
 pub mod job;
 pub mod plan;
+pub mod protocol;
 pub mod qemu;
 pub mod scenario;
 pub mod stream;

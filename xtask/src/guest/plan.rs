@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::{
     guest::{
         job::Job,
+        protocol::param,
         qemu::{Accel, Clock, Console, VmConfig},
         scenario::Scenario,
     },
@@ -132,6 +133,37 @@ pub struct Boot {
 }
 
 impl Boot {
+    /// Run `run` of `job` in `scenario` on `kernel`: no verify pass, no
+    /// sampler, the default detector, and [`Boot::timeout_of`] the job. Every
+    /// task builds its boots here and sets what differs.
+    pub fn new(
+        kernel: Built,
+        initrd: PathBuf,
+        scenario: Scenario,
+        run: u32,
+        job: Job,
+        machine: Machine,
+    ) -> Boot {
+        Boot {
+            timeout: Boot::timeout_of(&job),
+            kernel,
+            initrd,
+            scenario,
+            run,
+            job,
+            verify: false,
+            sample_ms: 0,
+            machine,
+            detector: Detector::default(),
+        }
+    }
+
+    /// How long a boot of `job` may take before the guest is declared hung:
+    /// its ramp and runtime, and 120 s for booting, setting up and reporting.
+    pub fn timeout_of(job: &Job) -> Duration {
+        Duration::from_secs(120 + u64::from(job.ramp_time) + u64::from(job.runtime))
+    }
+
     /// `<variant>-<scenario>-<run>`: the stem of this boot's files.
     pub fn name(&self) -> String {
         format!(
@@ -147,15 +179,15 @@ impl Boot {
         let p = |k: &str, v: String| (k.to_string(), v);
         let job = &self.job;
         let mut params = vec![
-            p("scenario", self.scenario.name.to_string()),
-            p("size", job.size.clone()),
-            p("numjobs", job.numjobs.to_string()),
-            p("runtime", job.runtime.to_string()),
-            p("ramp", job.ramp_time.to_string()),
-            p("bs", job.bs.clone()),
-            p("sample_ms", self.sample_ms.to_string()),
-            p("verify", u8::from(self.verify).to_string()),
-            p("detector", self.detector.name().to_string()),
+            p(param::SCENARIO, self.scenario.name.to_string()),
+            p(param::SIZE, job.size.clone()),
+            p(param::NUMJOBS, job.numjobs.to_string()),
+            p(param::RUNTIME, job.runtime.to_string()),
+            p(param::RAMP, job.ramp_time.to_string()),
+            p(param::BS, job.bs.clone()),
+            p(param::SAMPLE_MS, self.sample_ms.to_string()),
+            p(param::VERIFY, u8::from(self.verify).to_string()),
+            p(param::DETECTOR, self.detector.name().to_string()),
         ];
         params.extend(
             self.scenario

@@ -8,7 +8,7 @@ pub mod apt;
 pub mod build;
 pub mod flavour;
 pub mod kconfig;
-pub mod mail;
+pub mod mailbox;
 pub mod mirror;
 pub mod module;
 pub mod patch;

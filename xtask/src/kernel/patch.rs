@@ -30,10 +30,10 @@ impl Patch {
     /// quoted-printable; decoded by git), or the one diff of a plain file.
     pub fn read_all(path: &Path) -> Result<Vec<Patch>> {
         let bytes = fs::read(path).with_context(|| format!("reading patch {}", path.display()))?;
-        if !super::mail::is_mail(&String::from_utf8_lossy(&bytes)) {
+        if !super::mailbox::is_mail(&String::from_utf8_lossy(&bytes)) {
             return Ok(vec![Patch::read(path)?]);
         }
-        let mails = super::mail::patches(path)?;
+        let mails = super::mailbox::patches(path)?;
         let n = mails.len();
         mails
             .into_iter()

@@ -8,44 +8,51 @@ pub mod markdown;
 pub mod plots;
 pub mod terminal;
 
-use crate::{analysis::verdict::Verdict, results::record::RunRecord};
+use crate::{
+    analysis::{evidence::Evidence, verdict::Verdict},
+    results::{dir::ResultsDir, record::RunRecord},
+};
 use format::session_roles;
 
 /// The mail version of the report, next to `report.md`.
-pub const MAIL_FILE: &str = "report.mail.txt";
+pub const MAIL_FILE: &str = ResultsDir::MAIL;
 
 /// Renders a results directory: `verdict.json`, `report.md`, the mail
-/// (`report.mail.txt`) and the SVG plots.
+/// (`report.mail.txt`) and the SVG plots. Returns the verdict and the evidence
+/// it was judged on (the runs the tables and plots summarise).
 pub fn render(
     dir: &std::path::Path,
     session: &crate::results::session::Session,
     records: &[RunRecord],
     expected: &crate::analysis::expected::Expected,
-) -> anyhow::Result<Verdict> {
+) -> anyhow::Result<(Verdict, Evidence)> {
     use anyhow::Context;
-    let verdict = crate::analysis::verdict::judge(
-        records,
+    let evidence = Evidence::of(records, expected);
+    let verdict = crate::analysis::verdict::judge_evidence(
+        &evidence,
         expected,
-        &crate::analysis::verdict::Plan::of(session),
+        &crate::analysis::verdict::Planned::of(session),
     );
+    let rd = ResultsDir::new(dir);
     crate::util::write_atomic(
-        &dir.join("verdict.json"),
+        &rd.file(ResultsDir::VERDICT),
         serde_json::to_string_pretty(&verdict)?,
     )?;
     // Tables and plots summarise the runs the verdict used.
-    let records = &crate::analysis::verdict::usable(records, expected);
+    let records = &evidence.usable;
     let mut plots = Vec::new();
     if !records.is_empty() {
-        plots::throughput(records, &dir.join("throughput.svg")).context("plotting throughput")?;
+        plots::throughput(records, &rd.file(ResultsDir::THROUGHPUT_SVG))
+            .context("plotting throughput")?;
         plots.push((
             "Throughput per cell".to_string(),
-            "throughput.svg".to_string(),
+            ResultsDir::THROUGHPUT_SVG.to_string(),
         ));
     }
     let scenarios = crate::analysis::matrix::Matrix::new(records).scenarios;
     for s in &scenarios {
-        let file = format!("timeseries-{s}.svg");
-        if plots::timeseries(dir, records, s, &dir.join(&file))
+        let (file, path) = rd.timeseries_svg(s);
+        if plots::timeseries(dir, records, s, &path)
             .with_context(|| format!("plotting the time series of {s}"))?
         {
             plots.push((format!("Time series, {s}"), file));
@@ -53,7 +60,7 @@ pub fn render(
     }
     let roles = session_roles(session)?;
     let md = markdown::markdown(session, records, &verdict, &plots, expected, &roles);
-    crate::util::write_atomic(&dir.join("report.md"), md)?;
+    crate::util::write_atomic(&rd.file(ResultsDir::REPORT), md)?;
     // With patches under test, the mail is about them, one after the other.
     let text = if session.under_test.is_empty() {
         mail::mail(session, records, &verdict, &roles)
@@ -65,8 +72,8 @@ pub fn render(
             .collect::<Vec<_>>()
             .join("\n")
     };
-    crate::util::write_atomic(&dir.join(MAIL_FILE), text)?;
-    Ok(verdict)
+    crate::util::write_atomic(&rd.file(MAIL_FILE), text)?;
+    Ok((verdict, evidence))
 }
 
 #[cfg(test)]
@@ -286,6 +293,37 @@ mod tests {
     /// The golden test: `docs/example-report/` re-rendered from its
     /// `results.json` and `session.json` gives the same report, verdict, plots
     /// and terminal output as the ones committed.
+    /// A results directory whose scenarios and variants the repository no
+    /// longer has, under those names, judges as it did: nothing of the
+    /// verdict is looked up again in today's `variants.toml` or scenarios.
+    #[test]
+    fn a_results_directory_judges_as_recorded_after_the_repository_changed() {
+        let docs = crate::util::project_root().join("docs/example-report");
+        let (session, records) = ResultsDir::new(&docs).load().unwrap();
+        let expected = crate::analysis::verdict::session_expectations(&session, None).unwrap();
+        let judge = |s: &crate::results::session::Session, r: &[RunRecord], e| {
+            crate::analysis::verdict::judge(r, e, &crate::analysis::verdict::Planned::of(s))
+        };
+        let before = judge(&session, &records, &expected);
+        // Renamed everywhere the directory names them: gone from the repository.
+        let rename = |t: &str| {
+            t.replace("fuse-strictlimit", "fuse-retired")
+                .replace("v1", "v1-retired")
+        };
+        let session: crate::results::session::Session =
+            serde_json::from_str(&rename(&serde_json::to_string(&session).unwrap())).unwrap();
+        let records: Vec<RunRecord> =
+            serde_json::from_str(&rename(&serde_json::to_string(&records).unwrap())).unwrap();
+        assert!(crate::guest::scenario::by_name("fuse-retired").is_err());
+        assert!(records.iter().any(|r| r.variant == "v1-retired"));
+        let expected = crate::analysis::verdict::session_expectations(&session, None).unwrap();
+        let after = judge(&session, &records, &expected);
+        assert_eq!(
+            rename(&serde_json::to_string(&before).unwrap()),
+            serde_json::to_string(&after).unwrap()
+        );
+    }
+
     #[test]
     fn the_example_report_renders_the_same() {
         let docs = crate::util::project_root().join("docs/example-report");
@@ -295,21 +333,19 @@ mod tests {
             std::fs::copy(&p, dir.path().join(p.file_name().unwrap())).unwrap();
         }
         let read = |name: &str| std::fs::read_to_string(dir.path().join(name)).unwrap();
-        let session: Session = serde_json::from_str(&read("session.json")).unwrap();
-        let records: Vec<RunRecord> = serde_json::from_str(&read("results.json")).unwrap();
+        let (session, records) = ResultsDir::new(dir.path()).load().unwrap();
         let expected = crate::analysis::verdict::session_expectations(&session, None).unwrap();
-        let verdict = render(dir.path(), &session, &records, &expected).unwrap();
-        let usable = crate::analysis::verdict::usable(&records, &expected);
+        let (verdict, evidence) = render(dir.path(), &session, &records, &expected).unwrap();
         let terminal = format!(
             "{}\n{}",
-            table(&usable, &verdict),
+            table(&evidence.usable, &verdict),
             verdict_lines(&verdict, &[])
         );
         // WBSTALL_BLESS=1 writes what renders now as the new golden files
         // (after a regenerated example, or a change of output with a reason).
         if std::env::var_os("WBSTALL_BLESS").is_some() {
             std::fs::write(docs.join("terminal.txt"), &terminal).unwrap();
-            for name in ["report.md", MAIL_FILE, "verdict.json"] {
+            for name in [ResultsDir::REPORT, MAIL_FILE, ResultsDir::VERDICT] {
                 std::fs::copy(dir.path().join(name), docs.join(name)).unwrap();
             }
             for e in std::fs::read_dir(dir.path()).unwrap() {
@@ -333,9 +369,9 @@ mod tests {
         );
         for f in std::fs::read_dir(&docs).unwrap() {
             let name = f.unwrap().file_name().to_string_lossy().into_owned();
-            if name == "report.md"
+            if name == ResultsDir::REPORT
                 || name == MAIL_FILE
-                || name == "verdict.json"
+                || name == ResultsDir::VERDICT
                 || name.ends_with(".svg")
             {
                 assert!(read(&name) == golden(&name), "{name} renders differently");

@@ -9,7 +9,7 @@ use crate::{
 };
 
 /// The writer's last threshold snapshot of a run.
-fn snapshot(r: &RunRecord) -> Option<&debugfs::Record> {
+fn snapshot(r: &RunRecord) -> Option<&debugfs::KvLine> {
     debugfs::find(&r.wbstall_thresholds, &r.bdi, r.memcg_id.or(Some(0)))
 }
 
@@ -246,22 +246,21 @@ pub fn verdict_lines(verdict: &Verdict, under_test: &[UnderTest]) -> String {
 pub fn summary(
     dir: &std::path::Path,
     session: &crate::results::session::Session,
-    records: &[RunRecord],
-    expected: &crate::analysis::expected::Expected,
+    evidence: &crate::analysis::evidence::Evidence,
     verdict: &Verdict,
 ) -> String {
     let mut out = format!(
         "{}\n{}",
-        table(
-            &crate::analysis::verdict::usable(records, expected),
-            verdict
-        ),
+        table(&evidence.usable, verdict),
         verdict_lines(verdict, &session.under_test)
     );
     for f in &session.failures {
         out.push_str(&format!("FAIL run {f}\n"));
     }
-    out.push_str(&format!("report: {}\n", dir.join("report.md").display()));
+    out.push_str(&format!(
+        "report: {}\n",
+        dir.join(crate::results::dir::ResultsDir::REPORT).display()
+    ));
     out
 }
 

@@ -16,6 +16,8 @@ use crate::{
 pub struct RunContext<'a> {
     pub variant: &'a VariantMeta,
     pub scenario: &'a str,
+    /// Whether the scenario runs the writers' BDI with `strict_limit` set.
+    pub scenario_strictlimit: bool,
     pub run: u32,
     pub accel: Accel,
     pub clock: Clock,
@@ -37,6 +39,7 @@ impl<'a> RunContext<'a> {
         RunContext {
             variant: &b.kernel.meta,
             scenario: b.scenario.name,
+            scenario_strictlimit: b.scenario.strictlimit,
             run: b.run,
             accel: b.machine.accel,
             clock: b.machine.clock,

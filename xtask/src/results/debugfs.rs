@@ -9,11 +9,11 @@ use anyhow::{bail, Context, Result};
 use serde_json::{Map, Value};
 
 /// One `key=value ...` line, values as JSON numbers where they are integers.
-pub type Record = Map<String, Value>;
+pub type KvLine = Map<String, Value>;
 
 /// Parses `key=value` lines. Blank lines are skipped; anything else that is not
 /// `key=value` is an error naming the line.
-pub fn parse_kv_lines(text: &str, origin: &str) -> Result<Vec<Record>> {
+pub fn parse_kv_lines(text: &str, origin: &str) -> Result<Vec<KvLine>> {
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
@@ -117,7 +117,7 @@ const TEXT_KEYS: &[&str] = &["bdi", "domain"];
 
 /// Every line has every key, numbers where numbers belong. Keys the module
 /// appends later are allowed (the layout only ever grows at the end).
-fn check_keys(records: &[Record], keys: &[String], origin: &str) -> Result<()> {
+fn check_keys(records: &[KvLine], keys: &[String], origin: &str) -> Result<()> {
     for (i, r) in records.iter().enumerate() {
         for k in keys {
             match r.get(k) {
@@ -141,21 +141,21 @@ fn check_keys(records: &[Record], keys: &[String], origin: &str) -> Result<()> {
 }
 
 /// Parses the module's `stats`.
-pub fn parse_stats(text: &str) -> Result<Vec<Record>> {
+pub fn parse_stats(text: &str) -> Result<Vec<KvLine>> {
     let r = parse_kv_lines(text, "wbstall/stats")?;
     check_keys(&r, &keys().stats, "wbstall/stats")?;
     Ok(r)
 }
 
 /// Parses the module's `thresholds`.
-pub fn parse_thresholds(text: &str) -> Result<Vec<Record>> {
+pub fn parse_thresholds(text: &str) -> Result<Vec<KvLine>> {
     let r = parse_kv_lines(text, "wbstall/thresholds")?;
     check_keys(&r, &keys().thresholds, "wbstall/thresholds")?;
     Ok(r)
 }
 
 /// Parses the module's `summary` (one line) and checks its `format=`.
-pub fn parse_summary(text: &str) -> Result<Record> {
+pub fn parse_summary(text: &str) -> Result<KvLine> {
     let origin = "wbstall/summary";
     let mut lines = parse_kv_lines(text, origin)?;
     if lines.len() != 1 {
@@ -178,7 +178,7 @@ pub fn parse_summary(text: &str) -> Result<Record> {
 /// of an unmounted FUSE mount, and the next mount may get the same device
 /// number. `bdi_id` grows with every registration, so the highest is the BDI
 /// that has the name now.
-pub fn find<'a>(records: &'a [Record], bdi: &str, memcg_id: Option<u64>) -> Option<&'a Record> {
+pub fn find<'a>(records: &'a [KvLine], bdi: &str, memcg_id: Option<u64>) -> Option<&'a KvLine> {
     records
         .iter()
         .filter(|r| {
@@ -190,7 +190,7 @@ pub fn find<'a>(records: &'a [Record], bdi: &str, memcg_id: Option<u64>) -> Opti
 
 /// A counter of a record; a missing or non-numeric value is an error naming
 /// the key and where the record came from, never a 0.
-pub fn counter(record: &Record, key: &str, origin: &str) -> Result<u64> {
+pub fn counter(record: &KvLine, key: &str, origin: &str) -> Result<u64> {
     match record.get(key) {
         Some(v) => v
             .as_u64()
@@ -208,7 +208,7 @@ pub fn counter(record: &Record, key: &str, origin: &str) -> Result<u64> {
 
 /// A number of a record where absence is expected and shown as such (the
 /// sampler's last block can be torn): `None`, never a made-up 0.
-pub fn value(record: &Record, key: &str) -> Option<u64> {
+pub fn value(record: &KvLine, key: &str) -> Option<u64> {
     record.get(key).and_then(Value::as_u64)
 }
 
@@ -273,7 +273,7 @@ mod tests {
     const STATS: &str = include_str!("../../../rust-module/fixtures/stats.txt");
     const THRESHOLDS: &str = include_str!("../../../rust-module/fixtures/thresholds.txt");
 
-    fn c(r: &Record, k: &str) -> u64 {
+    fn c(r: &KvLine, k: &str) -> u64 {
         counter(r, k, "test").unwrap()
     }
 

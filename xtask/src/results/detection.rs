@@ -8,10 +8,10 @@ use anyhow::{bail, Result};
 use serde_json::Value;
 
 use crate::{
-    guest::plan::Detector,
+    guest::{plan::Detector, protocol::stream},
     results::{
         context::RunContext,
-        debugfs::{self, Record},
+        debugfs::{self, KvLine},
         mechanism::Mechanism,
         tracefs,
         witness::Witness,
@@ -28,9 +28,9 @@ pub struct Writer<'a> {
 
 /// What the detectors made of a boot.
 pub struct Detection {
-    pub stats: Vec<Record>,
-    pub thresholds: Vec<Record>,
-    pub summary: Option<Record>,
+    pub stats: Vec<KvLine>,
+    pub thresholds: Vec<KvLine>,
+    pub summary: Option<KvLine>,
     pub mechanism: Mechanism,
     pub memcg_id: Option<u64>,
     pub tracefs: tracefs::Detected,
@@ -45,8 +45,8 @@ pub fn detect(
     witness: &Witness,
 ) -> Result<Detection> {
     let tracefs = tracefs::from_files(
-        &need("trace-events")?,
-        &need("trace-stats")?,
+        &need(stream::TRACE_EVENTS)?,
+        &need(stream::TRACE_STATS)?,
         &tracefs::Wb {
             bdi: w.bdi.to_string(),
             cgroup_ino: w.cgroup_ino,
@@ -54,13 +54,13 @@ pub fn detect(
     )?;
     match ctx.detector {
         Detector::Module => {
-            let stats = debugfs::parse_stats(&need("wbstall-stats")?)?;
+            let stats = debugfs::parse_stats(&need(stream::WBSTALL_STATS)?)?;
             let (writer, memcg_id) = writer_of(&stats, w.bdi, w.domain, &ctx.console_log)?;
             let mechanism = Mechanism::from_record(writer)?;
             Ok(Detection {
                 stats,
-                thresholds: debugfs::parse_thresholds(&need("wbstall-thresholds")?)?,
-                summary: Some(debugfs::parse_summary(&need("wbstall-summary")?)?),
+                thresholds: debugfs::parse_thresholds(&need(stream::WBSTALL_THRESHOLDS)?)?,
+                summary: Some(debugfs::parse_summary(&need(stream::WBSTALL_SUMMARY)?)?),
                 mechanism,
                 memcg_id,
                 tracefs,
@@ -113,11 +113,11 @@ fn trace_mechanism(t: &tracefs::Detected, witness: &Witness, strictlimit: bool) 
 
 /// The writers' line of `stats` for their domain, and its memcg id.
 fn writer_of<'a>(
-    stats: &'a [Record],
+    stats: &'a [KvLine],
     bdi: &str,
     domain: &str,
     console_log: &str,
-) -> Result<(&'a Record, Option<u64>)> {
+) -> Result<(&'a KvLine, Option<u64>)> {
     let in_memcg = match domain {
         "memcg" => true,
         "global" => false,
@@ -144,7 +144,7 @@ fn writer_of<'a>(
 
 /// The writer's line of `stats`: the BDI's root writeback domain, or, for a
 /// writer in a memcg, the busiest of the BDI's cgroup writeback domains.
-pub fn writer_record<'a>(stats: &'a [Record], bdi: &str, in_memcg: bool) -> Option<&'a Record> {
+pub fn writer_record<'a>(stats: &'a [KvLine], bdi: &str, in_memcg: bool) -> Option<&'a KvLine> {
     if !in_memcg {
         return debugfs::find(stats, bdi, Some(0));
     }

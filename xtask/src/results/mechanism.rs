@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::results::debugfs::{self, Record};
+use crate::results::debugfs::{self, KvLine};
 
 /// The module's counters for the writer's BDI (and memcg), the mechanism.
 /// Read from a `stats` line by field name: a key the module did not print is
@@ -44,7 +44,7 @@ pub struct Mechanism {
 }
 
 impl Mechanism {
-    pub fn from_record(r: &Record) -> Result<Mechanism> {
+    pub fn from_record(r: &KvLine) -> Result<Mechanism> {
         let mut m: Mechanism = serde_json::from_value(Value::Object(r.clone()))
             .context("the writer's line of wbstall/stats lacks a counter")?;
         let typed = serde_json::to_value(&m)?;

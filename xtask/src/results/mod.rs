@@ -1,10 +1,11 @@
 //! Stage 3, the results: a boot's stream turned into a checked `record`, with
-//! the parsers of what the guest sends (`fio`, `debugfs`, `ktap`, `samples`)
-//! and the independent tracefs `witness`.
+//! the parsers of what the guest sends (`fio`, `debugfs`, `ktap`, `samples`),
+//! the independent tracefs `witness`, and the results directory (`dir`).
 
 pub mod context;
 pub mod debugfs;
 pub mod detection;
+pub mod dir;
 pub mod fio;
 pub mod ktap;
 pub mod mechanism;

@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 use crate::{
-    guest::{plan::Detector, scenario},
+    guest::plan::Detector,
     results::{
         record::{RunRecord, KUNIT_SUITE},
         witness::{self, Drops, Tolerance},
@@ -127,29 +127,26 @@ pub fn problems(r: &RunRecord, tolerance: &Tolerance) -> Vec<String> {
             ));
         }
     }
-    match scenario::by_name(&r.scenario) {
-        Ok(s) => {
-            let want = u8::from(s.strictlimit).to_string();
-            let have = r
-                .bdi_knobs
-                .get("strict_limit")
-                .map_or("absent", String::as_str);
-            if have != want {
-                p.push(format!(
-                    "the BDI's strict_limit is {have}, the scenario needs {want}"
-                ));
-            }
-            // Without the module, the knob above is the only witness.
-            if r.detector == Detector::Module && r.mechanism.strictlimit != u64::from(s.strictlimit)
-            {
-                p.push(format!(
-                    "the module saw strictlimit={} on the writer's BDI, the scenario needs {}",
-                    r.mechanism.strictlimit,
-                    u8::from(s.strictlimit)
-                ));
-            }
-        }
-        Err(e) => p.push(e.to_string()),
+    // The scenario's strictlimit as recorded with the run, not as the
+    // scenario reads today.
+    let strict = r.scenario_strictlimit;
+    let want = u8::from(strict).to_string();
+    let have = r
+        .bdi_knobs
+        .get("strict_limit")
+        .map_or("absent", String::as_str);
+    if have != want {
+        p.push(format!(
+            "the BDI's strict_limit is {have}, the scenario needs {want}"
+        ));
+    }
+    // Without the module, the knob above is the only witness.
+    if r.detector == Detector::Module && r.mechanism.strictlimit != u64::from(strict) {
+        p.push(format!(
+            "the module saw strictlimit={} on the writer's BDI, the scenario needs {}",
+            r.mechanism.strictlimit,
+            u8::from(strict)
+        ));
     }
     p.extend(trace_problem(r));
     p.extend(unclassed_problems(r));

@@ -10,10 +10,14 @@ use serde_json::Value;
 use crate::{
     guest::qemu::{Accel, Clock},
     guest::stream::Stream,
-    guest::{job::Job, plan::Detector},
+    guest::{
+        job::Job,
+        plan::Detector,
+        protocol::{self, stream},
+    },
     kernel::build::{PatchMeta, VariantMeta},
     results::context::RunContext,
-    results::debugfs::{self, Record},
+    results::debugfs::{self, KvLine},
     results::detection::{detect, Detection, Writer},
     results::fio::{self, FioResult},
     results::ktap::{self, Ktap},
@@ -84,6 +88,10 @@ pub struct RunRecord {
     pub writer_domain: String,
     /// The inode of the writers' cgroup directory (the tracepoints' `cgroup_ino`).
     pub cgroup_ino: u64,
+    /// The scenario's `strict_limit`, as it was when the run was made: the
+    /// evidence rule checks the BDI against this, not against today's
+    /// scenario of that name.
+    pub scenario_strictlimit: bool,
     /// Who classed the sleeps (`mechanism`, `stall_fraction`).
     #[serde(default)]
     pub detector: Detector,
@@ -111,9 +119,9 @@ pub struct RunRecord {
     pub draining_fraction: f64,
     /// fio's wall time in the guest, seconds.
     pub fio_wall_s: f64,
-    pub wbstall_stats: Vec<Record>,
-    pub wbstall_thresholds: Vec<Record>,
-    pub wbstall_summary: Option<Record>,
+    pub wbstall_stats: Vec<KvLine>,
+    pub wbstall_thresholds: Vec<KvLine>,
+    pub wbstall_summary: Option<KvLine>,
     pub bdi_stats: BTreeMap<String, i64>,
     /// The BDI's `BdiWritten` over the measurement (kB written back).
     pub bdi_written_kb: i64,
@@ -165,7 +173,7 @@ pub fn ktap(stream: &Stream) -> Ktap {
     let text: String = stream
         .files
         .iter()
-        .filter(|(k, _)| k.starts_with("ktap-"))
+        .filter(|(k, _)| k.starts_with(stream::KTAP_PREFIX))
         .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
         .collect();
     ktap::parse(&text)
@@ -176,7 +184,7 @@ pub fn ktap_suites(stream: &Stream) -> Vec<String> {
     stream
         .files
         .keys()
-        .filter_map(|k| k.strip_prefix("ktap-"))
+        .filter_map(|k| k.strip_prefix(stream::KTAP_PREFIX))
         .map(str::to_string)
         .collect()
 }
@@ -223,15 +231,9 @@ impl RunRecord {
 
 pub fn build(ctx: RunContext<'_>, stream: &Stream) -> Result<RunRecord> {
     let need = |name: &str| need(stream, name, &ctx.console_log);
-    let fio = fio::parse(&need("fio")?).context("reading fio's result")?;
-    ensure!(
-        fio.error == 0,
-        "fio reported error {} (see {})",
-        fio.error,
-        ctx.console_log
-    );
-    let bdi = need("bdi")?.trim().to_string();
-    let writer_domain = need("writer-domain")?.trim().to_string();
+    let fio = fio_result(&need(stream::FIO)?, &ctx.console_log)?;
+    let bdi = need(stream::BDI)?.trim().to_string();
+    let writer_domain = need(stream::WRITER_DOMAIN)?.trim().to_string();
     let (cgroup_ino, witness, witness_drops, bdi_knobs) = witnessed(&need, &bdi)?;
     let writer = Writer {
         bdi: &bdi,
@@ -247,15 +249,17 @@ pub fn build(ctx: RunContext<'_>, stream: &Stream) -> Result<RunRecord> {
         memcg_id,
         tracefs,
     } = detect(&ctx, &need, &writer, &witness)?;
-    let fio_wall_s = wall_seconds(&need("fio-wall")?)?;
+    let fio_wall_s = wall_seconds(&need(stream::FIO_WALL)?)?;
     let writer_ms = writer_ms(ctx.job, fio_wall_s);
-    let (vmstat, vmstat_delta) = vmstat(&need("vmstat-before")?, &need("vmstat")?)?;
-    let (bdi_stats, bdi_written_kb) = written(&need("bdi-stats-before")?, &need("bdi-stats")?)?;
+    let (vmstat, vmstat_delta) = vmstat(&need(stream::VMSTAT_BEFORE)?, &need(stream::VMSTAT)?)?;
+    let (bdi_stats, bdi_written_kb) =
+        written(&need(stream::BDI_STATS_BEFORE)?, &need(stream::BDI_STATS)?)?;
     let memcg_events = memcg_events(&need, &writer_domain)?;
     let (fuse_ready, fuse_stats, verify_ok) = fuse_evidence(stream)?;
     Ok(RunRecord {
         variant: ctx.variant.variant.clone(),
         scenario: ctx.scenario.to_string(),
+        scenario_strictlimit: ctx.scenario_strictlimit,
         run: ctx.run,
         accel: ctx.accel,
         clock: ctx.clock,
@@ -285,7 +289,7 @@ pub fn build(ctx: RunContext<'_>, stream: &Stream) -> Result<RunRecord> {
         bdi_stats,
         bdi_written_kb,
         bdi_knobs,
-        vm_knobs: numbers(&need("vm-knobs")?, "vm-knobs")?,
+        vm_knobs: numbers(&need(stream::VM_KNOBS)?, "vm-knobs")?,
         memcg_events,
         vmstat,
         vmstat_delta,
@@ -294,12 +298,23 @@ pub fn build(ctx: RunContext<'_>, stream: &Stream) -> Result<RunRecord> {
         fuse_ready,
         fuse_stats,
         verify_ok,
-        dmesg_warnings: merge_warnings(ctx.console_warnings, warnings(&need("dmesg")?)),
-        guest_env: guest_env(&need("guest-env")?, &ctx.console_log)?,
+        dmesg_warnings: merge_warnings(ctx.console_warnings, warnings(&need(stream::DMESG)?)),
+        guest_env: guest_env(&need(stream::GUEST_ENV)?, &ctx.console_log)?,
         wall_secs: ctx.wall_secs,
         console_log: ctx.console_log,
         samples: ctx.samples,
     })
+}
+
+/// fio's result, which must report no error.
+fn fio_result(text: &str, console_log: &str) -> Result<fio::FioResult> {
+    let fio = fio::parse(text).context("reading fio's result")?;
+    ensure!(
+        fio.error == 0,
+        "fio reported error {} (see {console_log})",
+        fio.error
+    );
+    Ok(fio)
 }
 
 /// The writers' real time, ms: numjobs × fio's wall time as the guest
@@ -315,17 +330,22 @@ fn witnessed(
     need: &dyn Fn(&str) -> Result<String>,
     bdi: &str,
 ) -> Result<(u64, Witness, Drops, Knobs)> {
-    let cgroup_ino: u64 = need("writer-cgroup-ino")?
+    let cgroup_ino: u64 = need(stream::WRITER_CGROUP_INO)?
         .trim()
         .parse()
         .context("writer-cgroup-ino is not an inode number")?;
     let (witness, drops) = Witness::from_hists(
-        &need("witness-balance_dirty_pages")?,
-        &need("witness-writeback_wake_background")?,
+        &need(stream::WITNESS_BDP)?,
+        &need(stream::WITNESS_WAKE)?,
         bdi,
         cgroup_ino,
     )?;
-    Ok((cgroup_ino, witness, drops, key_values(&need("bdi-knobs")?)))
+    Ok((
+        cgroup_ino,
+        witness,
+        drops,
+        key_values(&need(stream::BDI_KNOBS)?),
+    ))
 }
 
 /// A BDI's sysfs knobs by name (`strict_limit`).
@@ -335,10 +355,10 @@ type Knobs = BTreeMap<String, String>;
 /// (FUSE scenarios; None elsewhere).
 fn fuse_evidence(stream: &Stream) -> Result<(Option<Value>, Option<Value>, Option<bool>)> {
     Ok((
-        json_line(stream, "fuse-main-ready")?,
-        json_line(stream, "fuse-main-stats")?,
+        json_line(stream, &protocol::stream::fuse("main", "ready"))?,
+        json_line(stream, &protocol::stream::fuse("main", "stats"))?,
         stream
-            .text("fio-verify")
+            .text(stream::FIO_VERIFY)
             .map(|t| fio::parse(&t).is_ok_and(|r| r.error == 0)),
     ))
 }
@@ -399,7 +419,7 @@ fn memcg_events(need: &dyn Fn(&str) -> Result<String>, writer_domain: &str) -> R
     if writer_domain != "memcg" {
         return Ok(Counters::new());
     }
-    let e = debugfs::parse_vmstat(&need("memcg-events")?).context("parsing memory.events")?;
+    let e = debugfs::parse_vmstat(&need(stream::MEMCG_EVENTS)?).context("parsing memory.events")?;
 
     if !e.contains_key("max") {
         bail!("the writers' memory.events has no `max` line");
@@ -445,6 +465,9 @@ mod tests {
         let ctx = RunContext {
             variant: &meta,
             scenario,
+            scenario_strictlimit: crate::guest::scenario::by_name(scenario)
+                .map(|s| s.strictlimit)
+                .unwrap_or(false),
             run: 0,
             accel: Accel::default(),
             clock: Clock::Real,

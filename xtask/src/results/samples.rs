@@ -13,14 +13,14 @@ use std::collections::BTreeMap;
 
 use anyhow::{bail, Result};
 
-use crate::results::debugfs::{self, Record};
+use crate::results::debugfs::{self, KvLine};
 
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Sample {
     /// Guest uptime, seconds.
     pub t: f64,
-    pub thresholds: Vec<Record>,
-    pub stats: Vec<Record>,
+    pub thresholds: Vec<KvLine>,
+    pub stats: Vec<KvLine>,
     pub bdi: BTreeMap<String, i64>,
     pub vmstat: BTreeMap<String, i64>,
 }
@@ -77,7 +77,7 @@ pub fn parse(text: &str) -> Result<Vec<Sample>> {
 }
 
 /// The record of the writer (BDI, and memcg id when it has one) in a list.
-pub fn writer<'a>(records: &'a [Record], bdi: &str, memcg_id: Option<u64>) -> Option<&'a Record> {
+pub fn writer<'a>(records: &'a [KvLine], bdi: &str, memcg_id: Option<u64>) -> Option<&'a KvLine> {
     debugfs::find(records, bdi, Some(memcg_id.unwrap_or(0)))
 }
 

@@ -18,7 +18,7 @@
 //! A throttle sleep is a timed sleep (`io_schedule_timeout(pause)` in
 //! `TASK_KILLABLE`: only its timeout or a fatal signal ends it), so it lasts
 //! from its event `t0` to `t0 + pause`. Each is classed as the module does
-//! ([`Class`]):
+//! ([`SleepClass`]):
 //!
 //! - `flushing`: a flusher pass ran on the writer's wb during it (a worker had
 //!   begun a pass on the wb and not yet left `wb_do_writeback()`, which is when
@@ -42,15 +42,15 @@ use serde::{Deserialize, Serialize};
 
 /// One trace line.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Event {
+pub struct TraceEvent {
     /// `trace_clock=mono` time, microseconds.
     pub us: u64,
     pub pid: u32,
-    pub kind: Kind,
+    pub kind: EventKind,
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub enum Kind {
+pub enum EventKind {
     Sleep {
         wb: Wb,
         paused_ms: u64,
@@ -87,7 +87,7 @@ pub const EVENTS: [&str; 5] = [
 
 /// Parses the tracefs `trace` file. Lines of other events and comments are
 /// skipped; a line of one of [`EVENTS`] that does not parse is an error.
-pub fn parse(text: &str, origin: &str) -> Result<Vec<Event>> {
+pub fn parse(text: &str, origin: &str) -> Result<Vec<TraceEvent>> {
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
         if line.starts_with('#') || line.trim().is_empty() {
@@ -107,7 +107,7 @@ pub fn parse(text: &str, origin: &str) -> Result<Vec<Event>> {
 }
 
 /// `<comm>-<pid> [<cpu>] <flags> <seconds>` and the event's fields.
-fn event(head: &str, name: &str, body: &str) -> Result<Event> {
+fn event(head: &str, name: &str, body: &str) -> Result<TraceEvent> {
     let (task, rest) = head.rsplit_once(" [").context("no `[cpu]`")?;
     let pid = task
         .trim()
@@ -124,22 +124,22 @@ fn event(head: &str, name: &str, body: &str) -> Result<Event> {
     let us = s.parse::<u64>().context("timestamp")? * 1_000_000 + frac.parse::<u64>()?;
     let fields = Fields::of(body);
     let kind = match name {
-        "balance_dirty_pages" => Kind::Sleep {
+        "balance_dirty_pages" => EventKind::Sleep {
             wb: fields.wb()?,
             paused_ms: fields.num("paused")?,
             pause_ms: fields.num("pause")?,
         },
-        "writeback_wake_background" => Kind::Wake(fields.wb()?),
-        "writeback_start" => Kind::Start {
+        "writeback_wake_background" => EventKind::Wake(fields.wb()?),
+        "writeback_start" => EventKind::Start {
             wb: fields.wb()?,
             reason: fields.get("reason")?.to_string(),
         },
-        "global_dirty_state" => Kind::Global {
+        "global_dirty_state" => EventKind::Global {
             written: fields.num("written")?,
         },
-        _ => Kind::PagesWritten,
+        _ => EventKind::PagesWritten,
     };
-    Ok(Event { us, pid, kind })
+    Ok(TraceEvent { us, pid, kind })
 }
 
 /// `bdi 0:45: k=v k=v ...`
@@ -184,7 +184,7 @@ impl<'a> Fields<'a> {
 
 /// How a throttle sleep is classed (the module's `SleepClass`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Class {
+pub enum SleepClass {
     Flushing,
     Draining,
     Stall,
@@ -226,7 +226,7 @@ struct Open {
 }
 
 /// Classes every sleep of `wb` in `events` (in time order).
-pub fn detect(events: &[Event], wb: &Wb) -> Detected {
+pub fn detect(events: &[TraceEvent], wb: &Wb) -> Detected {
     let mut d = Detected {
         events: events.len() as u64,
         span_ms: match (events.first(), events.last()) {
@@ -243,25 +243,25 @@ pub fn detect(events: &[Event], wb: &Wb) -> Detected {
         match &e.kind {
             // Sleeps that ended by now are classed by the first global
             // count at or after their end.
-            Kind::Global { written: now } => {
+            EventKind::Global { written: now } => {
                 let now = *now;
                 open.retain(|o| {
                     if o.end_us > e.us {
                         return true;
                     }
                     let class = if o.flushing {
-                        Class::Flushing
+                        SleepClass::Flushing
                     } else if o.written.is_some_and(|w| now > w) {
-                        Class::Draining
+                        SleepClass::Draining
                     } else {
-                        Class::Stall
+                        SleepClass::Stall
                     };
                     d.count(class, o.pause_ms);
                     false
                 });
                 written = Some(now);
             }
-            Kind::Start { wb: w, reason } if w == wb => {
+            EventKind::Start { wb: w, reason } if w == wb => {
                 if !running.contains(&e.pid) {
                     running.push(e.pid);
                 }
@@ -274,9 +274,9 @@ pub fn detect(events: &[Event], wb: &Wb) -> Detected {
                     _ => {}
                 }
             }
-            Kind::PagesWritten => running.retain(|p| *p != e.pid),
-            Kind::Wake(w) if w == wb => d.bg_starts += 1,
-            Kind::Sleep {
+            EventKind::PagesWritten => running.retain(|p| *p != e.pid),
+            EventKind::Wake(w) if w == wb => d.bg_starts += 1,
+            EventKind::Sleep {
                 wb: w,
                 paused_ms,
                 pause_ms,
@@ -300,11 +300,11 @@ pub fn detect(events: &[Event], wb: &Wb) -> Detected {
 }
 
 impl Detected {
-    fn count(&mut self, class: Class, pause_ms: u64) {
+    fn count(&mut self, class: SleepClass, pause_ms: u64) {
         let (n, ms) = match class {
-            Class::Flushing => (&mut self.flushing_sleeps, &mut self.flushing_ms),
-            Class::Draining => (&mut self.draining_sleeps, &mut self.draining_ms),
-            Class::Stall => (&mut self.stall_sleeps, &mut self.stall_ms),
+            SleepClass::Flushing => (&mut self.flushing_sleeps, &mut self.flushing_ms),
+            SleepClass::Draining => (&mut self.draining_sleeps, &mut self.draining_ms),
+            SleepClass::Stall => (&mut self.stall_sleeps, &mut self.stall_ms),
         };
         *n += 1;
         *ms += pause_ms;
@@ -360,20 +360,20 @@ mod tests {
     fn parses_the_events_it_needs_and_skips_the_rest() {
         let ev = parse(&fixture(), "trace.txt").unwrap();
         assert_eq!(ev.len(), 16, "{ev:#?}");
-        assert_eq!(ev[0].kind, Kind::Global { written: 1000 });
+        assert_eq!(ev[0].kind, EventKind::Global { written: 1000 });
         assert_eq!(
             ev[1],
-            Event {
+            TraceEvent {
                 us: 12_000_000,
                 pid: 210,
-                kind: Kind::Sleep {
+                kind: EventKind::Sleep {
                     wb: wb("0:45", 1),
                     paused_ms: 0,
                     pause_ms: 200
                 }
             }
         );
-        assert!(matches!(&ev[6].kind, Kind::Start { reason, .. } if reason == "background"));
+        assert!(matches!(&ev[6].kind, EventKind::Start { reason, .. } if reason == "background"));
         assert_eq!(ev[6].pid, 31);
         assert_eq!(ev[14].pid, 300, "a comm with a dash: {:?}", ev[14]);
     }
@@ -413,17 +413,17 @@ mod tests {
 
     #[test]
     fn a_pass_that_begins_during_a_sleep_makes_it_flushing_and_a_later_one_does_not() {
-        let at = |us: u64, kind: Kind| Event { us, pid: 1, kind };
-        let sleep = Kind::Sleep {
+        let at = |us: u64, kind: EventKind| TraceEvent { us, pid: 1, kind };
+        let sleep = EventKind::Sleep {
             wb: wb("0:45", 1),
             paused_ms: 0,
             pause_ms: 100,
         };
-        let start = Kind::Start {
+        let start = EventKind::Start {
             wb: wb("0:45", 1),
             reason: "background".into(),
         };
-        let g = |written| Kind::Global { written };
+        let g = |written| EventKind::Global { written };
         let during = [
             at(0, g(5)),
             at(10, sleep.clone()),

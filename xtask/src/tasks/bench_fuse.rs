@@ -3,8 +3,6 @@
 //! the same kernel, FUSE server and fio job in a bare guest (`fuse-bare`),
 //! booted alternately so that drift hits both alike.
 
-use std::time::Duration;
-
 use anyhow::{bail, Context, Result};
 use xshell::Shell;
 
@@ -13,9 +11,9 @@ use crate::{
     analysis::stats::median,
     guest::{
         boot, initramfs,
-        job::Job,
+        job::{self, Job},
         plan::{Boot, Detector},
-        scenario,
+        protocol, scenario,
     },
     kernel::{
         source::SourceArgs,
@@ -86,23 +84,18 @@ impl BenchFuse {
             let order: [usize; 2] = if run % 2 == 0 { [0, 1] } else { [1, 0] };
             for g in order {
                 let (scen, sample_ms, name) = guests[g];
+                let job = Job::new(scen.size, job::NUMJOBS, (self.ramp, self.runtime));
                 let b = Boot {
-                    kernel: kernel.clone(),
-                    initrd: initrd.clone(),
-                    scenario: scen,
-                    run,
-                    job: Job {
-                        size: scen.size.to_string(),
-                        numjobs: 4,
-                        runtime: self.runtime,
-                        ramp_time: self.ramp,
-                        bs: "128k".into(),
-                    },
-                    verify: false,
                     sample_ms,
-                    timeout: Duration::from_secs(120 + u64::from(self.ramp + self.runtime)),
-                    machine: machine.clone(),
                     detector: Detector::choose(self.guest.detector, &kernel)?,
+                    ..Boot::new(
+                        kernel.clone(),
+                        initrd.clone(),
+                        scen,
+                        run,
+                        job,
+                        machine.clone(),
+                    )
                 };
                 progress::emit(Event::BootStart {
                     index: bw[0].len() + bw[1].len() + 1,
@@ -114,7 +107,7 @@ impl BenchFuse {
                 let booted = boot::boot(sh, &dir, &b)?;
                 let text = booted
                     .stream
-                    .text("fio")
+                    .text(protocol::stream::FIO)
                     .with_context(|| format!("the {name} guest sent no fio result"))?;
                 let r = fio::parse(&text).with_context(|| format!("the {name} guest's fio"))?;
                 if r.error != 0 {

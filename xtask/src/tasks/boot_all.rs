@@ -17,11 +17,11 @@ use crate::{
     report,
     results::{
         context::RunContext,
+        dir::ResultsDir,
         problems::problems,
         record::{self, RunRecord},
         session::Session,
     },
-    util,
 };
 
 /// Boots the plan, `jobs_vm` guests at a time; the results and the session
@@ -54,16 +54,7 @@ pub fn boot_all(
         ends[i] = Some(end);
         let (records, failures) = in_plan_order(&ends);
         session.failures = failures;
-        if recorded {
-            util::write_atomic(
-                &dir.join("results.json"),
-                serde_json::to_string_pretty(&records)?,
-            )?;
-        }
-        util::write_atomic(
-            &dir.join("session.json"),
-            serde_json::to_string_pretty(&session)?,
-        )
+        ResultsDir::new(dir).write(session, recorded.then_some(records.as_slice()))
     })?;
     Ok(ends.into_iter().flatten().flatten().collect())
 }
@@ -152,10 +143,10 @@ pub fn finish(
     records: &[RunRecord],
     expected: &Expected,
 ) -> Result<Outcome> {
-    let verdict = report::render(&dir, session, records, expected)?;
+    let (verdict, evidence) = report::render(&dir, session, records, expected)?;
     print!(
         "{}",
-        report::terminal::summary(&dir, session, records, expected, &verdict)
+        report::terminal::summary(&dir, session, &evidence, &verdict)
     );
     Ok(Outcome {
         dir,

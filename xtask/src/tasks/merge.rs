@@ -12,7 +12,7 @@ use crate::{
     analysis::verdict,
     guest::plan::plan_position,
     report::{self, terminal::summary},
-    results::{record::RunRecord, session::Session},
+    results::{dir::ResultsDir, record::RunRecord, session::Session},
     util,
 };
 
@@ -43,28 +43,21 @@ impl Merge {
         }
         std::fs::create_dir_all(&self.out)
             .with_context(|| format!("creating {}", self.out.display()))?;
-        util::write_atomic(
-            &self.out.join("session.json"),
-            serde_json::to_string_pretty(&session)?,
-        )?;
-        util::write_atomic(
-            &self.out.join("results.json"),
-            serde_json::to_string_pretty(&records)?,
-        )?;
+        ResultsDir::new(&self.out).write(&session, Some(&records))?;
         // The boots' own files (console logs, samples) come along.
         for (dir, _, _) in &shards {
             for e in std::fs::read_dir(dir).with_context(|| format!("listing {}", dir.display()))? {
                 let p = e?.path();
                 let name = util::file_name(&p);
-                if p.is_file() && !["session.json", "results.json"].contains(&name.as_str()) {
+                if p.is_file() && !ResultsDir::is_session_file(&name) {
                     std::fs::copy(&p, self.out.join(&name))
                         .with_context(|| format!("copying {}", p.display()))?;
                 }
             }
         }
         let expected = verdict::session_expectations(&session, None)?;
-        let v = report::render(&self.out, &session, &records, &expected)?;
-        print!("{}", summary(&self.out, &session, &records, &expected, &v));
+        let (v, evidence) = report::render(&self.out, &session, &records, &expected)?;
+        print!("{}", summary(&self.out, &session, &evidence, &v));
         if !session.failures.is_empty() || !v.passed() {
             bail!("the verdict of the merged shards fails: see the FAIL lines above");
         }
@@ -75,20 +68,9 @@ impl Merge {
 type ShardData = (PathBuf, Session, Vec<RunRecord>);
 
 fn read_dir(dir: &Path) -> Result<ShardData> {
-    let read = |name: &str| {
-        let p = dir.join(name);
-        std::fs::read_to_string(&p).with_context(|| {
-            format!(
-                "reading {} (is {} a qemu-test --shard results directory?)",
-                p.display(),
-                dir.display()
-            )
-        })
-    };
-    let session: Session = serde_json::from_str(&read("session.json")?)
-        .with_context(|| format!("parsing {}/session.json", dir.display()))?;
-    let records: Vec<RunRecord> = serde_json::from_str(&read("results.json")?)
-        .with_context(|| format!("parsing {}/results.json", dir.display()))?;
+    let (session, records) = ResultsDir::new(dir)
+        .load()
+        .with_context(|| format!("reading the --shard results directory {}", dir.display()))?;
     Ok((dir.to_path_buf(), session, records))
 }
 
@@ -231,12 +213,9 @@ mod tests {
     use crate::{guest::plan::Shard, util::testdir};
 
     fn example() -> (Session, Vec<RunRecord>) {
-        let docs = util::project_root().join("docs/example-report");
-        let read = |n: &str| std::fs::read_to_string(docs.join(n)).unwrap();
-        (
-            serde_json::from_str(&read("session.json")).unwrap(),
-            serde_json::from_str(&read("results.json")).unwrap(),
-        )
+        ResultsDir::new(util::project_root().join("docs/example-report"))
+            .load()
+            .unwrap()
     }
 
     /// The example's records split as `--shard i/count` would have run them.
@@ -265,18 +244,18 @@ mod tests {
     fn merged_shards_judge_like_one_run() {
         let (session, records) = example();
         let expected = verdict::session_expectations(&session, None).unwrap();
-        let whole = verdict::judge(&records, &expected, &verdict::Plan::of(&session));
+        let whole = verdict::judge(&records, &expected, &verdict::Planned::of(&session));
         // Reversed on purpose: the order of the directories does not matter.
         let mut shards = split(2);
         shards.reverse();
         assert!(shards.iter().all(|(_, _, r)| !r.is_empty()));
         let (merged_session, merged) = merge(&shards).unwrap();
-        let judged = verdict::judge(&merged, &expected, &verdict::Plan::of(&merged_session));
+        let judged = verdict::judge(&merged, &expected, &verdict::Planned::of(&merged_session));
         assert_eq!(
             serde_json::to_string(&judged).unwrap(),
             serde_json::to_string(&whole).unwrap()
         );
-        let usable = |r: &[RunRecord]| verdict::usable(r, &expected);
+        let usable = |r: &[RunRecord]| crate::analysis::evidence::Evidence::of(r, &expected).usable;
         assert_eq!(
             crate::report::terminal::table(&usable(&merged), &judged),
             crate::report::terminal::table(&usable(&records), &whole)
@@ -284,7 +263,7 @@ mod tests {
         // Rendered into a directory, too.
         let t = testdir::Dir::new("merge");
         report::render(t.path(), &merged_session, &merged, &expected).unwrap();
-        assert!(t.path().join("report.md").is_file());
+        assert!(t.path().join(ResultsDir::REPORT).is_file());
     }
 
     #[test]

@@ -8,7 +8,10 @@ use xshell::Shell;
 
 use super::guest_args::GuestArgs;
 use crate::{
-    guest::qemu::{self, Console},
+    guest::{
+        protocol,
+        qemu::{self, Console},
+    },
     kernel::{source::SourceArgs, variants::Variants},
     progress::{self, Event},
     results::record,
@@ -45,7 +48,7 @@ impl ModuleStress {
         let console = dir.join("console.log");
         let params = vec![
             ("scenario".into(), "module-cycles".into()),
-            ("cycles".into(), self.cycles.to_string()),
+            (protocol::param::CYCLES.into(), self.cycles.to_string()),
         ];
         let mut cfg = self
             .guest
@@ -64,7 +67,7 @@ impl ModuleStress {
         let stream = out
             .outcome
             .map_err(|e| anyhow::anyhow!(e.explain(&console)))?;
-        let cycles = stream.text("cycles").unwrap_or_default();
+        let cycles = stream.text(protocol::stream::CYCLES).unwrap_or_default();
         // The console has every kernel message; dmesg's ring buffer may have wrapped
         // after a hundred loads (each prints its KUnit results).
         let warnings =

@@ -24,8 +24,8 @@ use crate::{
     deps,
     guest::{
         initramfs,
-        job::Job,
-        plan::{self, Boot, Detector, Machine, Plan},
+        job::{self, Job},
+        plan::{self, Boot, Machine, Plan},
         scenario::{self, Scenario},
     },
     kernel::{
@@ -36,7 +36,10 @@ use crate::{
     },
     progress::{self, Event},
     report,
-    results::session::{ScenarioInfo, Session},
+    results::{
+        dir::ResultsDir,
+        session::{ScenarioInfo, Session},
+    },
     util,
 };
 
@@ -71,7 +74,7 @@ pub struct QemuTest {
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub size: Option<String>,
     /// Writer jobs (fio --numjobs). Default: 4, as in the seed.
-    #[arg(long, default_value_t = 4, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
+    #[arg(long, default_value_t = job::NUMJOBS, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
     pub numjobs: u32,
     /// Interval of the in-guest sampler in ms (0: off). Default: 100.
     #[arg(long, default_value_t = 100, value_name = "MS")]
@@ -115,13 +118,12 @@ pub struct QemuTest {
 
 impl QemuTest {
     fn job(&self, scen: Scenario) -> Job {
-        Job {
-            size: self.size.clone().unwrap_or_else(|| scen.size.to_string()),
-            numjobs: self.numjobs,
-            runtime: self.runtime.unwrap_or(if self.quick { 5 } else { 20 }),
-            ramp_time: self.ramp.unwrap_or(if self.quick { 2 } else { 5 }),
-            bs: "128k".into(),
-        }
+        let (ramp, runtime) = if self.quick { job::QUICK } else { job::FULL };
+        Job::new(
+            self.size.as_deref().unwrap_or(scen.size),
+            self.numjobs,
+            (self.ramp.unwrap_or(ramp), self.runtime.unwrap_or(runtime)),
+        )
     }
 
     fn runs(&self) -> Result<u32> {
@@ -280,21 +282,19 @@ impl QemuTest {
                     .is_none_or(|sh| sh.takes(index(scen), scenarios.len(), *run))
             })
             .map(|(run, kernel, scen)| {
-                let job = self.job(scen);
-                let timeout = self
-                    .timeout
-                    .unwrap_or(120 + u64::from(job.ramp_time) + u64::from(job.runtime));
-                Boot {
-                    kernel: kernel.clone(),
-                    initrd: initrds[&kernel.label()].clone(),
-                    scenario: scen,
+                let b = Boot::new(
+                    kernel.clone(),
+                    initrds[&kernel.label()].clone(),
+                    scen,
                     run,
+                    self.job(scen),
+                    machine.clone(),
+                );
+                Boot {
                     verify: scen.verify && !self.quick && run == 0,
-                    job,
                     sample_ms: self.sample_ms,
-                    timeout: Duration::from_secs(timeout),
-                    machine: machine.clone(),
-                    detector: Detector::default(),
+                    timeout: self.timeout.map_or(b.timeout, Duration::from_secs),
+                    ..b
                 }
             })
             .collect();
@@ -391,10 +391,7 @@ impl QemuTest {
         session.roles = Some(roles);
         session.under_test = under_test;
         session.harness = Some(harness_commit(sh));
-        util::write_atomic(
-            &dir.join("session.json"),
-            serde_json::to_string_pretty(&session)?,
-        )?;
+        ResultsDir::new(&dir).write::<crate::results::record::RunRecord>(&session, None)?;
         progress::emit(Event::Plan {
             variants: built.len(),
             scenarios: scenarios.len(),

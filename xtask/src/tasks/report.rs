@@ -3,7 +3,7 @@
 
 use crate::{
     report::{render, terminal::summary},
-    results::{record::RunRecord, session::Session},
+    results::dir::ResultsDir,
 };
 
 /// Re-render the report of a results directory (report.md, SVGs, verdict.json)
@@ -31,37 +31,16 @@ pub enum Format {
 
 impl ReportCmd {
     pub fn run(self, _sh: &xshell::Shell) -> anyhow::Result<()> {
-        use anyhow::Context;
-        let read = |name: &str| {
-            let path = self.dir.join(name);
-            std::fs::read_to_string(&path).with_context(|| {
-                format!(
-                    "reading {} (is {} a qemu-test results directory?)",
-                    path.display(),
-                    self.dir.display()
-                )
-            })
-        };
-        let session: Session = serde_json::from_str(&read("session.json")?).context(
-            "parsing session.json (a session of an older wbstall lacks what this one \
-                 records: run qemu-test again)",
-        )?;
-        let records: Vec<RunRecord> = serde_json::from_str(&read("results.json")?).context(
-            "parsing results.json (records of an older wbstall lack what this verdict \
-                 needs, such as the sleeps classed flushing, draining or stall at their end \
-                 and the longest balance_dirty_pages() call: run qemu-test again)",
-        )?;
+        let dir = ResultsDir::new(&self.dir);
+        let (session, records) = dir.load()?;
         let expected =
             crate::analysis::verdict::session_expectations(&session, self.expected.as_deref())?;
-        let verdict = render(&self.dir, &session, &records, &expected)?;
+        let (verdict, evidence) = render(&self.dir, &session, &records, &expected)?;
         if self.format == Format::Mail {
-            print!("{}", read(crate::report::MAIL_FILE)?);
+            print!("{}", dir.read(ResultsDir::MAIL)?);
             return Ok(());
         }
-        print!(
-            "{}",
-            summary(&self.dir, &session, &records, &expected, &verdict)
-        );
+        print!("{}", summary(&self.dir, &session, &evidence, &verdict));
         if !session.failures.is_empty() || !verdict.passed() {
             anyhow::bail!(
                 "the verdict of {} fails: see the FAIL lines above",

@@ -6,7 +6,7 @@ use std::{
     fs,
     io::Write,
     path::{Path, PathBuf},
-    time::{Duration, Instant},
+    time::Instant,
 };
 
 use anyhow::{Context, Result};
@@ -16,12 +16,12 @@ use xshell::{cmd, Shell};
 use crate::{
     analysis::{
         expected::{self, Class, Expected},
-        verdict::{self, Plan, Verdict},
+        verdict::{self, Planned, Verdict},
     },
     deps,
     guest::{
         boot, initramfs,
-        job::Job,
+        job::{self, Job},
         plan::{self, Boot},
         scenario,
     },
@@ -115,7 +115,7 @@ pub struct Judged {
 /// skip (125), with the failures of both. A run that is no evidence
 /// (`problems::problems`, the verdict's `excluded`) is a skip too.
 pub fn judge_step(records: &[RunRecord], expected: &Expected, scenario: &str) -> Judged {
-    let plan = Plan {
+    let plan = Planned {
         variants: vec![VARIANT.to_string()],
         scenarios: vec![scenario.to_string()],
         runs: 1,
@@ -267,24 +267,11 @@ impl BisectStep {
         let base = initramfs::base(sh).context("building the initramfs")?;
         let initrd = initramfs::for_variant(&base, &built.label(), built.module_file().as_deref())?;
         let detector = self.guest.detectors(std::slice::from_ref(&built))?[&built.label()];
+        // qemu-test --quick's job.
+        let job = Job::new(scen.size, job::NUMJOBS, job::QUICK);
         let b = Boot {
             detector,
-            kernel: built,
-            initrd,
-            scenario: scen,
-            run: 0,
-            // qemu-test --quick's job and timeout (120 s + ramp + runtime).
-            job: Job {
-                size: scen.size.to_string(),
-                numjobs: 4,
-                runtime: 5,
-                ramp_time: 2,
-                bs: "128k".into(),
-            },
-            verify: false,
-            sample_ms: 0,
-            timeout: Duration::from_secs(127),
-            machine,
+            ..Boot::new(built, initrd, scen, 0, job, machine)
         };
         let dir = util::unique_dir(&util::target_dir().join("bisect-step"))?;
         let booted = boot::boot(sh, &dir, &b).context("booting the step's kernel")?;

@@ -1,0 +1,65 @@
+//! Which runs are evidence, decided once per judgement: the evidence rule
+//! (`results::problems`) applied to every record, the usable ones kept and the
+//! others listed with why. The verdict, the tables and the plots all read this
+//! one value.
+
+use crate::{
+    analysis::expected::Expected,
+    results::{problems::problems, record::RunRecord},
+};
+
+/// The records that are evidence, and the others with why not.
+#[derive(Debug, Clone, Default)]
+pub struct Evidence {
+    /// The usable records, in their order.
+    pub usable: Vec<RunRecord>,
+    /// `<scenario>/<variant> #<run>: <problems>` of each record left out.
+    pub excluded: Vec<String>,
+}
+
+impl Evidence {
+    /// Applies the evidence rule to `records` (the witness tolerance is
+    /// `expected`'s).
+    pub fn of(records: &[RunRecord], expected: &Expected) -> Evidence {
+        let mut e = Evidence::default();
+        for r in records {
+            let p = problems(r, &expected.witness);
+            if p.is_empty() {
+                e.usable.push(r.clone());
+            } else {
+                e.excluded.push(format!(
+                    "{}/{} #{}: {}",
+                    r.scenario,
+                    r.variant,
+                    r.run + 1,
+                    p.join("; ")
+                ));
+            }
+        }
+        e
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::verdict::tests::{expected, rec};
+
+    #[test]
+    fn a_run_with_a_problem_is_left_out_and_named() {
+        let mut bad = rec("v1", "fuse-strictlimit", 100.0, 0.0);
+        bad.run = 1;
+        bad.dmesg_warnings = vec!["WARNING: CPU: 0 PID: 1 at mm/x.c:1".into()];
+        let e = Evidence::of(
+            &[rec("v1", "fuse-strictlimit", 100.0, 0.0), bad],
+            &expected(),
+        );
+        assert_eq!(e.usable.len(), 1);
+        assert_eq!(e.excluded.len(), 1);
+        assert!(
+            e.excluded[0].starts_with("fuse-strictlimit/v1 #2: dmesg has 1 warning line(s)"),
+            "{:?}",
+            e.excluded
+        );
+    }
+}

@@ -1,0 +1,110 @@
+//! A session's results directory, the one owner of its file names: what
+//! `qemu-test` and `merge` write (`session.json`, `results.json`), what the
+//! report writes beside them (`verdict.json`, `report.md`, the mail, the
+//! plots), and how a directory is read back (`report`, `merge`). The boots'
+//! own files (console log, results stream, samples) are named by
+//! `guest::boot`, which writes them.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+
+use crate::{
+    results::{record::RunRecord, session::Session},
+    util,
+};
+
+/// A results directory.
+#[derive(Debug, Clone)]
+pub struct ResultsDir(PathBuf);
+
+impl ResultsDir {
+    /// The session: what was planned, with what, and the boots that failed.
+    pub const SESSION: &'static str = "session.json";
+    /// One record per boot, in plan order.
+    pub const RESULTS: &'static str = "results.json";
+    /// The verdict, per cell and run.
+    pub const VERDICT: &'static str = "verdict.json";
+    /// The report.
+    pub const REPORT: &'static str = "report.md";
+    /// The report as a mail to a list.
+    pub const MAIL: &'static str = "report.mail.txt";
+    /// The throughput plot.
+    pub const THROUGHPUT_SVG: &'static str = "throughput.svg";
+
+    pub fn new(path: impl Into<PathBuf>) -> ResultsDir {
+        ResultsDir(path.into())
+    }
+
+    /// The path of the file called `name` in the directory.
+    pub fn file(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+
+    /// The time-series plot of `scenario`: its file name and path.
+    pub fn timeseries_svg(&self, scenario: &str) -> (String, PathBuf) {
+        let name = format!("timeseries-{scenario}.svg");
+        let path = self.0.join(&name);
+        (name, path)
+    }
+
+    /// Whether `name` is one of the session's files rather than a boot's.
+    pub fn is_session_file(name: &str) -> bool {
+        [Self::SESSION, Self::RESULTS].contains(&name)
+    }
+
+    /// Writes the session and, when given, the records (each atomically).
+    pub fn write<R: serde::Serialize>(
+        &self,
+        session: &Session,
+        records: Option<&[R]>,
+    ) -> Result<()> {
+        if let Some(records) = records {
+            util::write_atomic(
+                &self.file(Self::RESULTS),
+                serde_json::to_string_pretty(records)?,
+            )?;
+        }
+        util::write_atomic(
+            &self.file(Self::SESSION),
+            serde_json::to_string_pretty(session)?,
+        )
+    }
+
+    /// The text of the file called `name`, with an error that names the
+    /// directory.
+    pub fn read(&self, name: &str) -> Result<String> {
+        let path = self.file(name);
+        std::fs::read_to_string(&path).with_context(|| {
+            format!(
+                "reading {} (is {} a qemu-test results directory?)",
+                path.display(),
+                self.0.display()
+            )
+        })
+    }
+
+    /// The session and the records, as recorded.
+    pub fn load(&self) -> Result<(Session, Vec<RunRecord>)> {
+        let session: Session =
+            serde_json::from_str(&self.read(Self::SESSION)?).with_context(|| {
+                format!(
+                    "parsing {}/{} (a session of an older wbstall lacks what this one records: \
+                 run qemu-test again)",
+                    self.0.display(),
+                    Self::SESSION
+                )
+            })?;
+        let records: Vec<RunRecord> = serde_json::from_str(&self.read(Self::RESULTS)?)
+            .with_context(|| {
+                format!(
+                    "parsing {}/{} (records of an older wbstall lack what this verdict needs, \
+                     such as the sleeps classed flushing, draining or stall at their end and \
+                     the longest balance_dirty_pages() call: run qemu-test again)",
+                    self.0.display(),
+                    Self::RESULTS
+                )
+            })?;
+        Ok((session, records))
+    }
+}
