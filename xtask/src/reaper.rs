@@ -132,16 +132,22 @@ pub fn yield_to_signal() {
 /// Gives `command` a parent-death signal (SIGTERM: `make` passes it on to its
 /// jobs; QEMU exits on it).
 pub fn leash(command: &mut Command) -> &mut Command {
+    leash_with(command, libc::SIGTERM)
+}
+
+/// Gives `command` the parent-death signal `signal`: the one place that sets
+/// one (`leash` for builds, SIGKILL for QEMU, whose guest has nothing to save).
+pub fn leash_with(command: &mut Command, signal: libc::c_int) -> &mut Command {
     // SAFETY: the closure runs in the forked child before exec and only calls
-    // prctl(2) and getppid(2), which are async-signal-safe.
+    // prctl(2), getppid(2) and raise(3), which are async-signal-safe.
     unsafe {
-        command.pre_exec(|| {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+        command.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, signal) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
             // The parent may have died between fork and prctl.
             if libc::getppid() == 1 {
-                libc::raise(libc::SIGTERM);
+                libc::raise(signal);
             }
             Ok(())
         })

@@ -322,21 +322,6 @@ pub fn argv(cfg: &VmConfig) -> Vec<OsString> {
 /// that kills xtask skips destructors; [`die_with_parent`] covers that path.
 struct Leash(Option<Child>);
 
-/// Makes the child get SIGKILL when xtask dies, however it dies.
-fn die_with_parent(command: &mut Command) {
-    use std::os::unix::process::CommandExt;
-    // SAFETY: the closure runs in the forked child before exec and only calls
-    // prctl(2), which is async-signal-safe.
-    unsafe {
-        command.pre_exec(|| {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-}
-
 impl Drop for Leash {
     fn drop(&mut self) {
         if let Some(child) = &mut self.0 {
@@ -454,7 +439,7 @@ pub fn run_until(
         .stdin(Stdio::null())
         .stdout(log.try_clone().context("duplicating the QEMU log handle")?)
         .stderr(log);
-    die_with_parent(&mut command);
+    crate::reaper::leash_with(&mut command, libc::SIGKILL);
     let started = Instant::now();
     let mut leash = Leash(Some(
         command.spawn().context("starting qemu-system-x86_64")?,
@@ -502,7 +487,7 @@ pub fn run_until(
 pub fn interactive(sh: &Shell, cfg: &VmConfig) -> Result<()> {
     let argv = argv(cfg);
     let mut command: Command = cmd!(sh, "qemu-system-x86_64 {argv...}").into();
-    die_with_parent(&mut command);
+    crate::reaper::leash_with(&mut command, libc::SIGKILL);
     let status = command
         .stdin(Stdio::inherit())
         .status()
