@@ -20,8 +20,10 @@
 //! ```
 //!
 //! Probes: `writeback_wake_background` (each `wb_start_background_writeback()`),
-//! `balance_dirty_pages` (each throttle decision) and `writeback_start` (each pass of the
-//! flusher's `wb_writeback()`).
+//! `balance_dirty_pages` (each throttle decision), `writeback_start` (each pass of the
+//! flusher's `wb_writeback()`) and `sched_switch` (the end of a throttle sleep is its task's
+//! switch back in). Each sleep is classed from what held at its start and at its end (see
+//! `table.rs` and `docs/detectors.md`).
 //!
 //! A slot is one writeback domain: a bdi (`bdi->id`) and the memcg of its `bdi_writeback` (0 for
 //! the bdi's root wb, else `wb->memcg_css->id`). There are 32 slots, claimed on first event and
@@ -30,7 +32,8 @@
 //! # Files in `/sys/kernel/debug/wbstall/`
 //!
 //! Lines are space-separated `key=value` pairs, keys in the order below. New keys are only ever
-//! appended at the end of a line; `format` in `summary` changes for anything else.
+//! appended at the end of a line; `format` in `summary` changes for anything else (2: sleeps
+//! classed at their end).
 //!
 //! `stats`: one line per claimed slot, in claim order:
 //!
@@ -38,19 +41,24 @@
 //!   space show as `_`; `(unknown)` for a bdi without a device.
 //! - `memcg_id`: 0 for the bdi's root wb, else the memcg's css id (u32).
 //! - `strictlimit`: 1 if the bdi had `BDI_CAP_STRICTLIMIT` at its last event, else 0.
+//! - `bdi_id`: `bdi->id`, which tells apart two bdis that had the same name (a FUSE remount).
 //! - `bg_starts`: `writeback_wake_background` events (background writeback requested).
 //! - `throttle_events`: `balance_dirty_pages` events (throttle decisions).
 //! - `throttle_sleeps`: decisions with `pause > 0`: the writer slept.
-//! - `idle_sleeps`: sleeps taken while `writeback_in_progress(wb)` was false.
-//! - `stall_sleeps`: idle sleeps with no `writeback_wake_background` for the slot since the
-//!   `balance_dirty_pages()` call began (`time_after_eq(last_kick, start_time)` false): throttled,
-//!   nothing running, nothing asked. The regression's signature.
 //! - `pause_ms`, `max_pause_ms`: sum and maximum of the sleeps, ms.
+//! - `max_call_ms`: the longest `paused + pause` of a sleep: the longest time a writer spent in
+//!   one `balance_dirty_pages()` call, ms.
+//! - `flushing_sleeps`, `flushing_ms`: sleeps during which a flusher pass ran on the wb
+//!   (`WB_writeback_running` at the start or the end, or a `writeback_start` in between).
+//! - `draining_sleeps`, `draining_ms`: sleeps with no pass, during which the wb's `WB_WRITTEN`
+//!   rose: the device completed pages of the wb.
+//! - `stall_sleeps`, `stall_ms`: neither: the regression's signature, and the writer time it
+//!   costs.
+//! - `lost_ends`: sleeps whose end the module did not see (no entry free, or the task left
+//!   `balance_dirty_pages()` without that sleep); not classed.
 //! - `work_background`, `work_periodic`, `work_sync`, `work_other`: `writeback_start` events by
 //!   `work->reason` (`WB_REASON_BACKGROUND`, `_PERIODIC`, `_SYNC`, anything else). One event per
 //!   pass of `wb_writeback()`, so a long work counts several times.
-//! - `bdi_id`: `bdi->id`, which tells apart two bdis that had the same name (a FUSE remount).
-//! - `stall_ms`: sum of the stall sleeps, ms: the writer time lost to the stall.
 //!
 //! `thresholds`: one line per claimed slot that has a snapshot: the last throttle decision's
 //! `dirty_throttle_control`, written whole or not at all (a sequence counter; readers never see
@@ -67,11 +75,11 @@
 //! - `bdi_id`: as in `stats`.
 //!
 //! `summary`: one line, `slots=32 used=<claimed slots> unslotted=<events without a slot>
-//! hz=<CONFIG_HZ> format=1`.
+//! hz=<CONFIG_HZ> format=2`.
 //!
 //! `reset`: write-only; writing `1` zeroes every counter, every snapshot and `unslotted`. Slot
-//! keys and names stay, so do `strictlimit` and the time of the last background start. Anything
-//! else is `EINVAL`; `EBUSY` if a probe kept a snapshot mid-write (counters are zeroed anyway).
+//! keys and names stay, so does `strictlimit`; sleeps in progress are not counted when they end.
+//! Anything else is `EINVAL`; `EBUSY` if a probe kept a snapshot mid-write (counters are zeroed anyway).
 //!
 //! An open file holds a reference on the module: `rmmod` fails with `EWOULDBLOCK` ("Resource
 //! temporarily unavailable") until it is closed (`files.rs` says why the files do not use
