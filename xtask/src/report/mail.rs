@@ -11,10 +11,10 @@ use super::format::num;
 use crate::{
     analysis::{
         expected::{Class, AA_SUFFIX},
+        judgement::Verdict,
         matrix::Matrix,
         metrics,
         stats::{self, stddev, Resolution},
-        verdict::Verdict,
     },
     kernel::variants::Roles,
     results::{record::RunRecord, session::Session},

@@ -11,10 +11,10 @@ use super::{format::num, mail};
 use crate::{
     analysis::{
         expected::AA_SUFFIX,
+        judgement::Verdict,
         matrix::Matrix,
         metrics,
         stats::{self, Resolution},
-        verdict::Verdict,
     },
     kernel::variants::{Roles, UnderTest},
     results::{record::RunRecord, session::Session},

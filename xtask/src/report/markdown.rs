@@ -8,11 +8,11 @@ use super::{format::num, terminal::ratio_text};
 use crate::{
     analysis::{
         expected::Expected,
+        judgement::Verdict,
         matrix::Matrix,
         metrics,
         stats::median,
         stats::{change, mean, stddev},
-        verdict::Verdict,
     },
     kernel::variants::{Comparison, Roles},
     results::{record::RunRecord, session::Session},

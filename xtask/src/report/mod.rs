@@ -9,7 +9,7 @@ pub mod plots;
 pub mod terminal;
 
 use crate::{
-    analysis::{evidence::Evidence, verdict::Verdict},
+    analysis::{evidence::Evidence, judgement::Verdict},
     results::{dir::ResultsDir, record::RunRecord},
 };
 use format::session_roles;
@@ -31,7 +31,7 @@ pub fn render(
     let verdict = crate::analysis::verdict::judge_evidence(
         &evidence,
         expected,
-        &crate::analysis::verdict::Planned::of(session),
+        &crate::analysis::judgement::Planned::of(session),
     );
     let rd = ResultsDir::new(dir);
     crate::util::write_atomic(
@@ -302,7 +302,7 @@ mod tests {
         let (session, records) = ResultsDir::new(&docs).load().unwrap();
         let expected = crate::analysis::verdict::session_expectations(&session, None).unwrap();
         let judge = |s: &crate::results::session::Session, r: &[RunRecord], e| {
-            crate::analysis::verdict::judge(r, e, &crate::analysis::verdict::Planned::of(s))
+            crate::analysis::verdict::judge(r, e, &crate::analysis::judgement::Planned::of(s))
         };
         let before = judge(&session, &records, &expected);
         // Renamed everywhere the directory names them: gone from the repository.

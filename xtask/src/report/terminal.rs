@@ -3,7 +3,7 @@
 
 use super::format::{med, num};
 use crate::{
-    analysis::{matrix::Matrix, metrics, stats::median, verdict::Verdict},
+    analysis::{judgement::Verdict, matrix::Matrix, metrics, stats::median},
     kernel::variants::UnderTest,
     results::{debugfs, record::RunRecord},
 };

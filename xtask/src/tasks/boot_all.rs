@@ -8,7 +8,7 @@ use anyhow::Result;
 use xshell::Shell;
 
 use crate::{
-    analysis::{expected::Expected, verdict::Verdict},
+    analysis::{expected::Expected, judgement::Verdict},
     guest::{
         boot,
         plan::{Boot, Detector, Plan},

@@ -244,13 +244,21 @@ mod tests {
     fn merged_shards_judge_like_one_run() {
         let (session, records) = example();
         let expected = verdict::session_expectations(&session, None).unwrap();
-        let whole = verdict::judge(&records, &expected, &verdict::Planned::of(&session));
+        let whole = verdict::judge(
+            &records,
+            &expected,
+            &crate::analysis::judgement::Planned::of(&session),
+        );
         // Reversed on purpose: the order of the directories does not matter.
         let mut shards = split(2);
         shards.reverse();
         assert!(shards.iter().all(|(_, _, r)| !r.is_empty()));
         let (merged_session, merged) = merge(&shards).unwrap();
-        let judged = verdict::judge(&merged, &expected, &verdict::Planned::of(&merged_session));
+        let judged = verdict::judge(
+            &merged,
+            &expected,
+            &crate::analysis::judgement::Planned::of(&merged_session),
+        );
         assert_eq!(
             serde_json::to_string(&judged).unwrap(),
             serde_json::to_string(&whole).unwrap()

@@ -19,7 +19,7 @@ use super::{
 use crate::{
     analysis::{
         expected::{self, load_expectations, ExpectArgs, Expected},
-        verdict::Verdict,
+        judgement::Verdict,
     },
     deps,
     guest::{

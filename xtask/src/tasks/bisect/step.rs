@@ -16,7 +16,8 @@ use xshell::{cmd, Shell};
 use crate::{
     analysis::{
         expected::{self, Class, Expected},
-        verdict::{self, Planned, Verdict},
+        judgement::{Planned, Verdict},
+        verdict,
     },
     deps,
     guest::{

@@ -1,0 +1,186 @@
+//! The criteria beyond a run's class, each held by every run: the two
+//! detectors agree, the kernel's own latency matches the class, and a stall
+//! costs throughput where the expectations say it must.
+
+use super::{
+    expected::{Class, Criteria, Expected, Latency},
+    judgement::{CellVerdict, Verdict},
+};
+use crate::{guest::plan::Detector, results::record::RunRecord};
+
+/// The knob that sets the periodic flusher's interval, recorded in every run.
+const WRITEBACK_INTERVAL: &str = "vm.dirty_writeback_centisecs";
+
+/// A run's periodic writeback interval in ms (`None`: the run lacks the knob).
+fn writeback_interval_ms(r: &RunRecord) -> Option<f64> {
+    r.vm_knobs
+        .get(WRITEBACK_INTERVAL)
+        .map(|&cs| cs as f64 * 10.0)
+}
+
+/// The module and the tracefs detector class the same sleeps: in every run
+/// where both ran, they must put the run in the same class, and their shares
+/// must agree as far as their facts are the same (docs/detectors.md). Both see
+/// the same passes, so the sleeps without one (stall + draining) must agree
+/// within `ok_fraction`, the finest share the verdict tells apart. The trace
+/// counts completions machine-wide, the module on the writer's wb alone, so
+/// the trace may call draining what the module calls stall, never the
+/// reverse: its stall share may not exceed the module's by more than that.
+pub fn detectors_criterion(c: &mut CellVerdict, runs: &[&RunRecord], criteria: &Criteria) {
+    let within = criteria.ok_fraction;
+    for (r, rec) in c.run_verdicts.iter().zip(runs) {
+        if rec.detector != Detector::Module {
+            continue;
+        }
+        let (Some(t), Some(tc), Some(td)) = (
+            r.tracefs_stall_fraction,
+            r.tracefs_class,
+            r.tracefs_draining_fraction,
+        ) else {
+            c.failures.push(format!(
+                "run #{}: the tracefs detector classed no sleep of this run: the module's class \
+                 has no second opinion",
+                r.run
+            ));
+            continue;
+        };
+        if tc != r.class {
+            c.failures.push(format!(
+                "run #{}: the detectors disagree: the module's stall share is {:.2}% ({}), the \
+                 tracefs detector's {:.2}% ({tc})",
+                r.run,
+                r.stall_fraction * 100.0,
+                r.class,
+                t * 100.0
+            ));
+        }
+        let (m_idle, t_idle) = (r.stall_fraction + r.draining_fraction, t + td);
+        if (m_idle - t_idle).abs() > within {
+            c.failures.push(format!(
+                "run #{}: the detectors disagree on the sleeps without a flusher pass: the \
+                 module's stall + draining share is {:.2}%, the tracefs detector's {:.2}%, more \
+                 than {:.0} point(s) apart (ok_fraction)",
+                r.run,
+                m_idle * 100.0,
+                t_idle * 100.0,
+                within * 100.0
+            ));
+        }
+        if t > r.stall_fraction + within {
+            c.failures.push(format!(
+                "run #{}: the tracefs detector counts {:.2}% of writer time in stall sleeps, the \
+                 module {:.2}%: the trace sees completions machine-wide, so a sleep it calls a \
+                 stall the module cannot have seen drain (ok_fraction: {:.0} point(s))",
+                r.run,
+                t * 100.0,
+                r.stall_fraction * 100.0,
+                within * 100.0
+            ));
+        }
+    }
+}
+
+/// The second criterion, from the kernel's own clock rather than the sleep
+/// classes: the longest time a writer spent in one balance_dirty_pages()
+/// call (the tracepoint's `paused + pause`, ramp included), held by every
+/// run. A writer that waits for the periodic flusher spends seconds there.
+pub fn latency_criterion(c: &mut CellVerdict, runs: &[&RunRecord], l: &Latency) {
+    let share = l.max_call_share_of_writeback_interval;
+    let mut failures = Vec::new();
+    for (r, rec) in c.run_verdicts.iter().zip(runs) {
+        let Some(interval_ms) = writeback_interval_ms(rec) else {
+            failures.push(format!(
+                "run #{} lacks {WRITEBACK_INTERVAL}: the latency criterion cannot be judged",
+                r.run
+            ));
+            continue;
+        };
+        let limit = share * interval_ms;
+        let bound = format!(
+            "{limit:.0} ms ({:.0}% of the {interval_ms:.0} ms writeback interval)",
+            share * 100.0
+        );
+        match r.class {
+            Class::Ok => {
+                if r.max_call_ms >= limit {
+                    failures.push(format!(
+                        "run #{}: ok by the sleep classes, but a writer spent {:.0} ms in one \
+                         balance_dirty_pages() call, at or above {bound}: writers waited for \
+                         the periodic flusher",
+                        r.run, r.max_call_ms
+                    ));
+                }
+                if rec.witness.bg_starts == 0 {
+                    failures.push(format!(
+                        "run #{}: ok by the sleep classes, but the tracefs witness saw no \
+                         background writeback start in the writers' domain",
+                        r.run
+                    ));
+                }
+            }
+            Class::Stall if r.max_call_ms < limit => failures.push(format!(
+                "run #{}: stall by the sleep classes, but no writer spent more than {:.0} ms in \
+                 one balance_dirty_pages() call, below {bound}: no writer waited for the \
+                 periodic flusher",
+                r.run, r.max_call_ms
+            )),
+            _ => {}
+        }
+    }
+    c.failures.extend(failures);
+}
+
+/// A stall must also cost throughput: every stalling run far below the
+/// slowest run of the clean cells.
+pub fn throughput_criterion(verdict: &mut Verdict, expected: &Expected) {
+    let mut scenarios: Vec<String> = Vec::new();
+    for c in &verdict.cells {
+        if !scenarios.contains(&c.scenario) {
+            scenarios.push(c.scenario.clone());
+        }
+    }
+    for scenario in &scenarios {
+        let clean = |c: &&CellVerdict| &c.scenario == scenario && c.observed == Class::Ok;
+        let slowest_cell = verdict
+            .cells
+            .iter()
+            .filter(clean)
+            .map(|c| c.bw_mib_s)
+            .fold(f64::INFINITY, f64::min);
+        let slowest_run = verdict
+            .cells
+            .iter()
+            .filter(clean)
+            .flat_map(|c| c.run_verdicts.iter().map(|r| r.bw_mib_s))
+            .fold(f64::INFINITY, f64::min);
+        if !slowest_run.is_finite() || slowest_run <= 0.0 {
+            continue;
+        }
+        let limit = expected.stall_throughput_ratio.get(scenario.as_str());
+        for c in verdict
+            .cells
+            .iter_mut()
+            .filter(|c| &c.scenario == scenario && c.observed == Class::Stall)
+        {
+            verdict.throughput_ratio.insert(
+                format!("{}:{}", scenario, c.variant),
+                c.bw_mib_s / slowest_cell,
+            );
+            let Some(limit) = limit else { continue };
+            for r in &c.run_verdicts {
+                let ratio = r.bw_mib_s / slowest_run;
+                if ratio >= *limit {
+                    c.failures.push(format!(
+                        "run #{}: stall sleeps without the throughput cost: {:.1} MiB/s is {:.0}% \
+                         of the slowest clean run ({slowest_run:.1} MiB/s; a stall must be below \
+                         {:.0}%)",
+                        r.run,
+                        r.bw_mib_s,
+                        ratio * 100.0,
+                        limit * 100.0
+                    ));
+                }
+            }
+        }
+    }
+}
