@@ -75,6 +75,8 @@ pub struct CellVerdict {
     pub tracefs_stall_fraction: Option<f64>,
     /// Median draining share (a description).
     pub draining_fraction: f64,
+    /// The runs' write MiB/s aggregated as every rate is (the harmonic mean,
+    /// `metrics::Kind::Rate`), as the 0-day tables show it.
     pub bw_mib_s: f64,
     /// Median of fio's clat max, ms.
     pub clat_max_ms: f64,

@@ -18,7 +18,7 @@ use super::{
     judgement::{CellVerdict, Planned, RunVerdict, Verdict, SCHEMA},
 };
 use crate::{
-    analysis::stats::median,
+    analysis::{metrics::Kind, stats::median},
     guest::plan::Detector,
     results::{record::RunRecord, session::Session},
 };
@@ -157,7 +157,11 @@ fn cell(
             .collect::<Option<Vec<f64>>>()
             .map(|v| median(&v)),
         draining_fraction: med(&|r| r.draining_fraction),
-        bw_mib_s: med(&|r| r.bw_mib_s),
+        // A cell has at least one run; a run that wrote nothing (0 MiB/s)
+        // leaves the harmonic mean undefined, and its limit, 0, is the rate.
+        bw_mib_s: Kind::Rate
+            .aggregate(&rv.iter().map(|r| r.bw_mib_s).collect::<Vec<_>>())
+            .unwrap_or(0.0),
         clat_max_ms: med(&|r| r.clat_max_ms),
         max_call_ms: rv.iter().map(|r| r.max_call_ms).fold(0.0, f64::max),
         observed,
@@ -297,8 +301,13 @@ pub(crate) mod tests {
         assert!(v.passed(), "{v:?}");
         assert_eq!(v.cells[0].runs, 2);
         assert_eq!(v.cells[0].observed, Class::Stall);
+        // Each cell's rate is the harmonic mean of its runs'.
+        let h = |a: f64, b: f64| 2.0 / (1.0 / a + 1.0 / b);
         let ratio = v.throughput_ratio["fuse-strictlimit:regressed"];
-        assert!((ratio - 0.9 / 195.0).abs() < 1e-9, "{ratio}");
+        assert!(
+            (ratio - h(0.8, 1.0) / h(200.0, 190.0)).abs() < 1e-9,
+            "{ratio}"
+        );
     }
 
     #[test]
@@ -424,7 +433,8 @@ pub(crate) mod tests {
         let v = judge(&records, &expected(), &plan(&records, 1));
         let v1 = v.cells.iter().find(|c| c.variant == "v1").unwrap();
         assert_eq!((v1.runs, v1.observed), (2, Class::Ok));
-        assert_eq!(v1.bw_mib_s, 205.0);
+        // The harmonic mean of 200 and 210, as every rate is aggregated.
+        assert!((v1.bw_mib_s - 2.0 / (1.0 / 200.0 + 1.0 / 210.0)).abs() < 1e-9);
         assert!(
             v.excluded[0].starts_with("fuse-strictlimit/v1 #2: dmesg has 1 warning"),
             "{:?}",
