@@ -17,15 +17,14 @@ use crate::{
         stats::{self, stddev, Resolution},
     },
     kernel::variants::Roles,
-    results::{record::RunRecord, session::Session},
+    results::session::Session,
 };
 
 /// Columns a mail line may use.
 pub const WIDTH: usize = 72;
 
 /// The whole mail (subject line first).
-pub fn mail(session: &Session, records: &[RunRecord], verdict: &Verdict, roles: &Roles) -> String {
-    let m = Matrix::new(records);
+pub fn mail(session: &Session, m: &Matrix<'_>, verdict: &Verdict, roles: &Roles) -> String {
     let mut o = String::new();
     let base = session.variants.first().map(|v| &v.base);
     let version = base.map_or("?".to_string(), |b| b.kernel_version.clone());
@@ -39,10 +38,10 @@ pub fn mail(session: &Session, records: &[RunRecord], verdict: &Verdict, roles: 
         }
     );
     o.push('\n');
-    findings(&mut o, &m, verdict, roles);
+    findings(&mut o, m, verdict, roles);
     setup_block(&mut o, session);
     for s in &m.scenarios {
-        scenario_table(&mut o, &m, s, roles);
+        scenario_table(&mut o, m, s, roles);
     }
     reproduce(&mut o, session);
     summary(&mut o, session, verdict);

@@ -17,18 +17,17 @@ use crate::{
         stats::{self, Resolution},
     },
     kernel::variants::{Roles, UnderTest},
-    results::{record::RunRecord, session::Session},
+    results::session::Session,
 };
 
 /// The whole mail about `u` (subject line first).
 pub fn mail(
     session: &Session,
-    records: &[RunRecord],
+    m: &Matrix<'_>,
     verdict: &Verdict,
     roles: &Roles,
     u: &UnderTest,
 ) -> String {
-    let m = Matrix::new(records);
     let passed = verdict.variant_passed(&u.variant);
     let subject = u.subjects.join("; ");
     let mut o = String::new();
@@ -50,7 +49,7 @@ pub fn mail(
     }
     for s in &m.scenarios {
         for base in &against {
-            moved_table(&mut o, &m, s, base, &u.variant, roles);
+            moved_table(&mut o, m, s, base, &u.variant, roles);
         }
     }
     reproduce(&mut o, session, u);
@@ -227,6 +226,7 @@ fn thread_lines(o: &mut String, session: &Session, verdict: &Verdict, u: &UnderT
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::results::record::RunRecord;
 
     #[test]
     fn the_reproducer_has_no_local_path_and_builds() {
@@ -292,7 +292,7 @@ mod tests {
     #[test]
     fn the_mail_of_a_failing_patch_says_why_and_offers_no_tested_by() {
         let (session, records, verdict, roles, u) = judged(0.69);
-        let text = mail(&session, &records, &verdict, &roles, &u);
+        let text = mail(&session, &Matrix::new(&records), &verdict, &roles, &u);
         assert!(
             text.starts_with("Subject: Re: mm: start writeback for memcg domains\n"),
             "{text}"
@@ -335,7 +335,7 @@ mod tests {
     #[test]
     fn the_mail_of_a_passing_patch_carries_a_tested_by_for_it() {
         let (session, records, verdict, roles, u) = judged(0.0);
-        let text = mail(&session, &records, &verdict, &roles, &u);
+        let text = mail(&session, &Matrix::new(&records), &verdict, &roles, &u);
         assert!(
             text.contains("no stall in any scenario, as expected"),
             "{text}"

@@ -15,7 +15,7 @@ use crate::{
         stats::{change, mean, stddev},
     },
     kernel::variants::{Comparison, Roles},
-    results::{record::RunRecord, session::Session},
+    results::session::Session,
 };
 
 fn pct(v: f64) -> String {
@@ -57,13 +57,12 @@ fn under_test(o: &mut String, session: &Session, verdict: &Verdict) {
 /// The report, in Markdown.
 pub fn markdown(
     session: &Session,
-    records: &[RunRecord],
+    m: &Matrix<'_>,
     verdict: &Verdict,
     plots: &[(String, String)],
     expected: &Expected,
     roles: &Roles,
 ) -> String {
-    let m = Matrix::new(records);
     let (variants, scenarios) = (&m.variants, &m.scenarios);
     let main: Vec<&String> = variants.iter().filter(|v| !v.ends_with("-aa")).collect();
     let mut o = String::new();
@@ -77,8 +76,8 @@ pub fn markdown(
         if let Some(i) = info {
             let _ = writeln!(o, "{}. Job: `{}`.\n", i.what, i.job.command_line());
         }
-        throughput_stats(&mut o, &m, s, roles);
-        zero_day_table(&mut o, &m, s, &main);
+        throughput_stats(&mut o, m, s, roles);
+        zero_day_table(&mut o, m, s, &main);
     }
     plots_section(&mut o, plots);
     environment(&mut o, session);

@@ -39,36 +39,35 @@ pub fn render(
         serde_json::to_string_pretty(&verdict)?,
     )?;
     // Tables and plots summarise the runs the verdict used.
-    let records = &evidence.usable;
+    let m = crate::analysis::matrix::Matrix::new(&evidence.usable);
     let mut plots = Vec::new();
-    if !records.is_empty() {
-        plots::throughput(records, &rd.file(ResultsDir::THROUGHPUT_SVG))
+    if !evidence.usable.is_empty() {
+        plots::throughput(&m, &rd.file(ResultsDir::THROUGHPUT_SVG))
             .context("plotting throughput")?;
         plots.push((
             "Throughput per cell".to_string(),
             ResultsDir::THROUGHPUT_SVG.to_string(),
         ));
     }
-    let scenarios = crate::analysis::matrix::Matrix::new(records).scenarios;
-    for s in &scenarios {
+    for s in &m.scenarios {
         let (file, path) = rd.timeseries_svg(s);
-        if plots::timeseries(dir, records, s, &path)
+        if plots::timeseries(dir, &m, s, &path)
             .with_context(|| format!("plotting the time series of {s}"))?
         {
             plots.push((format!("Time series, {s}"), file));
         }
     }
     let roles = session_roles(session)?;
-    let md = markdown::markdown(session, records, &verdict, &plots, expected, &roles);
+    let md = markdown::markdown(session, &m, &verdict, &plots, expected, &roles);
     crate::util::write_atomic(&rd.file(ResultsDir::REPORT), md)?;
     // With patches under test, the mail is about them, one after the other.
     let text = if session.under_test.is_empty() {
-        mail::mail(session, records, &verdict, &roles)
+        mail::mail(session, &m, &verdict, &roles)
     } else {
         session
             .under_test
             .iter()
-            .map(|u| mail_patch::mail(session, records, &verdict, &roles, u))
+            .map(|u| mail_patch::mail(session, &m, &verdict, &roles, u))
             .collect::<Vec<_>>()
             .join("\n")
     };
@@ -84,7 +83,10 @@ mod tests {
         terminal::{table, verdict_lines},
     };
     use crate::{
-        analysis::verdict::tests::{expected, plan, rec},
+        analysis::{
+            matrix::Matrix,
+            verdict::tests::{expected, plan, rec},
+        },
         results::session::Session,
         util::testdir,
     };
@@ -143,7 +145,7 @@ mod tests {
     fn the_table_puts_variants_side_by_side() {
         let r = records();
         let v = crate::analysis::verdict::judge(&r, &expected(), &plan(&r, 3));
-        let t = table(&r, &v);
+        let t = table(&Matrix::new(&r), &v);
         let header = t
             .lines()
             .find(|l| l.starts_with("fuse-strictlimit"))
@@ -171,7 +173,7 @@ mod tests {
         let v = crate::analysis::verdict::judge(&r, &expected(), &plan(&r, 3));
         let md = markdown(
             &Session::default(),
-            &r,
+            &Matrix::new(&r),
             &v,
             &[("Throughput per cell".into(), "throughput.svg".into())],
             &expected(),
@@ -209,17 +211,21 @@ mod tests {
                            B BdiReclaimable=3600\nS t=1.1\nB BdiReclaimable=3700\n";
             std::fs::write(dir.path().join(format!("{v}-0.samples.txt")), samples).unwrap();
         }
-        plots::throughput(&r, &dir.path().join("t.svg")).unwrap();
+        plots::throughput(&Matrix::new(&r), &dir.path().join("t.svg")).unwrap();
         assert!(plots::timeseries(
             dir.path(),
-            &r,
+            &Matrix::new(&r),
             "fuse-strictlimit",
             &dir.path().join("s.svg")
         )
         .unwrap());
-        assert!(
-            !plots::timeseries(dir.path(), &r, "memcg-ext4", &dir.path().join("m.svg")).unwrap()
-        );
+        assert!(!plots::timeseries(
+            dir.path(),
+            &Matrix::new(&r),
+            "memcg-ext4",
+            &dir.path().join("m.svg")
+        )
+        .unwrap());
         for f in ["t.svg", "s.svg"] {
             let svg = std::fs::read_to_string(dir.path().join(f)).unwrap();
             assert!(svg.starts_with("<svg") || svg.starts_with("<?xml"), "{f}");
@@ -244,7 +250,14 @@ mod tests {
             }
         }
         let v = crate::analysis::verdict::judge(&r, &expected(), &plan(&r, 3));
-        let md = markdown(&Session::default(), &r, &v, &[], &expected(), &roles());
+        let md = markdown(
+            &Session::default(),
+            &Matrix::new(&r),
+            &v,
+            &[],
+            &expected(),
+            &roles(),
+        );
         // v1 is +10% over v2 with an interval that excludes 0, but the same
         // kernel booted twice spreads over more than that.
         assert!(
@@ -272,7 +285,8 @@ mod tests {
         };
         let finding = |r: &[RunRecord]| {
             let v = crate::analysis::verdict::judge(r, &expected(), &plan(r, 3));
-            let text = mail::mail(&Session::default(), r, &v, &roles()).replace('\n', " ");
+            let text =
+                mail::mail(&Session::default(), &Matrix::new(r), &v, &roles()).replace('\n', " ");
             let at = text
                 .find("- fuse-nostrict:")
                 .expect("a finding for the scenario");
@@ -338,7 +352,7 @@ mod tests {
         let (verdict, evidence) = render(dir.path(), &session, &records, &expected).unwrap();
         let terminal = format!(
             "{}\n{}",
-            table(&evidence.usable, &verdict),
+            table(&Matrix::new(&evidence.usable), &verdict),
             verdict_lines(&verdict, &[])
         );
         // WBSTALL_BLESS=1 writes what renders now as the new golden files

@@ -53,8 +53,7 @@ fn bandwidths(m: &Matrix, scenario: &str, bw: &metrics::Metric) -> Vec<(usize, V
         .collect()
 }
 
-pub fn throughput(records: &[RunRecord], out: &Path) -> Result<()> {
-    let m = Matrix::new(records);
+pub fn throughput(m: &Matrix<'_>, out: &Path) -> Result<()> {
     let (variants, scenarios) = (&m.variants, &m.scenarios);
     let panel_h = 300u32;
     let root =
@@ -63,7 +62,7 @@ pub fn throughput(records: &[RunRecord], out: &Path) -> Result<()> {
     let panels = root.split_evenly((scenarios.len().max(1), 1));
     let bw = metrics::get("fio.write_bw_MiB/s");
     for (scenario, area) in scenarios.iter().zip(panels.iter()) {
-        let cells = bandwidths(&m, scenario, bw);
+        let cells = bandwidths(m, scenario, bw);
         let all: Vec<f64> = cells.iter().flat_map(|(_, v)| v.iter().copied()).collect();
         let hi = all.iter().copied().fold(1.0f64, f64::max) * 2.0;
         let lo = all.iter().copied().fold(hi, f64::min).min(1.0) / 2.0;
@@ -127,8 +126,8 @@ pub fn throughput(records: &[RunRecord], out: &Path) -> Result<()> {
 
 /// The time series of one scenario: one panel per variant (its first run with
 /// samples).
-pub fn timeseries(dir: &Path, records: &[RunRecord], scenario: &str, out: &Path) -> Result<bool> {
-    let runs = first_runs(dir, records, scenario)?;
+pub fn timeseries(dir: &Path, m: &Matrix<'_>, scenario: &str, out: &Path) -> Result<bool> {
+    let runs = first_runs(dir, m, scenario)?;
     if runs.is_empty() {
         return Ok(false);
     }
@@ -146,14 +145,16 @@ pub fn timeseries(dir: &Path, records: &[RunRecord], scenario: &str, out: &Path)
 /// Per variant, the first run of `scenario` whose samples are at hand.
 fn first_runs<'a>(
     dir: &Path,
-    records: &'a [RunRecord],
+    m: &Matrix<'a>,
     scenario: &str,
 ) -> Result<Vec<(&'a RunRecord, Vec<samples::Point>)>> {
     let mut runs: Vec<(&RunRecord, Vec<samples::Point>)> = Vec::new();
-    for v in &Matrix::new(records).variants {
-        let Some(r) = records
+    for v in &m.variants {
+        let Some(r) = m
+            .cell(scenario, v)
             .iter()
-            .find(|r| &r.variant == v && r.scenario == scenario && r.samples.is_some())
+            .copied()
+            .find(|r| r.samples.is_some())
         else {
             continue;
         };

@@ -155,8 +155,7 @@ pub fn ratio_text(ratio: f64) -> String {
 }
 
 /// The side-by-side table, one block per scenario.
-pub fn table(records: &[RunRecord], verdict: &Verdict) -> String {
-    let m = Matrix::new(records);
+pub fn table(m: &Matrix<'_>, verdict: &Verdict) -> String {
     let mut out = String::new();
     for scenario in &m.scenarios {
         let present = m.variants_in(scenario);
@@ -251,7 +250,7 @@ pub fn summary(
 ) -> String {
     let mut out = format!(
         "{}\n{}",
-        table(&evidence.usable, verdict),
+        table(&Matrix::new(&evidence.usable), verdict),
         verdict_lines(verdict, &session.under_test)
     );
     for f in &session.failures {

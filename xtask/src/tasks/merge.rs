@@ -210,7 +210,7 @@ pub fn merge(shards: &[ShardData]) -> Result<(Session, Vec<RunRecord>)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{guest::plan::Shard, util::testdir};
+    use crate::{analysis::matrix::Matrix, guest::plan::Shard, util::testdir};
 
     fn example() -> (Session, Vec<RunRecord>) {
         ResultsDir::new(util::project_root().join("docs/example-report"))
@@ -265,8 +265,8 @@ mod tests {
         );
         let usable = |r: &[RunRecord]| crate::analysis::evidence::Evidence::of(r, &expected).usable;
         assert_eq!(
-            crate::report::terminal::table(&usable(&merged), &judged),
-            crate::report::terminal::table(&usable(&records), &whole)
+            crate::report::terminal::table(&Matrix::new(&usable(&merged)), &judged),
+            crate::report::terminal::table(&Matrix::new(&usable(&records)), &whole)
         );
         // Rendered into a directory, too.
         let t = testdir::Dir::new("merge");
