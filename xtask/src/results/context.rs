@@ -1,5 +1,5 @@
 //! Where a run came from, besides the stream: the input of
-//! `record::build` and of the detectors.
+//! `builder::build` and of the detectors.
 
 use crate::{
     guest::qemu::{Accel, Clock},

@@ -2,6 +2,7 @@
 //! the parsers of what the guest sends (`fio`, `debugfs`, `ktap`, `samples`),
 //! the independent tracefs `witness`, and the results directory (`dir`).
 
+pub mod builder;
 pub mod context;
 pub mod debugfs;
 pub mod detection;

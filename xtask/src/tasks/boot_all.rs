@@ -16,10 +16,7 @@ use crate::{
     progress::{self, Event},
     report,
     results::{
-        context::RunContext,
-        dir::ResultsDir,
-        problems::problems,
-        record::{self, RunRecord},
+        builder, context::RunContext, dir::ResultsDir, problems::problems, record::RunRecord,
         session::Session,
     },
 };
@@ -74,7 +71,7 @@ fn boot_ended(
     booted: Result<boot::Booted>,
     expected: &Expected,
 ) -> Result<RunRecord, String> {
-    let rec = booted.and_then(|booted| record::build(RunContext::of(b, &booted), &booted.stream));
+    let rec = booted.and_then(|booted| builder::build(RunContext::of(b, &booted), &booted.stream));
     match rec {
         Ok(rec) => {
             progress::emit(Event::BootEnd {

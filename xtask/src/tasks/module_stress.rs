@@ -14,7 +14,7 @@ use crate::{
     },
     kernel::{source::SourceArgs, variants::Variants},
     progress::{self, Event},
-    results::record,
+    results::builder,
     util,
 };
 
@@ -72,7 +72,7 @@ impl ModuleStress {
         // after a hundred loads (each prints its KUnit results).
         let warnings =
             crate::results::warnings::warnings(&fs::read_to_string(&console).unwrap_or_default());
-        let ktap = record::ktap(&stream);
+        let ktap = builder::ktap(&stream);
         println!(
             "module-stress: {} in {:.0} s; KUnit at first load: {}",
             cycles.trim(),

@@ -32,11 +32,7 @@ use crate::{
         variants::{Selection, Variant},
     },
     progress::{self, Event},
-    results::{
-        context::RunContext,
-        problems::problems,
-        record::{self, RunRecord},
-    },
+    results::{builder, context::RunContext, problems::problems, record::RunRecord},
     tasks::guest_args::GuestArgs,
     util,
 };
@@ -276,7 +272,7 @@ impl BisectStep {
         };
         let dir = util::unique_dir(&util::target_dir().join("bisect-step"))?;
         let booted = boot::boot(sh, &dir, &b).context("booting the step's kernel")?;
-        let rec = record::build(RunContext::of(&b, &booted), &booted.stream)
+        let rec = builder::build(RunContext::of(&b, &booted), &booted.stream)
             .context("reading the step's run")?;
         for p in problems(&rec, &expected.witness) {
             progress::emit(Event::Unusable(&p));
