@@ -14,9 +14,6 @@ use crate::{
 };
 use format::session_roles;
 
-/// The mail version of the report, next to `report.md`.
-pub const MAIL_FILE: &str = ResultsDir::MAIL;
-
 /// Renders a results directory: `verdict.json`, `report.md`, the mail
 /// (`report.mail.txt`) and the SVG plots. Returns the verdict and the evidence
 /// it was judged on (the runs the tables and plots summarise).
@@ -71,7 +68,7 @@ pub fn render(
             .collect::<Vec<_>>()
             .join("\n")
     };
-    crate::util::write_atomic(&rd.file(MAIL_FILE), text)?;
+    crate::util::write_atomic(&rd.file(ResultsDir::MAIL), text)?;
     Ok((verdict, evidence))
 }
 
@@ -359,7 +356,7 @@ mod tests {
         // (after a regenerated example, or a change of output with a reason).
         if std::env::var_os("WBSTALL_BLESS").is_some() {
             std::fs::write(docs.join("terminal.txt"), &terminal).unwrap();
-            for name in [ResultsDir::REPORT, MAIL_FILE, ResultsDir::VERDICT] {
+            for name in [ResultsDir::REPORT, ResultsDir::MAIL, ResultsDir::VERDICT] {
                 std::fs::copy(dir.path().join(name), docs.join(name)).unwrap();
             }
             for e in std::fs::read_dir(dir.path()).unwrap() {
@@ -375,7 +372,7 @@ mod tests {
             golden("terminal.txt"),
             "the terminal output changed"
         );
-        let mail = read(MAIL_FILE);
+        let mail = read(ResultsDir::MAIL);
         assert!(
             mail.lines().all(|l| l.chars().count() <= mail::WIDTH),
             "a mail line is over {} columns",
@@ -384,7 +381,7 @@ mod tests {
         for f in std::fs::read_dir(&docs).unwrap() {
             let name = f.unwrap().file_name().to_string_lossy().into_owned();
             if name == ResultsDir::REPORT
-                || name == MAIL_FILE
+                || name == ResultsDir::MAIL
                 || name == ResultsDir::VERDICT
                 || name.ends_with(".svg")
             {

@@ -263,7 +263,7 @@ fn live_wrong_patch(sh: &Shell, baseline: &str) -> Result<()> {
         .iter()
         .filter(|c| c.variant != name)
         .all(|c| c.failures.is_empty());
-    let mail = std::fs::read_to_string(out.dir.join(crate::report::MAIL_FILE))
+    let mail = std::fs::read_to_string(out.dir.join(crate::results::dir::ResultsDir::MAIL))
         .context("reading the mail of the run")?;
     match cell {
         Some(c)
