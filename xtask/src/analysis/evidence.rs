@@ -46,6 +46,35 @@ mod tests {
     use crate::analysis::verdict::tests::{expected, rec};
 
     #[test]
+    fn sleeps_left_unclassed_beyond_one_per_writer_make_a_run_no_evidence() {
+        let with = |module_unclassed: u64, trace_unended: u64| {
+            let mut r = rec("v1", "fuse-strictlimit", 100.0, 0.0);
+            r.job.numjobs = 4;
+            r.mechanism.throttle_sleeps += module_unclassed;
+            r.witness.throttle_sleeps = r.mechanism.throttle_sleeps;
+            r.tracefs = Some(crate::results::tracefs::Detected {
+                throttle_sleeps: r.mechanism.throttle_sleeps,
+                unended_sleeps: trace_unended,
+                bg_starts: r.mechanism.bg_starts,
+                ..Default::default()
+            });
+            Evidence::of(&[r], &expected()).excluded
+        };
+        // At most one sleep per writer in progress when the counts were read.
+        assert_eq!(with(4, 4), Vec::<String>::new());
+        let e = with(5, 0);
+        assert!(
+            e[0].contains("the module classed 1000 of 1005 throttle sleeps (5 with no end seen"),
+            "{e:?}"
+        );
+        let e = with(0, 5);
+        assert!(
+            e[0].contains("the tracefs detector could not class 5 of 1000 throttle sleeps"),
+            "{e:?}"
+        );
+    }
+
+    #[test]
     fn a_run_with_a_problem_is_left_out_and_named() {
         let mut bad = rec("v1", "fuse-strictlimit", 100.0, 0.0);
         bad.run = 1;
