@@ -676,6 +676,10 @@ pub(crate) struct Table {
     pending: [Pending; NR_PENDING],
     /// Entries of `pending` in use: `sched_switch` looks no further while it is 0.
     in_flight: Atomic<u64>,
+    /// One past the highest entry ever claimed: entries are claimed lowest first, so a lookup
+    /// (on every context switch while a sleep is in progress) scans only this prefix, a few
+    /// entries for a few writers, not all [`NR_PENDING`].
+    claimed: Atomic<u64>,
     /// Bumped by [`Table::reset`].
     generation: Atomic<u64>,
 }
@@ -689,6 +693,7 @@ impl Table {
             hz,
             pending: [const { Pending::new() }; NR_PENDING],
             in_flight: Atomic::new(0),
+            claimed: Atomic::new(0),
             generation: Atomic::new(0),
         }
     }
@@ -915,18 +920,38 @@ impl Table {
 
     /// The entry of `task`'s sleep in progress.
     fn entry_of(&self, task: u64) -> Option<&Pending> {
-        self.pending.iter().find(|e| e.task.load(Acquire) == task)
+        let claimed = self.claimed.load(Acquire) as usize;
+        self.pending
+            .iter()
+            .take(claimed)
+            .find(|e| e.task.load(Acquire) == task)
     }
 
     /// Claims a free entry for `task`.
     fn claim(&self, task: u64) -> Option<&Pending> {
-        for e in &self.pending {
+        for (i, e) in self.pending.iter().enumerate() {
             if e.task.load(Relaxed) == 0 && e.task.cmpxchg(0, task, Full).is_ok() {
                 self.in_flight.add(1, Relaxed);
+                self.raise_claimed(i as u64 + 1);
                 return Some(e);
             }
         }
         None
+    }
+
+    /// Raises `claimed` to at least `to`. Each lost compare-exchange means another CPU raised
+    /// it, and it never exceeds [`NR_PENDING`], so `NR_PENDING + 1` tries always suffice.
+    fn raise_claimed(&self, to: u64) {
+        let mut cur = self.claimed.load(Relaxed);
+        for _ in 0..=NR_PENDING {
+            if cur >= to {
+                return;
+            }
+            match self.claimed.cmpxchg(cur, to, Release) {
+                Ok(_) => return,
+                Err(seen) => cur = seen,
+            }
+        }
     }
 
     /// Counts `entry`'s sleep as lost (if it began since the last reset) and frees it.
@@ -942,6 +967,15 @@ impl Table {
                 slot.add(Counter::LostEnds, 1);
             }
         }
+    }
+
+    /// One past the highest entry ever claimed: how far a lookup scans.
+    #[cfg_attr(
+        not(CONFIG_KUNIT = "y"),
+        allow(dead_code, reason = "used by the KUnit tests")
+    )]
+    pub(crate) fn claimed(&self) -> u64 {
+        self.claimed.load(Relaxed)
     }
 
     /// Sleeps in progress (entries in use).

@@ -370,11 +370,14 @@ mod suite {
             .map(|s| (s.get(Counter::StallSleeps), s.get(Counter::LostEnds)));
         assert_eq!(s, Some((2, 4)));
 
+        // One sleep at a time: lookups scan one entry.
+        assert_eq!(T.claimed(), 1);
         // More sleeps at once than entries: the rest are lost, none is misclassed.
         for task in 0..NR_PENDING as u64 + 2 {
             T.on_throttle(k, name("0:45"), 100 + task, NVCSW, 0xb0, &ev);
         }
         assert_eq!(T.in_flight(), NR_PENDING as u64);
+        assert_eq!(T.claimed(), NR_PENDING as u64);
         assert_eq!(T.find(k).map(|s| s.get(Counter::LostEnds)), Some(6));
         // A reset while they sleep: their ends are not counted.
         assert_eq!(T.reset(10), Ok(()));
