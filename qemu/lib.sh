@@ -75,12 +75,29 @@ emit_cmd() {
 	rm -f /tmp/.emit_cmd
 }
 
+# phase NAME: where a boot's time goes. NAME begins now: the guest's clock
+# (uptime, s) is noted, and all of them are sent as `phases` at the end (the
+# kernel's boot is the uptime of the first, `init`).
+phase() {
+	local up
+	read -r up _ </proc/uptime
+	echo "$1 $up" >>/tmp/phases
+}
+
 # finish ok | finish fail REASON: the last record, then power off.
 finish() {
 	if [ -n "$RESULTS_PORT" ]; then
+		# Once: a failure to send the phases ends here again.
+		if [ -z "$FINISHING" ]; then
+			FINISHING=1
+			phase end
+			emit phases /tmp/phases
+		fi
 		printf 'WBSTALL-END %s\n' "$*" >&3
 	fi
-	sync
+	# No sync, no unmount: everything that counts has gone out on the port
+	# (a write to it returns once the host has taken it), and the disks are
+	# thrown away; writing back what the job left dirty would cost seconds.
 	reboot -f
 }
 
@@ -119,27 +136,47 @@ load_module() {
 	done
 }
 
+# fuse_wait TAG FILE WHAT: wait up to 20 s for the server of TAG to write
+# /run/fuse-TAG.FILE; else send its log and fail saying it WHAT.
+fuse_wait() {
+	local i=0
+	while [ ! -s "/run/fuse-$1.$2" ]; do
+		i=$((i + 1))
+		if [ $i -gt 200 ]; then
+			emit "fuse-$1-log" "/run/fuse-$1.log"
+			fail "wbstall-fuse ($1) $3 in 20 s"
+		fi
+		usleep 100000
+	done
+}
+
 # start_fuse MODE MOUNTPOINT TAG: start wbstall-fuse and wait until it has
 # answered the kernel's INIT with the writeback cache enabled.
 start_fuse() {
-	local mode=$1 mnt=$2 tag=$3 i=0
+	local mode=$1 mnt=$2 tag=$3
 	mkdir -p "$mnt"
 	rm -f "/run/fuse-$tag.ready" "/run/fuse-$tag.stats"
 	wbstall-fuse --mountpoint "$mnt" --mode "$mode" --threads "${WB_fuse_threads:-2}" \
 		--ready-file "/run/fuse-$tag.ready" --stats-file "/run/fuse-$tag.stats" \
 		>"/run/fuse-$tag.log" 2>&1 &
 	echo $! >"/run/fuse-$tag.pid"
-	while [ ! -s "/run/fuse-$tag.ready" ]; do
-		i=$((i + 1))
-		if [ $i -gt 200 ]; then
-			emit "fuse-$tag-log" "/run/fuse-$tag.log"
-			fail "wbstall-fuse ($mode on $mnt) did not become ready in 20 s"
-		fi
-		usleep 100000
-	done
+	fuse_wait "$tag" ready "did not become ready ($mode on $mnt)"
 	emit "fuse-$tag-ready" "/run/fuse-$tag.ready"
 	grep -q '"writeback_cache":true' "/run/fuse-$tag.ready" ||
 		fail "FUSE writeback cache is not active on $mnt: writes would bypass the page cache and the bug cannot show"
+}
+
+# signal_fuse TAG: the end of a measurement on the mount TAG. SIGTERM makes the
+# server write its stats, then unmount; the stats are sent as soon as they are
+# written, and the unmount (the flush of what fio left dirty, through the
+# server: 6 s of guest time and more) is not waited for: the guest powers off.
+signal_fuse() {
+	local tag=$1 pid
+	read -r pid <"/run/fuse-$tag.pid" || fail "no pid file of wbstall-fuse ($tag)"
+	kill -TERM "$pid" || fail "wbstall-fuse ($tag) is gone before the end of the measurement"
+	fuse_wait "$tag" stats "wrote no stats after SIGTERM"
+	emit "fuse-$tag-log" "/run/fuse-$tag.log"
+	emit "fuse-$tag-stats" "/run/fuse-$tag.stats"
 }
 
 # stop_fuse TAG: SIGTERM makes the server unmount, write its stats and exit.
@@ -159,6 +196,7 @@ stop_fuse() {
 # the runtime by seconds, and the stall share is taken of the writers' real time.
 run_fio() {
 	local dir=$1 out=$2 t0 t1 rc
+	phase fio
 	read -r t0 _ </proc/uptime
 	WB_DIR=$dir WB_BS=$(need bs) WB_SIZE=$(need size) WB_NUMJOBS=$(need numjobs) \
 		WB_RAMP=$(need ramp) WB_RUNTIME=$(need runtime) \
@@ -267,6 +305,7 @@ trace_collect() {
 # and the trace, and record the state the measurement starts from.
 measure_start() {
 	local bdi=$1 cg=$2
+	phase measure-start
 	[ -d "$TRACE_EVENTS/balance_dirty_pages" ] ||
 		fail "no $TRACE_EVENTS/balance_dirty_pages: tracefs or the writeback events are missing"
 	if module_detector; then
@@ -290,6 +329,7 @@ measure_start() {
 collect() {
 	local bdi=$1 f
 	trace_stop
+	phase collect
 	if module_detector; then
 		for f in stats thresholds summary; do
 			emit "wbstall-$f" "/sys/kernel/debug/wbstall/$f"
@@ -297,10 +337,12 @@ collect() {
 	fi
 	emit witness-balance_dirty_pages "$TRACE_EVENTS/balance_dirty_pages/hist"
 	emit witness-writeback_wake_background "$TRACE_EVENTS/writeback_wake_background/hist"
+	phase trace
 	trace_collect
 	emit bdi-stats "/sys/kernel/debug/bdi/$bdi/stats"
 	emit vmstat /proc/vmstat
 	emit_cmd bdi-knobs bdi_knobs "$bdi"
+	phase stop
 }
 
 bdi_knobs() {
@@ -318,11 +360,42 @@ mount_bdi() {
 	return 1
 }
 
-# ext4_mount: mount the host-made ext4 disk (virtio-blk, /dev/vda) on /mnt/disk.
+# The UUID and directory hash seed of the guest-made file system.
+EXT4_UUID=5d1b0e6a-77b1-4c1e-9a43-000000000001
+
+# ext4_mount: the disk scenarios' ext4 on /mnt/disk, on the disk wbstall.disk
+# names: `null`, the guest's null_blk device (/dev/nullb0, made by the null_blk.*
+# kernel arguments: memory-backed, with a bandwidth cap if the host asked for
+# one), formatted here; `host`, the image the host formatted, on virtio-blk (/dev/vda).
 ext4_mount() {
+	local dev disk
 	mkdir -p /mnt/disk
-	[ -b /dev/vda ] || fail "no /dev/vda: the ext4 disk image is not attached"
-	mount -t ext4 /dev/vda /mnt/disk || fail "cannot mount /dev/vda as ext4"
+	disk=$(need disk)
+	case "$disk" in
+	null)
+		dev=/dev/nullb0
+		[ -b $dev ] || fail "no $dev: the kernel lacks CONFIG_BLK_DEV_NULL_BLK=y or the null_blk.* arguments"
+		# The device reads zeros where nothing was written: mke2fs need not
+		# write the inode tables or the journal, and the kernel starts no
+		# lazy-init thread that would write while fio measures. A fixed UUID
+		# and directory hash seed: every boot gets the same file system
+		# (the same hash order of directory entries), and mke2fs makes no
+		# random UUID (3 s of guest time each under TCG, measured). Features
+		# from the host's /etc/mke2fs.conf, as for the host's image.
+		# e2fsprogs' mke2fs by its path: busybox has a smaller one.
+		phase mkfs
+		/usr/sbin/mke2fs -q -F -t ext4 -U "$EXT4_UUID" \
+			-E assume_storage_prezeroed=1,nodiscard,hash_seed="$EXT4_UUID" -L wbstall $dev ||
+			fail "mke2fs on $dev failed"
+		;;
+	host)
+		dev=/dev/vda
+		[ -b $dev ] || fail "no $dev: the ext4 disk image is not attached"
+		;;
+	*) fail "wbstall.disk=$disk: the host sends null or host" ;;
+	esac
+	phase mount
+	mount -t ext4 $dev /mnt/disk || fail "cannot mount $dev as ext4"
 	EXT4_BDI=$(mount_bdi /mnt/disk) || fail "cannot find the BDI of /mnt/disk"
 	echo "$EXT4_BDI" >/tmp/bdi
 	emit bdi /tmp/bdi

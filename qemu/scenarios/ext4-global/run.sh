@@ -12,5 +12,4 @@ scenario_run() {
 	emit writer-domain /tmp/wb_domain
 	ext4_fio /sys/fs/cgroup
 	collect "$EXT4_BDI"
-	umount /mnt/disk || fail "cannot unmount the ext4 disk"
 }

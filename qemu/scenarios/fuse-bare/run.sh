@@ -9,5 +9,5 @@ scenario_run() {
 	rc=$?
 	[ $rc = 0 ] || fail "fio exited with status $rc"
 	emit fio /tmp/fio.json
-	stop_fuse main
+	signal_fuse main
 }

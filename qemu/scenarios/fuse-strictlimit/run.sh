@@ -39,5 +39,5 @@ scenario_run() {
 	[ $rc = 0 ] || fail "fio exited with status $rc"
 	emit fio /tmp/fio.json
 	collect "$bdi"
-	stop_fuse main
+	signal_fuse main
 }

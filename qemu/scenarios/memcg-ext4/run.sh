@@ -26,7 +26,6 @@ scenario_run() {
 	emit memcg-stat "$cg/memory.stat"
 	emit_cmd memcg-limits memcg_limits "$cg"
 	collect "$EXT4_BDI"
-	umount /mnt/disk || fail "cannot unmount the ext4 disk"
 }
 
 memcg_limits() {

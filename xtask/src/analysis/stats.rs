@@ -105,6 +105,19 @@ impl Change {
 
 pub const RESAMPLES: usize = 5000;
 
+/// The precision a default plan aims at: the 95% interval of the %change
+/// between two cells (A/A included) within ± this many points.
+pub const TARGET_POINTS: f64 = 0.5;
+
+/// The runs per cell that bring the 95% interval of the %change between two
+/// cells within ±`target` points, when one run's MiB/s varies with standard
+/// deviation `sd_pct` (% of the mean): 1.96 × sd × √(2/n) ≤ target. At least
+/// 2: one run has no interval.
+pub fn runs_for(sd_pct: f64, target: f64) -> u32 {
+    let n = 2.0 * (1.96 * sd_pct / target).powi(2);
+    (n.ceil() as u32).max(2)
+}
+
 /// A percentile-bootstrap 95% confidence interval of the mean.
 pub fn mean_ci(v: &[f64]) -> Option<(f64, f64)> {
     if v.is_empty() {
@@ -152,6 +165,16 @@ pub fn change(a: &[f64], b: &[f64]) -> Option<Change> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn runs_follow_from_the_floor() {
+        assert_eq!(runs_for(0.0, 0.5), 2);
+        assert_eq!(runs_for(0.1, 0.5), 2);
+        // 2 × (1.96 × 0.3 / 0.5)² = 2.77
+        assert_eq!(runs_for(0.3, 0.5), 3);
+        // 2 × (1.96 × 1 / 0.5)² = 30.7: a noisy scenario needs many.
+        assert_eq!(runs_for(1.0, 0.5), 31);
+    }
 
     #[test]
     fn medians() {

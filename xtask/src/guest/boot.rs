@@ -17,6 +17,7 @@ use xshell::{cmd, Shell};
 
 use crate::{
     guest::{
+        disk::Disk,
         plan::{Boot, Plan, Schedule},
         qemu::{self, Console},
         stream::Stream,
@@ -47,13 +48,14 @@ pub fn boot_until(sh: &Shell, dir: &Path, b: &Boot, stop: &AtomicBool) -> Result
     let name = b.name();
     check_image(&b.kernel)?;
     let console = dir.join(format!("{name}.console.log"));
-    let disk = if b.scenario.disk {
-        let path = dir.join(format!("{name}.ext4.img"));
-        fs::remove_file(&path).ok();
-        mkfs_ext4(sh, &path)?;
-        Some(path)
-    } else {
-        None
+    let disk = match b.scenario.disk.then_some(b.machine.disk) {
+        Some(Disk::Host) => {
+            let path = dir.join(format!("{name}.ext4.img"));
+            fs::remove_file(&path).ok();
+            mkfs_ext4(sh, &path)?;
+            Some(path)
+        }
+        _ => None,
     };
     let mut cfg = b.machine.vm(
         &b.kernel,
@@ -63,6 +65,7 @@ pub fn boot_until(sh: &Shell, dir: &Path, b: &Boot, stop: &AtomicBool) -> Result
     );
     cfg.results = Some(dir.join(format!("{name}.results.bin")));
     cfg.disk = disk.clone();
+    cfg.null_blk = b.scenario.disk.then_some(b.machine.disk);
     let out = qemu::run_until(
         sh,
         &cfg,

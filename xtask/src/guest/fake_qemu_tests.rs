@@ -67,6 +67,7 @@ fn config(t: &testdir::Dir) -> (VmConfig, PathBuf) {
         console: Console::File(console.clone()),
         results: Some(t.path().join("results.bin")),
         disk: None,
+        null_blk: None,
     };
     (cfg, console)
 }
@@ -195,6 +196,7 @@ fn fake_plan(t: &testdir::Dir, runs: u32, timeout: Duration) -> Plan {
                 cpus: 1,
                 memory_mib: 256,
                 rdinit: "/init".into(),
+                disk: Default::default(),
             },
             detector: Default::default(),
         })

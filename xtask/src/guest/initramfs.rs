@@ -1,5 +1,5 @@
-//! The guest's initramfs: busybox (static), fio with the libraries `ldd` lists,
-//! the `wbstall-fuse` server and the `wbstall-sample` sampler (built static), and the init and scenario scripts
+//! The guest's initramfs: busybox (static), fio and mke2fs with the libraries
+//! `ldd` lists, the `wbstall-fuse` server and the `wbstall-sample` sampler (built static), and the init and scenario scripts
 //! kept as real files in `qemu/`. One base archive is shared by every variant and
 //! rebuilt only when an input changes; each variant appends a small archive with
 //! its `wbstall.ko` (the kernel unpacks concatenated newc archives in order).
@@ -189,6 +189,45 @@ fn build_guest_bins(sh: &Shell) -> Result<Vec<PathBuf>> {
         .collect()
 }
 
+/// The host's programs the guest runs, with the libraries `ldd` lists: (the
+/// program, its path in the guest, the Debian package that has it).
+const HOST_PROGRAMS: [(&str, &str, &str); 2] = [
+    // The benchmark.
+    ("fio", "usr/bin/fio", "fio"),
+    // The null_blk disk is formatted in the guest.
+    ("mke2fs", "usr/sbin/mke2fs", "e2fsprogs"),
+];
+
+/// `program` from the host's PATH as `dest`, and the libraries it loads.
+fn host_program(sh: &Shell, program: &str, dest: &str, package: &str) -> Result<Vec<Item>> {
+    let lookup = format!("command -v {program}");
+    let path = cmd!(sh, "sh -c {lookup}")
+        .quiet()
+        .read()
+        .with_context(|| format!("finding {program}: apt-get install {package}"))?;
+    let path = PathBuf::from(path.trim());
+    let ldd = cmd!(sh, "ldd {path}")
+        .quiet()
+        .read()
+        .with_context(|| format!("listing {program}'s libraries with ldd"))?;
+    let mut items = vec![Item {
+        dest: dest.into(),
+        perm: 0o755,
+        src: path,
+    }];
+    for lib in parse_ldd(&ldd)? {
+        let dest = lib.to_string_lossy().trim_start_matches('/').to_string();
+        // Copy the target's bytes under the name the loader looks for.
+        let src = fs::canonicalize(&lib).with_context(|| format!("resolving {}", lib.display()))?;
+        items.push(Item {
+            dest,
+            perm: 0o755,
+            src,
+        });
+    }
+    Ok(items)
+}
+
 fn items(sh: &Shell) -> Result<Vec<Item>> {
     let root = util::project_root();
     let busybox =
@@ -230,29 +269,21 @@ fn items(sh: &Shell) -> Result<Vec<Item>> {
             });
         }
     }
-    let fio = cmd!(sh, "sh -c 'command -v fio'")
-        .quiet()
-        .read()
-        .context("finding fio: apt-get install fio")?;
-    let ldd = cmd!(sh, "ldd {fio}")
-        .quiet()
-        .read()
-        .context("listing fio's libraries with ldd")?;
-    items.push(Item {
-        dest: "usr/bin/fio".into(),
-        perm: 0o755,
-        src: PathBuf::from(fio.trim()),
-    });
-    for lib in parse_ldd(&ldd)? {
-        let dest = lib.to_string_lossy().trim_start_matches('/').to_string();
-        // Copy the target's bytes under the name the loader looks for.
-        let src = fs::canonicalize(&lib).with_context(|| format!("resolving {}", lib.display()))?;
-        items.push(Item {
-            dest,
-            perm: 0o755,
-            src,
-        });
+    for (program, dest, package) in HOST_PROGRAMS {
+        for it in host_program(sh, program, dest, package)? {
+            // The programs share libraries (libc, the loader): one copy each.
+            if !items.iter().any(|i| i.dest == it.dest) {
+                items.push(it);
+            }
+        }
     }
+    // mke2fs's defaults (features, inode size) as the host's own, so that the
+    // guest formats its disk as the host formats its image.
+    items.push(Item {
+        dest: "etc/mke2fs.conf".into(),
+        perm: 0o644,
+        src: PathBuf::from("/etc/mke2fs.conf"),
+    });
     Ok(items)
 }
 

@@ -4,6 +4,7 @@
 //! both sides use for its streams and boot parameters (`protocol`).
 
 pub mod boot;
+pub mod disk;
 pub mod initramfs;
 pub mod job;
 pub mod plan;

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::{
     guest::{
+        disk::Disk,
         job::Job,
         protocol::param,
         qemu::{Accel, Clock, Console, VmConfig},
@@ -33,6 +34,8 @@ pub struct Machine {
     pub memory_mib: u32,
     /// The guest's init (kernel `rdinit=`).
     pub rdinit: String,
+    /// The disk under the disk scenarios' ext4 (`--disk`).
+    pub disk: Disk,
 }
 
 impl Machine {
@@ -59,6 +62,7 @@ impl Machine {
             console,
             results: None,
             disk: None,
+            null_blk: None,
         }
     }
 }
@@ -189,6 +193,9 @@ impl Boot {
             p(param::VERIFY, u8::from(self.verify).to_string()),
             p(param::DETECTOR, self.detector.name().to_string()),
         ];
+        if self.scenario.disk {
+            params.push(p(param::DISK, self.machine.disk.param().to_string()));
+        }
         params.extend(
             self.scenario
                 .params
@@ -325,6 +332,17 @@ impl Schedule {
     }
 }
 
+/// Guests at a time when `--jobs-vm` is not given: under the virtual clock,
+/// one per host CPU (a guest runs on one host thread, and host load does not
+/// move its numbers); under the real clock, one (guests side by side would
+/// slow each other's work but not their clocks).
+pub fn default_jobs_vm(host_cpus: usize, clock: Clock) -> usize {
+    match clock {
+        Clock::Virtual { .. } => host_cpus.max(1),
+        Clock::Real => 1,
+    }
+}
+
 /// `--jobs-vm N` checked against this host (`host_cpus` available to xtask)
 /// for guests of `cpus` vCPUs on `clock`. Returns the warning to show, if any.
 pub fn check_jobs_vm(
@@ -368,22 +386,23 @@ pub fn check_jobs_vm(
             "--jobs-vm {jobs} with --clock real: {jobs} guests share this host's {host_cpus} \
              CPUs, memory bandwidth and disk, so this run's throughput numbers are not \
              comparable with runs booted one at a time (nor between its own cells); for \
-             numbers that are, use --jobs-vm 1, or --clock virtual on the FUSE scenarios"
+             numbers that are, use --jobs-vm 1, or the virtual clock (the default under TCG)"
         )
     }))
 }
 
-/// The virtual clock counts the guest's instructions, but a disk's
-/// completions take host time, which it turns into guest time at random: such
-/// a scenario's throughput and latencies say nothing there. Refused, naming
-/// the scenarios and the way out.
-pub fn check_clock(clock: Clock, scenarios: &[Scenario]) -> Result<()> {
+/// The virtual clock counts the guest's instructions, but the host's disk
+/// (`--disk host`) completes in host time, which it turns into guest time at
+/// random: such a scenario's throughput and latencies say nothing there. The
+/// null_blk disk runs on guest time. Refused, naming the scenarios and the
+/// ways out.
+pub fn check_clock(machine: &Machine, scenarios: &[Scenario]) -> Result<()> {
     let disks: Vec<&str> = scenarios
         .iter()
         .filter(|s| s.disk)
         .map(|s| s.name)
         .collect();
-    if disks.is_empty() || clock == Clock::Real {
+    if disks.is_empty() || machine.clock == Clock::Real || machine.disk != Disk::Host {
         return Ok(());
     }
     let others: Vec<String> = scenarios
@@ -392,15 +411,16 @@ pub fn check_clock(clock: Clock, scenarios: &[Scenario]) -> Result<()> {
         .map(|s| format!("--scenario {}", s.name))
         .collect();
     let keep = if others.is_empty() {
-        "give a scenario without a disk (the FUSE ones) with --scenario".to_string()
+        String::new()
     } else {
-        format!("keep the others with {}", others.join(" "))
+        format!(", or keep only the others with {}", others.join(" "))
     };
     bail!(
-        "--clock virtual: {} write{} to a virtio-blk disk, whose completions take host time \
-         that the virtual clock turns into guest time at random (measured on memcg-ext4: one \
-         kernel's six runs wrote 25 to 38 MiB/s, and two of them had 2 s writes, the others \
-         none over 0.7 s); run {} with --clock real, or {keep}",
+        "--clock virtual with --disk host: {} write{} to a virtio-blk disk, whose completions \
+         take host time that the virtual clock turns into guest time at random (measured on \
+         memcg-ext4: one kernel's six runs wrote 25 to 38 MiB/s, and two of them had 2 s \
+         writes, the others none over 0.7 s); use --disk null (the default, a disk on guest \
+         time), run {} with --clock real{keep}",
         disks.join(", "),
         if disks.len() == 1 { "s" } else { "" },
         if disks.len() == 1 { "it" } else { "them" }
@@ -413,25 +433,33 @@ mod tests {
     use crate::guest::scenario;
 
     #[test]
-    fn the_virtual_clock_refuses_disk_scenarios_by_name() {
-        let virt = Clock::Virtual { shift: 3 };
+    fn the_virtual_clock_refuses_the_hosts_disk_by_name() {
+        let mut m = boot_fixture().machine;
+        m.clock = Clock::Virtual { shift: 3 };
+        m.disk = Disk::Host;
         let all = scenario::all().unwrap();
-        let e = check_clock(virt, &all).unwrap_err().to_string();
+        let e = check_clock(&m, &all).unwrap_err().to_string();
         assert!(
-            e.contains("--clock virtual: memcg-ext4, ext4-global write to a virtio-blk disk")
+            e.contains("--disk host: memcg-ext4, ext4-global write to a virtio-blk disk")
+                && e.contains("use --disk null")
                 && e.contains("run them with --clock real")
                 && e.contains("--scenario fuse-strictlimit --scenario fuse-nostrict"),
             "{e}"
         );
         let memcg = vec![scenario::by_name("memcg-ext4").unwrap()];
-        let e = check_clock(virt, &memcg).unwrap_err().to_string();
+        let e = check_clock(&m, &memcg).unwrap_err().to_string();
         assert!(
-            e.contains("memcg-ext4 writes") && e.contains("give a scenario without a disk"),
+            e.contains("memcg-ext4 writes") && e.ends_with("--clock real"),
             "{e}"
         );
         let fuse = scenario::select(&["fuse-strictlimit".into(), "fuse-nostrict".into()]).unwrap();
-        check_clock(virt, &fuse).unwrap();
-        check_clock(Clock::Real, &all).unwrap();
+        check_clock(&m, &fuse).unwrap();
+        // The guest-time disk, and the real clock, take every scenario.
+        m.disk = Disk::Null { mbps: 24 };
+        check_clock(&m, &all).unwrap();
+        m.disk = Disk::Host;
+        m.clock = Clock::Real;
+        check_clock(&m, &all).unwrap();
     }
 
     #[test]
@@ -543,11 +571,17 @@ mod tests {
         assert!(w.contains("throughput numbers are not comparable"), "{w}");
         // One guest at a time is always allowed, even on a small host.
         assert_eq!(check_jobs_vm(1, 1, 4, Clock::Real).unwrap(), None);
+        // The defaults pass their own check.
+        for (cpus, clock) in [(2, virt), (7, virt), (2, Clock::Real), (1, Clock::Real)] {
+            let n = default_jobs_vm(cpus, clock);
+            assert_eq!(check_jobs_vm(n, cpus, 2, clock).unwrap(), None);
+        }
+        assert_eq!(default_jobs_vm(2, virt), 2);
+        assert_eq!(default_jobs_vm(16, Clock::Real), 1);
     }
 
-    #[test]
-    fn boot_params_carry_the_job() {
-        let boot = Boot {
+    fn boot_fixture() -> Boot {
+        Boot {
             kernel: Built {
                 dir: PathBuf::from("k"),
                 meta: Default::default(),
@@ -573,9 +607,15 @@ mod tests {
                 cpus: 2,
                 memory_mib: 2048,
                 rdinit: "/init".into(),
+                disk: Default::default(),
             },
             detector: Detector::Tracefs,
-        };
+        }
+    }
+
+    #[test]
+    fn boot_params_carry_the_job() {
+        let boot = boot_fixture();
         let p = boot.params();
         let get = |k: &str| p.iter().find(|(a, _)| a == k).map(|(_, v)| v.as_str());
         assert_eq!(get("scenario"), Some("fuse-strictlimit"));
@@ -583,6 +623,16 @@ mod tests {
         assert_eq!(get("runtime"), Some("20"));
         assert_eq!(get("verify"), Some("1"));
         assert_eq!(get("detector"), Some("tracefs"));
+        // FUSE has no disk to name; a disk scenario names its device.
+        assert_eq!(get("disk"), None);
+        let mut on_disk = boot.clone();
+        on_disk.scenario = scenario::by_name("memcg-ext4").unwrap();
+        on_disk.machine.disk = Disk::Host;
+        let p2 = on_disk.params();
+        assert!(
+            p2.contains(&("disk".to_string(), "host".to_string())),
+            "{p2:?}"
+        );
         // Every value must survive the kernel command line: no spaces.
         assert!(p.iter().all(|(k, v)| !k.contains(' ') && !v.contains(' ')));
     }

@@ -71,6 +71,8 @@ pub mod stream {
     pub const GUEST_ENV: &str = "guest-env";
     /// The sampler's time series.
     pub const SAMPLES: &str = "samples";
+    /// `<phase> <uptime s>` per line: where a boot's time went.
+    pub const PHASES: &str = "phases";
     /// `module-cycles`: the rmmod/insmod cycles done.
     pub const CYCLES: &str = "cycles";
 
@@ -113,6 +115,7 @@ pub mod stream {
         DMESG,
         GUEST_ENV,
         SAMPLES,
+        PHASES,
         CYCLES,
     ];
 
@@ -133,6 +136,8 @@ pub mod param {
     pub const SAMPLE_MS: &str = "sample_ms";
     pub const VERIFY: &str = "verify";
     pub const DETECTOR: &str = "detector";
+    /// The disk scenarios' device: `null` or `host` (`guest::disk::Disk`).
+    pub const DISK: &str = "disk";
     /// `module-stress`: how many rmmod/insmod cycles.
     pub const CYCLES: &str = "cycles";
     /// `bench-fuse`: boot without the harness.
@@ -190,6 +195,7 @@ pub mod param {
         SAMPLE_MS,
         VERIFY,
         DETECTOR,
+        DISK,
         CYCLES,
         BARE,
         DIRTY_BYTES,

@@ -12,7 +12,7 @@ use serde::Deserialize;
 /// The scenarios' folder, relative to the repository root.
 pub const DIR: &str = "qemu/scenarios";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Scenario {
     pub name: &'static str,
     pub what: &'static str,
@@ -28,6 +28,17 @@ pub struct Scenario {
     pub size: &'static str,
     /// More `wbstall.*` parameters for the guest script.
     pub params: &'static [(&'static str, &'static str)],
+    /// The measured run-to-run standard deviation of a cell's MiB/s on the
+    /// virtual clock, in % of its mean (`[floor] virtual_sd_pct`): how many
+    /// runs a cell needs follows from it. None: not measured.
+    pub floor_sd_pct: Option<f64>,
+}
+
+/// `[floor]` of `scenario.toml`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FloorToml {
+    virtual_sd_pct: f64,
 }
 
 /// `scenario.toml`.
@@ -46,6 +57,8 @@ struct ScenarioToml {
     size: String,
     #[serde(default)]
     params: BTreeMap<String, String>,
+    #[serde(default)]
+    floor: Option<FloorToml>,
 }
 
 fn yes() -> bool {
@@ -107,6 +120,7 @@ pub fn load_dir(dir: &Path) -> Result<Vec<(Scenario, bool)>> {
             strictlimit: t.strictlimit,
             size: leak(t.size),
             params: Box::leak(params.into_boxed_slice()),
+            floor_sd_pct: t.floor.map(|f| f.virtual_sd_pct),
         };
         out.push((t.order, scenario, t.measured));
     }

@@ -11,11 +11,10 @@ use crate::{
         judgement::Verdict,
         matrix::Matrix,
         metrics,
-        stats::median,
-        stats::{change, mean, stddev},
+        stats::{change, mean, median, stddev},
     },
     kernel::variants::{Comparison, Roles},
-    results::session::Session,
+    results::{phases, session::Session},
 };
 
 fn pct(v: f64) -> String {
@@ -81,7 +80,53 @@ pub fn markdown(
     }
     plots_section(&mut o, plots);
     environment(&mut o, session);
+    if let Some(t) = time_per_boot(m) {
+        let _ = writeln!(o, "{t}");
+    }
     o
+}
+
+/// Where a boot's time went, per scenario: each phase's median over the
+/// boots that sent their phases (guest seconds: under the virtual clock,
+/// guest time is not the host's), and the median wall time of a boot on the
+/// host.
+fn time_per_boot(m: &Matrix<'_>) -> Option<String> {
+    let mut lines = Vec::new();
+    for s in &m.scenarios {
+        let records: Vec<_> = m
+            .variants
+            .iter()
+            .flat_map(|v| m.cell(s, v))
+            .filter(|r| !r.phases.is_empty())
+            .collect();
+        let Some(first) = records.first() else {
+            continue;
+        };
+        let mut parts = Vec::new();
+        for (name, _) in phases::durations(&first.phases) {
+            let secs: Vec<f64> = records
+                .iter()
+                .filter_map(|r| {
+                    let d = phases::durations(&r.phases);
+                    d.into_iter().find(|(n, _)| *n == name).map(|(_, s)| s)
+                })
+                .collect();
+            parts.push(format!("{name} {:.1}", median(&secs)));
+        }
+        let wall: Vec<f64> = records.iter().map(|r| r.wall_secs).collect();
+        lines.push(format!(
+            "  - {s} ({} boots): {} (guest s); {:.1} s wall on the host.",
+            records.len(),
+            parts.join(", "),
+            median(&wall)
+        ));
+    }
+    (!lines.is_empty()).then(|| {
+        format!(
+            "- Time per boot, phase by phase (medians):\n{}",
+            lines.join("\n")
+        )
+    })
 }
 
 fn header(o: &mut String, session: &Session) {
@@ -460,7 +505,8 @@ fn environment(o: &mut String, session: &Session) {
     let t = &session.toolchain;
     let _ = writeln!(
         o,
-        "- QEMU {} with {:?} (clock {}, CPU model {}); guest: {} CPUs, {} MiB; host: {} CPUs.",
+        "- QEMU {} with {:?} (clock {}, CPU model {}); guest: {} CPUs, {} MiB; disk of the disk \
+         scenarios: {}; host: {} CPUs.",
         t.qemu,
         session.accel,
         session.clock,
@@ -471,6 +517,7 @@ fn environment(o: &mut String, session: &Session) {
         },
         session.cpus,
         session.memory_mib,
+        session.disk,
         session.host_cpus
     );
     let _ = writeln!(

@@ -18,6 +18,7 @@ use crate::{
         detection::{detect, Detection, Writer},
         fio,
         ktap::{self, Ktap},
+        phases,
         record::{writer_ms, RunRecord},
         warnings::{merge_warnings, warnings},
         witness::{Drops, Witness},
@@ -126,6 +127,7 @@ pub fn build(ctx: RunContext<'_>, stream: &Stream) -> Result<RunRecord> {
         run: ctx.run,
         accel: ctx.accel,
         clock: ctx.clock,
+        disk: ctx.disk,
         cpu_model: ctx.cpu_model.to_string(),
         cpus: ctx.cpus,
         memory_mib: ctx.memory_mib,
@@ -163,6 +165,7 @@ pub fn build(ctx: RunContext<'_>, stream: &Stream) -> Result<RunRecord> {
         verify_ok,
         dmesg_warnings: merge_warnings(ctx.console_warnings, warnings(&need(stream::DMESG)?)),
         guest_env: guest_env(&need(stream::GUEST_ENV)?, &ctx.console_log)?,
+        phases: phases_of(stream)?,
         wall_secs: ctx.wall_secs,
         console_log: ctx.console_log,
         samples: ctx.samples,
@@ -236,6 +239,16 @@ fn guest_env(text: &str, console_log: &str) -> Result<BTreeMap<String, String>> 
 }
 
 /// A file the guest must have sent.
+/// Where the boot's time went. Timing, not evidence: streams recorded before
+/// the guest sent it (the tests' fixtures) have none.
+fn phases_of(stream: &Stream) -> Result<Vec<phases::Phase>> {
+    Ok(stream
+        .text(stream::PHASES)
+        .map(|t| phases::parse(&t))
+        .transpose()?
+        .unwrap_or_default())
+}
+
 fn need(stream: &Stream, name: &str, console_log: &str) -> Result<String> {
     stream
         .text(name)
@@ -336,6 +349,10 @@ mod tests {
             run: 0,
             accel: Accel::default(),
             clock: Clock::Real,
+            // The recorded streams were made on the host's disk.
+            disk: crate::guest::scenario::by_name(scenario)
+                .is_ok_and(|s| s.disk)
+                .then_some(crate::guest::disk::Disk::Host),
             cpu_model: "max",
             cpus: 2,
             memory_mib: 2048,

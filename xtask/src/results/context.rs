@@ -5,6 +5,7 @@ use crate::{
     guest::qemu::{Accel, Clock},
     guest::{
         boot::Booted,
+        disk::Disk,
         job::Job,
         plan::{Boot, Detector},
     },
@@ -21,6 +22,8 @@ pub struct RunContext<'a> {
     pub run: u32,
     pub accel: Accel,
     pub clock: Clock,
+    /// The disk under the scenario's file system; none for the FUSE ones.
+    pub disk: Option<Disk>,
     pub cpu_model: &'a str,
     pub cpus: u32,
     pub memory_mib: u32,
@@ -43,6 +46,7 @@ impl<'a> RunContext<'a> {
             run: b.run,
             accel: b.machine.accel,
             clock: b.machine.clock,
+            disk: b.scenario.disk.then_some(b.machine.disk),
             cpu_model: &b.machine.cpu_model,
             cpus: b.machine.cpus,
             memory_mib: b.machine.memory_mib,

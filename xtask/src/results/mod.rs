@@ -10,6 +10,7 @@ pub mod dir;
 pub mod fio;
 pub mod ktap;
 pub mod mechanism;
+pub mod phases;
 pub mod problems;
 pub mod record;
 pub mod samples;

@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use crate::{
     guest::{
+        disk::Disk,
         job::Job,
         plan::Detector,
         qemu::{Accel, Clock},
@@ -19,6 +20,7 @@ use crate::{
         fio::FioResult,
         ktap::Ktap,
         mechanism::Mechanism,
+        phases::Phase,
         tracefs,
         witness::{Drops, Witness},
     },
@@ -69,6 +71,11 @@ pub struct RunRecord {
     /// before the choice existed ran on the real clock.
     #[serde(default)]
     pub clock: Clock,
+    /// The disk under the scenario's file system: none for the FUSE scenarios.
+    /// Absent also in records from before the choice existed, whose disk
+    /// scenarios ran on the host's disk.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk: Option<Disk>,
     /// QEMU's -cpu under TCG (`host` under KVM); older records used `max`.
     #[serde(default = "historical_cpu_model")]
     pub cpu_model: String,
@@ -140,6 +147,11 @@ pub struct RunRecord {
     pub verify_ok: Option<bool>,
     pub dmesg_warnings: Vec<String>,
     pub guest_env: BTreeMap<String, String>,
+    /// Where the boot's time went, on the guest's clock (absent in records
+    /// from before the guest sent it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub phases: Vec<Phase>,
+    /// The boot's wall time on the host, QEMU's start to its exit.
     pub wall_secs: f64,
     /// Files of this run, relative to the results directory.
     pub console_log: String,

@@ -4,6 +4,7 @@
 use crate::{
     deps,
     guest::{
+        disk::Disk,
         job::Job,
         plan::Shard,
         qemu::{Accel, Clock},
@@ -11,6 +12,11 @@ use crate::{
     kernel::build as kernel,
     kernel::variants,
 };
+
+/// The disk of every session recorded before `--disk` existed.
+fn historical_disk() -> Disk {
+    Disk::Host
+}
 
 /// What produced a results directory (`session.json`).
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
@@ -24,6 +30,10 @@ pub struct Session {
     pub accel: Accel,
     #[serde(default)]
     pub clock: Clock,
+    /// The disk of the disk scenarios (`--disk`); sessions from before the
+    /// choice existed ran them on the host's.
+    #[serde(default = "historical_disk")]
+    pub disk: Disk,
     #[serde(default = "crate::results::record::historical_cpu_model")]
     pub cpu_model: String,
     /// Extra kernel arguments (`--kernel-arg`).

@@ -10,6 +10,7 @@ use xshell::Shell;
 use crate::{
     deps,
     guest::{
+        disk::{self, Disk, DiskKind},
         initramfs,
         plan::{Detector, Machine},
         qemu::{self, Accel, Clock},
@@ -38,14 +39,18 @@ pub struct GuestArgs {
     /// else tcg (qemu -accel tcg,thread=multi).
     #[arg(long, value_enum)]
     pub accel: Option<Accel>,
-    /// Guest time under TCG: `real` (the host's clock, multi-threaded TCG) or
-    /// `virtual` (QEMU -icount: time counts instructions on one host thread,
-    /// so host load does not move the numbers). Not with --accel kvm; qemu-test
-    /// refuses it for the disk scenarios (their completions take host time).
-    #[arg(long, value_enum, default_value_t = ClockMode::Real)]
-    pub clock: ClockMode,
-    /// With --clock virtual: each instruction is 2^N ns of guest time.
-    #[arg(long, default_value_t = 3, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=10))]
+    /// Guest time: `virtual` (QEMU -icount under TCG: time counts
+    /// instructions, on one host thread per guest, so host load does not move
+    /// the numbers) or `real` (the host's clock; multi-threaded TCG, or KVM).
+    /// Default: virtual under TCG, real under KVM (which cannot count
+    /// instructions). The virtual clock cannot show what depends on real
+    /// device or host timing: see the README.
+    #[arg(long, value_enum)]
+    pub clock: Option<ClockMode>,
+    /// With the virtual clock: each instruction is 2^N ns of guest time
+    /// (4: a guest CPU of 62.5 million instructions per guest second; lower is
+    /// faster, closer to native speed, and slower to run).
+    #[arg(long, default_value_t = qemu::DEFAULT_ICOUNT_SHIFT, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=10))]
     pub icount_shift: u32,
     /// QEMU's -cpu model under TCG (KVM always uses -cpu host).
     #[arg(long, value_name = "MODEL", default_value = qemu::DEFAULT_TCG_CPU)]
@@ -55,6 +60,16 @@ pub struct GuestArgs {
     /// cannot be overridden.
     #[arg(long = "kernel-arg", value_name = "ARG")]
     pub kernel_args: Vec<String>,
+    /// The disk under the disk scenarios' ext4: `null` (null_blk in the guest,
+    /// memory-backed, its bandwidth capped on the guest's clock: under
+    /// --clock virtual its service time is guest time) or `host` (virtio-blk
+    /// over an image file on the host: completions take host time).
+    #[arg(long, value_enum, default_value_t = DiskKind::Null)]
+    pub disk: DiskKind,
+    /// With --disk null: a bandwidth cap in MiB/s (null_blk's `mbps`, refilled
+    /// every 20 ms: pages complete in bursts). Default: 0, no cap.
+    #[arg(long, value_name = "MIBS", value_parser = clap::value_parser!(u32).range(0..=40960))]
+    pub disk_mbps: Option<u32>,
     /// Guest CPUs (qemu -smp). Default: 2.
     #[arg(long, default_value_t = 2, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
     pub cpus: u32,
@@ -125,8 +140,9 @@ impl GuestArgs {
     pub fn machine(&self) -> Result<Machine> {
         let accel = self.accel.unwrap_or_else(qemu::detect_accel);
         let clock = match self.clock {
-            ClockMode::Real => Clock::Real,
-            ClockMode::Virtual => Clock::Virtual {
+            Some(ClockMode::Real) => Clock::Real,
+            None if accel == Accel::Kvm => Clock::Real,
+            Some(ClockMode::Virtual) | None => Clock::Virtual {
                 shift: self.icount_shift,
             },
         };
@@ -162,7 +178,15 @@ impl GuestArgs {
                 );
             }
         }
+        let disk = match (self.disk, self.disk_mbps) {
+            (DiskKind::Host, Some(_)) => bail!(
+                "--disk-mbps caps the null_blk disk; the host's disk (--disk host) has no \
+                 cap: drop one of the two"
+            ),
+            (kind, mbps) => Disk::from_flags(kind, mbps.unwrap_or(disk::DEFAULT_MBPS)),
+        };
         Ok(Machine {
+            disk,
             accel,
             clock,
             cpu_model: self.cpu_model.clone(),
@@ -184,10 +208,16 @@ impl GuestArgs {
         if let Some(a) = self.accel {
             out.push(format!("--accel={}", value_name(&a)));
         }
-        out.push(format!("--clock={}", value_name(&self.clock)));
+        if let Some(c) = self.clock {
+            out.push(format!("--clock={}", value_name(&c)));
+        }
         out.push(format!("--icount-shift={}", self.icount_shift));
         out.push(format!("--cpu-model={}", self.cpu_model));
         out.extend(self.kernel_args.iter().map(|a| format!("--kernel-arg={a}")));
+        out.push(format!("--disk={}", value_name(&self.disk)));
+        if let Some(m) = self.disk_mbps {
+            out.push(format!("--disk-mbps={m}"));
+        }
         out.push(format!("--cpus={}", self.cpus));
         out.push(format!("--memory={}", self.memory));
         if self.no_build {
@@ -302,6 +332,8 @@ mod tests {
                 "tsc=reliable",
                 "--kernel-arg",
                 "quiet",
+                "--disk-mbps",
+                "12",
                 "--cpus",
                 "3",
                 "--memory",
@@ -322,6 +354,7 @@ mod tests {
                 "--rdinit",
                 "/bin/cat",
             ],
+            &["--disk", "host"],
         ] {
             let g = parse(argv);
             let args = g.to_args();

@@ -99,6 +99,7 @@ fn identity(s: &Session) -> Vec<(&'static str, String)> {
         ("source", base.unwrap_or_default()),
         ("accelerator", format!("{:?}", s.accel)),
         ("clock", s.clock.to_string()),
+        ("disk", s.disk.to_string()),
         ("CPU model", s.cpu_model.clone()),
         ("kernel arguments", s.kernel_args.join(" ")),
         (

@@ -20,12 +20,14 @@ use crate::{
     analysis::{
         expected::{self, load_expectations, ExpectArgs, Expected},
         judgement::Verdict,
+        stats,
     },
     deps,
     guest::{
         initramfs,
         job::{self, Job},
         plan::{self, Boot, Machine, Plan},
+        qemu::Clock,
         scenario::{self, Scenario},
     },
     kernel::{
@@ -110,10 +112,11 @@ pub struct QemuTest {
     pub shard: Option<plan::Shard>,
     /// Guests booted at once, started in plan order as earlier ones end;
     /// records stay in plan order. At most the host's CPUs / --cpus (one host
-    /// thread per guest with --clock virtual). Throughput numbers stay
-    /// comparable only with --clock virtual on FUSE. Default: 1.
-    #[arg(long, default_value_t = 1, value_name = "N")]
-    pub jobs_vm: usize,
+    /// thread per guest with the virtual clock). Throughput numbers stay
+    /// comparable only on the virtual clock. Default: one per host CPU on the
+    /// virtual clock, 1 on the real one.
+    #[arg(long, value_name = "N")]
+    pub jobs_vm: Option<usize>,
 }
 
 impl QemuTest {
@@ -126,11 +129,20 @@ impl QemuTest {
         )
     }
 
-    fn runs(&self) -> Result<u32> {
-        match self.runs.unwrap_or(if self.quick { 1 } else { 3 }) {
-            0 => bail!("--runs must be at least 1"),
-            n => Ok(n),
+    /// Runs per cell: --runs; 1 with --quick; on the virtual clock, what the
+    /// planned scenarios' measured floors need for ±[`stats::TARGET_POINTS`]
+    /// (said); else 3. With the reason, when derived.
+    fn runs(&self, scenarios: &[Scenario], clock: Clock) -> Result<(u32, Option<String>)> {
+        if let Some(n) = self.runs {
+            return match n {
+                0 => bail!("--runs must be at least 1"),
+                n => Ok((n, None)),
+            };
         }
+        if self.quick {
+            return Ok((1, None));
+        }
+        Ok(runs_for_floors(scenarios, clock))
     }
 
     /// `--aa NAME` must name a selected variant: checked before anything is built.
@@ -215,13 +227,14 @@ impl QemuTest {
     }
 
     /// How the plan line names the machine.
-    fn machine_line(&self, machine: &Machine) -> String {
+    fn machine_line(machine: &Machine, jobs_vm: usize) -> String {
         format!(
-            "accel {:?}, {} CPUs, {} MiB{}",
+            "accel {:?}, clock {}, {} CPUs, {} MiB{}",
             machine.accel,
+            machine.clock,
             machine.cpus,
             machine.memory_mib,
-            match self.jobs_vm {
+            match jobs_vm {
                 1 => String::new(),
                 n => format!(", {n} guests at a time"),
             }
@@ -316,6 +329,7 @@ impl QemuTest {
             started: util::timestamp(),
             accel: machine.accel,
             clock: machine.clock,
+            disk: machine.disk,
             cpu_model: machine.cpu_model.clone(),
             kernel_args: machine.kernel_args.clone(),
             cpus: machine.cpus,
@@ -339,7 +353,7 @@ impl QemuTest {
             failures: Vec::new(),
             roles: None,
             shard: self.shard,
-            jobs_vm: self.jobs_vm,
+            jobs_vm: 0,
             under_test: Vec::new(),
         })
     }
@@ -366,13 +380,15 @@ impl QemuTest {
             .collect();
         let (expected_file, expected) =
             self.expectations(&under_test, &scenarios, &variants.roles.reference)?;
-        let runs = self.runs()?;
         self.check_aa()?;
         // Checked before anything is built.
         let machine = self.guest.machine()?;
-        plan::check_clock(machine.clock, &scenarios)?;
+        plan::check_clock(&machine, &scenarios)?;
+        let (runs, runs_why) = self.runs(&scenarios, machine.clock)?;
         let host_cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let crowded = plan::check_jobs_vm(self.jobs_vm, host_cpus, machine.cpus, machine.clock)?;
+        let jobs_vm =
+            (self.jobs_vm).unwrap_or_else(|| plan::default_jobs_vm(host_cpus, machine.clock));
+        let crowded = plan::check_jobs_vm(jobs_vm, host_cpus, machine.cpus, machine.clock)?;
         let roles = self.roles(&variants, &selected, runs)?;
         let mut built = self.guest.kernels(sh, &tc, &selection, &self.source)?;
         if let Some(aa) = self.aa_variant(&built, runs, &roles)? {
@@ -389,6 +405,7 @@ impl QemuTest {
             (&expected_file, &expected),
         )?;
         session.roles = Some(roles);
+        session.jobs_vm = jobs_vm;
         session.under_test = under_test;
         session.harness = Some(harness_commit(sh));
         ResultsDir::new(&dir).write::<crate::results::record::RunRecord>(&session, None)?;
@@ -396,16 +413,16 @@ impl QemuTest {
             variants: built.len(),
             scenarios: scenarios.len(),
             runs,
-            machine: &self.machine_line(&machine),
+            machine: &Self::machine_line(&machine, jobs_vm),
             dir: &dir,
         });
-        if let Some(warning) = &crowded {
-            progress::emit(Event::Note(warning));
+        for note in runs_why.iter().chain(&crowded) {
+            progress::emit(Event::Note(note));
         }
         let detectors = self.guest.detectors(&built)?;
         let plan = self.plan(&built, &initrds(&base, &built)?, &scenarios, runs, &machine);
         let plan = plan::with_detectors(plan, &detectors);
-        let records = boot_all(sh, &dir, &plan, self.jobs_vm, &expected, &mut session)?;
+        let records = boot_all(sh, &dir, &plan, jobs_vm, &expected, &mut session)?;
         if let Some(shard) = self.shard {
             // A slice is judged only with the others: `cargo xtask merge`.
             println!(
@@ -459,6 +476,57 @@ impl QemuTest {
         aa.meta.variant = report::format::aa_name(&name);
         Ok(Some(aa))
     }
+}
+
+/// The most runs per cell a default plan makes: a scenario whose run-to-run
+/// spread comes from the kernel's own dynamics (memcg-ext4: the writers'
+/// throttled time differs by regimes from run to run) would need hundreds.
+const MAX_DERIVED_RUNS: u32 = 3;
+
+/// The runs per cell a full plan needs for ±[`stats::TARGET_POINTS`] on
+/// `clock`, and why. On the virtual clock: the most any planned scenario's
+/// measured floor asks for ([`stats::runs_for`]). On the real clock no
+/// number of runs gets there (its floor is points wide), nor for a scenario
+/// whose floor was never measured: 3, and the A/A control says how wide.
+fn runs_for_floors(scenarios: &[Scenario], clock: Clock) -> (u32, Option<String>) {
+    let target = stats::TARGET_POINTS;
+    if clock == Clock::Real {
+        let why = format!(
+            "3 runs per cell: the real clock's A/A floor is points wide (docs/measurements.md), \
+             so no number of runs reaches ±{target}; the virtual clock does"
+        );
+        return (3, Some(why));
+    }
+    let unmeasured: Vec<&str> = scenarios
+        .iter()
+        .filter(|s| s.floor_sd_pct.is_none())
+        .map(|s| s.name)
+        .collect();
+    if !unmeasured.is_empty() {
+        let why = format!(
+            "3 runs per cell: no A/A floor measured for {} ([floor] in scenario.toml)",
+            unmeasured.join(", ")
+        );
+        return (3, Some(why));
+    }
+    let (name, sd) = scenarios
+        .iter()
+        .map(|s| (s.name, s.floor_sd_pct.unwrap_or(0.0)))
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .unwrap_or(("", 0.0));
+    let n = stats::runs_for(sd, target);
+    if n > MAX_DERIVED_RUNS {
+        let why = format!(
+            "{MAX_DERIVED_RUNS} runs per cell: {name}'s measured floor (a run's MiB/s varies by \
+             {sd}%) would need {n} for ±{target} points; its A/A control says how wide it is"
+        );
+        return (MAX_DERIVED_RUNS, Some(why));
+    }
+    let why = format!(
+        "{n} runs per cell: the widest measured floor of the plan ({name}: a run's MiB/s \
+         varies by {sd}%) needs {n} for ±{target} points"
+    );
+    (n, Some(why))
 }
 
 /// The commit the harness runs from, `-dirty` with uncommitted changes, or
@@ -623,15 +691,46 @@ mod tests {
     }
 
     #[test]
-    fn jobs_vm_defaults_to_one_and_zero_is_refused_with_the_fix() {
+    fn the_runs_of_a_full_plan_follow_from_the_floors_it_measured() {
+        use crate::guest::qemu::Clock;
+        let virt = Clock::Virtual { shift: 3 };
+        let mut all = crate::guest::scenario::all().unwrap();
+        for s in &mut all {
+            s.floor_sd_pct = Some(0.1);
+        }
+        assert_eq!(super::runs_for_floors(&all, virt).0, 2);
+        // The widest floor decides, and is named.
+        all[1].floor_sd_pct = Some(0.3);
+        let (n, why) = super::runs_for_floors(&all, virt);
+        assert_eq!(n, 3, "{why:?}");
+        assert!(why.unwrap().contains(all[1].name));
+        // A floor that would need more than the cap gets the cap, said why.
+        all[1].floor_sd_pct = Some(5.7);
+        let (n, why) = super::runs_for_floors(&all, virt);
+        assert_eq!(n, 3);
+        assert!(why.unwrap().contains("would need 999"), "{n}");
+        // An unmeasured scenario, or the real clock: 3, said why.
+        all[2].floor_sd_pct = None;
+        let (n, why) = super::runs_for_floors(&all, virt);
+        assert_eq!(n, 3);
+        assert!(why
+            .unwrap()
+            .contains(&format!("no A/A floor measured for {}", all[2].name)));
+        let (n, why) = super::runs_for_floors(&all[..1], Clock::Real);
+        assert_eq!(n, 3);
+        assert!(why.unwrap().contains("real clock"));
+    }
+
+    #[test]
+    fn jobs_vm_zero_is_refused_with_the_fix() {
         let parse = |extra: &[&str]| {
             let argv: Vec<&str> = ["qemu-test"].iter().chain(extra).copied().collect();
             crate::tasks::ci::parse_args::<super::QemuTest>(argv).unwrap()
         };
-        assert_eq!(parse(&[]).jobs_vm, 1);
+        assert_eq!(parse(&[]).jobs_vm, None);
         let q = parse(&["--jobs-vm", "0"]);
         let m = q.guest.machine().unwrap();
-        let e = crate::guest::plan::check_jobs_vm(q.jobs_vm, 4, m.cpus, m.clock)
+        let e = crate::guest::plan::check_jobs_vm(q.jobs_vm.unwrap(), 4, m.cpus, m.clock)
             .unwrap_err()
             .to_string();
         assert!(e.contains("--jobs-vm 0: at least one guest") && e.contains("drop --jobs-vm"));

@@ -26,9 +26,11 @@ pub struct ShellCmd {
     pub source: SourceArgs,
     #[command(flatten)]
     pub guest: GuestArgs,
-    /// Attach the ext4 disk image of the disk scenarios (created if missing).
-    #[arg(long)]
-    pub disk: Option<PathBuf>,
+    /// Attach this ext4 image on virtio-blk as /dev/vda (made if missing),
+    /// as the disk scenarios do with --disk host. With --disk null (the
+    /// default) the guest also has the null_blk disk, /dev/nullb0, blank.
+    #[arg(long, value_name = "PATH")]
+    pub disk_image: Option<PathBuf>,
 }
 
 impl ShellCmd {
@@ -40,8 +42,10 @@ impl ShellCmd {
             ("scenario".into(), "shell".into()),
             ("detector".into(), detector.name().into()),
         ];
-        let mut cfg = self.guest.machine()?.vm(&b, initrd, params, Console::Stdio);
-        if let Some(disk) = self.disk {
+        let machine = self.guest.machine()?;
+        let mut cfg = machine.vm(&b, initrd, params, Console::Stdio);
+        cfg.null_blk = Some(machine.disk);
+        if let Some(disk) = self.disk_image {
             if !disk.exists() {
                 mkfs_ext4(sh, &disk)?;
             }

@@ -233,7 +233,7 @@ impl Bisect {
         }
         // Checked before anything is built.
         let scen = scenario::by_name(&self.step.scenario)?;
-        plan::check_clock(self.guest.machine()?.clock, &[scen])?;
+        plan::check_clock(&self.guest.machine()?, &[scen])?;
         step_expectations()?;
         if let Some(p) = &self.step.variant_patch {
             Patch::read_all(p)?;

@@ -259,7 +259,7 @@ impl BisectStep {
         };
         let scen = scenario::by_name(&self.step.scenario)?;
         let machine = self.guest.machine()?;
-        plan::check_clock(machine.clock, &[scen])?;
+        plan::check_clock(&machine, &[scen])?;
         let built = self.guest.kernels(sh, &tc, &selection, &source)?.remove(0);
         let base = initramfs::base(sh).context("building the initramfs")?;
         let initrd = initramfs::for_variant(&base, &built.label(), built.module_file().as_deref())?;
