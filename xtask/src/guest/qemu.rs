@@ -64,13 +64,13 @@ impl std::fmt::Display for Clock {
     }
 }
 
-/// The virtual clock's icount shift when none is given: 2^4 = 16 ns of guest
+/// The virtual clock's icount shift when none is given: 2^3 = 8 ns of guest
 /// time per instruction. Measured here (docs/measurements.md, "The guest-time
-/// disk"): against shift 3, a boot of the full job takes about a third less
-/// wall time (34 s against 56 with two guests side by side), and the A/A floor
-/// is as narrow or narrower (ext4-global ±0.8 points against ±2.3; FUSE ±0.2
-/// either way).
-pub const DEFAULT_ICOUNT_SHIFT: u32 = 4;
+/// disk"): shift 4 runs a boot in about a third less wall time, but its slower
+/// guest CPU changes memcg-ext4: every one of the 9 runs of the fixed kernels
+/// had a writer in balance_dirty_pages() for 1.8-2.0 s (the memcg's statistics
+/// refresh), against at most 0.8 s in 6 runs at shift 3.
+pub const DEFAULT_ICOUNT_SHIFT: u32 = 3;
 
 /// The TCG CPU model when none is given: `qemu64`, QEMU's baseline x86-64
 /// CPU. Measured here with `bench-fuse` (upstream, FUSE, 3 alternating boots
