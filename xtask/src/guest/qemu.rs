@@ -69,7 +69,7 @@ impl std::fmt::Display for Clock {
 /// disk"): shift 4 runs a boot in about a third less wall time, but its slower
 /// guest CPU changes memcg-ext4: every one of the 9 runs of the fixed kernels
 /// had a writer in balance_dirty_pages() for 1.8-2.0 s (the memcg's statistics
-/// refresh), against at most 0.8 s in 6 runs at shift 3.
+/// refresh), against 1 of 9 at shift 3 (the others 0.5-0.7 s).
 pub const DEFAULT_ICOUNT_SHIFT: u32 = 3;
 
 /// The TCG CPU model when none is given: `qemu64`, QEMU's baseline x86-64

@@ -173,6 +173,11 @@ pub(super) fn setup_block(o: &mut String, session: &Session) {
         "machine:  QEMU {} {:?} (clock {}), {} vCPUs, {} MiB; {} runs per cell",
         t.qemu, session.accel, session.clock, session.cpus, session.memory_mib, session.runs
     );
+    let _ = writeln!(
+        o,
+        "disk:     {} (under the disk scenarios' ext4)",
+        session.disk
+    );
     o.push('\n');
 }
 

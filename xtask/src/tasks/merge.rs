@@ -285,9 +285,13 @@ mod tests {
             .to_string();
         assert!(e.contains("shard 1/3 is given twice"), "{e}");
         let mut other = shards.clone();
-        other[1].1.clock = crate::guest::qemu::Clock::Virtual { shift: 3 };
+        other[1].1.clock = crate::guest::qemu::Clock::Virtual { shift: 5 };
         let e = merge(&other).unwrap_err().to_string();
         assert!(e.contains("differ in their clock"), "{e}");
+        let mut other = shards.clone();
+        other[0].1.disk = crate::guest::disk::Disk::Host;
+        let e = merge(&other).unwrap_err().to_string();
+        assert!(e.contains("differ in their disk"), "{e}");
         let mut other = shards.clone();
         other[2].1.variants[0].bzimage_sha256 = "0".repeat(64);
         let e = merge(&other).unwrap_err().to_string();
