@@ -416,7 +416,8 @@ pub fn check_clock(machine: &Machine, scenarios: &[Scenario]) -> Result<()> {
         format!(", or keep only the others with {}", others.join(" "))
     };
     bail!(
-        "--clock virtual with --disk host: {} write{} to a virtio-blk disk, whose completions \
+        "the virtual clock (the default under TCG) with --disk host: {} write{} to a \
+         virtio-blk disk, whose completions \
          take host time that the virtual clock turns into guest time at random (measured on \
          memcg-ext4: one kernel's six runs wrote 25 to 38 MiB/s, and two of them had 2 s \
          writes, the others none over 0.7 s); use --disk null (the default, a disk on guest \
@@ -440,7 +441,7 @@ mod tests {
         let all = scenario::all().unwrap();
         let e = check_clock(&m, &all).unwrap_err().to_string();
         assert!(
-            e.contains("--disk host: memcg-ext4, ext4-global write to a virtio-blk disk")
+            e.contains("with --disk host: memcg-ext4, ext4-global write to a virtio-blk disk")
                 && e.contains("use --disk null")
                 && e.contains("run them with --clock real")
                 && e.contains("--scenario fuse-strictlimit --scenario fuse-nostrict"),
