@@ -48,7 +48,7 @@ pub fn boot_until(sh: &Shell, dir: &Path, b: &Boot, stop: &AtomicBool) -> Result
     let name = b.name();
     check_image(&b.kernel)?;
     let console = dir.join(format!("{name}.console.log"));
-    let disk = match b.scenario.disk.then_some(b.machine.disk) {
+    let disk = match b.disk() {
         Some(Disk::Host) => {
             let path = dir.join(format!("{name}.ext4.img"));
             fs::remove_file(&path).ok();
@@ -65,7 +65,7 @@ pub fn boot_until(sh: &Shell, dir: &Path, b: &Boot, stop: &AtomicBool) -> Result
     );
     cfg.results = Some(dir.join(format!("{name}.results.bin")));
     cfg.disk = disk.clone();
-    cfg.null_blk = b.scenario.disk.then_some(b.machine.disk);
+    cfg.null_blk = b.disk();
     let out = qemu::run_until(
         sh,
         &cfg,

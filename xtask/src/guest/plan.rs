@@ -168,6 +168,12 @@ impl Boot {
         Duration::from_secs(120 + u64::from(job.ramp_time) + u64::from(job.runtime))
     }
 
+    /// The disk under this boot's file system: the machine's, when the
+    /// scenario has one.
+    pub fn disk(&self) -> Option<Disk> {
+        self.scenario.disk.then_some(self.machine.disk)
+    }
+
     /// `<variant>-<scenario>-<run>`: the stem of this boot's files.
     pub fn name(&self) -> String {
         format!(

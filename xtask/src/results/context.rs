@@ -46,7 +46,7 @@ impl<'a> RunContext<'a> {
             run: b.run,
             accel: b.machine.accel,
             clock: b.machine.clock,
-            disk: b.scenario.disk.then_some(b.machine.disk),
+            disk: b.disk(),
             cpu_model: &b.machine.cpu_model,
             cpus: b.machine.cpus,
             memory_mib: b.machine.memory_mib,

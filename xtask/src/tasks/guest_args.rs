@@ -361,6 +361,16 @@ mod tests {
             let again = parse(&args.iter().map(String::as_str).collect::<Vec<_>>());
             assert_eq!(format!("{again:?}"), format!("{g:?}"), "{args:?}");
         }
+        // A cap on the host's disk, which has none, is refused.
+        let e = parse(&["--disk", "host", "--disk-mbps", "8"])
+            .machine()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--disk-mbps caps the null_blk disk"), "{e}");
+        assert_eq!(
+            parse(&["--disk-mbps", "8"]).machine().unwrap().disk,
+            crate::guest::disk::Disk::Null { mbps: 8 }
+        );
         let args = parse(&["--clock", "virtual", "--kconfig-add", "/a.frag"]).to_args();
         assert!(args.contains(&"--clock=virtual".to_string()), "{args:?}");
         assert!(
