@@ -449,7 +449,7 @@ fn check_rust(sh: &Shell, need: &mut Need<'_>) -> (Option<Version>, Option<Versi
 
 /// The other host tools and headers; QEMU's and fio's versions.
 fn check_tools(sh: &Shell, need: &mut Need<'_>) -> (Option<Version>, Option<String>) {
-    let simple: [(&str, &str, &str); 12] = [
+    let simple: [(&str, &str, &str); 14] = [
         ("make", "--version", "make"),
         ("flex", "--version", "flex"),
         ("bison", "--version", "bison"),
@@ -462,6 +462,9 @@ fn check_tools(sh: &Shell, need: &mut Need<'_>) -> (Option<Version>, Option<Stri
         ("mkfs.ext4", "-V", "e2fsprogs"),
         ("ldd", "--version", "libc-bin"),
         ("tar", "--version", "tar"),
+        // The guest's fio is built from Debian's source (guest::fio).
+        ("dpkg-source", "--version", "dpkg-dev"),
+        ("cc", "--version", "gcc"),
     ];
     for (prog, arg, pkg) in simple {
         if version_output(sh, prog, arg).is_none() {

@@ -24,7 +24,8 @@ pub enum Event<'a> {
     Plan {
         variants: usize,
         scenarios: usize,
-        runs: u32,
+        /// Runs per cell: one number, or each scenario's.
+        runs: &'a str,
         machine: &'a str,
         dir: &'a Path,
     },

@@ -14,12 +14,14 @@ use crate::results::session::Session;
 /// `unjudged`, `passed`.
 pub const SCHEMA: u32 = 2;
 
-/// What a session set out to measure: every variant in every scenario, `runs` times.
+/// What a session set out to measure: every variant in every scenario,
+/// `runs` times, or the scenario's own number of runs where `each` has one.
 #[derive(Debug, Clone, Default)]
 pub struct Planned {
     pub variants: Vec<String>,
     pub scenarios: Vec<String>,
     pub runs: u32,
+    pub each: BTreeMap<String, u32>,
 }
 
 impl Planned {
@@ -29,7 +31,17 @@ impl Planned {
             variants: session.variants.iter().map(|v| v.variant.clone()).collect(),
             scenarios: session.scenarios.iter().map(|s| s.name.clone()).collect(),
             runs: session.runs,
+            each: session
+                .scenarios
+                .iter()
+                .filter_map(|s| Some((s.name.clone(), s.runs?)))
+                .collect(),
         }
+    }
+
+    /// The runs planned for each cell of `scenario`.
+    pub fn runs_of(&self, scenario: &str) -> u32 {
+        self.each.get(scenario).copied().unwrap_or(self.runs)
     }
 }
 

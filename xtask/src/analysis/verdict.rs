@@ -75,11 +75,11 @@ pub fn judge_evidence(evidence: &Evidence, expected: &Expected, plan: &Planned) 
             if runs.is_empty() {
                 verdict.missing.push(format!(
                     "{scenario}/{variant}: no usable run of {} planned",
-                    plan.runs
+                    plan.runs_of(scenario)
                 ));
                 continue;
             }
-            let c = cell(runs, scenario, variant, expected, plan.runs);
+            let c = cell(runs, scenario, variant, expected, plan.runs_of(scenario));
             if !c.judged {
                 verdict.unjudged.push(format!(
                     "{scenario}/{variant}: no expectation (give the patch one with --expect, \
@@ -413,6 +413,15 @@ pub(crate) mod tests {
         let v = judge(&records, &expected(), &plan(&records, 3));
         assert!(
             v.cells[0].failures[0].contains("only 1 of 3 planned runs"),
+            "{:?}",
+            v.cells[0]
+        );
+        // A scenario's own planned runs count, not the session's.
+        let mut p = plan(&records, 1);
+        p.each.insert("fuse-strictlimit".into(), 2);
+        let v = judge(&records, &expected(), &p);
+        assert!(
+            v.cells[0].failures[0].contains("only 1 of 2 planned runs"),
             "{:?}",
             v.cells[0]
         );

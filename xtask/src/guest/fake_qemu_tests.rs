@@ -58,7 +58,6 @@ fn config(t: &testdir::Dir) -> (VmConfig, PathBuf) {
         accel: Accel::Tcg,
         clock: Clock::Real,
         cpu_model: "max".into(),
-        debug_kernel: false,
         kernel_args: Vec::new(),
         cpus: 2,
         memory_mib: 512,

@@ -14,7 +14,7 @@ use std::{
 use anyhow::{bail, Context, Result};
 use xshell::{cmd, Shell};
 
-use crate::{deps, util};
+use crate::{deps, guest::fio, util};
 
 /// Where initramfs archives are kept.
 fn dir() -> PathBuf {
@@ -191,9 +191,8 @@ fn build_guest_bins(sh: &Shell) -> Result<Vec<PathBuf>> {
 
 /// The host's programs the guest runs, with the libraries `ldd` lists: (the
 /// program, its path in the guest, the Debian package that has it).
-const HOST_PROGRAMS: [(&str, &str, &str); 2] = [
-    // The benchmark.
-    ("fio", "usr/bin/fio", "fio"),
+/// (fio is built static for the guest: `guest::fio`.)
+const HOST_PROGRAMS: [(&str, &str, &str); 1] = [
     // The null_blk disk is formatted in the guest.
     ("mke2fs", "usr/sbin/mke2fs", "e2fsprogs"),
 ];
@@ -256,6 +255,12 @@ fn items(sh: &Shell) -> Result<Vec<Item>> {
             src,
         });
     }
+    // The benchmark.
+    items.push(Item {
+        dest: "usr/bin/fio".into(),
+        perm: 0o755,
+        src: fio::guest_fio(sh).context("the guest's fio")?,
+    });
     for sub in ["scenarios", "jobs"] {
         let d = root.join("qemu").join(sub);
         let mut files = Vec::new();

@@ -5,6 +5,7 @@
 
 pub mod boot;
 pub mod disk;
+pub mod fio;
 pub mod initramfs;
 pub mod job;
 pub mod plan;

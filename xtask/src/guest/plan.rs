@@ -16,7 +16,7 @@ use crate::{
         disk::Disk,
         job::Job,
         protocol::param,
-        qemu::{Accel, Clock, Console, VmConfig},
+        qemu::{Accel, Clock, Console, VmConfig, DEFAULT_ICOUNT_SHIFT},
         scenario::Scenario,
     },
     kernel::build::Built,
@@ -53,7 +53,6 @@ impl Machine {
             accel: self.accel,
             clock: self.clock,
             cpu_model: self.cpu_model.clone(),
-            debug_kernel: kernel.meta.debug_kernel,
             kernel_args: self.kernel_args.clone(),
             cpus: self.cpus,
             memory_mib: self.memory_mib,
@@ -149,7 +148,7 @@ impl Boot {
         machine: Machine,
     ) -> Boot {
         Boot {
-            timeout: Boot::timeout_of(&job),
+            timeout: Boot::timeout_of(&job, machine.clock),
             kernel,
             initrd,
             scenario,
@@ -163,9 +162,20 @@ impl Boot {
     }
 
     /// How long a boot of `job` may take before the guest is declared hung:
-    /// its ramp and runtime, and 120 s for booting, setting up and reporting.
-    pub fn timeout_of(job: &Job) -> Duration {
-        Duration::from_secs(120 + u64::from(job.ramp_time) + u64::from(job.runtime))
+    /// its ramp and runtime, and 120 s for booting, setting up and reporting;
+    /// on the virtual clock below the default shift, as many times that as a
+    /// guest second costs more instructions (shift 1: 4x, 0: 8x). A guest
+    /// second at the default shift costs about a second of wall time here
+    /// (a boot: 35 guest s, 34-43 s wall), at shift 1 four times as much.
+    pub fn timeout_of(job: &Job, clock: Clock) -> Duration {
+        let guest = 120 + u64::from(job.ramp_time) + u64::from(job.runtime);
+        let slower = match clock {
+            Clock::Virtual { shift } if shift < DEFAULT_ICOUNT_SHIFT => {
+                1 << (DEFAULT_ICOUNT_SHIFT - shift)
+            }
+            _ => 1,
+        };
+        Duration::from_secs(guest * slower)
     }
 
     /// The disk under this boot's file system: the machine's, when the
@@ -218,16 +228,63 @@ pub struct Plan {
     pub boots: Vec<Boot>,
 }
 
-/// The order of boots: run by run, every scenario, variants forward on even
-/// runs and backward on odd ones (ABBA), so that drift hits all variants alike.
+/// Runs per cell, scenario by scenario: each scenario's cells need as many
+/// as its own floor asks for, no more because another scenario is noisier.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Runs(Vec<(String, u32)>);
+
+impl Runs {
+    /// `n` runs for every cell of `scenarios`.
+    pub fn uniform(scenarios: &[Scenario], n: u32) -> Runs {
+        Runs(scenarios.iter().map(|s| (s.name.to_string(), n)).collect())
+    }
+
+    /// Each scenario's own count.
+    pub fn each(per: Vec<(String, u32)>) -> Runs {
+        Runs(per)
+    }
+
+    /// The runs of `scenario`'s cells (0 for a scenario not planned).
+    pub fn of(&self, scenario: &str) -> u32 {
+        self.0
+            .iter()
+            .find(|(s, _)| *s == scenario)
+            .map_or(0, |(_, n)| *n)
+    }
+
+    /// The most any scenario makes: the plan's number of rounds.
+    pub fn most(&self) -> u32 {
+        self.0.iter().map(|(_, n)| *n).max().unwrap_or(0)
+    }
+
+    /// The fewest any scenario makes.
+    pub fn fewest(&self) -> u32 {
+        self.0.iter().map(|(_, n)| *n).min().unwrap_or(0)
+    }
+}
+
+impl std::fmt::Display for Runs {
+    /// `3`, or per scenario when they differ: `fuse-strictlimit 2, memcg-ext4 3`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.most() == self.fewest() {
+            return write!(f, "{}", self.most());
+        }
+        let each: Vec<String> = self.0.iter().map(|(s, n)| format!("{s} {n}")).collect();
+        write!(f, "{}", each.join(", "))
+    }
+}
+
+/// The order of boots: run by run, every scenario that still needs that run,
+/// variants forward on even runs and backward on odd ones (ABBA), so that
+/// drift hits all variants alike.
 pub fn abba<'a, K>(
     kernels: &'a [K],
     scenarios: &[Scenario],
-    runs: u32,
+    runs: &Runs,
 ) -> Vec<(u32, &'a K, Scenario)> {
     let mut out = Vec::new();
-    for run in 0..runs {
-        for scen in scenarios {
+    for run in 0..runs.most() {
+        for scen in scenarios.iter().filter(|s| run < runs.of(s.name)) {
             let order: Vec<&K> = if run % 2 == 0 {
                 kernels.iter().collect()
             } else {
@@ -507,8 +564,20 @@ mod tests {
     }
 
     #[test]
+    fn a_faster_guest_cpu_gets_a_longer_timeout() {
+        let job = Job::new("16M", 4, (5, 20));
+        let t = |clock| Boot::timeout_of(&job, clock).as_secs();
+        assert_eq!(t(Clock::Real), 145);
+        assert_eq!(t(Clock::Virtual { shift: 3 }), 145);
+        assert_eq!(t(Clock::Virtual { shift: 4 }), 145);
+        assert_eq!(t(Clock::Virtual { shift: 1 }), 4 * 145);
+        assert_eq!(t(Clock::Virtual { shift: 0 }), 8 * 145);
+    }
+
+    #[test]
     fn runs_are_interleaved_abba() {
-        let order: Vec<(u32, &str)> = abba(&["a", "b"], &scenario::all().unwrap()[..1], 3)
+        let one = &scenario::all().unwrap()[..1];
+        let order: Vec<(u32, &str)> = abba(&["a", "b"], one, &Runs::uniform(one, 3))
             .into_iter()
             .map(|(run, v, _)| (run, *v))
             .collect();
@@ -516,6 +585,24 @@ mod tests {
             order,
             [(0, "a"), (0, "b"), (1, "b"), (1, "a"), (2, "a"), (2, "b")]
         );
+    }
+
+    #[test]
+    fn each_scenario_gets_its_own_runs() {
+        let two = &scenario::all().unwrap()[..2];
+        let (x, y) = (two[0].name, two[1].name);
+        let runs = Runs::each(vec![(x.into(), 3), (y.into(), 2)]);
+        let order: Vec<(u32, &str, &str)> = abba(&["a", "b"], two, &runs)
+            .into_iter()
+            .map(|(run, v, s)| (run, *v, s.name))
+            .collect();
+        let count = |s: &str| order.iter().filter(|o| o.2 == s).count();
+        assert_eq!((count(x), count(y)), (6, 4));
+        // The third round is the noisier scenario's alone, still ABBA.
+        assert_eq!(&order[8..], [(2, "a", x), (2, "b", x)]);
+        assert_eq!(runs.to_string(), format!("{x} 3, {y} 2"));
+        assert_eq!(Runs::uniform(two, 2).to_string(), "2");
+        assert_eq!((runs.of("nope"), runs.most(), runs.fewest()), (0, 3, 2));
     }
 
     /// Drives a [`Schedule`]: the boots started at once, then those started

@@ -1,10 +1,21 @@
 //! Reading the host's apt sources (one-line `sources.list` and deb822 `.sources`)
 //! to find the Debian mirror the host already uses, so that wbstall's private apt
-//! configuration points at the same place and no mirror name is written in code.
+//! configuration points at the same place and no mirror name is written in code;
+//! and that private apt ([`PrivateApt`]), which downloads binary and source
+//! packages into the cache without touching the system's apt.
 
-use std::path::Path;
+use std::{
+    fs,
+    path::{Path, PathBuf},
+};
 
 use anyhow::{Context, Result};
+use xshell::{cmd, Shell};
+
+use crate::{
+    progress::{self, Event},
+    util,
+};
 
 /// One `deb` entry of an apt source.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -183,6 +194,123 @@ pub fn read_host_sources(etc_apt: &Path) -> Result<Vec<AptSource>> {
         }
     }
     Ok(out)
+}
+
+/// Private apt state under the cache; the system's apt configuration is not touched.
+pub struct PrivateApt {
+    pub dir: PathBuf,
+}
+
+impl PrivateApt {
+    pub fn new(dir: PathBuf) -> PrivateApt {
+        PrivateApt { dir }
+    }
+
+    fn options(&self) -> Vec<String> {
+        let d = &self.dir;
+        vec![
+            format!(
+                "-oDir::Etc::SourceList={}",
+                d.join("sources.list").display()
+            ),
+            format!(
+                "-oDir::Etc::SourceParts={}",
+                d.join("sources.list.d").display()
+            ),
+            format!("-oDir::State::Lists={}", d.join("lists").display()),
+            format!("-oDir::Cache={}", d.join("cache").display()),
+            "-oDir::State::status=/dev/null".to_string(),
+            // Downloads land in a directory owned by root, not _apt.
+            "-oAPT::Sandbox::User=root".to_string(),
+            "-oAcquire::Languages=none".to_string(),
+        ]
+    }
+
+    /// `apt-get download`s `package` into `debs/`, from `suites`.
+    pub fn download(&self, sh: &Shell, package: &str, suites: &[&str]) -> Result<()> {
+        self.update(sh, "deb", package, suites)?;
+        let opts = self.options();
+        let _d = sh.push_dir(self.dir.join("debs"));
+        cmd!(sh, "apt-get {opts...} -q download {package}")
+            .quiet()
+            .run()
+            .with_context(|| format!("downloading {package} with apt-get download"))
+    }
+
+    /// `apt-get source --download-only`s `package` (`name=version`) into
+    /// `into`, from `suites`: the .dsc and what it lists.
+    pub fn source(&self, sh: &Shell, package: &str, suites: &[&str], into: &Path) -> Result<()> {
+        self.update(sh, "deb-src", package, suites)?;
+        let opts = self.options();
+        let _d = sh.push_dir(into);
+        cmd!(sh, "apt-get {opts...} -q source --download-only {package}")
+            .quiet()
+            .run()
+            .with_context(|| {
+                format!(
+                    "downloading the source of {package} with apt-get source from Debian's {}",
+                    suites.join(", ")
+                )
+            })
+    }
+
+    /// Points the private sources at the host's mirror (`kind`: `deb` or
+    /// `deb-src`) and updates the lists.
+    fn update(&self, sh: &Shell, kind: &str, package: &str, suites: &[&str]) -> Result<()> {
+        self.write_sources(kind, suites)?;
+        let opts = self.options();
+        progress::emit(Event::Note(&format!(
+            "asking apt for {package} ({kind}, {})",
+            suites.join(", ")
+        )));
+        cmd!(sh, "apt-get {opts...} -q update")
+            .quiet()
+            .ignore_stdout()
+            .run()
+            .context(
+                "apt-get update with wbstall's private sources list (is the mirror reachable?)",
+            )
+    }
+
+    fn write_sources(&self, kind: &str, suites: &[&str]) -> Result<()> {
+        let host =
+            read_host_sources(Path::new("/etc/apt")).context("reading the host's apt sources")?;
+        let mirror = debian_mirror(&host).context(
+            "found no Debian mirror in /etc/apt/sources.list{,.d}: add a `deb <mirror> <suite> main` \
+             source, or build from your own tree with --kernel-src DIR",
+        )?;
+        let keyring = mirror
+            .signed_by
+            .clone()
+            .unwrap_or_else(|| "/usr/share/keyrings/debian-archive-keyring.gpg".to_string());
+        let mut list = String::from("# Written by wbstall from the host's Debian mirror.\n");
+        for suite in suites {
+            list.push_str(&format!(
+                "{kind} [signed-by={keyring}] {} {suite} main\n",
+                mirror.uri
+            ));
+        }
+        for sub in [
+            "lists/partial",
+            "cache/archives/partial",
+            "sources.list.d",
+            "debs",
+        ] {
+            fs::create_dir_all(self.dir.join(sub))
+                .with_context(|| format!("creating {}", self.dir.join(sub).display()))?;
+        }
+        util::write_atomic(&self.dir.join("sources.list"), list)
+    }
+}
+
+/// The suites of the host's Debian mirror (where the host's own packages
+/// come from, e.g. `bookworm bookworm-updates`).
+pub fn host_suites() -> Result<Vec<String>> {
+    let host =
+        read_host_sources(Path::new("/etc/apt")).context("reading the host's apt sources")?;
+    let mirror = debian_mirror(&host)
+        .context("found no Debian mirror in /etc/apt/sources.list{,.d}: add a `deb <mirror> <suite> main` source")?;
+    Ok(mirror.suites.clone())
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use xshell::{cmd, Shell};
 
 use crate::{
-    kernel::{apt, mirror},
+    kernel::{apt::PrivateApt, mirror},
     progress::{self, Event},
     util,
 };
@@ -245,93 +245,6 @@ fn read_meta(root: &Path) -> Option<SourceMeta> {
     serde_json::from_str(&text).ok()
 }
 
-/// Private apt state under the cache; the system's apt configuration is not touched.
-struct PrivateApt {
-    dir: PathBuf,
-}
-
-impl PrivateApt {
-    fn options(&self) -> Vec<String> {
-        let d = &self.dir;
-        vec![
-            format!(
-                "-oDir::Etc::SourceList={}",
-                d.join("sources.list").display()
-            ),
-            format!(
-                "-oDir::Etc::SourceParts={}",
-                d.join("sources.list.d").display()
-            ),
-            format!("-oDir::State::Lists={}", d.join("lists").display()),
-            format!("-oDir::Cache={}", d.join("cache").display()),
-            "-oDir::State::status=/dev/null".to_string(),
-            // Downloads land in a directory owned by root, not _apt.
-            "-oAPT::Sandbox::User=root".to_string(),
-            "-oAcquire::Languages=none".to_string(),
-        ]
-    }
-
-    /// `apt-get download`s `package` into `debs/`, from `suites`.
-    fn download(&self, sh: &Shell, package: &str, series: &str, suites: &[&str]) -> Result<()> {
-        self.write_sources(suites)?;
-        let opts = self.options();
-        progress::emit(Event::Note(&format!(
-            "asking apt for {package} ({})",
-            suites.join(", ")
-        )));
-        let update_opts = opts.clone();
-        cmd!(sh, "apt-get {update_opts...} -q update")
-            .quiet()
-            .ignore_stdout()
-            .run()
-            .context(
-                "apt-get update with wbstall's private sources list (is the mirror reachable?)",
-            )?;
-        let _d = sh.push_dir(self.dir.join("debs"));
-        cmd!(sh, "apt-get {opts...} -q download {package}")
-            .quiet()
-            .run()
-            .with_context(|| {
-                format!(
-                    "downloading {package} with apt-get download: is linux-source-{series} in \
-                 Debian's {}? (`apt-cache policy {package}` on a machine with those suites)",
-                    suites.join(", ")
-                )
-            })?;
-        Ok(())
-    }
-
-    fn write_sources(&self, suites: &[&str]) -> Result<()> {
-        let host = apt::read_host_sources(Path::new("/etc/apt"))
-            .context("reading the host's apt sources")?;
-        let mirror = apt::debian_mirror(&host).context(
-            "found no Debian mirror in /etc/apt/sources.list{,.d}: add a `deb <mirror> <suite> main` \
-             source, or build from your own tree with --kernel-src DIR",
-        )?;
-        let keyring = mirror
-            .signed_by
-            .clone()
-            .unwrap_or_else(|| "/usr/share/keyrings/debian-archive-keyring.gpg".to_string());
-        let mut list = String::from("# Written by wbstall from the host's Debian mirror.\n");
-        for suite in suites {
-            list.push_str(&format!(
-                "deb [signed-by={keyring}] {} {suite} main\n",
-                mirror.uri
-            ));
-        }
-        for sub in [
-            "lists/partial",
-            "cache/archives/partial",
-            "sources.list.d",
-            "debs",
-        ] {
-            fs::create_dir_all(self.dir.join(sub))
-                .with_context(|| format!("creating {}", self.dir.join(sub).display()))?;
-        }
-        util::write_atomic(&self.dir.join("sources.list"), list)
-    }
-}
-
 /// The newest cached `linux-source-7.3_*.deb`, if any.
 fn cached_deb(debs: &Path, package: &str) -> Option<PathBuf> {
     let mut found: Vec<PathBuf> = fs::read_dir(debs)
@@ -355,9 +268,7 @@ fn debian_tree(sh: &Shell, cache: &Path, series: &str, refresh: bool) -> Result<
     } else {
         ALL_SUITES
     };
-    let apt = PrivateApt {
-        dir: cache.join("apt"),
-    };
+    let apt = PrivateApt::new(cache.join("apt"));
     let debs = apt.dir.join("debs");
     let mut deb = if refresh {
         None
@@ -365,7 +276,13 @@ fn debian_tree(sh: &Shell, cache: &Path, series: &str, refresh: bool) -> Result<
         cached_deb(&debs, &package)
     };
     if deb.is_none() {
-        apt.download(sh, &package, series, suites)?;
+        apt.download(sh, &package, suites).with_context(|| {
+            format!(
+                "is linux-source-{series} in Debian's {}? (`apt-cache policy {package}` on a \
+                 machine with those suites)",
+                suites.join(", ")
+            )
+        })?;
         deb = cached_deb(&debs, &package);
     }
     let deb = deb.with_context(|| {

@@ -170,8 +170,13 @@ pub(super) fn setup_block(o: &mut String, session: &Session) {
     let t = &session.toolchain;
     let _ = writeln!(
         o,
-        "machine:  QEMU {} {:?} (clock {}), {} vCPUs, {} MiB; {} runs per cell",
-        t.qemu, session.accel, session.clock, session.cpus, session.memory_mib, session.runs
+        "machine:  QEMU {} {:?} (clock {}), {} vCPUs, {} MiB; runs per cell: {}",
+        t.qemu,
+        session.accel,
+        session.clock,
+        session.cpus,
+        session.memory_mib,
+        session.runs_per_cell()
     );
     let _ = writeln!(
         o,
@@ -266,8 +271,8 @@ fn summary(o: &mut String, session: &Session, verdict: &Verdict) {
         .map_or("?".into(), |v| v.base.kernel_version.clone());
     let _ = writeln!(
         o,
-        "  Measured with wbstall on Linux {version} under QEMU ({} runs per cell):",
-        session.runs
+        "  Measured with wbstall on Linux {version} under QEMU (runs per cell: {}):",
+        session.runs_per_cell()
     );
     for (s, cells) in by_scenario {
         let _ = writeln!(o, "  {s}: {}", cells.join(", "));

@@ -204,10 +204,10 @@ fn thread_lines(o: &mut String, session: &Session, verdict: &Verdict, u: &UnderT
         .map_or("?".into(), |v| v.base.kernel_version.clone());
     let _ = writeln!(
         o,
-        "  \"{}\" on Linux {version} ({} plus the patch), under QEMU, {} runs per cell:",
+        "  \"{}\" on Linux {version} ({} plus the patch), under QEMU, runs per cell: {}:",
         u.subjects.join("; "),
         u.base,
-        session.runs
+        session.runs_per_cell()
     );
     for c in verdict.cells.iter().filter(|c| c.variant == u.variant) {
         let _ = writeln!(o, "  {}: {} ({})", c.scenario, c.observed, c.run_classes());

@@ -138,8 +138,8 @@ fn header(o: &mut String, session: &Session) {
     );
     let _ = writeln!(
         o,
-        "{} run(s) per cell, each on a fresh boot, interleaved across variants (ABBA).{}\n",
-        session.runs,
+        "Runs per cell: {}, each on a fresh boot, interleaved across variants (ABBA).{}\n",
+        session.runs_per_cell(),
         if session.quick {
             " Quick job (CI)."
         } else {
@@ -289,13 +289,13 @@ fn verdict_notes(o: &mut String, session: &Session, verdict: &Verdict, expected:
     let _ = writeln!(
         o,
         "\nIntervals below are percentile-bootstrap 95% intervals of the ratio of means \
-         ({} resamples, {} run(s) per cell). With few runs the bootstrap understates the \
+         ({} resamples; runs per cell: {}). With few runs the bootstrap understates the \
          uncertainty, since it cannot see variation the runs did not show; the A/A control \
          (the same kernel booted twice) is the better yardstick. Treat a throughput \
          difference as real only when it is outside its interval and well beyond the A/A \
          difference of the same scenario.",
         crate::analysis::stats::RESAMPLES,
-        session.runs
+        session.runs_per_cell()
     );
 }
 

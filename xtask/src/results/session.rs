@@ -73,4 +73,21 @@ pub struct ScenarioInfo {
     pub name: String,
     pub what: String,
     pub job: Job,
+    /// Runs per cell of this scenario; absent in sessions from before each
+    /// scenario had its own (then `Session::runs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runs: Option<u32>,
+}
+
+impl Session {
+    /// Runs per cell, scenario by scenario (each scenario's own count, or the
+    /// session's for sessions from before they had one).
+    pub fn runs_per_cell(&self) -> crate::guest::plan::Runs {
+        crate::guest::plan::Runs::each(
+            self.scenarios
+                .iter()
+                .map(|s| (s.name.clone(), s.runs.unwrap_or(self.runs)))
+                .collect(),
+        )
+    }
 }

@@ -106,7 +106,7 @@ fn identity(s: &Session) -> Vec<(&'static str, String)> {
             "guest size",
             format!("{} CPUs, {} MiB", s.cpus, s.memory_mib),
         ),
-        ("runs", s.runs.to_string()),
+        ("runs", s.runs_per_cell().to_string()),
         ("jobs", jobs.join("; ")),
         ("expectations", s.expected.clone().unwrap_or_default()),
         ("roles", format!("{:?}", s.roles)),

@@ -26,7 +26,7 @@ use crate::{
     guest::{
         initramfs,
         job::{self, Job},
-        plan::{self, Boot, Machine, Plan},
+        plan::{self, Boot, Machine, Plan, Runs},
         qemu::Clock,
         scenario::{self, Scenario},
     },
@@ -129,20 +129,21 @@ impl QemuTest {
         )
     }
 
-    /// Runs per cell: --runs; 1 with --quick; on the virtual clock, what the
-    /// planned scenarios' measured floors need for ±[`stats::TARGET_POINTS`]
+    /// Runs per cell: --runs; 1 with --quick; on the virtual clock, what each
+    /// planned scenario's measured floor needs for ±[`stats::TARGET_POINTS`]
     /// (said); else 3. With the reason, when derived.
-    fn runs(&self, scenarios: &[Scenario], clock: Clock) -> Result<(u32, Option<String>)> {
+    fn runs(&self, scenarios: &[Scenario], clock: Clock) -> Result<(Runs, Option<String>)> {
         if let Some(n) = self.runs {
             return match n {
                 0 => bail!("--runs must be at least 1"),
-                n => Ok((n, None)),
+                n => Ok((Runs::uniform(scenarios, n), None)),
             };
         }
         if self.quick {
-            return Ok((1, None));
+            return Ok((Runs::uniform(scenarios, 1), None));
         }
-        Ok(runs_for_floors(scenarios, clock))
+        let (runs, why) = runs_for_floors(scenarios, clock);
+        Ok((runs, Some(why)))
     }
 
     /// `--aa NAME` must name a selected variant: checked before anything is built.
@@ -284,7 +285,7 @@ impl QemuTest {
         kernels: &[Built],
         initrds: &BTreeMap<String, PathBuf>,
         scenarios: &[Scenario],
-        runs: u32,
+        runs: &Runs,
         machine: &Machine,
     ) -> Plan {
         let index = |s: &Scenario| scenarios.iter().position(|x| x.name == s.name).unwrap_or(0);
@@ -319,7 +320,7 @@ impl QemuTest {
         tc: &deps::Toolchain,
         built: &[Built],
         scenarios: &[Scenario],
-        runs: u32,
+        runs: &Runs,
         machine: &Machine,
         expected: (&Path, &Expected),
     ) -> Result<Session> {
@@ -334,7 +335,7 @@ impl QemuTest {
             kernel_args: machine.kernel_args.clone(),
             cpus: machine.cpus,
             memory_mib: machine.memory_mib,
-            runs,
+            runs: runs.most(),
             quick: self.quick,
             toolchain: tc.clone(),
             host_cpus: std::thread::available_parallelism().map_or(0, |n| n.get()),
@@ -345,6 +346,7 @@ impl QemuTest {
                     name: s.name.into(),
                     what: s.what.into(),
                     job: self.job(*s),
+                    runs: Some(runs.of(s.name)),
                 })
                 .collect(),
             expected_file: expected.0.display().to_string(),
@@ -389,9 +391,9 @@ impl QemuTest {
         let jobs_vm =
             (self.jobs_vm).unwrap_or_else(|| plan::default_jobs_vm(host_cpus, machine.clock));
         let crowded = plan::check_jobs_vm(jobs_vm, host_cpus, machine.cpus, machine.clock)?;
-        let roles = self.roles(&variants, &selected, runs)?;
+        let roles = self.roles(&variants, &selected, runs.most())?;
         let mut built = self.guest.kernels(sh, &tc, &selection, &self.source)?;
-        if let Some(aa) = self.aa_variant(&built, runs, &roles)? {
+        if let Some(aa) = self.aa_variant(&built, runs.most(), &roles)? {
             built.push(aa);
         }
         let base = initramfs::base(sh).context("building the initramfs")?;
@@ -400,7 +402,7 @@ impl QemuTest {
             &tc,
             &built,
             &scenarios,
-            runs,
+            &runs,
             &machine,
             (&expected_file, &expected),
         )?;
@@ -412,7 +414,7 @@ impl QemuTest {
         progress::emit(Event::Plan {
             variants: built.len(),
             scenarios: scenarios.len(),
-            runs,
+            runs: &runs.to_string(),
             machine: &Self::machine_line(&machine, jobs_vm),
             dir: &dir,
         });
@@ -420,7 +422,13 @@ impl QemuTest {
             progress::emit(Event::Note(note));
         }
         let detectors = self.guest.detectors(&built)?;
-        let plan = self.plan(&built, &initrds(&base, &built)?, &scenarios, runs, &machine);
+        let plan = self.plan(
+            &built,
+            &initrds(&base, &built)?,
+            &scenarios,
+            &runs,
+            &machine,
+        );
         let plan = plan::with_detectors(plan, &detectors);
         let records = boot_all(sh, &dir, &plan, jobs_vm, &expected, &mut session)?;
         if let Some(shard) = self.shard {
@@ -484,49 +492,44 @@ impl QemuTest {
 const MAX_DERIVED_RUNS: u32 = 3;
 
 /// The runs per cell a full plan needs for ±[`stats::TARGET_POINTS`] on
-/// `clock`, and why. On the virtual clock: the most any planned scenario's
-/// measured floor asks for ([`stats::runs_for`]). On the real clock no
-/// number of runs gets there (its floor is points wide), nor for a scenario
-/// whose floor was never measured: 3, and the A/A control says how wide.
-fn runs_for_floors(scenarios: &[Scenario], clock: Clock) -> (u32, Option<String>) {
+/// `clock`, scenario by scenario, and why. On the virtual clock: what each
+/// scenario's own measured floor asks for ([`stats::runs_for`]), at most
+/// [`MAX_DERIVED_RUNS`]. On the real clock no number of runs gets there (its
+/// floor is points wide), nor for a scenario whose floor was never measured:
+/// 3, and the A/A control says how wide.
+fn runs_for_floors(scenarios: &[Scenario], clock: Clock) -> (Runs, String) {
     let target = stats::TARGET_POINTS;
     if clock == Clock::Real {
         let why = format!(
             "3 runs per cell: the real clock's A/A floor is points wide (docs/measurements.md), \
              so no number of runs reaches ±{target}; the virtual clock does"
         );
-        return (3, Some(why));
+        return (Runs::uniform(scenarios, 3), why);
     }
-    let unmeasured: Vec<&str> = scenarios
-        .iter()
-        .filter(|s| s.floor_sd_pct.is_none())
-        .map(|s| s.name)
-        .collect();
-    if !unmeasured.is_empty() {
-        let why = format!(
-            "3 runs per cell: no A/A floor measured for {} ([floor] in scenario.toml)",
-            unmeasured.join(", ")
-        );
-        return (3, Some(why));
-    }
-    let (name, sd) = scenarios
-        .iter()
-        .map(|s| (s.name, s.floor_sd_pct.unwrap_or(0.0)))
-        .max_by(|a, b| a.1.total_cmp(&b.1))
-        .unwrap_or(("", 0.0));
-    let n = stats::runs_for(sd, target);
-    if n > MAX_DERIVED_RUNS {
-        let why = format!(
-            "{MAX_DERIVED_RUNS} runs per cell: {name}'s measured floor (a run's MiB/s varies by \
-             {sd}%) would need {n} for ±{target} points; its A/A control says how wide it is"
-        );
-        return (MAX_DERIVED_RUNS, Some(why));
+    let mut per = Vec::new();
+    let mut said = Vec::new();
+    for s in scenarios {
+        let (n, why) = match s.floor_sd_pct {
+            None => (
+                3,
+                "no A/A floor measured ([floor] in scenario.toml)".to_string(),
+            ),
+            Some(sd) => match stats::runs_for(sd, target) {
+                n if n > MAX_DERIVED_RUNS => (
+                    MAX_DERIVED_RUNS,
+                    format!("a run varies by {sd}%, would need {n}; its A/A control says how wide"),
+                ),
+                n => (n, format!("a run varies by {sd}%")),
+            },
+        };
+        per.push((s.name.to_string(), n));
+        said.push(format!("{} {n} ({why})", s.name));
     }
     let why = format!(
-        "{n} runs per cell: the widest measured floor of the plan ({name}: a run's MiB/s \
-         varies by {sd}%) needs {n} for ±{target} points"
+        "runs per cell for ±{target} points from each scenario's measured floor: {}",
+        said.join("; ")
     );
-    (n, Some(why))
+    (Runs::each(per), why)
 }
 
 /// The commit the harness runs from, `-dirty` with uncommitted changes, or
@@ -698,27 +701,31 @@ mod tests {
         for s in &mut all {
             s.floor_sd_pct = Some(0.1);
         }
-        assert_eq!(super::runs_for_floors(&all, virt).0, 2);
-        // The widest floor decides, and is named.
+        let (runs, _) = super::runs_for_floors(&all, virt);
+        assert_eq!((runs.fewest(), runs.most()), (2, 2));
+        // Each scenario's own floor decides its runs, and is named.
         all[1].floor_sd_pct = Some(0.3);
-        let (n, why) = super::runs_for_floors(&all, virt);
-        assert_eq!(n, 3, "{why:?}");
-        assert!(why.unwrap().contains(all[1].name));
+        let (runs, why) = super::runs_for_floors(&all, virt);
+        assert_eq!(
+            (runs.of(all[0].name), runs.of(all[1].name)),
+            (2, 3),
+            "{why}"
+        );
+        assert!(why.contains(&format!("{} 3 (a run varies by 0.3%)", all[1].name)));
         // A floor that would need more than the cap gets the cap, said why.
         all[1].floor_sd_pct = Some(5.7);
-        let (n, why) = super::runs_for_floors(&all, virt);
-        assert_eq!(n, 3);
-        assert!(why.unwrap().contains("would need 999"), "{n}");
-        // An unmeasured scenario, or the real clock: 3, said why.
+        let (runs, why) = super::runs_for_floors(&all, virt);
+        assert_eq!(runs.of(all[1].name), 3);
+        assert!(why.contains("would need 999"), "{why}");
+        // An unmeasured scenario gets 3, said why; the others keep theirs.
         all[2].floor_sd_pct = None;
-        let (n, why) = super::runs_for_floors(&all, virt);
-        assert_eq!(n, 3);
-        assert!(why
-            .unwrap()
-            .contains(&format!("no A/A floor measured for {}", all[2].name)));
-        let (n, why) = super::runs_for_floors(&all[..1], Clock::Real);
-        assert_eq!(n, 3);
-        assert!(why.unwrap().contains("real clock"));
+        let (runs, why) = super::runs_for_floors(&all, virt);
+        assert_eq!((runs.of(all[2].name), runs.of(all[0].name)), (3, 2));
+        assert!(why.contains(&format!("{} 3 (no A/A floor measured", all[2].name)));
+        // The real clock: 3 everywhere, said why.
+        let (runs, why) = super::runs_for_floors(&all, Clock::Real);
+        assert_eq!((runs.fewest(), runs.most()), (3, 3));
+        assert!(why.contains("real clock"));
     }
 
     #[test]
