@@ -447,9 +447,13 @@ fn check_rust(sh: &Shell, need: &mut Need<'_>) -> (Option<Version>, Option<Versi
     (rustc, bindgen)
 }
 
+/// libfuse's examples (sources) as Debian's `libfuse3-dev` installs them: the
+/// fuse-passthrough scenario's server is built from them.
+pub const LIBFUSE_EXAMPLES: &str = "/usr/share/doc/libfuse3-dev/examples";
+
 /// The other host tools and headers; QEMU's and fio's versions.
 fn check_tools(sh: &Shell, need: &mut Need<'_>) -> (Option<Version>, Option<String>) {
-    let simple: [(&str, &str, &str); 14] = [
+    let simple: [(&str, &str, &str); 15] = [
         ("make", "--version", "make"),
         ("flex", "--version", "flex"),
         ("bison", "--version", "bison"),
@@ -465,6 +469,8 @@ fn check_tools(sh: &Shell, need: &mut Need<'_>) -> (Option<Version>, Option<Stri
         // The guest's fio is built from Debian's source (guest::fio).
         ("dpkg-source", "--version", "dpkg-dev"),
         ("cc", "--version", "gcc"),
+        // libfuse's passthrough_ll is built on the host (guest::fuse_server).
+        ("pkg-config", "--version", "pkg-config"),
     ];
     for (prog, arg, pkg) in simple {
         if version_output(sh, prog, arg).is_none() {
@@ -482,6 +488,15 @@ fn check_tools(sh: &Shell, need: &mut Need<'_>) -> (Option<Version>, Option<Stri
     let fio = version_output(sh, "fio", "--version").map(|o| o.trim().to_string());
     if fio.is_none() {
         need("`fio`".into(), Fix::Apt("fio".into()));
+    }
+    if !Path::new(LIBFUSE_EXAMPLES)
+        .join("passthrough_ll.c")
+        .is_file()
+    {
+        need(
+            "libfuse's examples and headers (the fuse-passthrough scenario's server)".into(),
+            Fix::Apt("libfuse3-dev".into()),
+        );
     }
     if static_busybox().is_none() {
         need(

@@ -4,6 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::guest::{plan::Runs, qemu::Clock, scenario::Scenario};
+
 /// The median of some numbers (0 for none).
 pub fn median(values: &[f64]) -> f64 {
     if values.is_empty() {
@@ -162,6 +164,52 @@ pub fn change(a: &[f64], b: &[f64]) -> Option<Change> {
     })
 }
 
+/// The most runs per cell a default plan makes: a scenario whose run-to-run
+/// spread comes from the kernel's own dynamics (memcg-ext4: the writers'
+/// throttled time differs by regimes from run to run) would need hundreds.
+const MAX_DERIVED_RUNS: u32 = 3;
+
+/// The runs per cell a full plan needs for ±[`TARGET_POINTS`] on
+/// `clock`, scenario by scenario, and why. On the virtual clock: what each
+/// scenario's own measured floor asks for ([`runs_for`]), at most
+/// [`MAX_DERIVED_RUNS`]. On the real clock no number of runs gets there (its
+/// floor is points wide), nor for a scenario whose floor was never measured:
+/// 3, and the A/A control says how wide.
+pub fn runs_for_floors(scenarios: &[Scenario], clock: Clock) -> (Runs, String) {
+    let target = TARGET_POINTS;
+    if clock == Clock::Real {
+        let why = format!(
+            "3 runs per cell: the real clock's A/A floor is points wide (docs/measurements.md), \
+             so no number of runs reaches ±{target}; the virtual clock does"
+        );
+        return (Runs::uniform(scenarios, 3), why);
+    }
+    let mut per = Vec::new();
+    let mut said = Vec::new();
+    for s in scenarios {
+        let (n, why) = match s.floor_sd_pct {
+            None => (
+                3,
+                "no A/A floor measured ([floor] in scenario.toml)".to_string(),
+            ),
+            Some(sd) => match runs_for(sd, target) {
+                n if n > MAX_DERIVED_RUNS => (
+                    MAX_DERIVED_RUNS,
+                    format!("a run varies by {sd}%, would need {n}; its A/A control says how wide"),
+                ),
+                n => (n, format!("a run varies by {sd}%")),
+            },
+        };
+        per.push((s.name.to_string(), n));
+        said.push(format!("{} {n} ({why})", s.name));
+    }
+    let why = format!(
+        "runs per cell for ±{target} points from each scenario's measured floor: {}",
+        said.join("; ")
+    );
+    (Runs::each(per), why)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -223,5 +271,39 @@ mod tests {
         assert_eq!(change(&a, &b), change(&a, &b));
         assert_eq!(change(&[], &b), None);
         assert_eq!(change(&[0.0], &b), None);
+    }
+    #[test]
+    fn the_runs_of_a_full_plan_follow_from_the_floors_it_measured() {
+        use crate::guest::qemu::Clock;
+        let virt = Clock::Virtual { shift: 3 };
+        let mut all = crate::guest::scenario::all().unwrap();
+        for s in &mut all {
+            s.floor_sd_pct = Some(0.1);
+        }
+        let (runs, _) = runs_for_floors(&all, virt);
+        assert_eq!((runs.fewest(), runs.most()), (2, 2));
+        // Each scenario's own floor decides its runs, and is named.
+        all[1].floor_sd_pct = Some(0.3);
+        let (runs, why) = runs_for_floors(&all, virt);
+        assert_eq!(
+            (runs.of(all[0].name), runs.of(all[1].name)),
+            (2, 3),
+            "{why}"
+        );
+        assert!(why.contains(&format!("{} 3 (a run varies by 0.3%)", all[1].name)));
+        // A floor that would need more than the cap gets the cap, said why.
+        all[1].floor_sd_pct = Some(5.7);
+        let (runs, why) = runs_for_floors(&all, virt);
+        assert_eq!(runs.of(all[1].name), 3);
+        assert!(why.contains("would need 999"), "{why}");
+        // An unmeasured scenario gets 3, said why; the others keep theirs.
+        all[2].floor_sd_pct = None;
+        let (runs, why) = runs_for_floors(&all, virt);
+        assert_eq!((runs.of(all[2].name), runs.of(all[0].name)), (3, 2));
+        assert!(why.contains(&format!("{} 3 (no A/A floor measured", all[2].name)));
+        // The real clock: 3 everywhere, said why.
+        let (runs, why) = runs_for_floors(&all, Clock::Real);
+        assert_eq!((runs.fewest(), runs.most()), (3, 3));
+        assert!(why.contains("real clock"));
     }
 }

@@ -122,6 +122,9 @@ pub fn boot_plan(
         // Set on every way out of this closure (an error, a panic): the
         // scope then waits for threads whose QEMU is being killed.
         let _stop = StopOnDrop(&stop);
+        // The boot that ended last: its record is built once its slot has
+        // been given to the next boot (building it takes a second).
+        let mut last: Option<(usize, Result<Booted>)> = None;
         loop {
             for i in schedule.start() {
                 started(i);
@@ -134,12 +137,15 @@ pub fn boot_plan(
                     let _ = tx.send((i, booted));
                 });
             }
+            if let Some((i, booted)) = last.take() {
+                ended(i, booted)?;
+            }
             if schedule.finished() {
                 return Ok(());
             }
             let (i, booted) = rx.recv().expect("a boot is running and holds a sender");
             schedule.ended(i);
-            ended(i, booted)?;
+            last = Some((i, booted));
         }
     })
 }

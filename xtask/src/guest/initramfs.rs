@@ -14,7 +14,15 @@ use std::{
 use anyhow::{bail, Context, Result};
 use xshell::{cmd, Shell};
 
-use crate::{deps, guest::fio, util};
+use crate::{
+    deps,
+    guest::{
+        fio,
+        fuse_server::{self, UserServer},
+    },
+    progress::{self, Event},
+    util,
+};
 
 /// Where initramfs archives are kept.
 fn dir() -> PathBuf {
@@ -204,16 +212,25 @@ fn host_program(sh: &Shell, program: &str, dest: &str, package: &str) -> Result<
         .quiet()
         .read()
         .with_context(|| format!("finding {program}: apt-get install {package}"))?;
-    let path = PathBuf::from(path.trim());
-    let ldd = cmd!(sh, "ldd {path}")
-        .quiet()
-        .read()
-        .with_context(|| format!("listing {program}'s libraries with ldd"))?;
+    with_libraries(sh, Path::new(path.trim()), dest)
+}
+
+/// The program at `path` as `dest`, and the libraries `ldd` says it loads.
+fn with_libraries(sh: &Shell, path: &Path, dest: &str) -> Result<Vec<Item>> {
     let mut items = vec![Item {
         dest: dest.into(),
         perm: 0o755,
-        src: path,
+        src: path.to_path_buf(),
     }];
+    if deps::elf_is_static(&fs::read(path).with_context(|| format!("reading {}", path.display()))?)
+        == Some(true)
+    {
+        return Ok(items);
+    }
+    let ldd = cmd!(sh, "ldd {path}")
+        .quiet()
+        .read()
+        .with_context(|| format!("listing the libraries of {} with ldd", path.display()))?;
     for lib in parse_ldd(&ldd)? {
         let dest = lib.to_string_lossy().trim_start_matches('/').to_string();
         // Copy the target's bytes under the name the loader looks for.
@@ -227,7 +244,44 @@ fn host_program(sh: &Shell, program: &str, dest: &str, package: &str) -> Result<
     Ok(items)
 }
 
-fn items(sh: &Shell) -> Result<Vec<Item>> {
+/// The benchmark: built static (guest::fio), else the host's with its
+/// libraries (the same version; the guest unpacks 70 MB more each boot).
+fn guest_fio(sh: &Shell) -> Result<Vec<Item>> {
+    match fio::guest_fio(sh) {
+        Ok(src) => Ok(vec![Item {
+            dest: "usr/bin/fio".into(),
+            perm: 0o755,
+            src,
+        }]),
+        Err(e) => {
+            progress::emit(Event::Note(&format!(
+                "no static fio for the guest ({e:#}); it gets the host's fio and its \
+                 libraries, which cost about 1 s of guest time per boot"
+            )));
+            host_program(sh, "fio", "usr/bin/fio", "fio")
+        }
+    }
+}
+
+/// The FUSE servers of the fuse-passthrough scenario: libfuse's
+/// passthrough_ll, and the user's (`--fuse-server`) with its command line.
+fn fuse_servers(sh: &Shell, user: Option<&UserServer>) -> Result<Vec<Item>> {
+    let ll = fuse_server::passthrough_ll(sh)?;
+    let mut items = with_libraries(sh, &ll, fuse_server::PASSTHROUGH_LL)?;
+    if let Some(u) = user {
+        items.extend(with_libraries(sh, &u.program, &u.guest_path())?);
+        let file = util::target_dir().join("guest").join("fuse-server");
+        util::write_atomic(&file, u.guest_command())?;
+        items.push(Item {
+            dest: fuse_server::COMMAND_FILE.into(),
+            perm: 0o644,
+            src: file,
+        });
+    }
+    Ok(items)
+}
+
+fn items(sh: &Shell, user_server: Option<&UserServer>) -> Result<Vec<Item>> {
     let root = util::project_root();
     let busybox =
         deps::static_busybox().context("no static busybox: apt-get install busybox-static")?;
@@ -255,12 +309,6 @@ fn items(sh: &Shell) -> Result<Vec<Item>> {
             src,
         });
     }
-    // The benchmark.
-    items.push(Item {
-        dest: "usr/bin/fio".into(),
-        perm: 0o755,
-        src: fio::guest_fio(sh).context("the guest's fio")?,
-    });
     for sub in ["scenarios", "jobs"] {
         let d = root.join("qemu").join(sub);
         let mut files = Vec::new();
@@ -274,12 +322,15 @@ fn items(sh: &Shell) -> Result<Vec<Item>> {
             });
         }
     }
+    let mut shared = guest_fio(sh)?;
     for (program, dest, package) in HOST_PROGRAMS {
-        for it in host_program(sh, program, dest, package)? {
-            // The programs share libraries (libc, the loader): one copy each.
-            if !items.iter().any(|i| i.dest == it.dest) {
-                items.push(it);
-            }
+        shared.extend(host_program(sh, program, dest, package)?);
+    }
+    shared.extend(fuse_servers(sh, user_server)?);
+    for it in shared {
+        // The programs share libraries (libc, the loader): one copy each.
+        if !items.iter().any(|i| i.dest == it.dest) {
+            items.push(it);
         }
     }
     // mke2fs's defaults (features, inode size) as the host's own, so that the
@@ -292,9 +343,10 @@ fn items(sh: &Shell) -> Result<Vec<Item>> {
     Ok(items)
 }
 
-/// Builds (or reuses) the base archive and returns its path.
-pub fn base(sh: &Shell) -> Result<PathBuf> {
-    let items = items(sh)?;
+/// Builds (or reuses) the base archive and returns its path; with the
+/// user's FUSE server (`--fuse-server`), if any.
+pub fn base(sh: &Shell, user_server: Option<&UserServer>) -> Result<PathBuf> {
+    let items = items(sh, user_server)?;
     let mut key = String::from("wbstall-initramfs-v1\n");
     for it in &items {
         key.push_str(&format!(

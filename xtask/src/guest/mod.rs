@@ -6,6 +6,7 @@
 pub mod boot;
 pub mod disk;
 pub mod fio;
+pub mod fuse_server;
 pub mod initramfs;
 pub mod job;
 pub mod plan;

@@ -26,6 +26,8 @@ pub struct Scenario {
     pub strictlimit: bool,
     /// Per-job file size (fio --size) unless --size says otherwise.
     pub size: &'static str,
+    /// In a plan that names no scenario (`default = false`: only when named).
+    pub in_default_plan: bool,
     /// More `wbstall.*` parameters for the guest script.
     pub params: &'static [(&'static str, &'static str)],
     /// The measured run-to-run standard deviation of a cell's MiB/s on the
@@ -50,6 +52,9 @@ struct ScenarioToml {
     /// false: not a measurement (module-stress's cycles); qemu-test never runs it.
     #[serde(default = "yes")]
     measured: bool,
+    /// false: measured only when named (`--scenario NAME`).
+    #[serde(default = "yes")]
+    default: bool,
     what: String,
     disk: bool,
     verify: bool,
@@ -119,6 +124,7 @@ pub fn load_dir(dir: &Path) -> Result<Vec<(Scenario, bool)>> {
             verify: t.verify,
             strictlimit: t.strictlimit,
             size: leak(t.size),
+            in_default_plan: t.default,
             params: Box::leak(params.into_boxed_slice()),
             floor_sd_pct: t.floor.map(|f| f.virtual_sd_pct),
         };
@@ -168,10 +174,10 @@ pub fn any(name: &str) -> Result<Scenario> {
     }
 }
 
-/// The selected scenarios, all by default.
+/// The selected scenarios; by default those in the default plan.
 pub fn select(names: &[String]) -> Result<Vec<Scenario>> {
     if names.is_empty() {
-        return all();
+        return Ok(all()?.into_iter().filter(|s| s.in_default_plan).collect());
     }
     names.iter().map(|n| by_name(n)).collect()
 }
@@ -189,9 +195,16 @@ mod tests {
                 "fuse-strictlimit",
                 "fuse-nostrict",
                 "memcg-ext4",
-                "ext4-global"
+                "ext4-global",
+                "fuse-passthrough"
             ]
         );
+        // A plan that names none gets those of the default plan; the others
+        // only when named.
+        let plan: Vec<&str> = select(&[]).unwrap().iter().map(|s| s.name).collect();
+        assert_eq!(plan, &names[..4]);
+        let named = select(&["fuse-passthrough".into()]).unwrap();
+        assert!(named[0].strictlimit && !named[0].in_default_plan);
         let memcg = by_name("memcg-ext4").unwrap();
         assert!(memcg.disk && !memcg.strictlimit);
         assert_eq!(memcg.params, [("memcg_max", "128M")]);
@@ -264,6 +277,7 @@ mod tests {
             e.contains("unknown scenario `nfs`") && e.contains("fuse-strictlimit"),
             "{e}"
         );
-        assert_eq!(select(&[]).unwrap().len(), all().unwrap().len());
+        let default = all().unwrap().iter().filter(|s| s.in_default_plan).count();
+        assert_eq!(select(&[]).unwrap().len(), default);
     }
 }

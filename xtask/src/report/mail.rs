@@ -183,6 +183,12 @@ pub(super) fn setup_block(o: &mut String, session: &Session) {
         "disk:     {} (under the disk scenarios' ext4)",
         session.disk
     );
+    if let Some(server) = &session.fuse_server {
+        let _ = writeln!(
+            o,
+            "fuse:     `{server}` (the FUSE server of fuse-passthrough)"
+        );
+    }
     o.push('\n');
 }
 

@@ -13,6 +13,7 @@ use crate::{
         metrics,
         stats::{change, mean, median, stddev},
     },
+    guest::fuse_server,
     kernel::variants::{Comparison, Roles},
     results::{phases, session::Session},
 };
@@ -458,6 +459,25 @@ fn plots_section(o: &mut String, plots: &[(String, String)]) {
     }
 }
 
+/// Which server the fuse-passthrough scenario ran, when it ran.
+fn fuse_server_line(o: &mut String, session: &Session) {
+    if session
+        .scenarios
+        .iter()
+        .any(|s| s.name == fuse_server::SCENARIO)
+    {
+        let _ = writeln!(
+            o,
+            "- FUSE server of {}: {}.",
+            fuse_server::SCENARIO,
+            session.fuse_server.as_deref().map_or(
+                "libfuse's passthrough_ll -o writeback over tmpfs".to_string(),
+                |l| format!("`{l}` (--fuse-server)")
+            )
+        );
+    }
+}
+
 fn environment(o: &mut String, session: &Session) {
     // Environment.
     let _ = writeln!(o, "## Environment\n");
@@ -525,6 +545,7 @@ fn environment(o: &mut String, session: &Session) {
         "- Toolchain: LLVM {}, rustc {}, bindgen {}; {}.",
         t.llvm, t.rustc, t.bindgen, t.fio
     );
+    fuse_server_line(o, session);
     let _ = writeln!(o, "- fio jobs:");
     for i in &session.scenarios {
         let _ = writeln!(o, "  - {}: `{}`", i.name, i.job.command_line());

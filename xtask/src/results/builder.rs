@@ -96,6 +96,8 @@ fn wall_seconds(text: &str) -> Result<f64> {
 pub fn build(ctx: RunContext<'_>, stream: &Stream) -> Result<RunRecord> {
     let need = |name: &str| need(stream, name, &ctx.console_log);
     let fio = fio_result(&need(stream::FIO)?, &ctx.console_log)?;
+    let (fuse_ready, fuse_stats, verify_ok) = fuse_evidence(stream)?;
+    no_writeback_cache(fuse_ready.as_ref())?;
     let bdi = need(stream::BDI)?.trim().to_string();
     let writer_domain = need(stream::WRITER_DOMAIN)?.trim().to_string();
     let (cgroup_ino, witness, witness_drops, bdi_knobs) = witnessed(&need, &bdi)?;
@@ -119,7 +121,6 @@ pub fn build(ctx: RunContext<'_>, stream: &Stream) -> Result<RunRecord> {
     let (bdi_stats, bdi_written_kb) =
         written(&need(stream::BDI_STATS_BEFORE)?, &need(stream::BDI_STATS)?)?;
     let memcg_events = memcg_events(&need, &writer_domain)?;
-    let (fuse_ready, fuse_stats, verify_ok) = fuse_evidence(stream)?;
     Ok(RunRecord {
         variant: ctx.variant.variant.clone(),
         scenario: ctx.scenario.to_string(),
@@ -220,6 +221,25 @@ fn fuse_evidence(stream: &Stream) -> Result<(Option<Value>, Option<Value>, Optio
             .text(stream::FIO_VERIFY)
             .map(|t| fio::parse(&t).is_ok_and(|r| r.error == 0)),
     ))
+}
+
+/// A FUSE mount without the writeback cache writes through to its server: no
+/// dirty pages, no throttling, nothing the run could show. Said first, as the
+/// reason the run is left out, before the counters that follow from it.
+fn no_writeback_cache(ready: Option<&Value>) -> Result<()> {
+    match ready {
+        Some(r) if r["writeback_cache"] == Value::Bool(false) => bail!(
+            "the FUSE mount had no writeback cache (server {}; a 1 MiB probe write dirtied {} \
+             kB): its writes go straight to the server, so the run cannot show the bug and is \
+             left out. Make the server negotiate FUSE_WRITEBACK_CACHE (passthrough_ll: -o \
+             writeback)",
+            r.get("server")
+                .map_or("wbstall-fuse".to_string(), |s| s.to_string()),
+            r.get("dirtied_kb")
+                .map_or("?".to_string(), |d| d.to_string())
+        ),
+        _ => Ok(()),
+    }
 }
 
 /// The BDI's stats after the run, and the kB it wrote back over it.
@@ -507,6 +527,25 @@ mod tests {
         assert!(text.contains(from), "{file} lacks {from}");
         s.files
             .insert(file.into(), text.replace(from, to).into_bytes());
+    }
+
+    #[test]
+    fn a_mount_without_the_writeback_cache_is_left_out_saying_why() {
+        let ready =
+            r#"{"server":"my-passthrough","writeback_cache":false,"probe_kb":1024,"dirtied_kb":0}"#;
+        fails(
+            FUSE,
+            "fuse-strictlimit",
+            |s| {
+                s.files.insert("fuse-main-ready".into(), ready.into());
+            },
+            "no writeback cache (server \"my-passthrough\"; a 1 MiB probe write dirtied 0 kB)",
+        );
+        // With the cache, the same stream builds.
+        let mut s = stream(FUSE);
+        let ok = ready.replace("false", "true").replace(":0}", ":1024}");
+        s.files.insert("fuse-main-ready".into(), ok.into_bytes());
+        assert!(build_from(&s, "v", "fuse-strictlimit", "256M").is_ok());
     }
 
     #[test]

@@ -59,6 +59,10 @@ pub struct Session {
     /// The developers' patches under test (`--patch`): the report is about them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub under_test: Vec<variants::UnderTest>,
+    /// The user's FUSE server in fuse-passthrough (`--fuse-server`), as given;
+    /// none: libfuse's passthrough_ll.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fuse_server: Option<String>,
     /// The slice of the plan this session ran (`--shard I/N`), if not all.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shard: Option<Shard>,

@@ -65,7 +65,7 @@ impl BenchFuse {
             .guest
             .kernels(sh, &tc, &selection, &self.source)?
             .remove(0);
-        let base = initramfs::base(sh).context("building the initramfs")?;
+        let base = initramfs::base(sh, None).context("building the initramfs")?;
         let initrd =
             initramfs::for_variant(&base, &kernel.label(), kernel.module_file().as_deref())?;
         let dir = util::unique_dir(&util::target_dir().join("bench-fuse"))?;

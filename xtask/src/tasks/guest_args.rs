@@ -131,7 +131,7 @@ impl GuestArgs {
             ..Selection::default()
         };
         let built = self.kernels(sh, &tc, &selection, source)?.remove(0);
-        let base = initramfs::base(sh)?;
+        let base = initramfs::base(sh, None)?;
         let initrd = initramfs::for_variant(&base, &built.label(), built.module_file().as_deref())?;
         Ok((built, initrd))
     }

@@ -100,6 +100,7 @@ fn identity(s: &Session) -> Vec<(&'static str, String)> {
         ("accelerator", format!("{:?}", s.accel)),
         ("clock", s.clock.to_string()),
         ("disk", s.disk.to_string()),
+        ("FUSE server", s.fuse_server.clone().unwrap_or_default()),
         ("CPU model", s.cpu_model.clone()),
         ("kernel arguments", s.kernel_args.join(" ")),
         (

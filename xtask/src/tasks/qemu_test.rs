@@ -24,6 +24,7 @@ use crate::{
     },
     deps,
     guest::{
+        fuse_server::{self, UserServer},
         initramfs,
         job::{self, Job},
         plan::{self, Boot, Machine, Plan, Runs},
@@ -54,9 +55,18 @@ pub struct QemuTest {
     pub source: SourceArgs,
     #[command(flatten)]
     pub guest: GuestArgs,
-    /// Scenario to run (repeatable). Default: all of them.
+    /// Scenario to run (repeatable). Default: those of the default plan
+    /// (all but fuse-passthrough, which runs when named or with --fuse-server).
     #[arg(long = "scenario", value_name = "NAME")]
     pub scenarios: Vec<String>,
+    /// Your own FUSE server in the fuse-passthrough scenario instead of
+    /// libfuse's passthrough_ll: PROGRAM (a path, or a name on PATH) and its
+    /// arguments, split at white space; the mount point is added last, and
+    /// /run/pt-src is an empty tmpfs directory it may serve. It and the
+    /// libraries ldd lists go into the guest. A mount without the writeback
+    /// cache cannot show the bug: such runs are left out, said why.
+    #[arg(long, value_name = "'PROGRAM ARGS'")]
+    pub fuse_server: Option<String>,
     /// Boots per variant and scenario, interleaved (ABBA) across variants.
     /// Default: 3, or 1 with --quick.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100))]
@@ -120,6 +130,34 @@ pub struct QemuTest {
 }
 
 impl QemuTest {
+    /// `--fuse-server`, parsed and found on the host.
+    fn user_server(&self) -> Result<Option<UserServer>> {
+        let Some(line) = &self.fuse_server else {
+            return Ok(None);
+        };
+        let path = std::env::var("PATH").unwrap_or_default();
+        UserServer::parse(line, &path).map(Some)
+    }
+
+    /// The scenarios of the plan: `--scenario`, else the default plan's; with
+    /// `--fuse-server`, the scenario that runs it (alone, unless named).
+    fn scenarios(&self, user_server: Option<&UserServer>) -> Result<Vec<Scenario>> {
+        if user_server.is_none() {
+            return scenario::select(&self.scenarios);
+        }
+        if self.scenarios.is_empty() {
+            return scenario::select(&[fuse_server::SCENARIO.to_string()]);
+        }
+        if !self.scenarios.iter().any(|s| s == fuse_server::SCENARIO) {
+            bail!(
+                "--fuse-server runs in the {0} scenario, which this plan leaves out: add \
+                 --scenario {0}",
+                fuse_server::SCENARIO
+            );
+        }
+        scenario::select(&self.scenarios)
+    }
+
     fn job(&self, scen: Scenario) -> Job {
         let (ramp, runtime) = if self.quick { job::QUICK } else { job::FULL };
         Job::new(
@@ -142,7 +180,7 @@ impl QemuTest {
         if self.quick {
             return Ok((Runs::uniform(scenarios, 1), None));
         }
-        let (runs, why) = runs_for_floors(scenarios, clock);
+        let (runs, why) = stats::runs_for_floors(scenarios, clock);
         Ok((runs, Some(why)))
     }
 
@@ -357,6 +395,7 @@ impl QemuTest {
             shard: self.shard,
             jobs_vm: 0,
             under_test: Vec::new(),
+            fuse_server: None,
         })
     }
 
@@ -372,7 +411,8 @@ impl QemuTest {
     pub fn measure(self, sh: &Shell) -> Result<Outcome> {
         let tc = deps::ensure_for(sh, self.guest.flavour.no_rust)?;
         // Check every input before the long work starts.
-        let scenarios = scenario::select(&self.scenarios)?;
+        let user_server = self.user_server()?;
+        let scenarios = self.scenarios(user_server.as_ref())?;
         let variants = Variants::repo()?;
         let selection = revs::select(sh, &self.selection, &self.source)?;
         let selected = selection.resolve(&variants)?;
@@ -396,7 +436,7 @@ impl QemuTest {
         if let Some(aa) = self.aa_variant(&built, runs.most(), &roles)? {
             built.push(aa);
         }
-        let base = initramfs::base(sh).context("building the initramfs")?;
+        let base = initramfs::base(sh, user_server.as_ref()).context("building the initramfs")?;
         let dir = util::unique_dir(&util::target_dir().join("results"))?;
         let mut session = self.session(
             &tc,
@@ -410,6 +450,7 @@ impl QemuTest {
         session.jobs_vm = jobs_vm;
         session.under_test = under_test;
         session.harness = Some(harness_commit(sh));
+        session.fuse_server = user_server.map(|u| u.line);
         ResultsDir::new(&dir).write::<crate::results::record::RunRecord>(&session, None)?;
         progress::emit(Event::Plan {
             variants: built.len(),
@@ -431,24 +472,10 @@ impl QemuTest {
         );
         let plan = plan::with_detectors(plan, &detectors);
         let records = boot_all(sh, &dir, &plan, jobs_vm, &expected, &mut session)?;
-        if let Some(shard) = self.shard {
-            // A slice is judged only with the others: `cargo xtask merge`.
-            println!(
-                "qemu-test: shard {shard}: {} boot(s) recorded, {} failed; results in {}\n\
-                 join the {} shards with `cargo xtask merge --out DIR SHARD_DIR...`",
-                records.len(),
-                session.failures.len(),
-                dir.display(),
-                shard.count
-            );
-            return Ok(Outcome {
-                dir,
-                verdict: Verdict::default(),
-                failures: session.failures.clone(),
-                sharded: true,
-            });
+        match self.shard {
+            Some(shard) => Ok(shard_outcome(shard, dir, &session, records.len())),
+            None => finish(dir, &session, &records, &expected),
         }
-        finish(dir, &session, &records, &expected)
     }
 
     /// The variant booted again as the A/A control: `--aa`, else the
@@ -486,50 +513,22 @@ impl QemuTest {
     }
 }
 
-/// The most runs per cell a default plan makes: a scenario whose run-to-run
-/// spread comes from the kernel's own dynamics (memcg-ext4: the writers'
-/// throttled time differs by regimes from run to run) would need hundreds.
-const MAX_DERIVED_RUNS: u32 = 3;
-
-/// The runs per cell a full plan needs for ±[`stats::TARGET_POINTS`] on
-/// `clock`, scenario by scenario, and why. On the virtual clock: what each
-/// scenario's own measured floor asks for ([`stats::runs_for`]), at most
-/// [`MAX_DERIVED_RUNS`]. On the real clock no number of runs gets there (its
-/// floor is points wide), nor for a scenario whose floor was never measured:
-/// 3, and the A/A control says how wide.
-fn runs_for_floors(scenarios: &[Scenario], clock: Clock) -> (Runs, String) {
-    let target = stats::TARGET_POINTS;
-    if clock == Clock::Real {
-        let why = format!(
-            "3 runs per cell: the real clock's A/A floor is points wide (docs/measurements.md), \
-             so no number of runs reaches ±{target}; the virtual clock does"
-        );
-        return (Runs::uniform(scenarios, 3), why);
-    }
-    let mut per = Vec::new();
-    let mut said = Vec::new();
-    for s in scenarios {
-        let (n, why) = match s.floor_sd_pct {
-            None => (
-                3,
-                "no A/A floor measured ([floor] in scenario.toml)".to_string(),
-            ),
-            Some(sd) => match stats::runs_for(sd, target) {
-                n if n > MAX_DERIVED_RUNS => (
-                    MAX_DERIVED_RUNS,
-                    format!("a run varies by {sd}%, would need {n}; its A/A control says how wide"),
-                ),
-                n => (n, format!("a run varies by {sd}%")),
-            },
-        };
-        per.push((s.name.to_string(), n));
-        said.push(format!("{} {n} ({why})", s.name));
-    }
-    let why = format!(
-        "runs per cell for ±{target} points from each scenario's measured floor: {}",
-        said.join("; ")
+/// A slice of the plan is judged only with the others (`cargo xtask merge`):
+/// says so, and what it recorded.
+fn shard_outcome(shard: plan::Shard, dir: PathBuf, session: &Session, recorded: usize) -> Outcome {
+    println!(
+        "qemu-test: shard {shard}: {recorded} boot(s) recorded, {} failed; results in {}\n\
+         join the {} shards with `cargo xtask merge --out DIR SHARD_DIR...`",
+        session.failures.len(),
+        dir.display(),
+        shard.count
     );
-    (Runs::each(per), why)
+    Outcome {
+        dir,
+        verdict: Verdict::default(),
+        failures: session.failures.clone(),
+        sharded: true,
+    }
 }
 
 /// The commit the harness runs from, `-dirty` with uncommitted changes, or
@@ -691,41 +690,6 @@ mod tests {
         );
         ends[0] = Some(Ok("a"));
         assert_eq!(crate::tasks::boot_all::in_plan_order(&ends).0, [&"a", &"d"]);
-    }
-
-    #[test]
-    fn the_runs_of_a_full_plan_follow_from_the_floors_it_measured() {
-        use crate::guest::qemu::Clock;
-        let virt = Clock::Virtual { shift: 3 };
-        let mut all = crate::guest::scenario::all().unwrap();
-        for s in &mut all {
-            s.floor_sd_pct = Some(0.1);
-        }
-        let (runs, _) = super::runs_for_floors(&all, virt);
-        assert_eq!((runs.fewest(), runs.most()), (2, 2));
-        // Each scenario's own floor decides its runs, and is named.
-        all[1].floor_sd_pct = Some(0.3);
-        let (runs, why) = super::runs_for_floors(&all, virt);
-        assert_eq!(
-            (runs.of(all[0].name), runs.of(all[1].name)),
-            (2, 3),
-            "{why}"
-        );
-        assert!(why.contains(&format!("{} 3 (a run varies by 0.3%)", all[1].name)));
-        // A floor that would need more than the cap gets the cap, said why.
-        all[1].floor_sd_pct = Some(5.7);
-        let (runs, why) = super::runs_for_floors(&all, virt);
-        assert_eq!(runs.of(all[1].name), 3);
-        assert!(why.contains("would need 999"), "{why}");
-        // An unmeasured scenario gets 3, said why; the others keep theirs.
-        all[2].floor_sd_pct = None;
-        let (runs, why) = super::runs_for_floors(&all, virt);
-        assert_eq!((runs.of(all[2].name), runs.of(all[0].name)), (3, 2));
-        assert!(why.contains(&format!("{} 3 (no A/A floor measured", all[2].name)));
-        // The real clock: 3 everywhere, said why.
-        let (runs, why) = super::runs_for_floors(&all, Clock::Real);
-        assert_eq!((runs.fewest(), runs.most()), (3, 3));
-        assert!(why.contains("real clock"));
     }
 
     #[test]
