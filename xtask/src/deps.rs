@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use xshell::{cmd, Shell};
 
 use crate::{
+    distro::Distro,
     progress::{self, Event},
     util,
 };
@@ -127,17 +128,19 @@ pub fn ensure_with(sh: &Shell, install: bool) -> Result<Toolchain> {
     if missing.is_empty() {
         return tc.context("tool check passed but found no toolchain (bug)");
     }
-    if !install {
-        bail!("{}", missing_report(&missing));
+    let distro = Distro::host();
+    if !install || distro != Distro::Debian {
+        // Installing is apt's work; elsewhere the report gives the command.
+        bail!("{}", missing_report(&missing, distro));
     }
-    progress::emit(Event::Note(&missing_report(&missing)));
+    progress::emit(Event::Note(&missing_report(&missing, distro)));
     progress::emit(Event::Setup("setting this machine up (running as root)"));
     install_missing(sh, &missing)?;
     let (tc, missing) = check(sh);
     if !missing.is_empty() {
         bail!(
             "still missing after --install:\n{}",
-            missing_report(&missing)
+            missing_report(&missing, distro)
         );
     }
     tc.context("tool check passed but found no toolchain (bug)")
@@ -179,11 +182,11 @@ pub fn ensure_no_rust(sh: &Shell) -> Result<Toolchain> {
             fio,
             ..Toolchain::default()
         }),
-        _ => bail!("{}", missing_report(&missing)),
+        _ => bail!("{}", missing_report(&missing, Distro::host())),
     }
 }
 
-fn missing_report(missing: &[Missing]) -> String {
+fn missing_report(missing: &[Missing], distro: Distro) -> String {
     let mut out = String::from("missing host prerequisites:\n");
     for m in missing {
         out.push_str(&format!("  - {}\n      fix: {}\n", m.what, m.fix.command()));
@@ -200,10 +203,11 @@ fn missing_report(missing: &[Missing]) -> String {
          or run:\n",
     );
     if !apt.is_empty() {
-        out.push_str(&format!(
-            "  apt-get update && apt-get install -y {}\n",
-            apt.join(" ")
-        ));
+        let pkgs: Vec<String> = apt
+            .iter()
+            .flat_map(|p| p.split_whitespace().map(str::to_string))
+            .collect();
+        out.push_str(&format!("  {}\n", distro.install_command(&pkgs)));
     }
     for m in missing.iter().filter(|m| !matches!(m.fix, Fix::Apt(_))) {
         out.push_str(&format!("  {}\n", m.fix.command()));
@@ -392,18 +396,7 @@ fn check_llvm(sh: &Shell, need: &mut Need<'_>) -> Option<(String, Version)> {
         }
         Some(_) => {}
     }
-    let libclang = std::fs::read_dir("/usr/lib")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with("llvm-"))
-        .any(|e| {
-            std::fs::read_dir(e.path().join("lib"))
-                .into_iter()
-                .flatten()
-                .flatten()
-                .any(|f| f.file_name().to_string_lossy().starts_with("libclang"))
-        });
+    let libclang = libclang_found(sh);
     if !libclang {
         need(
             "libclang (bindgen uses it to generate the kernel's Rust bindings)".into(),
@@ -411,6 +404,41 @@ fn check_llvm(sh: &Shell, need: &mut Need<'_>) -> Option<(String, Version)> {
         );
     }
     llvm
+}
+
+/// Whether libclang is where bindgen looks: Debian's `/usr/lib/llvm-*/lib`,
+/// `llvm-config --libdir`, or the dynamic linker's search path (`ldconfig -p`,
+/// e.g. Fedora's `/usr/lib64`).
+fn libclang_found(sh: &Shell) -> bool {
+    let has_libclang = |dir: &Path| {
+        std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|f| f.file_name().to_string_lossy().starts_with("libclang"))
+    };
+    let debian = std::fs::read_dir("/usr/lib")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("llvm-"))
+        .any(|e| has_libclang(&e.path().join("lib")));
+    debian
+        || version_output(sh, "llvm-config", "--libdir")
+            .is_some_and(|d| has_libclang(Path::new(d.trim())))
+        || version_output(sh, "ldconfig", "-p").is_some_and(|t| ldconfig_has_libclang(&t))
+}
+
+/// Whether `ldconfig -p`'s output lists a libclang shared object.
+/// (`libclang.so.19`, Debian's `libclang-19.so.1`; not `libclang-cpp`).
+fn ldconfig_has_libclang(text: &str) -> bool {
+    text.lines().any(|l| {
+        let name = l.split_whitespace().next().unwrap_or("");
+        name.starts_with("libclang.so")
+            || name
+                .strip_prefix("libclang-")
+                .is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit()))
+    })
 }
 
 /// rustc with rust-src, and bindgen.
@@ -472,7 +500,13 @@ fn check_tools(sh: &Shell, need: &mut Need<'_>) -> (Option<Version>, Option<Stri
         // libfuse's passthrough_ll is built on the host (guest::fuse_server).
         ("pkg-config", "--version", "pkg-config"),
     ];
+    // apt and dpkg fetch Debian's kernel source (the default) and fio's; a
+    // host that is not Debian builds from --kernel-src and uses its own fio.
+    let debian = Distro::host() == Distro::Debian;
     for (prog, arg, pkg) in simple {
+        if !debian && ["dpkg", "apt", "dpkg-dev"].contains(&pkg) {
+            continue;
+        }
         if version_output(sh, prog, arg).is_none() {
             need(format!("`{prog}`"), Fix::Apt(pkg.into()));
         }
@@ -614,6 +648,23 @@ mod tests {
     }
 
     #[test]
+    fn libclang_is_found_on_the_linkers_search_path() {
+        let fedora = "1234 libs found in cache `/etc/ld.so.cache'\n\
+            \tlibclang.so.19.1 (libc6,x86-64) => /usr/lib64/libclang.so.19.1\n\
+            \tlibc.so.6 (libc6,x86-64) => /lib64/libc.so.6\n";
+        assert!(ldconfig_has_libclang(fedora));
+        assert!(ldconfig_has_libclang(
+            "\tlibclang-19.so.1 (libc6,x86-64) => /x\n"
+        ));
+        assert!(!ldconfig_has_libclang(
+            "\tlibclang-cpp.so.19 (libc6,x86-64) => /x\n"
+        ));
+        assert!(!ldconfig_has_libclang(
+            "\tlibc.so.6 (libc6,x86-64) => /lib64/libc.so.6\n"
+        ));
+    }
+
+    #[test]
     fn missing_report_names_tools_and_commands() {
         let missing = vec![
             Missing {
@@ -625,9 +676,20 @@ mod tests {
                 fix: Fix::CargoInstall,
             },
         ];
-        let text = missing_report(&missing);
+        let text = missing_report(&missing, Distro::Debian);
         assert!(text.contains("`fio`"));
         assert!(text.contains("apt-get update && apt-get install -y fio"));
         assert!(text.contains(&format!("cargo install --locked bindgen-cli@{BINDGEN_PIN}")));
+        // On Fedora the same needs read as dnf's packages.
+        let missing = vec![Missing {
+            what: "libelf headers (objtool)".into(),
+            fix: Fix::Apt("libelf-dev".into()),
+        }];
+        let text = missing_report(&missing, Distro::Fedora);
+        assert!(
+            text.contains("dnf install -y elfutils-libelf-devel"),
+            "{text}"
+        );
+        assert!(!text.contains("apt-get update"), "{text}");
     }
 }

@@ -2,6 +2,7 @@
 
 mod analysis;
 mod deps;
+mod distro;
 mod guest;
 mod kernel;
 mod progress;

@@ -182,8 +182,8 @@ mod tests {
     /// The pipeline's stages, lowest first; a stage may use only the ones
     /// before it (and itself).
     const STAGES: &[&str] = &[
-        "reaper", "util", "progress", "deps", "kernel", "guest", "results", "analysis", "report",
-        "tasks",
+        "reaper", "util", "progress", "distro", "deps", "kernel", "guest", "results", "analysis",
+        "report", "tasks",
     ];
 
     fn stage_of(rel: &str) -> Option<usize> {

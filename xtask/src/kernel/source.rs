@@ -268,6 +268,13 @@ fn debian_tree(sh: &Shell, cache: &Path, series: &str, refresh: bool) -> Result<
     } else {
         ALL_SUITES
     };
+    if crate::deps::which("apt-get").is_none() {
+        bail!(
+            "the default kernel source is Debian's {package} package, fetched with apt, and this \
+             host has no apt-get: build from your own tree with --kernel-src DIR (and --no-rust \
+             where the tree's Rust does not build with this rustc)"
+        );
+    }
     let apt = PrivateApt::new(cache.join("apt"));
     let debs = apt.dir.join("debs");
     let mut deb = if refresh {
@@ -350,6 +357,13 @@ fn local_tree(sh: &Shell, cache: &Path, dir: &Path) -> Result<Source> {
     let dir = fs::canonicalize(dir)
         .with_context(|| format!("--kernel-src {}: no such directory", dir.display()))?;
     let kernel_version = validate_tree(&dir)?;
+    if dir.join(".config").is_file() {
+        progress::emit(Event::Note(&format!(
+            "{}/.config is not used: a build starts from tinyconfig (or --config FILE) with \
+             wbstall's fragment merged on top; give --config {0}/.config to start from it",
+            dir.display()
+        )));
+    }
     let root = cache.join("src").join(&id);
     if let (Some(meta), true) = (read_meta(&root), root.join("manifest").is_file()) {
         return Ok(Source { id, root, meta });

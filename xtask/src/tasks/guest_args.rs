@@ -138,20 +138,11 @@ impl GuestArgs {
 
     /// The machine these flags describe; a virtual clock under KVM is refused.
     pub fn machine(&self) -> Result<Machine> {
-        let accel = self.accel.unwrap_or_else(qemu::detect_accel);
-        let clock = match self.clock {
-            Some(ClockMode::Real) => Clock::Real,
-            None if accel == Accel::Kvm => Clock::Real,
-            Some(ClockMode::Virtual) | None => Clock::Virtual {
-                shift: self.icount_shift,
-            },
-        };
-        if accel == Accel::Kvm && clock != Clock::Real {
-            bail!(
-                "--clock virtual needs TCG (QEMU's -icount counts translated \
-                 instructions; KVM runs them on the host CPU): add --accel tcg, or drop \
-                 --clock virtual"
-            );
+        let detected = self.accel.is_none().then(qemu::detect_accel);
+        let (accel, clock, said) =
+            accel_and_clock(self.accel, detected, self.clock, self.icount_shift)?;
+        if let Some(note) = said {
+            progress::emit(progress::Event::Note(&note));
         }
         if !self
             .cpu_model
@@ -305,6 +296,42 @@ fn load_selected(selection: &Selection, flavour: &Flavour) -> Result<Vec<Built>>
         .collect()
 }
 
+/// The accelerator and clock of `--accel` (else `detected`, what the host
+/// offers) and `--clock`: KVM runs on the real clock; the virtual clock needs
+/// TCG (QEMU's -icount counts translated instructions, KVM runs them on the
+/// host CPU), so `--clock virtual` on a host that offers KVM boots under TCG,
+/// said why; with `--accel kvm` given too, the two are refused.
+pub fn accel_and_clock(
+    accel: Option<Accel>,
+    detected: Option<Accel>,
+    clock: Option<ClockMode>,
+    shift: u32,
+) -> Result<(Accel, Clock, Option<String>)> {
+    let virt = Clock::Virtual { shift };
+    match (accel, detected.unwrap_or(Accel::Tcg), clock) {
+        (Some(Accel::Kvm), _, Some(ClockMode::Virtual)) => bail!(
+            "--clock virtual needs TCG (QEMU's -icount counts translated instructions; KVM \
+             runs them on the host CPU): drop --accel kvm, or drop --clock virtual"
+        ),
+        (None, Accel::Kvm, Some(ClockMode::Virtual)) => Ok((
+            Accel::Tcg,
+            virt,
+            Some(
+                "--clock virtual: this host has KVM, but -icount counts the instructions TCG \
+                 translates: booting under TCG (drop --clock virtual for KVM on the real clock)"
+                    .to_string(),
+            ),
+        )),
+        (Some(a), _, Some(ClockMode::Real)) | (None, a, Some(ClockMode::Real)) => {
+            Ok((a, Clock::Real, None))
+        }
+        (Some(Accel::Kvm), _, None) | (None, Accel::Kvm, None) => {
+            Ok((Accel::Kvm, Clock::Real, None))
+        }
+        (Some(Accel::Tcg), _, _) | (None, Accel::Tcg, _) => Ok((Accel::Tcg, virt, None)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::GuestArgs;
@@ -376,6 +403,40 @@ mod tests {
         assert!(
             args.contains(&"--kconfig-add=/a.frag".to_string()),
             "{args:?}"
+        );
+    }
+
+    #[test]
+    fn the_virtual_clock_on_a_kvm_host_boots_under_tcg_and_says_so() {
+        use super::{accel_and_clock, ClockMode};
+        use crate::guest::qemu::{Accel, Clock};
+        let v = Clock::Virtual { shift: 3 };
+        let (kvm, tcg) = (Some(Accel::Kvm), Some(Accel::Tcg));
+        // What the host offers decides the default: KVM on the real clock, TCG
+        // on the virtual one.
+        assert_eq!(
+            accel_and_clock(None, kvm, None, 3).unwrap(),
+            (Accel::Kvm, Clock::Real, None)
+        );
+        assert_eq!(
+            accel_and_clock(None, tcg, None, 3).unwrap(),
+            (Accel::Tcg, v, None)
+        );
+        // --clock virtual where KVM was detected: TCG, said.
+        let (a, c, note) = accel_and_clock(None, kvm, Some(ClockMode::Virtual), 3).unwrap();
+        assert_eq!((a, c), (Accel::Tcg, v));
+        assert!(note.unwrap().contains("booting under TCG"));
+        // --accel kvm --clock virtual: refused, with the fix.
+        let e = accel_and_clock(kvm, None, Some(ClockMode::Virtual), 3).unwrap_err();
+        assert!(e.to_string().contains("drop --accel kvm"), "{e}");
+        // --clock real keeps the accelerator; --accel tcg alone is virtual.
+        assert_eq!(
+            accel_and_clock(None, kvm, Some(ClockMode::Real), 3).unwrap(),
+            (Accel::Kvm, Clock::Real, None)
+        );
+        assert_eq!(
+            accel_and_clock(tcg, kvm, None, 2).unwrap().1,
+            Clock::Virtual { shift: 2 }
         );
     }
 }

@@ -1,0 +1,149 @@
+//! The host's distribution (`/etc/os-release`), for the one thing that differs
+//! between them here: the command that installs what is missing. wbstall's
+//! needs are named as Debian packages; on Fedora (and its relatives) they are
+//! given as the packages dnf knows.
+
+use std::path::Path;
+
+/// A host family with its own package names and installer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Distro {
+    /// Debian, Ubuntu and their derivatives: apt.
+    Debian,
+    /// Fedora, RHEL, CentOS, Rocky, Alma: dnf.
+    Fedora,
+    /// Anything else: the Debian names, to be translated by the user.
+    Other,
+}
+
+impl Distro {
+    /// The family of an os-release file's text, by `ID` then `ID_LIKE`.
+    pub fn from_os_release(text: &str) -> Distro {
+        let field = |key: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(key)?.strip_prefix('='))
+                .map(|v| v.trim().trim_matches('"').to_ascii_lowercase())
+                .unwrap_or_default()
+        };
+        let words = format!("{} {}", field("ID"), field("ID_LIKE"));
+        let has = |names: &[&str]| words.split_whitespace().any(|w| names.contains(&w));
+        if has(&["debian", "ubuntu"]) {
+            Distro::Debian
+        } else if has(&["fedora", "rhel", "centos"]) {
+            Distro::Fedora
+        } else {
+            Distro::Other
+        }
+    }
+
+    /// This host's (`/etc/os-release`, else `/usr/lib/os-release`).
+    pub fn host() -> Distro {
+        ["/etc/os-release", "/usr/lib/os-release"]
+            .iter()
+            .find_map(|p| std::fs::read_to_string(Path::new(p)).ok())
+            .map_or(Distro::Other, |t| Distro::from_os_release(&t))
+    }
+
+    /// The command that installs `debian_packages` (Debian's names) here.
+    pub fn install_command(self, debian_packages: &[String]) -> String {
+        match self {
+            Distro::Debian => format!(
+                "apt-get update && apt-get install -y {}",
+                debian_packages.join(" ")
+            ),
+            Distro::Fedora => {
+                let mut names: Vec<String> = Vec::new();
+                for p in debian_packages {
+                    for n in fedora_names(p) {
+                        if !names.contains(&n) {
+                            names.push(n);
+                        }
+                    }
+                }
+                format!("dnf install -y {}", names.join(" "))
+            }
+            Distro::Other => format!(
+                "install your distribution's packages of (Debian names) {}",
+                debian_packages.join(" ")
+            ),
+        }
+    }
+}
+
+/// Fedora's packages for one Debian package of wbstall's needs: none where
+/// Fedora needs none (`dpkg`, `apt`: Debian's kernel sources only), the same
+/// name where it is the same (or not known here).
+fn fedora_names(debian: &str) -> Vec<String> {
+    if debian.starts_with("libclang-") {
+        return vec!["clang-devel".into()];
+    }
+    // Versioned LLVM packages (`clang-19`) are Fedora's unversioned ones.
+    let base = debian
+        .rsplit_once('-')
+        .filter(|(_, v)| v.chars().all(|c| c.is_ascii_digit()))
+        .map_or(debian, |(b, _)| b);
+    let names: &[&str] = match base {
+        "xz-utils" => &["xz"],
+        "libc-bin" => &["glibc-common"],
+        "libc6-dev" => &["glibc-devel", "glibc-static"],
+        "libelf-dev" => &["elfutils-libelf-devel"],
+        "libssl-dev" => &["openssl-devel"],
+        "libfuse3-dev" => &["fuse3-devel"],
+        "pkg-config" => &["pkgconf-pkg-config"],
+        "busybox-static" => &["busybox"],
+        "shellcheck" => &["ShellCheck"],
+        "python3-yaml" => &["python3-pyyaml"],
+        "dpkg" | "dpkg-dev" | "apt" => &[],
+        same => return vec![same.to_string()],
+    };
+    names.iter().map(|n| n.to_string()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DEBIAN: &str = "PRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\nNAME=\"Debian GNU/Linux\"\nVERSION_ID=\"12\"\nID=debian\n";
+    const UBUNTU: &str = "NAME=\"Ubuntu\"\nID=ubuntu\nID_LIKE=debian\nVERSION_ID=\"24.04\"\n";
+    const FEDORA: &str =
+        "NAME=\"Fedora Linux\"\nVERSION=\"41 (Server Edition)\"\nID=fedora\nVERSION_ID=41\n";
+    const ROCKY: &str = "NAME=\"Rocky Linux\"\nID=\"rocky\"\nID_LIKE=\"rhel centos fedora\"\n";
+    const ARCH: &str = "NAME=\"Arch Linux\"\nID=arch\n";
+
+    #[test]
+    fn the_family_comes_from_id_then_id_like() {
+        assert_eq!(Distro::from_os_release(DEBIAN), Distro::Debian);
+        assert_eq!(Distro::from_os_release(UBUNTU), Distro::Debian);
+        assert_eq!(Distro::from_os_release(FEDORA), Distro::Fedora);
+        assert_eq!(Distro::from_os_release(ROCKY), Distro::Fedora);
+        assert_eq!(Distro::from_os_release(ARCH), Distro::Other);
+        assert_eq!(Distro::from_os_release(""), Distro::Other);
+    }
+
+    #[test]
+    fn fedora_gets_dnf_with_its_own_package_names() {
+        let need: Vec<String> = [
+            "libelf-dev",
+            "clang-19 lld-19 llvm-19",
+            "libclang-19-dev",
+            "libc6-dev",
+            "dpkg-dev",
+            "fio",
+        ]
+        .iter()
+        .flat_map(|p| p.split_whitespace().map(str::to_string))
+        .collect();
+        assert_eq!(
+            Distro::Fedora.install_command(&need),
+            "dnf install -y elfutils-libelf-devel clang lld llvm clang-devel glibc-devel \
+             glibc-static fio"
+        );
+        assert_eq!(
+            Distro::Debian.install_command(&need[..1]),
+            "apt-get update && apt-get install -y libelf-dev"
+        );
+        assert!(Distro::Other
+            .install_command(&need[..1])
+            .contains("(Debian names) libelf-dev"));
+    }
+}
