@@ -396,7 +396,7 @@ fn check_llvm(sh: &Shell, need: &mut Need<'_>) -> Option<(String, Version)> {
         }
         Some(_) => {}
     }
-    let libclang = libclang_found(sh);
+    let libclang = crate::distro::libclang_found(|p, a| version_output(sh, p, a));
     if !libclang {
         need(
             "libclang (bindgen uses it to generate the kernel's Rust bindings)".into(),
@@ -404,41 +404,6 @@ fn check_llvm(sh: &Shell, need: &mut Need<'_>) -> Option<(String, Version)> {
         );
     }
     llvm
-}
-
-/// Whether libclang is where bindgen looks: Debian's `/usr/lib/llvm-*/lib`,
-/// `llvm-config --libdir`, or the dynamic linker's search path (`ldconfig -p`,
-/// e.g. Fedora's `/usr/lib64`).
-fn libclang_found(sh: &Shell) -> bool {
-    let has_libclang = |dir: &Path| {
-        std::fs::read_dir(dir)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .any(|f| f.file_name().to_string_lossy().starts_with("libclang"))
-    };
-    let debian = std::fs::read_dir("/usr/lib")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with("llvm-"))
-        .any(|e| has_libclang(&e.path().join("lib")));
-    debian
-        || version_output(sh, "llvm-config", "--libdir")
-            .is_some_and(|d| has_libclang(Path::new(d.trim())))
-        || version_output(sh, "ldconfig", "-p").is_some_and(|t| ldconfig_has_libclang(&t))
-}
-
-/// Whether `ldconfig -p`'s output lists a libclang shared object.
-/// (`libclang.so.19`, Debian's `libclang-19.so.1`; not `libclang-cpp`).
-fn ldconfig_has_libclang(text: &str) -> bool {
-    text.lines().any(|l| {
-        let name = l.split_whitespace().next().unwrap_or("");
-        name.starts_with("libclang.so")
-            || name
-                .strip_prefix("libclang-")
-                .is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit()))
-    })
 }
 
 /// rustc with rust-src, and bindgen.
@@ -479,9 +444,29 @@ fn check_rust(sh: &Shell, need: &mut Need<'_>) -> (Option<Version>, Option<Versi
 /// fuse-passthrough scenario's server is built from them.
 pub const LIBFUSE_EXAMPLES: &str = "/usr/share/doc/libfuse3-dev/examples";
 
+/// What building libfuse's passthrough_ll needs, on Debian, which ships its
+/// source; elsewhere fuse-passthrough says what it lacks when a plan names it.
+fn check_libfuse(sh: &Shell, need: &mut Need<'_>) {
+    if version_output(sh, "pkg-config", "--version").is_none() {
+        need(
+            "`pkg-config` (building libfuse's passthrough_ll)".into(),
+            Fix::Apt("pkg-config".into()),
+        );
+    }
+    if !Path::new(LIBFUSE_EXAMPLES)
+        .join("passthrough_ll.c")
+        .is_file()
+    {
+        need(
+            "libfuse's examples and headers (the fuse-passthrough scenario's server)".into(),
+            Fix::Apt("libfuse3-dev".into()),
+        );
+    }
+}
+
 /// The other host tools and headers; QEMU's and fio's versions.
 fn check_tools(sh: &Shell, need: &mut Need<'_>) -> (Option<Version>, Option<String>) {
-    let simple: [(&str, &str, &str); 15] = [
+    let simple: [(&str, &str, &str); 14] = [
         ("make", "--version", "make"),
         ("flex", "--version", "flex"),
         ("bison", "--version", "bison"),
@@ -497,8 +482,6 @@ fn check_tools(sh: &Shell, need: &mut Need<'_>) -> (Option<Version>, Option<Stri
         // The guest's fio is built from Debian's source (guest::fio).
         ("dpkg-source", "--version", "dpkg-dev"),
         ("cc", "--version", "gcc"),
-        // libfuse's passthrough_ll is built on the host (guest::fuse_server).
-        ("pkg-config", "--version", "pkg-config"),
     ];
     // apt and dpkg fetch Debian's kernel source (the default) and fio's; a
     // host that is not Debian builds from --kernel-src and uses its own fio.
@@ -523,14 +506,8 @@ fn check_tools(sh: &Shell, need: &mut Need<'_>) -> (Option<Version>, Option<Stri
     if fio.is_none() {
         need("`fio`".into(), Fix::Apt("fio".into()));
     }
-    if !Path::new(LIBFUSE_EXAMPLES)
-        .join("passthrough_ll.c")
-        .is_file()
-    {
-        need(
-            "libfuse's examples and headers (the fuse-passthrough scenario's server)".into(),
-            Fix::Apt("libfuse3-dev".into()),
-        );
+    if debian {
+        check_libfuse(sh, need);
     }
     if static_busybox().is_none() {
         need(
@@ -645,23 +622,6 @@ mod tests {
         assert_eq!(elf_is_static(&elf(1)), Some(true)); // PT_LOAD only
         assert_eq!(elf_is_static(&elf(3)), Some(false)); // PT_INTERP
         assert_eq!(elf_is_static(b"#!/bin/sh\n"), None);
-    }
-
-    #[test]
-    fn libclang_is_found_on_the_linkers_search_path() {
-        let fedora = "1234 libs found in cache `/etc/ld.so.cache'\n\
-            \tlibclang.so.19.1 (libc6,x86-64) => /usr/lib64/libclang.so.19.1\n\
-            \tlibc.so.6 (libc6,x86-64) => /lib64/libc.so.6\n";
-        assert!(ldconfig_has_libclang(fedora));
-        assert!(ldconfig_has_libclang(
-            "\tlibclang-19.so.1 (libc6,x86-64) => /x\n"
-        ));
-        assert!(!ldconfig_has_libclang(
-            "\tlibclang-cpp.so.19 (libc6,x86-64) => /x\n"
-        ));
-        assert!(!ldconfig_has_libclang(
-            "\tlibc.so.6 (libc6,x86-64) => /lib64/libc.so.6\n"
-        ));
     }
 
     #[test]

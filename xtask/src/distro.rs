@@ -99,6 +99,40 @@ fn fedora_names(debian: &str) -> Vec<String> {
     names.iter().map(|n| n.to_string()).collect()
 }
 
+/// Whether libclang is where bindgen looks (`run`: a command's output): Debian's `/usr/lib/llvm-*/lib`,
+/// `llvm-config --libdir`, or the dynamic linker's search path (`ldconfig -p`,
+/// e.g. Fedora's `/usr/lib64`).
+pub fn libclang_found(run: impl Fn(&str, &str) -> Option<String>) -> bool {
+    let has_libclang = |dir: &Path| {
+        std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|f| f.file_name().to_string_lossy().starts_with("libclang"))
+    };
+    let debian = std::fs::read_dir("/usr/lib")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("llvm-"))
+        .any(|e| has_libclang(&e.path().join("lib")));
+    debian
+        || run("llvm-config", "--libdir").is_some_and(|d| has_libclang(Path::new(d.trim())))
+        || run("ldconfig", "-p").is_some_and(|t| ldconfig_has_libclang(&t))
+}
+
+/// Whether `ldconfig -p`'s output lists a libclang shared object.
+/// (`libclang.so.19`, Debian's `libclang-19.so.1`; not `libclang-cpp`).
+fn ldconfig_has_libclang(text: &str) -> bool {
+    text.lines().any(|l| {
+        let name = l.split_whitespace().next().unwrap_or("");
+        name.starts_with("libclang.so")
+            || name
+                .strip_prefix("libclang-")
+                .is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit()))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -145,5 +179,21 @@ mod tests {
         assert!(Distro::Other
             .install_command(&need[..1])
             .contains("(Debian names) libelf-dev"));
+    }
+    #[test]
+    fn libclang_is_found_on_the_linkers_search_path() {
+        let fedora = "1234 libs found in cache `/etc/ld.so.cache'\n\
+            \tlibclang.so.19.1 (libc6,x86-64) => /usr/lib64/libclang.so.19.1\n\
+            \tlibc.so.6 (libc6,x86-64) => /lib64/libc.so.6\n";
+        assert!(ldconfig_has_libclang(fedora));
+        assert!(ldconfig_has_libclang(
+            "\tlibclang-19.so.1 (libc6,x86-64) => /x\n"
+        ));
+        assert!(!ldconfig_has_libclang(
+            "\tlibclang-cpp.so.19 (libc6,x86-64) => /x\n"
+        ));
+        assert!(!ldconfig_has_libclang(
+            "\tlibc.so.6 (libc6,x86-64) => /lib64/libc.so.6\n"
+        ));
     }
 }

@@ -83,7 +83,7 @@ pub fn render(e: &Event) -> String {
             machine,
             dir,
         } => format!(
-            "qemu-test: {variants} variant(s) x {scenarios} scenario(s) x {runs} run(s), \
+            "qemu-test: {variants} variant(s) x {scenarios} scenario(s), runs per cell: {runs}; \
              {machine}\nqemu-test: results in {}",
             dir.display()
         ),

@@ -24,6 +24,28 @@ pub const PASSTHROUGH_LL: &str = "usr/bin/passthrough_ll";
 /// The scenario that runs these servers.
 pub const SCENARIO: &str = "fuse-passthrough";
 
+/// The server a plan's fuse-passthrough scenario runs, if the plan has it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum External {
+    /// The plan has no fuse-passthrough.
+    None,
+    /// libfuse's passthrough_ll.
+    PassthroughLl,
+    /// The user's (`--fuse-server`).
+    User(UserServer),
+}
+
+impl External {
+    /// What a plan of `scenarios` needs, with the user's server if given.
+    pub fn of(scenarios: &[&str], user: Option<UserServer>) -> External {
+        match user {
+            Some(u) => External::User(u),
+            None if scenarios.contains(&SCENARIO) => External::PassthroughLl,
+            None => External::None,
+        }
+    }
+}
+
 /// `--fuse-server 'PROGRAM ARGS'`: the user's server, found on the host.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UserServer {
@@ -93,8 +115,9 @@ pub fn passthrough_ll(sh: &Shell) -> Result<PathBuf> {
     let src = examples.join("passthrough_ll.c");
     if !src.is_file() {
         bail!(
-            "no {}: apt-get install libfuse3-dev (libfuse's examples, for the fuse-passthrough \
-             scenario)",
+            "no {}: the fuse-passthrough scenario builds libfuse's passthrough_ll from it \
+             (Debian: apt-get install libfuse3-dev pkg-config; elsewhere give your build with \
+             --fuse-server 'PATH -f -o writeback -o source=/run/pt-src')",
             src.display()
         );
     }
@@ -137,6 +160,20 @@ mod tests {
         assert_eq!(s.args, ["-c", "true"]);
         assert_eq!(s.guest_path(), "usr/local/bin/sh");
         assert_eq!(s.guest_command(), "/usr/local/bin/sh -c true\n");
+    }
+
+    #[test]
+    fn only_a_plan_with_the_scenario_gets_a_server() {
+        assert_eq!(External::of(&["fuse-strictlimit"], None), External::None);
+        assert_eq!(
+            External::of(&["fuse-strictlimit", SCENARIO], None),
+            External::PassthroughLl
+        );
+        let u = UserServer::parse("sh", "/bin:/usr/bin").unwrap();
+        assert_eq!(
+            External::of(&[SCENARIO], Some(u.clone())),
+            External::User(u)
+        );
     }
 
     #[test]

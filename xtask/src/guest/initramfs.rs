@@ -18,7 +18,7 @@ use crate::{
     deps,
     guest::{
         fio,
-        fuse_server::{self, UserServer},
+        fuse_server::{self, External},
     },
     progress::{self, Event},
     util,
@@ -263,25 +263,31 @@ fn guest_fio(sh: &Shell) -> Result<Vec<Item>> {
     }
 }
 
-/// The FUSE servers of the fuse-passthrough scenario: libfuse's
-/// passthrough_ll, and the user's (`--fuse-server`) with its command line.
-fn fuse_servers(sh: &Shell, user: Option<&UserServer>) -> Result<Vec<Item>> {
-    let ll = fuse_server::passthrough_ll(sh)?;
-    let mut items = with_libraries(sh, &ll, fuse_server::PASSTHROUGH_LL)?;
-    if let Some(u) = user {
-        items.extend(with_libraries(sh, &u.program, &u.guest_path())?);
-        let file = util::target_dir().join("guest").join("fuse-server");
-        util::write_atomic(&file, u.guest_command())?;
-        items.push(Item {
-            dest: fuse_server::COMMAND_FILE.into(),
-            perm: 0o644,
-            src: file,
-        });
+/// The FUSE server of the fuse-passthrough scenario, when the plan has it:
+/// libfuse's passthrough_ll, or the user's (`--fuse-server`) with its command
+/// line.
+fn fuse_servers(sh: &Shell, external: &External) -> Result<Vec<Item>> {
+    match external {
+        External::None => Ok(Vec::new()),
+        External::PassthroughLl => {
+            let ll = fuse_server::passthrough_ll(sh)?;
+            with_libraries(sh, &ll, fuse_server::PASSTHROUGH_LL)
+        }
+        External::User(u) => {
+            let mut items = with_libraries(sh, &u.program, &u.guest_path())?;
+            let file = util::target_dir().join("guest").join("fuse-server");
+            util::write_atomic(&file, u.guest_command())?;
+            items.push(Item {
+                dest: fuse_server::COMMAND_FILE.into(),
+                perm: 0o644,
+                src: file,
+            });
+            Ok(items)
+        }
     }
-    Ok(items)
 }
 
-fn items(sh: &Shell, user_server: Option<&UserServer>) -> Result<Vec<Item>> {
+fn items(sh: &Shell, external: &External) -> Result<Vec<Item>> {
     let root = util::project_root();
     let busybox =
         deps::static_busybox().context("no static busybox: apt-get install busybox-static")?;
@@ -326,7 +332,7 @@ fn items(sh: &Shell, user_server: Option<&UserServer>) -> Result<Vec<Item>> {
     for (program, dest, package) in HOST_PROGRAMS {
         shared.extend(host_program(sh, program, dest, package)?);
     }
-    shared.extend(fuse_servers(sh, user_server)?);
+    shared.extend(fuse_servers(sh, external)?);
     for it in shared {
         // The programs share libraries (libc, the loader): one copy each.
         if !items.iter().any(|i| i.dest == it.dest) {
@@ -343,10 +349,10 @@ fn items(sh: &Shell, user_server: Option<&UserServer>) -> Result<Vec<Item>> {
     Ok(items)
 }
 
-/// Builds (or reuses) the base archive and returns its path; with the
-/// user's FUSE server (`--fuse-server`), if any.
-pub fn base(sh: &Shell, user_server: Option<&UserServer>) -> Result<PathBuf> {
-    let items = items(sh, user_server)?;
+/// Builds (or reuses) the base archive and returns its path; with the FUSE
+/// server of the plan's fuse-passthrough, if it has one.
+pub fn base(sh: &Shell, external: &External) -> Result<PathBuf> {
+    let items = items(sh, external)?;
     let mut key = String::from("wbstall-initramfs-v1\n");
     for it in &items {
         key.push_str(&format!(

@@ -10,7 +10,7 @@ use super::guest_args::GuestArgs;
 use crate::{
     analysis::stats::median,
     guest::{
-        boot, initramfs,
+        boot, fuse_server, initramfs,
         job::{self, Job},
         plan::{Boot, Detector},
         protocol, scenario,
@@ -65,7 +65,8 @@ impl BenchFuse {
             .guest
             .kernels(sh, &tc, &selection, &self.source)?
             .remove(0);
-        let base = initramfs::base(sh, None).context("building the initramfs")?;
+        let base =
+            initramfs::base(sh, &fuse_server::External::None).context("building the initramfs")?;
         let initrd =
             initramfs::for_variant(&base, &kernel.label(), kernel.module_file().as_deref())?;
         let dir = util::unique_dir(&util::target_dir().join("bench-fuse"))?;

@@ -14,7 +14,7 @@ use crate::{
     analysis::expected::Class,
     deps,
     kernel::module,
-    kernel::variants::Variants,
+    kernel::variants::{Roles, Variants},
     progress::{self, Event},
     tasks::{module_stress::ModuleStress, qemu_test::QemuTest},
     util,
@@ -86,27 +86,7 @@ fn live_steps(sh: &Shell) -> Result<()> {
         "qemu-test --quick --scenario fuse-strictlimit (every variant)",
         || args::<QemuTest>(&["--quick", "--scenario", "fuse-strictlimit"])?.run(sh),
     )?;
-    step(
-        "qemu-test --quick --scenario ext4-global (every variant, on the null_blk disk)",
-        || args::<QemuTest>(&["--quick", "--no-build", "--scenario", "ext4-global"])?.run(sh),
-    )?;
-    step(
-        &format!(
-            "qemu-test --quick --scenario memcg-ext4 --variant {} (the memcg stall)",
-            roles.baseline
-        ),
-        || {
-            args::<QemuTest>(&[
-                "--quick",
-                "--no-build",
-                "--variant",
-                &roles.baseline,
-                "--scenario",
-                "memcg-ext4",
-            ])?
-            .run(sh)
-        },
-    )?;
+    quick_cells(sh, &roles)?;
     let baseline = roles.baseline;
     step(
         &format!("the verdict says no: {baseline} on fuse-strictlimit against `ok`"),
@@ -144,6 +124,33 @@ fn live_steps(sh: &Shell) -> Result<()> {
             .run(sh)
         },
     )?;
+    Ok(())
+}
+
+/// The cells booted once beside fuse-strictlimit (already built): every
+/// variant on the ext4 control, the baseline under the memcg, and libfuse's
+/// passthrough_ll on the baseline and the reference.
+fn quick_cells(sh: &Shell, roles: &Roles) -> Result<()> {
+    // (what, scenario, variants: none for every variant)
+    let (base, reference) = (roles.baseline.as_str(), roles.reference.as_str());
+    let cells: [(&str, &str, &[&str]); 3] = [
+        ("every variant, on the null_blk disk", "ext4-global", &[]),
+        ("the memcg stall", "memcg-ext4", &[base]),
+        (
+            "libfuse's passthrough_ll",
+            "fuse-passthrough",
+            &[base, reference],
+        ),
+    ];
+    for (what, scenario, variants) in cells {
+        let mut argv = vec!["--quick", "--no-build", "--scenario", scenario];
+        for v in variants {
+            argv.extend(["--variant", v]);
+        }
+        step(&format!("qemu-test {} ({what})", argv.join(" ")), || {
+            args::<QemuTest>(&argv)?.run(sh)
+        })?;
+    }
     Ok(())
 }
 

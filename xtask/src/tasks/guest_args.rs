@@ -11,7 +11,7 @@ use crate::{
     deps,
     guest::{
         disk::{self, Disk, DiskKind},
-        initramfs,
+        fuse_server, initramfs,
         plan::{Detector, Machine},
         qemu::{self, Accel, Clock},
     },
@@ -131,7 +131,7 @@ impl GuestArgs {
             ..Selection::default()
         };
         let built = self.kernels(sh, &tc, &selection, source)?.remove(0);
-        let base = initramfs::base(sh, None)?;
+        let base = initramfs::base(sh, &fuse_server::External::None)?;
         let initrd = initramfs::for_variant(&base, &built.label(), built.module_file().as_deref())?;
         Ok((built, initrd))
     }

@@ -24,7 +24,7 @@ use crate::{
     },
     deps,
     guest::{
-        fuse_server::{self, UserServer},
+        fuse_server::{self, External, UserServer},
         initramfs,
         job::{self, Job},
         plan::{self, Boot, Machine, Plan, Runs},
@@ -436,7 +436,9 @@ impl QemuTest {
         if let Some(aa) = self.aa_variant(&built, runs.most(), &roles)? {
             built.push(aa);
         }
-        let base = initramfs::base(sh, user_server.as_ref()).context("building the initramfs")?;
+        let names: Vec<&str> = scenarios.iter().map(|s| s.name).collect();
+        let external = External::of(&names, user_server.clone());
+        let base = initramfs::base(sh, &external).context("building the initramfs")?;
         let dir = util::unique_dir(&util::target_dir().join("results"))?;
         let mut session = self.session(
             &tc,

@@ -21,7 +21,7 @@ use crate::{
     },
     deps,
     guest::{
-        boot, initramfs,
+        boot, fuse_server, initramfs,
         job::{self, Job},
         plan::{self, Boot},
         scenario,
@@ -262,7 +262,8 @@ impl BisectStep {
         let machine = self.guest.machine()?;
         plan::check_clock(&machine, &[scen])?;
         let built = self.guest.kernels(sh, &tc, &selection, &source)?.remove(0);
-        let base = initramfs::base(sh, None).context("building the initramfs")?;
+        let base =
+            initramfs::base(sh, &fuse_server::External::None).context("building the initramfs")?;
         let initrd = initramfs::for_variant(&base, &built.label(), built.module_file().as_deref())?;
         let detector = self.guest.detectors(std::slice::from_ref(&built))?[&built.label()];
         // qemu-test --quick's job.
