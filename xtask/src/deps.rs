@@ -153,6 +153,47 @@ pub fn ensure(sh: &Shell) -> Result<Toolchain> {
     ensure_with(sh, util::is_root())
 }
 
+/// What `cargo xtask ci` needs beyond the pipeline's tools: shellcheck (the
+/// guest's scripts), python3's yaml (the workflow check) and gcc (the
+/// `--no-rust` step). Installed as root on Debian, as [`ensure`] installs the
+/// rest; elsewhere the report says how.
+pub fn ensure_ci(sh: &Shell) -> Result<()> {
+    let mut missing = Vec::new();
+    for (what, found, pkg) in [
+        (
+            "`shellcheck` (the guest's scripts)",
+            which("shellcheck").is_some(),
+            "shellcheck",
+        ),
+        ("`gcc` (the --no-rust step)", which("gcc").is_some(), "gcc"),
+        (
+            "python3's yaml (the GitHub workflow check)",
+            cmd!(sh, "python3 -c 'import yaml'")
+                .quiet()
+                .ignore_stderr()
+                .run()
+                .is_ok(),
+            "python3-yaml",
+        ),
+    ] {
+        if !found {
+            missing.push(Missing {
+                what: what.to_string(),
+                fix: Fix::Apt(pkg.to_string()),
+            });
+        }
+    }
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let distro = Distro::host();
+    if !util::is_root() || distro != Distro::Debian {
+        bail!("{}", missing_report(&missing, distro));
+    }
+    progress::emit(Event::Setup("the test command's own tools"));
+    install_missing(sh, &missing)
+}
+
 /// The tools for this configuration: [`ensure_no_rust`] for `--no-rust`.
 pub fn ensure_for(sh: &Shell, no_rust: bool) -> Result<Toolchain> {
     if no_rust {

@@ -32,8 +32,10 @@ pub struct Ci {
 impl Ci {
     pub fn run(self, sh: &Shell) -> Result<()> {
         let started = Instant::now();
+        // Set up what the steps need, as root (the main command does too), or
+        // stop before anything else with the commands that would.
+        deps::ensure_ci(sh)?;
         if !self.no_kernel {
-            // Stop before anything else if a tool of the kernel steps is missing.
             deps::ensure(sh)?;
         }
         let cargo = sh.var("CARGO").unwrap_or_else(|_| "cargo".to_string());
