@@ -256,9 +256,49 @@ pub fn file_name(p: &Path) -> String {
         .into_owned()
 }
 
+/// True when an ELF file has no program interpreter (statically linked).
+pub fn elf_is_static(bytes: &[u8]) -> Option<bool> {
+    const PT_INTERP: u32 = 3;
+    if bytes.len() < 64 || &bytes[..4] != b"\x7fELF" || bytes[4] != 2 || bytes[5] != 1 {
+        return None; // not a 64-bit little-endian ELF
+    }
+    let u16_at = |o: usize| Some(u16::from_le_bytes(bytes.get(o..o + 2)?.try_into().ok()?));
+    let u64_at = |o: usize| Some(u64::from_le_bytes(bytes.get(o..o + 8)?.try_into().ok()?));
+    let phoff = usize::try_from(u64_at(0x20)?).ok()?;
+    let phentsize = usize::from(u16_at(0x36)?);
+    let phnum = usize::from(u16_at(0x38)?);
+    for i in 0..phnum {
+        let off = phoff + i * phentsize;
+        let p_type = u32::from_le_bytes(bytes.get(off..off + 4)?.try_into().ok()?);
+        if p_type == PT_INTERP {
+            return Some(false);
+        }
+    }
+    Some(true)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn elf_interpreter_decides_static() {
+        // A minimal ELF64 header with one program header of the given type.
+        fn elf(p_type: u32) -> Vec<u8> {
+            let mut b = vec![0u8; 64 + 56];
+            b[..4].copy_from_slice(b"\x7fELF");
+            b[4] = 2; // 64-bit
+            b[5] = 1; // little endian
+            b[0x20..0x28].copy_from_slice(&64u64.to_le_bytes()); // e_phoff
+            b[0x36..0x38].copy_from_slice(&56u16.to_le_bytes()); // e_phentsize
+            b[0x38..0x3a].copy_from_slice(&1u16.to_le_bytes()); // e_phnum
+            b[64..68].copy_from_slice(&p_type.to_le_bytes());
+            b
+        }
+        assert_eq!(elf_is_static(&elf(1)), Some(true)); // PT_LOAD only
+        assert_eq!(elf_is_static(&elf(3)), Some(false)); // PT_INTERP
+        assert_eq!(elf_is_static(b"#!/bin/sh\n"), None);
+    }
 
     #[test]
     fn civil_dates() {

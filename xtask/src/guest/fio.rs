@@ -14,7 +14,6 @@ use anyhow::{bail, Context, Result};
 use xshell::{cmd, Shell};
 
 use crate::{
-    deps,
     kernel::apt::{self, PrivateApt},
     progress::{self, Event},
     util,
@@ -136,7 +135,7 @@ fn build(sh: &Shell, cache: &Path, version: &str, work: &Path) -> Result<PathBuf
         .run()
         .context("stripping fio")?;
     let bytes = fs::read(&bin).with_context(|| format!("reading {}", bin.display()))?;
-    if deps::elf_is_static(&bytes) != Some(true) {
+    if util::elf_is_static(&bytes) != Some(true) {
         bail!(
             "{} is not statically linked; the guest has no libraries for it",
             bin.display()

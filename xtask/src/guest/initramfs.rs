@@ -186,7 +186,7 @@ fn build_guest_bins(sh: &Shell) -> Result<Vec<PathBuf>> {
                 .join("x86_64-unknown-linux-gnu/release")
                 .join(name);
             let bytes = fs::read(&bin).with_context(|| format!("reading {}", bin.display()))?;
-            if deps::elf_is_static(&bytes) != Some(true) {
+            if util::elf_is_static(&bytes) != Some(true) {
                 bail!(
                     "{} is not statically linked; the guest has no libc for it",
                     bin.display()
@@ -222,7 +222,7 @@ fn with_libraries(sh: &Shell, path: &Path, dest: &str) -> Result<Vec<Item>> {
         perm: 0o755,
         src: path.to_path_buf(),
     }];
-    if deps::elf_is_static(&fs::read(path).with_context(|| format!("reading {}", path.display()))?)
+    if util::elf_is_static(&fs::read(path).with_context(|| format!("reading {}", path.display()))?)
         == Some(true)
     {
         return Ok(items);
