@@ -695,6 +695,48 @@ mod tests {
     }
 
     #[test]
+    fn a_user_fuse_server_runs_in_fuse_passthrough_and_nowhere_else() {
+        let parse = |extra: &[&str]| {
+            let argv: Vec<&str> = ["qemu-test"].iter().chain(extra).copied().collect();
+            crate::tasks::ci::parse_args::<super::QemuTest>(argv).unwrap()
+        };
+        let names = |q: &super::QemuTest| -> Vec<&str> {
+            let u = q.user_server().unwrap();
+            q.scenarios(u.as_ref())
+                .unwrap()
+                .iter()
+                .map(|s| s.name)
+                .collect()
+        };
+        // Alone it plans fuse-passthrough only; without it, the default plan.
+        assert_eq!(
+            names(&parse(&["--fuse-server", "sh"])),
+            ["fuse-passthrough"]
+        );
+        assert!(!names(&parse(&[])).contains(&"fuse-passthrough"));
+        let q = parse(&[
+            "--fuse-server",
+            "sh",
+            "--scenario",
+            "fuse-strictlimit",
+            "--scenario",
+            "fuse-passthrough",
+        ]);
+        assert_eq!(names(&q), ["fuse-strictlimit", "fuse-passthrough"]);
+        // Named scenarios without fuse-passthrough: refused, with the fix.
+        let q = parse(&["--fuse-server", "sh", "--scenario", "fuse-strictlimit"]);
+        let e = q.scenarios(q.user_server().unwrap().as_ref()).unwrap_err();
+        assert!(
+            e.to_string().contains("add --scenario fuse-passthrough"),
+            "{e}"
+        );
+        // A server that is not there: refused before anything runs.
+        let q = parse(&["--fuse-server", "/no/such/server -o writeback"]);
+        let e = format!("{:#}", q.user_server().unwrap_err());
+        assert!(e.contains("no file /no/such/server"), "{e}");
+    }
+
+    #[test]
     fn jobs_vm_zero_is_refused_with_the_fix() {
         let parse = |extra: &[&str]| {
             let argv: Vec<&str> = ["qemu-test"].iter().chain(extra).copied().collect();
