@@ -245,6 +245,36 @@ signal_fuse_server() {
 	emit "fuse-$1-log" "/run/fuse-$1.log"
 }
 
+# fio_verify DIR WHAT: the bytes go through the FUSE mount on DIR: 8M written
+# and read back with checksums (WHAT names the mount in a failure).
+fio_verify() {
+	fio --eta=never --name=verify --directory="$1" --ioengine=psync --rw=write --bs=128k \
+		--size=8M --verify=crc32c --do_verify=1 --direct=0 \
+		--output-format=json --output=/tmp/fio-verify.json ||
+		fail "fio verify on $2 failed"
+	emit fio-verify /tmp/fio-verify.json
+}
+
+# measure_fuse BDI: the measurement on the FUSE mount /mnt/fuse of BDI, its
+# writers in the root (global) domain: the BDI and its knobs, the witness and
+# the trace, fio with the sampler, and everything collect sends.
+measure_fuse() {
+	local bdi=$1 rc
+	echo "$bdi" >/tmp/bdi
+	emit bdi /tmp/bdi
+	emit_cmd bdi-knobs-before bdi_knobs "$bdi"
+	echo global >/tmp/wb_domain
+	emit writer-domain /tmp/wb_domain
+	measure_start "$bdi" /sys/fs/cgroup
+	start_sampler "$bdi"
+	run_fio /mnt/fuse /tmp/fio.json
+	rc=$?
+	stop_sampler
+	[ $rc = 0 ] || fail "fio exited with status $rc"
+	emit fio /tmp/fio.json
+	collect "$bdi"
+}
+
 # The fio job of the seed, scaled by wbstall.* parameters (qemu/jobs/writeback.fio).
 # Also sends fio's wall time (fio-wall, seconds): a stalled write can outlast
 # the runtime by seconds, and the stall share is taken of the writers' real time.

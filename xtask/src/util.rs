@@ -256,6 +256,19 @@ pub fn file_name(p: &Path) -> String {
         .into_owned()
 }
 
+/// A program the guest runs without libraries: an error unless `bin` is a
+/// statically linked ELF file.
+pub fn require_static(bin: &Path) -> Result<()> {
+    let bytes = std::fs::read(bin).with_context(|| format!("reading {}", bin.display()))?;
+    if elf_is_static(&bytes) != Some(true) {
+        anyhow::bail!(
+            "{} is not statically linked; the guest has no libraries for it",
+            bin.display()
+        );
+    }
+    Ok(())
+}
+
 /// True when an ELF file has no program interpreter (statically linked).
 pub fn elf_is_static(bytes: &[u8]) -> Option<bool> {
     const PT_INTERP: u32 = 3;
@@ -280,6 +293,15 @@ pub fn elf_is_static(bytes: &[u8]) -> Option<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_dynamic_or_missing_program_is_not_for_the_guest() {
+        let e = require_static(Path::new("/bin/sh"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("is not statically linked"), "{e}");
+        assert!(require_static(Path::new("/no/such/program")).is_err());
+    }
 
     #[test]
     fn elf_interpreter_decides_static() {

@@ -13,7 +13,7 @@
 PT_SRC=/run/pt-src
 
 scenario_run() {
-	local bdi rc
+	local bdi
 	mkdir -p $PT_SRC
 	mount -t tmpfs pt-src $PT_SRC || fail "cannot mount a tmpfs on $PT_SRC"
 	if [ -s /wbstall/fuse-server ]; then
@@ -25,28 +25,10 @@ scenario_run() {
 	start_fuse_server main /mnt/fuse "$@"
 	bdi=$(mount_bdi /mnt/fuse) || fail "cannot find the BDI of /mnt/fuse in /proc/self/mountinfo"
 	if [ "${WB_verify:-1}" = 1 ]; then
-		# The bytes go through the server: written and read back with
-		# checksums, on the mount measured next.
-		fio --eta=never --name=verify --directory=/mnt/fuse --ioengine=psync --rw=write --bs=128k \
-			--size=8M --verify=crc32c --do_verify=1 --direct=0 \
-			--output-format=json --output=/tmp/fio-verify.json ||
-			fail "fio verify on the FUSE mount of \`$*\` failed"
-		emit fio-verify /tmp/fio-verify.json
+		# The bytes go through the server, on the mount measured next.
+		fio_verify /mnt/fuse "the FUSE mount of \`$*\`"
 		rm -f /mnt/fuse/verify.*
 	fi
-	echo "$bdi" >/tmp/bdi
-	emit bdi /tmp/bdi
-	emit_cmd bdi-knobs-before bdi_knobs "$bdi"
-
-	echo global >/tmp/wb_domain
-	emit writer-domain /tmp/wb_domain
-	measure_start "$bdi" /sys/fs/cgroup
-	start_sampler "$bdi"
-	run_fio /mnt/fuse /tmp/fio.json
-	rc=$?
-	stop_sampler
-	[ $rc = 0 ] || fail "fio exited with status $rc"
-	emit fio /tmp/fio.json
-	collect "$bdi"
+	measure_fuse "$bdi"
 	signal_fuse_server main
 }

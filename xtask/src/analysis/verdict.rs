@@ -589,6 +589,24 @@ pub(crate) mod tests {
         .unwrap();
         assert!(!repo.latency["memcg-ext4"].stall_reaches_limit);
         assert!(repo.latency["fuse-strictlimit"].stall_reaches_limit);
+        // fuse-passthrough's new criterion says no, both ways: a stall whose
+        // writers never waited long, an ok run whose writer waited 2 s.
+        let mut stall = rec("regressed", "fuse-passthrough", 1.0, 0.8);
+        stall.mechanism.max_call_ms = 300;
+        let mut ok = rec("upstream", "fuse-passthrough", 40.0, 0.0);
+        ok.mechanism.max_call_ms = 2_000;
+        let records = [stall, ok];
+        let v = judge(&records, &repo, &plan(&records, 1));
+        assert!(
+            v.cells[0].failures[0].contains("no writer spent more than 300 ms"),
+            "{:?}",
+            v.cells[0]
+        );
+        assert!(
+            v.cells[1].failures[0].contains("a writer spent 2000 ms"),
+            "{:?}",
+            v.cells[1]
+        );
     }
 
     #[test]

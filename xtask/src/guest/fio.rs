@@ -134,12 +134,6 @@ fn build(sh: &Shell, cache: &Path, version: &str, work: &Path) -> Result<PathBuf
         .quiet()
         .run()
         .context("stripping fio")?;
-    let bytes = fs::read(&bin).with_context(|| format!("reading {}", bin.display()))?;
-    if util::elf_is_static(&bytes) != Some(true) {
-        bail!(
-            "{} is not statically linked; the guest has no libraries for it",
-            bin.display()
-        );
-    }
+    util::require_static(&bin)?;
     Ok(bin)
 }

@@ -185,13 +185,7 @@ fn build_guest_bins(sh: &Shell) -> Result<Vec<PathBuf>> {
             let bin = target_dir
                 .join("x86_64-unknown-linux-gnu/release")
                 .join(name);
-            let bytes = fs::read(&bin).with_context(|| format!("reading {}", bin.display()))?;
-            if util::elf_is_static(&bytes) != Some(true) {
-                bail!(
-                    "{} is not statically linked; the guest has no libc for it",
-                    bin.display()
-                );
-            }
+            util::require_static(&bin)?;
             Ok(bin)
         })
         .collect()
