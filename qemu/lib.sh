@@ -1,11 +1,19 @@
 # SPDX-License-Identifier: GPL-2.0
-# Shell helpers for the wbstall guest (sourced by /init and the scenarios).
+# Shell helpers for the wbstall guest (sourced by /init and the scenarios; on
+# the host, by qemu/host-init).
 #
 # Results protocol on the virtio-serial port "wbstall.results" (fd 3):
 #   WBSTALL-FILE <name> <length>\n<length bytes>\n     one result file
 #   WBSTALL-END ok\n | WBSTALL-END fail <reason>\n     last record of a run
 # The host parses this stream (xtask/src/results.rs); a run without the END
 # record is a missing result, not a pass.
+
+# Where the scripts, the fio job and the FUSE server's command lie (/wbstall
+# in the guest; host-test's staging directory on the host), and the root
+# cgroup directory: the writers of the global-domain scenarios run there
+# (qemu/host-init sets the host's). Upper case: never a boot parameter.
+WB_ROOT=${WB_ROOT:-/wbstall}
+ROOT_CGROUP=/sys/fs/cgroup
 
 mount_basics() {
 	mount -t proc proc /proc
@@ -96,6 +104,13 @@ finish() {
 			emit phases /tmp/phases
 		fi
 		printf 'WBSTALL-END %s\n' "$*" >&3
+	fi
+	# On the host (host-test, qemu/host-init), the run's processes end here,
+	# never the machine: every process of the run's group, this shell too.
+	# xtask restores what the run changed.
+	if [ -n "${WB_HOST-}" ]; then
+		kill -KILL 0
+		exit 1
 	fi
 	# No sync, no unmount: everything that counts has gone out on the port
 	# (a write to it returns once the host has taken it), and the disks are
@@ -265,7 +280,7 @@ measure_fuse() {
 	emit_cmd bdi-knobs-before bdi_knobs "$bdi"
 	echo global >/tmp/wb_domain
 	emit writer-domain /tmp/wb_domain
-	measure_start "$bdi" /sys/fs/cgroup
+	measure_start "$bdi" "$ROOT_CGROUP"
 	start_sampler "$bdi"
 	run_fio /mnt/fuse /tmp/fio.json
 	rc=$?
@@ -284,7 +299,7 @@ run_fio() {
 	read -r t0 _ </proc/uptime
 	WB_DIR=$dir WB_BS=$(need bs) WB_SIZE=$(need size) WB_NUMJOBS=$(need numjobs) \
 		WB_RAMP=$(need ramp) WB_RUNTIME=$(need runtime) \
-		fio --eta=never --output-format=json --output="$out" /wbstall/jobs/writeback.fio
+		fio --eta=never --output-format=json --output="$out" "$WB_ROOT/jobs/writeback.fio"
 	rc=$?
 	read -r t1 _ </proc/uptime
 	echo "$t0 $t1" >/tmp/fio-wall
@@ -337,7 +352,8 @@ vm_knobs() {
 # The independent witness: the kernel's own count of the tracepoint events the
 # module counts, from hist triggers in tracefs, per BDI and cgroup inode.
 # Started right after the module's counters are reset, read right after them.
-TRACE_EVENTS=/sys/kernel/tracing/events/writeback
+TRACE=${WB_TRACE:-/sys/kernel/tracing}
+TRACE_EVENTS=$TRACE/events/writeback
 WITNESS_BDP="hist:keys=bdi,cgroup_ino:vals=hitcount"
 WITNESS_SLEEP="hist:keys=bdi,cgroup_ino:vals=hitcount if pause > 0"
 WITNESS_WAKE="hist:keys=name,cgroup_ino:vals=hitcount"
@@ -347,7 +363,8 @@ WITNESS_WAKE="hist:keys=name,cgroup_ino:vals=hitcount"
 # clock for all CPUs). Only sleeps of balance_dirty_pages are kept (the hist
 # triggers above count every event); global_dirty_state comes once per throttle
 # loop and flusher check, hence the larger buffer. WB_detector=tracefs: no module.
-TRACE=/sys/kernel/tracing
+# On the host (host-test), $TRACE is a tracing instance of xtask's: the host's
+# main buffer is left alone.
 TRACE_DETECTOR_EVENTS="balance_dirty_pages writeback_wake_background writeback_start writeback_pages_written global_dirty_state"
 
 module_detector() {
@@ -365,6 +382,48 @@ trace_start() {
 		echo 1 >"$TRACE_EVENTS/$e/enable" || fail "cannot enable the trace event $e"
 	done
 	echo 1 >"$TRACE/tracing_on" || fail "cannot start tracing"
+}
+
+# The witness on a kernel without hist triggers (host-test on a host built
+# without CONFIG_HIST_TRIGGERS): the same three counts from three tracing
+# instances of xtask's ($WB_COUNTERS), each recording one event of the
+# writer's wb only. The ring buffer counts what it recorded: entries, plus
+# what overwriting lost (overrun); a commit overrun is a loss it cannot count.
+counters_start() {
+	local bdi=$1 ino=$2 dir i=0 e f
+	for dir in $WB_COUNTERS; do
+		i=$((i + 1))
+		case $i in
+		1) e=balance_dirty_pages f="bdi == \"$bdi\" && cgroup_ino == $ino" ;;
+		2) e=balance_dirty_pages f="bdi == \"$bdi\" && cgroup_ino == $ino && pause > 0" ;;
+		3) e=writeback_wake_background f="name == \"$bdi\" && cgroup_ino == $ino" ;;
+		*) fail "WB_COUNTERS names more than three instances" ;;
+		esac
+		if ! { echo 0 >"$dir/tracing_on" && echo >"$dir/trace" &&
+			echo "$f" >"$dir/events/writeback/$e/filter" &&
+			echo 1 >"$dir/events/writeback/$e/enable" && echo 1 >"$dir/tracing_on"; }; then
+			fail "cannot arm the counting instance $dir"
+		fi
+	done
+	[ $i = 3 ] || fail "WB_COUNTERS names $i instances, not three"
+}
+
+# counters_collect: stop the counting instances and send their counts.
+counters_collect() {
+	local dir i=0 name
+	for dir in $WB_COUNTERS; do
+		echo 0 >"$dir/tracing_on" || fail "cannot stop the counting instance $dir"
+	done
+	for dir in $WB_COUNTERS; do
+		i=$((i + 1))
+		set -- throttle_events throttle_sleeps bg_starts
+		eval "name=\${$i}"
+		# shellcheck disable=SC2154 # set by the eval
+		cat "$dir"/per_cpu/cpu*/stats | awk -v name="$name" '
+			/^entries:/ { e += $2 } /^overrun:/ { o += $2 } /^commit overrun:/ { c += $3 }
+			END { printf "%s entries=%d overrun=%d commit_overrun=%d\n", name, e, o, c }'
+	done >/tmp/witness-counts
+	emit witness-counts /tmp/witness-counts
 }
 
 # trace_stop: first thing at the end of a measurement, so that the trace's
@@ -392,16 +451,18 @@ measure_start() {
 	phase measure-start
 	[ -d "$TRACE_EVENTS/balance_dirty_pages" ] ||
 		fail "no $TRACE_EVENTS/balance_dirty_pages: tracefs or the writeback events are missing"
+	stat -c %i "$cg" >/tmp/cgroup_ino || fail "cannot stat $cg"
 	if module_detector; then
 		echo 1 >/sys/kernel/debug/wbstall/reset || fail "cannot reset the wbstall counters"
 	fi
-	if ! { echo "$WITNESS_BDP" >>"$TRACE_EVENTS/balance_dirty_pages/trigger" &&
+	if [ -n "${WB_COUNTERS-}" ]; then
+		counters_start "$bdi" "$(cat /tmp/cgroup_ino)"
+	elif ! { echo "$WITNESS_BDP" >>"$TRACE_EVENTS/balance_dirty_pages/trigger" &&
 		echo "$WITNESS_SLEEP" >>"$TRACE_EVENTS/balance_dirty_pages/trigger" &&
 		echo "$WITNESS_WAKE" >>"$TRACE_EVENTS/writeback_wake_background/trigger"; }; then
 		fail "cannot attach the witness's hist triggers (CONFIG_HIST_TRIGGERS?)"
 	fi
 	trace_start
-	stat -c %i "$cg" >/tmp/cgroup_ino || fail "cannot stat $cg"
 	emit writer-cgroup-ino /tmp/cgroup_ino
 	emit_cmd vm-knobs vm_knobs
 	emit vmstat-before /proc/vmstat
@@ -419,8 +480,12 @@ collect() {
 			emit "wbstall-$f" "/sys/kernel/debug/wbstall/$f"
 		done
 	fi
-	emit witness-balance_dirty_pages "$TRACE_EVENTS/balance_dirty_pages/hist"
-	emit witness-writeback_wake_background "$TRACE_EVENTS/writeback_wake_background/hist"
+	if [ -n "${WB_COUNTERS-}" ]; then
+		counters_collect
+	else
+		emit witness-balance_dirty_pages "$TRACE_EVENTS/balance_dirty_pages/hist"
+		emit witness-writeback_wake_background "$TRACE_EVENTS/writeback_wake_background/hist"
+	fi
 	phase trace
 	trace_collect
 	emit bdi-stats "/sys/kernel/debug/bdi/$bdi/stats"
@@ -493,10 +558,10 @@ ext4_fio() {
 	measure_start "$EXT4_BDI" "$cg"
 	start_sampler "$EXT4_BDI"
 	# This shell joins the cgroup so that fio, its child, starts inside it.
-	[ "$cg" = /sys/fs/cgroup ] || { echo $$ >"$cg/cgroup.procs" || fail "cannot join $cg"; }
+	[ "$cg" = "$ROOT_CGROUP" ] || { echo $$ >"$cg/cgroup.procs" || fail "cannot join $cg"; }
 	run_fio /mnt/disk /tmp/fio.json
 	rc=$?
-	echo $$ >/sys/fs/cgroup/cgroup.procs
+	echo $$ >"$ROOT_CGROUP/cgroup.procs"
 	stop_sampler
 	[ $rc = 0 ] || fail "fio exited with status $rc"
 	emit fio /tmp/fio.json

@@ -35,6 +35,8 @@ enum Task {
     BuildKernel(tasks::build_kernel::BuildKernel),
     /// Boot every variant under QEMU, run the scenarios and judge the results.
     QemuTest(Box<tasks::qemu_test::QemuTest>),
+    /// Run the FUSE scenarios on this machine's running kernel (no QEMU): is it affected?
+    HostTest(tasks::host_test::HostTest),
     /// Boot one variant with an interactive shell (debugging).
     Shell(tasks::shell::ShellCmd),
     /// rmmod/insmod the wbstall module N times while writers run; fail on any warning.
@@ -66,6 +68,7 @@ fn main() -> Result<()> {
         Some(Task::Deps(t)) => t.run(&sh),
         Some(Task::BuildKernel(t)) => t.run(&sh),
         Some(Task::QemuTest(t)) => t.run(&sh),
+        Some(Task::HostTest(t)) => t.run(&sh),
         Some(Task::Shell(t)) => t.run(&sh),
         Some(Task::ModuleStress(t)) => t.run(&sh),
         Some(Task::Report(t)) => t.run(&sh),

@@ -10,6 +10,6 @@ scenario_run() {
 	set_dirty_limits
 	echo global >/tmp/wb_domain
 	emit writer-domain /tmp/wb_domain
-	ext4_fio /sys/fs/cgroup
+	ext4_fio "$ROOT_CGROUP"
 	collect "$EXT4_BDI"
 }

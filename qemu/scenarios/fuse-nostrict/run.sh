@@ -8,7 +8,7 @@
 # measured fact, not true by construction.
 
 # shellcheck source=../fuse-strictlimit/run.sh
-. /wbstall/scenarios/fuse-strictlimit/run.sh
+. "$WB_ROOT/scenarios/fuse-strictlimit/run.sh"
 
 fuse_tune() {
 	echo 0 >"/sys/class/bdi/$1/strict_limit" || fail "cannot clear strict_limit of BDI $1"

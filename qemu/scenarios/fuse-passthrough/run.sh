@@ -3,7 +3,7 @@
 # did not write: libfuse's own example, passthrough_ll, with the writeback
 # cache (-o writeback) over a tmpfs directory, as FUSE developers publish
 # writeback-cache numbers; or the user's server (qemu-test --fuse-server),
-# whose command line the host put in /wbstall/fuse-server. Either gets the
+# whose command line the host put in $WB_ROOT/fuse-server. Either gets the
 # mount point as its last argument. The BDI is FUSE's (strict_limit=1,
 # max_ratio=1), checked in every run; the writeback cache is checked by what
 # the kernel does (start_fuse_server).
@@ -16,9 +16,9 @@ scenario_run() {
 	local bdi
 	mkdir -p $PT_SRC
 	mount -t tmpfs pt-src $PT_SRC || fail "cannot mount a tmpfs on $PT_SRC"
-	if [ -s /wbstall/fuse-server ]; then
+	if [ -s "$WB_ROOT/fuse-server" ]; then
 		# shellcheck disable=SC2046 # the user's words, split as a shell would
-		set -- $(cat /wbstall/fuse-server)
+		set -- $(cat "$WB_ROOT/fuse-server")
 	else
 		set -- passthrough_ll -f -o writeback -o source=$PT_SRC
 	fi

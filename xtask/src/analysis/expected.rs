@@ -251,6 +251,19 @@ impl Expected {
         out
     }
 
+    /// [`Expected::expect_patch`]'s answer in words: `fuse-strictlimit ok
+    /// (as the reference `upstream`), ...`.
+    pub fn said(said: &[(String, Option<Class>, String)]) -> String {
+        let held: Vec<String> = said
+            .iter()
+            .map(|(s, c, why)| match c {
+                Some(c) => format!("{s} {c} ({why})"),
+                None => format!("{s} unjudged ({why}: give --expect {s}=CLASS)"),
+            })
+            .collect();
+        held.join(", ")
+    }
+
     pub fn classify(&self, stall_fraction: f64) -> Class {
         if stall_fraction >= self.criteria.stall_fraction {
             Class::Stall

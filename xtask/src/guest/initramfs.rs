@@ -167,11 +167,11 @@ struct Item {
 }
 
 /// The guest's own programs, built static: the FUSE server and the sampler.
-const GUEST_BINS: [&str; 2] = ["wbstall-fuse", "wbstall-sample"];
+pub const GUEST_BINS: [&str; 2] = ["wbstall-fuse", "wbstall-sample"];
 
 /// Builds the guest's programs (`qemu/wbstall-fuse`, `qemu/wbstall-sample`) as
 /// static binaries; their paths, in the order of [`GUEST_BINS`].
-fn build_guest_bins(sh: &Shell) -> Result<Vec<PathBuf>> {
+pub fn build_guest_bins(sh: &Shell) -> Result<Vec<PathBuf>> {
     let cargo = sh.var("CARGO").unwrap_or_else(|_| "cargo".to_string());
     let target_dir = util::target_dir().join("guest");
     cmd!(sh, "{cargo} build --quiet --release --locked -p wbstall-fuse -p wbstall-sample --target x86_64-unknown-linux-gnu --target-dir {target_dir}")

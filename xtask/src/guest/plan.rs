@@ -196,30 +196,49 @@ impl Boot {
 
     /// The `wbstall.*` parameters of the boot, read by the guest's init.
     pub fn params(&self) -> Vec<(String, String)> {
-        let p = |k: &str, v: String| (k.to_string(), v);
-        let job = &self.job;
-        let mut params = vec![
-            p(param::SCENARIO, self.scenario.name.to_string()),
-            p(param::SIZE, job.size.clone()),
-            p(param::NUMJOBS, job.numjobs.to_string()),
-            p(param::RUNTIME, job.runtime.to_string()),
-            p(param::RAMP, job.ramp_time.to_string()),
-            p(param::BS, job.bs.clone()),
-            p(param::SAMPLE_MS, self.sample_ms.to_string()),
-            p(param::VERIFY, u8::from(self.verify).to_string()),
-            p(param::DETECTOR, self.detector.name().to_string()),
-        ];
-        if self.scenario.disk {
-            params.push(p(param::DISK, self.machine.disk.param().to_string()));
-        }
-        params.extend(
-            self.scenario
-                .params
-                .iter()
-                .map(|(k, v)| p(k, v.to_string())),
-        );
-        params
+        run_params(&RunParams {
+            scenario: self.scenario,
+            job: &self.job,
+            sample_ms: self.sample_ms,
+            verify: self.verify,
+            detector: self.detector,
+            disk: self.disk(),
+        })
     }
+}
+
+/// What a run of a scenario is told, in the guest or on the host.
+pub struct RunParams<'a> {
+    pub scenario: Scenario,
+    pub job: &'a Job,
+    pub sample_ms: u32,
+    pub verify: bool,
+    pub detector: Detector,
+    /// The disk under the scenario's file system, when it has one.
+    pub disk: Option<Disk>,
+}
+
+/// The `wbstall.*` parameters of a run (`wbstall.key=value` on a guest's
+/// kernel command line, `WB_key` in host-test's environment).
+pub fn run_params(r: &RunParams<'_>) -> Vec<(String, String)> {
+    let p = |k: &str, v: String| (k.to_string(), v);
+    let job = r.job;
+    let mut params = vec![
+        p(param::SCENARIO, r.scenario.name.to_string()),
+        p(param::SIZE, job.size.clone()),
+        p(param::NUMJOBS, job.numjobs.to_string()),
+        p(param::RUNTIME, job.runtime.to_string()),
+        p(param::RAMP, job.ramp_time.to_string()),
+        p(param::BS, job.bs.clone()),
+        p(param::SAMPLE_MS, r.sample_ms.to_string()),
+        p(param::VERIFY, u8::from(r.verify).to_string()),
+        p(param::DETECTOR, r.detector.name().to_string()),
+    ];
+    if let Some(disk) = r.disk {
+        params.push(p(param::DISK, disk.param().to_string()));
+    }
+    params.extend(r.scenario.params.iter().map(|(k, v)| p(k, v.to_string())));
+    params
 }
 
 /// Every boot of a session, in order.

@@ -26,6 +26,9 @@ pub mod stream {
     /// The witness's hist files.
     pub const WITNESS_BDP: &str = "witness-balance_dirty_pages";
     pub const WITNESS_WAKE: &str = "witness-writeback_wake_background";
+    /// The witness's counts from counting instances, where the kernel has no
+    /// hist triggers (host-test).
+    pub const WITNESS_COUNTS: &str = "witness-counts";
     /// The tracefs detector's trace and its ring buffer's per-CPU stats.
     pub const TRACE_EVENTS: &str = "trace-events";
     pub const TRACE_STATS: &str = "trace-stats";
@@ -100,6 +103,7 @@ pub mod stream {
         WBSTALL_SUMMARY,
         WITNESS_BDP,
         WITNESS_WAKE,
+        WITNESS_COUNTS,
         TRACE_EVENTS,
         TRACE_STATS,
         VMSTAT_BEFORE,
@@ -213,7 +217,11 @@ mod tests {
     /// The guest's scripts: init, lib.sh and every scenario's run.sh.
     fn scripts() -> Vec<(String, String)> {
         let root = crate::util::project_root().join("qemu");
-        let mut paths = vec![root.join("init"), root.join("lib.sh")];
+        let mut paths = vec![
+            root.join("init"),
+            root.join("host-init"),
+            root.join("lib.sh"),
+        ];
         for e in std::fs::read_dir(root.join("scenarios")).unwrap() {
             let run = e.unwrap().path().join("run.sh");
             if run.is_file() {

@@ -39,6 +39,9 @@ pub enum Accel {
     /// QEMU's dynamic translator, multi-threaded (one host thread per vCPU).
     #[default]
     Tcg,
+    /// No QEMU: the host's running kernel (`host-test`). Never a `--accel`.
+    #[value(skip)]
+    Native,
 }
 
 /// How guest time runs under TCG.
@@ -171,6 +174,9 @@ pub fn accel_args(
     let mut a = match (accel, clock) {
         // The guest runs on the host's CPU; the clock is the host's.
         (Accel::Kvm, _) => os(&["-accel", "kvm", "-cpu", "host"]),
+        // host-test boots nothing; a machine that says Native never gets here
+        // (no task builds one), and QEMU refuses the accelerator by name.
+        (Accel::Native, _) => os(&["-accel", "native"]),
         // One host thread per vCPU: the fastest TCG, with the host's clock.
         (Accel::Tcg, Clock::Real) => os(&["-accel", "tcg,thread=multi"]),
         // icount needs single-threaded TCG. sleep=off: an idle guest's time

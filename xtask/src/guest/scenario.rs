@@ -226,7 +226,8 @@ mod tests {
             let text = fs::read_to_string(&path).unwrap();
             let base = text
                 .lines()
-                .find_map(|l| l.strip_prefix(". /wbstall/scenarios/"))
+                .find_map(|l| l.strip_prefix(". \"$WB_ROOT/scenarios/"))
+                .map(|f| f.trim_end_matches('"'))
                 .map(|f| {
                     fs::read_to_string(crate::util::project_root().join(DIR).join(f))
                         .unwrap_or_default()

@@ -168,16 +168,25 @@ pub(super) fn setup_block(o: &mut String, session: &Session) {
         let _ = writeln!(o, "job:      {}: {}", s.name, s.job.command_line());
     }
     let t = &session.toolchain;
-    let _ = writeln!(
-        o,
-        "machine:  QEMU {} {:?} (clock {}), {} vCPUs, {} MiB; runs per cell: {}",
-        t.qemu,
-        session.accel,
-        session.clock,
-        session.cpus,
-        session.memory_mib,
-        session.runs_per_cell()
-    );
+    let _ = match session.accel {
+        crate::guest::qemu::Accel::Native => writeln!(
+            o,
+            "machine:  the running kernel, no QEMU (host-test), {} CPUs, {} MiB; runs per cell: {}",
+            session.cpus,
+            session.memory_mib,
+            session.runs_per_cell()
+        ),
+        _ => writeln!(
+            o,
+            "machine:  QEMU {} {:?} (clock {}), {} vCPUs, {} MiB; runs per cell: {}",
+            t.qemu,
+            session.accel,
+            session.clock,
+            session.cpus,
+            session.memory_mib,
+            session.runs_per_cell()
+        ),
+    };
     let _ = writeln!(
         o,
         "disk:     {} (under the disk scenarios' ext4)",

@@ -478,9 +478,39 @@ fn fuse_server_line(o: &mut String, session: &Session) {
     }
 }
 
+/// A host-test session's environment: the running kernel, no QEMU.
+fn native_environment(o: &mut String, session: &Session) {
+    for m in &session.variants {
+        let _ = writeln!(
+            o,
+            "- `{}`: {}; image sha256 {}.",
+            m.variant,
+            m.description,
+            match m.bzimage_sha256.get(..16) {
+                Some(h) => format!("`{h}`"),
+                None => "unknown (no /boot/vmlinuz of this release)".to_string(),
+            }
+        );
+    }
+    let _ = writeln!(
+        o,
+        "- No QEMU: the host's running kernel (`cargo xtask host-test`), {} CPUs ({}), {} MiB; \
+         sleeps classed by the tracefs detector in a tracing instance of its own; {}.",
+        session.cpus, session.cpu_model, session.memory_mib, session.toolchain.fio
+    );
+    fuse_server_line(o, session);
+    let _ = writeln!(o, "- fio jobs:");
+    for i in &session.scenarios {
+        let _ = writeln!(o, "  - {}: `{}`", i.name, i.job.command_line());
+    }
+}
+
 fn environment(o: &mut String, session: &Session) {
     // Environment.
     let _ = writeln!(o, "## Environment\n");
+    if session.accel == crate::guest::qemu::Accel::Native {
+        return native_environment(o, session);
+    }
     if let Some(m) = session.variants.first() {
         let b = &m.base;
         let _ = writeln!(

@@ -194,12 +194,17 @@ fn witnessed(
         .trim()
         .parse()
         .context("writer-cgroup-ino is not an inode number")?;
-    let (witness, drops) = Witness::from_hists(
-        &need(stream::WITNESS_BDP)?,
-        &need(stream::WITNESS_WAKE)?,
-        bdi,
-        cgroup_ino,
-    )?;
+    // Counting instances where the kernel has no hist triggers (host-test
+    // sends which); else the hist triggers, which must be there.
+    let (witness, drops) = match need(stream::WITNESS_COUNTS) {
+        Ok(counts) => Witness::from_counts(&counts)?,
+        Err(_) => Witness::from_hists(
+            &need(stream::WITNESS_BDP)?,
+            &need(stream::WITNESS_WAKE)?,
+            bdi,
+            cgroup_ino,
+        )?,
+    };
     Ok((
         cgroup_ino,
         witness,

@@ -246,6 +246,55 @@ impl Witness {
         Ok((w, drops))
     }
 
+    /// The witness from counting instances (`witness-counts`, a kernel
+    /// without hist triggers): per count, the ring buffer's entries plus what
+    /// overwriting lost. A commit overrun lost events the buffer cannot
+    /// count: such a witness is refused.
+    pub fn from_counts(text: &str) -> Result<(Witness, Drops)> {
+        let mut got = BTreeMap::new();
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let mut words = line.split_whitespace();
+            let name = words.next().unwrap_or_default();
+            let fields: BTreeMap<&str, u64> = words
+                .map(|w| {
+                    let (k, v) = w
+                        .split_once('=')
+                        .with_context(|| format!("witness-counts: `{w}` is not key=value"))?;
+                    let v = v
+                        .parse()
+                        .with_context(|| format!("witness-counts: `{w}` is not a count"))?;
+                    Ok((k, v))
+                })
+                .collect::<Result<_>>()?;
+            let field = |k: &str| {
+                fields
+                    .get(k)
+                    .copied()
+                    .with_context(|| format!("witness-counts: `{name}` has no {k}"))
+            };
+            if field("commit_overrun")? > 0 {
+                bail!(
+                    "witness-counts: the counting instance of `{name}` lost {} events to commit \
+                     overruns, which it cannot count",
+                    field("commit_overrun")?
+                );
+            }
+            got.insert(name.to_string(), field("entries")? + field("overrun")?);
+        }
+        let count = |k: &str| {
+            got.get(k)
+                .copied()
+                .with_context(|| format!("witness-counts has no `{k}` line"))
+        };
+        let w = Witness {
+            throttle_events: count("throttle_events")?,
+            throttle_sleeps: count("throttle_sleeps")?,
+            bg_starts: count("bg_starts")?,
+            dropped: 0,
+        };
+        Ok((w, Drops::default()))
+    }
+
     /// The module's counters beside the witness's.
     pub fn module_pairs(&self, d: &Drops, m: &Mechanism) -> [Pair; 3] {
         [
@@ -339,6 +388,34 @@ impl Tolerance {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Counting instances: entries plus overrun per count; a commit overrun,
+    /// a missing line or a missing field is refused.
+    #[test]
+    fn counts_from_counting_instances_add_the_overrun_and_refuse_losses() {
+        let ok = "throttle_events entries=900 overrun=100 commit_overrun=0\n\
+                  throttle_sleeps entries=42 overrun=0 commit_overrun=0\n\
+                  bg_starts entries=7 overrun=0 commit_overrun=0\n";
+        let (w, d) = Witness::from_counts(ok).unwrap();
+        assert_eq!(
+            (w.throttle_events, w.throttle_sleeps, w.bg_starts),
+            (1000, 42, 7)
+        );
+        assert_eq!(d, Drops::default());
+        let lost = ok.replace(
+            "bg_starts entries=7 overrun=0 commit_overrun=0",
+            "bg_starts entries=7 overrun=0 commit_overrun=3",
+        );
+        assert!(format!("{:#}", Witness::from_counts(&lost).unwrap_err()).contains("lost 3 events"));
+        let short = ok.replace("bg_starts entries=7 overrun=0 commit_overrun=0\n", "");
+        assert!(format!("{:#}", Witness::from_counts(&short).unwrap_err())
+            .contains("no `bg_starts` line"));
+        let no_field = ok.replace("overrun=100 ", "");
+        assert!(
+            format!("{:#}", Witness::from_counts(&no_field).unwrap_err())
+                .contains("has no overrun")
+        );
+    }
     use crate::results::mechanism::Mechanism;
 
     pub const BDP: &str = include_str!("../../fixtures/witness/balance_dirty_pages.hist");

@@ -74,34 +74,7 @@ fn boot_ended(
     let rec = booted.and_then(|booted| builder::build(RunContext::of(b, &booted), &booted.stream));
     match rec {
         Ok(rec) => {
-            progress::emit(Event::BootEnd {
-                variant: &rec.variant,
-                scenario: &rec.scenario,
-                run: rec.run,
-                mib_s: &report::format::num(rec.fio.bw_mib_s),
-                stall_pct: rec.stall_fraction * 100.0,
-                stall_sleeps: rec.mechanism.stall_sleeps,
-                throttle_sleeps: (rec.mechanism.throttle_sleeps, rec.witness.throttle_sleeps),
-                bg_starts: (rec.mechanism.bg_starts, rec.witness.bg_starts),
-                counter: match rec.detector {
-                    Detector::Module => "module",
-                    Detector::Tracefs => "trace",
-                },
-                trace_stall_pct: match rec.detector {
-                    Detector::Module => rec.tracefs_stall_fraction.map(|f| f * 100.0),
-                    Detector::Tracefs => None,
-                },
-                draining_pct: rec.draining_fraction * 100.0,
-                trace_draining_pct: match rec.detector {
-                    Detector::Module => rec.tracefs_draining_fraction.map(|f| f * 100.0),
-                    Detector::Tracefs => None,
-                },
-                max_call_ms: rec.mechanism.max_call_ms,
-                secs: rec.wall_secs,
-            });
-            for p in problems(&rec, &expected.witness) {
-                progress::emit(Event::Unusable(&p));
-            }
+            recorded(&rec, expected);
             Ok(rec)
         }
         Err(e) => {
@@ -114,6 +87,39 @@ fn boot_ended(
             progress::emit(Event::BootFailed(&msg));
             Err(msg)
         }
+    }
+}
+
+/// Says what a run's record came to: its line, and each problem that leaves
+/// it out.
+pub fn recorded(rec: &RunRecord, expected: &Expected) {
+    progress::emit(Event::BootEnd {
+        variant: &rec.variant,
+        scenario: &rec.scenario,
+        run: rec.run,
+        mib_s: &report::format::num(rec.fio.bw_mib_s),
+        stall_pct: rec.stall_fraction * 100.0,
+        stall_sleeps: rec.mechanism.stall_sleeps,
+        throttle_sleeps: (rec.mechanism.throttle_sleeps, rec.witness.throttle_sleeps),
+        bg_starts: (rec.mechanism.bg_starts, rec.witness.bg_starts),
+        counter: match rec.detector {
+            Detector::Module => "module",
+            Detector::Tracefs => "trace",
+        },
+        trace_stall_pct: match rec.detector {
+            Detector::Module => rec.tracefs_stall_fraction.map(|f| f * 100.0),
+            Detector::Tracefs => None,
+        },
+        draining_pct: rec.draining_fraction * 100.0,
+        trace_draining_pct: match rec.detector {
+            Detector::Module => rec.tracefs_draining_fraction.map(|f| f * 100.0),
+            Detector::Tracefs => None,
+        },
+        max_call_ms: rec.mechanism.max_call_ms,
+        secs: rec.wall_secs,
+    });
+    for p in problems(rec, &expected.witness) {
+        progress::emit(Event::Unusable(&p));
     }
 }
 

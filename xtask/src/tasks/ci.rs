@@ -16,7 +16,7 @@ use crate::{
     kernel::module,
     kernel::variants::{Roles, Variants},
     progress::{self, Event},
-    tasks::{module_stress::ModuleStress, qemu_test::QemuTest},
+    tasks::{host_test::HostTest, module_stress::ModuleStress, qemu_test::QemuTest},
     util,
 };
 
@@ -84,6 +84,18 @@ fn live_steps(sh: &Shell) -> Result<()> {
     step("SIGTERM to xtask mid-build: no child survives", || {
         super::ci_sigterm::sigterm_mid_build(sh, &roles.reference)
     })?;
+    // The running kernel, no QEMU: judged as the fixed kernels are (this
+    // host's kernel predates 64dd89ae01f2), and killed mid-run twice.
+    step(
+        "host-test --quick on the running kernel (fuse-strictlimit, fuse-nostrict)",
+        || args::<HostTest>(&["--quick"])?.run(sh),
+    )?;
+    for (signal, name) in [(libc::SIGINT, "SIGINT"), (libc::SIGTERM, "SIGTERM")] {
+        step(
+            &format!("{name} to host-test mid-run: every knob, instance and mount is back"),
+            || super::ci_host_kill::kill_mid_run(sh, signal),
+        )?;
+    }
     step(
         "qemu-test --quick --scenario fuse-strictlimit (every variant)",
         || args::<QemuTest>(&["--quick", "--scenario", "fuse-strictlimit"])?.run(sh),
@@ -318,11 +330,15 @@ fn live_wrong_patch(sh: &Shell, baseline: &str) -> Result<()> {
     }
 }
 
-/// The guest's shell scripts, for shellcheck: init, lib.sh and every
+/// The guest's shell scripts, for shellcheck: init, host-init, lib.sh and every
 /// scenario's run.sh.
 fn guest_scripts() -> Result<Vec<std::path::PathBuf>> {
     let qemu = util::project_root().join("qemu");
-    let mut files = vec![qemu.join("init"), qemu.join("lib.sh")];
+    let mut files = vec![
+        qemu.join("init"),
+        qemu.join("host-init"),
+        qemu.join("lib.sh"),
+    ];
     let scenarios = qemu.join("scenarios");
     for e in
         std::fs::read_dir(&scenarios).with_context(|| format!("listing {}", scenarios.display()))?

@@ -309,6 +309,10 @@ pub fn accel_and_clock(
 ) -> Result<(Accel, Clock, Option<String>)> {
     let virt = Clock::Virtual { shift };
     match (accel, detected.unwrap_or(Accel::Tcg), clock) {
+        (Some(Accel::Native), _, _) | (None, Accel::Native, _) => bail!(
+            "no QEMU accelerator is `native`: the scenarios on the running kernel are \
+             `cargo xtask host-test`"
+        ),
         (Some(Accel::Kvm), _, Some(ClockMode::Virtual)) => bail!(
             "--clock virtual needs TCG (QEMU's -icount counts translated instructions; KVM \
              runs them on the host CPU): drop --accel kvm, or drop --clock virtual"

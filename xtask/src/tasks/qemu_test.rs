@@ -15,6 +15,7 @@ use xshell::Shell;
 use super::{
     boot_all::{boot_all, finish, Outcome},
     guest_args::GuestArgs,
+    job_args::JobArgs,
 };
 use crate::{
     analysis::{
@@ -26,7 +27,6 @@ use crate::{
     guest::{
         fuse_server::{self, External, UserServer},
         initramfs,
-        job::{self, Job},
         plan::{self, Boot, Machine, Plan, Runs},
         qemu::Clock,
         scenario::{self, Scenario},
@@ -39,10 +39,7 @@ use crate::{
     },
     progress::{self, Event},
     report,
-    results::{
-        dir::ResultsDir,
-        session::{ScenarioInfo, Session},
-    },
+    results::{dir::ResultsDir, session::Session},
     util,
 };
 
@@ -71,26 +68,8 @@ pub struct QemuTest {
     /// Default: 3, or 1 with --quick.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100))]
     pub runs: Option<u32>,
-    /// A short job for CI: fio --runtime=5 --ramp_time=2 (unless given), no verify pass.
-    #[arg(long)]
-    pub quick: bool,
-    /// Seconds fio measures (fio --runtime). Default: 20, or 5 with --quick.
-    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u32).range(1..=3600))]
-    pub runtime: Option<u32>,
-    /// Seconds fio runs before measuring (fio --ramp_time). Default: 5, or 2 with --quick.
-    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u32).range(0..=3600))]
-    pub ramp: Option<u32>,
-    /// Size of each job's file (fio --size). Default: per scenario (256M on FUSE,
-    /// 16M on ext4): the file set must fit in guest memory, and on ext4 stay well
-    /// below both the memcg's memory.max and the global background threshold.
-    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
-    pub size: Option<String>,
-    /// Writer jobs (fio --numjobs). Default: 4, as in the seed.
-    #[arg(long, default_value_t = job::NUMJOBS, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
-    pub numjobs: u32,
-    /// Interval of the in-guest sampler in ms (0: off). Default: 100.
-    #[arg(long, default_value_t = 100, value_name = "MS")]
-    pub sample_ms: u32,
+    #[command(flatten)]
+    pub job: JobArgs,
     /// Seconds before a guest is declared hung and killed. Default: 120 + ramp + runtime.
     #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
     pub timeout: Option<u64>,
@@ -158,15 +137,6 @@ impl QemuTest {
         scenario::select(&self.scenarios)
     }
 
-    fn job(&self, scen: Scenario) -> Job {
-        let (ramp, runtime) = if self.quick { job::QUICK } else { job::FULL };
-        Job::new(
-            self.size.as_deref().unwrap_or(scen.size),
-            self.numjobs,
-            (self.ramp.unwrap_or(ramp), self.runtime.unwrap_or(runtime)),
-        )
-    }
-
     /// Runs per cell: --runs; 1 with --quick; on the virtual clock, what each
     /// planned scenario's measured floor needs for ±[`stats::TARGET_POINTS`]
     /// (said); else 3. With the reason, when derived.
@@ -177,7 +147,7 @@ impl QemuTest {
                 n => Ok((Runs::uniform(scenarios, n), None)),
             };
         }
-        if self.quick {
+        if self.job.quick {
             return Ok((Runs::uniform(scenarios, 1), None));
         }
         let (runs, why) = stats::runs_for_floors(scenarios, clock);
@@ -249,17 +219,10 @@ impl QemuTest {
                 }
             )));
             let said = expected.expect_patch(&u.variant, reference, &scenario_names, &given);
-            let held: Vec<String> = said
-                .iter()
-                .map(|(s, c, why)| match c {
-                    Some(c) => format!("{s} {c} ({why})"),
-                    None => format!("{s} unjudged ({why}: give --expect {s}=CLASS)"),
-                })
-                .collect();
             progress::emit(Event::Note(&format!(
                 "{} is expected to be: {}",
                 u.variant,
-                held.join(", ")
+                Expected::said(&said)
             )));
         }
         Ok((file, expected))
@@ -339,12 +302,12 @@ impl QemuTest {
                     initrds[&kernel.label()].clone(),
                     scen,
                     run,
-                    self.job(scen),
+                    self.job.of(scen),
                     machine.clone(),
                 );
                 Boot {
-                    verify: scen.verify && !self.quick && run == 0,
-                    sample_ms: self.sample_ms,
+                    verify: scen.verify && !self.job.quick && run == 0,
+                    sample_ms: self.job.sample_ms,
                     timeout: self.timeout.map_or(b.timeout, Duration::from_secs),
                     ..b
                 }
@@ -374,19 +337,11 @@ impl QemuTest {
             cpus: machine.cpus,
             memory_mib: machine.memory_mib,
             runs: runs.most(),
-            quick: self.quick,
+            quick: self.job.quick,
             toolchain: tc.clone(),
             host_cpus: std::thread::available_parallelism().map_or(0, |n| n.get()),
             variants: built.iter().map(|b| b.meta.clone()).collect(),
-            scenarios: scenarios
-                .iter()
-                .map(|s| ScenarioInfo {
-                    name: s.name.into(),
-                    what: s.what.into(),
-                    job: self.job(*s),
-                    runs: Some(runs.of(s.name)),
-                })
-                .collect(),
+            scenarios: self.job.infos(scenarios, |s| runs.of(s)),
             expected_file: expected.0.display().to_string(),
             // What the session is judged by, the patch's expectations included.
             expected: Some(toml::to_string(expected.1).context("writing the expectations down")?),
@@ -550,24 +505,6 @@ fn harness_commit(sh: &Shell) -> String {
         (Ok(h), Ok(_)) => format!("{}-dirty", h.trim()),
         _ => "unknown".into(),
     }
-}
-
-/// `--size`: a byte count with an optional K, M or G (fio's `--size`). It
-/// travels on the kernel command line, so nothing else may pass: a space
-/// would smuggle in another `wbstall.` parameter.
-fn parse_size(s: &str) -> Result<String, String> {
-    let digits = s.trim_end_matches(['K', 'M', 'G', 'k', 'm', 'g']);
-    let unit_len = s.len() - digits.len();
-    if digits.is_empty()
-        || unit_len > 1
-        || !digits.bytes().all(|b| b.is_ascii_digit())
-        || digits.bytes().all(|b| b == b'0')
-    {
-        return Err(format!(
-            "`{s}` is not a size: write a positive number with an optional K, M or G, e.g. 256M"
-        ));
-    }
-    Ok(s.to_string())
 }
 
 /// One initramfs per kernel, assembled once, not per boot.

@@ -1,0 +1,228 @@
+//! One run of a scenario on the host's running kernel (`host-test`), the
+//! counterpart of [`super::boot`]: the guest's own scripts (`qemu/lib.sh`, the
+//! scenario's `run.sh`) run as root under `qemu/host-init`, in a private mount
+//! namespace and a process group of their own, and write the same results
+//! stream to a file. What they change in the kernel is put back by
+//! [`super::host_state::Restorer`].
+
+use std::{
+    fs,
+    os::unix::process::CommandExt,
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use anyhow::{bail, Context, Result};
+
+use crate::{
+    guest::stream::{self, End, Stream},
+    util,
+};
+
+/// The staging directory: what the guest finds under /wbstall, as links
+/// into the repository, and the programs it has on its PATH (`bin/`).
+pub struct Stage {
+    pub root: PathBuf,
+}
+
+impl Stage {
+    /// Makes `root` with `lib.sh`, `scenarios/` and `jobs/` linked from the
+    /// repository's `qemu/`, `bin/` with `programs` (name, path) linked in,
+    /// and `fuse-server` holding `fuse_server` (the user's command) if given.
+    pub fn new(
+        root: &Path,
+        programs: &[(&str, PathBuf)],
+        fuse_server: Option<&str>,
+    ) -> Result<Stage> {
+        let qemu = util::project_root().join("qemu");
+        let bin = root.join("bin");
+        fs::create_dir_all(&bin).with_context(|| format!("creating {}", bin.display()))?;
+        for item in ["lib.sh", "scenarios", "jobs"] {
+            link(&qemu.join(item), &root.join(item))?;
+        }
+        for (name, path) in programs {
+            link(path, &bin.join(name))?;
+        }
+        if let Some(line) = fuse_server {
+            fs::write(root.join("fuse-server"), format!("{line}\n"))
+                .context("writing the staging directory's fuse-server")?;
+        }
+        Ok(Stage {
+            root: root.to_path_buf(),
+        })
+    }
+}
+
+fn link(from: &Path, to: &Path) -> Result<()> {
+    std::os::unix::fs::symlink(from, to)
+        .with_context(|| format!("linking {} to {}", to.display(), from.display()))
+}
+
+/// One run: its scenario's `wbstall.*` parameters, and where its files go.
+pub struct HostRun<'a> {
+    /// `(key, value)` of the guest's `wbstall.key=value` parameters.
+    pub params: &'a [(String, String)],
+    /// The run's files are `<dir>/<name>.*`.
+    pub dir: &'a Path,
+    pub name: String,
+    pub timeout: Duration,
+}
+
+/// What a run left: its stream, its wall time, and its log (the script's
+/// stdout and stderr), relative to the results directory.
+pub struct Ran {
+    pub stream: Stream,
+    pub wall_secs: f64,
+    pub log: String,
+}
+
+/// The environment of `qemu/host-init`: the parameters as `WB_key`, and the
+/// host mode's own.
+pub fn environment(
+    params: &[(String, String)],
+    stage: &Path,
+    tracing: (&Path, &[PathBuf]),
+    results: &Path,
+) -> Vec<(String, String)> {
+    let (instance, counters) = tracing;
+    let mut env: Vec<(String, String)> = params
+        .iter()
+        .map(|(k, v)| (format!("WB_{k}"), v.clone()))
+        .collect();
+    for (k, v) in [
+        ("WB_HOST", Path::new("1")),
+        ("WB_ROOT", stage),
+        ("WB_TRACE", instance),
+        ("WB_RESULTS", results),
+    ] {
+        env.push((k.to_string(), v.display().to_string()));
+    }
+    if !counters.is_empty() {
+        let dirs: Vec<String> = counters.iter().map(|c| c.display().to_string()).collect();
+        env.push(("WB_COUNTERS".into(), dirs.join(" ")));
+    }
+    env
+}
+
+/// Runs the scenario once; the script's process group is killed on every
+/// way out (its end, the timeout, an error here).
+pub fn run(stage: &Stage, tracing: (&Path, &[PathBuf]), r: &HostRun<'_>) -> Result<Ran> {
+    let results = r.dir.join(format!("{}.results.bin", r.name));
+    fs::write(&results, b"").with_context(|| format!("creating {}", results.display()))?;
+    let log_name = format!("{}.console.log", r.name);
+    let log_path = r.dir.join(&log_name);
+    let log =
+        fs::File::create(&log_path).with_context(|| format!("creating {}", log_path.display()))?;
+    let init = util::project_root().join("qemu/host-init");
+    let mut command = Command::new("unshare");
+    command
+        .args(["--mount", "--propagation", "private", "--", "/bin/sh"])
+        .arg(&init)
+        .envs(environment(r.params, &stage.root, tracing, &results))
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().context("duplicating the log handle")?)
+        .stderr(log)
+        .process_group(0);
+    crate::reaper::leash_with(&mut command, libc::SIGKILL);
+    let started = Instant::now();
+    let child = command
+        .spawn()
+        .context("starting qemu/host-init under unshare (util-linux)")?;
+    let group = Group(child.id() as i32);
+    let mut child = child;
+    let timed_out = loop {
+        if child.try_wait().context("waiting for the run")?.is_some() {
+            break false;
+        }
+        if started.elapsed() > r.timeout {
+            break true;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    drop(group);
+    let _ = child.wait();
+    let wall_secs = started.elapsed().as_secs_f64();
+    let stream = stream::parse(
+        &fs::read(&results).with_context(|| format!("reading {}", results.display()))?,
+    );
+    let log_text = fs::read_to_string(&log_path).unwrap_or_default();
+    match (&stream.end, timed_out) {
+        (Some(End::Ok), _) => Ok(Ran {
+            stream,
+            wall_secs,
+            log: log_name,
+        }),
+        (Some(End::Fail(why)), _) => bail!("the run failed: {why} (see {log_name})"),
+        (None, true) => bail!(
+            "the run did not end in {} s and was killed (see {log_name}; last line: {})",
+            r.timeout.as_secs(),
+            last_line(&log_text)
+        ),
+        (None, false) => bail!(
+            "the run ended without its END record ({}; see {log_name}; last line: {})",
+            stream.truncated.as_deref().unwrap_or("no END record"),
+            last_line(&log_text)
+        ),
+    }
+}
+
+fn last_line(text: &str) -> &str {
+    text.lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim()
+}
+
+/// A run's process group, killed when dropped: the script, fio, the FUSE
+/// server and the sampler, whatever is left of them.
+struct Group(i32);
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        // SAFETY: kill(2) of a process group this task created.
+        unsafe { libc::kill(-self.0, libc::SIGKILL) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_parameters_become_wb_variables_beside_the_host_mode_s_own() {
+        let env = environment(
+            &[
+                ("scenario".into(), "fuse-strictlimit".into()),
+                ("numjobs".into(), "4".into()),
+            ],
+            Path::new("/s"),
+            (Path::new("/t/instances/wbstall-1"), &[]),
+            Path::new("/r/x.results.bin"),
+        );
+        let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+        assert_eq!(get("WB_scenario"), Some("fuse-strictlimit"));
+        assert_eq!(get("WB_numjobs"), Some("4"));
+        assert_eq!(get("WB_HOST"), Some("1"));
+        assert_eq!(get("WB_ROOT"), Some("/s"));
+        assert_eq!(get("WB_TRACE"), Some("/t/instances/wbstall-1"));
+        assert_eq!(get("WB_RESULTS"), Some("/r/x.results.bin"));
+        // Hist triggers: no counting instances, no WB_COUNTERS.
+        assert_eq!(get("WB_COUNTERS"), None);
+        let c = [
+            PathBuf::from("/t/instances/c1"),
+            PathBuf::from("/t/instances/c2"),
+        ];
+        let env = environment(
+            &[],
+            Path::new("/s"),
+            (Path::new("/t/i"), &c),
+            Path::new("/r"),
+        );
+        assert!(env.contains(&(
+            "WB_COUNTERS".into(),
+            "/t/instances/c1 /t/instances/c2".into()
+        )));
+    }
+}

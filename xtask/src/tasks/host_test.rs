@@ -1,0 +1,407 @@
+//! `cargo xtask host-test`: the FUSE scenarios on the host's running kernel,
+//! no QEMU: "is *my* machine affected?". The guest's own scripts run on the
+//! host (`qemu/host-init`), the tracefs detector classes the sleeps in a
+//! tracing instance of its own, and the records, verdict and report are
+//! `qemu-test`'s. Everything it changes is put back on every exit.
+
+use std::{fs, path::PathBuf, time::Duration};
+
+use anyhow::{bail, Context, Result};
+use xshell::Shell;
+
+use super::{
+    boot_all::{finish, recorded},
+    job_args::JobArgs,
+};
+use crate::{
+    analysis::expected::{self, load_expectations, ExpectArgs, Expected},
+    deps,
+    guest::{
+        fio,
+        fuse_server::{self, UserServer},
+        host::{self, HostRun, Stage},
+        host_state::Restorer,
+        initramfs,
+        plan::{run_params, Detector, RunParams},
+        qemu::{Accel, Clock},
+        scenario::{self, Scenario},
+    },
+    kernel::{build::VariantMeta, variants::Variants},
+    progress::{self, Event},
+    results::{
+        builder, context::RunContext, dir::ResultsDir, record::RunRecord, session::Session,
+        warnings::warnings,
+    },
+    util,
+};
+
+/// The variant name of the running kernel in records and reports.
+pub const HOST: &str = "host";
+
+/// Run the FUSE scenarios on this machine's running kernel (root, tracefs,
+/// FUSE; no QEMU), classed by the tracefs detector and judged like qemu-test.
+#[derive(Debug, clap::Args)]
+pub struct HostTest {
+    /// Scenario to run (repeatable): the FUSE ones (fuse-strictlimit,
+    /// fuse-nostrict, fuse-passthrough). Default: fuse-strictlimit and fuse-nostrict.
+    #[arg(long = "scenario", value_name = "NAME")]
+    pub scenarios: Vec<String>,
+    #[command(flatten)]
+    pub job: JobArgs,
+    /// Runs per scenario. Default: 3, or 1 with --quick.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub runs: Option<u32>,
+    /// What the running kernel must do: `CLASS` in every scenario, or
+    /// `SCENARIO=CLASS` (repeatable; ok, stall or idle). Default: what the
+    /// reference variant (the fixed kernel) is expected to do, so a kernel
+    /// that stalls fails: it is affected.
+    #[arg(long = "expect", value_name = "[SCENARIO=]CLASS")]
+    pub expect: Vec<String>,
+    /// Your own FUSE server in fuse-passthrough instead of libfuse's
+    /// passthrough_ll: PROGRAM and its arguments; the mount point is added last.
+    #[arg(long, value_name = "'PROGRAM ARGS'")]
+    pub fuse_server: Option<String>,
+    /// Seconds before a run is declared hung and killed. Default: 60 + ramp + runtime.
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub timeout: Option<u64>,
+}
+
+/// The FUSE scenarios: their file systems and writers need nothing but the
+/// running kernel (the disk ones need a guest-time disk and a cgroup2 memcg).
+const FUSE_SCENARIOS: [&str; 3] = ["fuse-strictlimit", "fuse-nostrict", fuse_server::SCENARIO];
+const DEFAULT_SCENARIOS: [&str; 2] = ["fuse-strictlimit", "fuse-nostrict"];
+
+impl HostTest {
+    pub fn run(self, sh: &Shell) -> Result<()> {
+        preflight()?;
+        let scenarios = self.scenarios()?;
+        let user = self.user_server()?;
+        let expected = self.expectations(&scenarios)?;
+        let programs = programs(sh, &scenarios, user.is_some())?;
+        let dir = util::unique_dir(&util::target_dir().join("results"))?;
+        let mut session = self.session(sh, &scenarios, &expected)?;
+        let meta = session.variants[0].clone();
+        ResultsDir::new(&dir).write::<RunRecord>(&session, None)?;
+        let stage = Stage::new(
+            &dir.join("host-root"),
+            &programs,
+            user.as_ref().map(|u| u.line.as_str()),
+        )?;
+        let restorer = Restorer::arm()?;
+        progress::emit(Event::Note(&format!(
+            "host-test: {} on the running kernel {}, {} run(s) each; tracing in {}; results in {}",
+            scenarios
+                .iter()
+                .map(|s| s.name)
+                .collect::<Vec<_>>()
+                .join(", "),
+            meta.kernel_release,
+            self.runs(),
+            restorer.tracing().0.display(),
+            dir.display()
+        )));
+        let mut records = Vec::new();
+        let total = self.runs() as usize * scenarios.len();
+        for (i, (run, scen)) in (0..self.runs())
+            .flat_map(|r| scenarios.iter().map(move |s| (r, *s)))
+            .enumerate()
+        {
+            progress::emit(Event::BootStart {
+                index: i + 1,
+                total,
+                variant: HOST,
+                scenario: scen.name,
+                run,
+            });
+            match self.one(&stage, &restorer, &dir, &meta, scen, run) {
+                Ok(rec) => {
+                    recorded(&rec, &expected);
+                    records.push(rec);
+                }
+                Err(e) => {
+                    // A signal stopped the run: the reaper puts the host back
+                    // and exits; this is not the run's failure.
+                    crate::reaper::yield_to_signal();
+                    let msg = format!("{}/{HOST} #{}: {e:#}", scen.name, run + 1);
+                    progress::emit(Event::BootFailed(&msg));
+                    session.failures.push(msg);
+                }
+            }
+            for line in restorer.between_runs()? {
+                progress::emit(Event::Note(&format!("host-test: {line}")));
+            }
+            ResultsDir::new(&dir).write(&session, Some(&records.iter().collect::<Vec<_>>()))?;
+        }
+        for line in restorer.restore() {
+            progress::emit(Event::Note(&format!("host-test: {line}")));
+        }
+        let out = finish(dir, &session, &records, &expected)?;
+        if !out.passed() {
+            bail!("host-test failed: see the FAIL lines above");
+        }
+        Ok(())
+    }
+
+    /// One run of `scen`: the script on the host, its stream made a record.
+    fn one(
+        &self,
+        stage: &Stage,
+        restorer: &Restorer,
+        dir: &std::path::Path,
+        meta: &VariantMeta,
+        scen: Scenario,
+        run: u32,
+    ) -> Result<RunRecord> {
+        let job = self.job.of(scen);
+        let params = run_params(&RunParams {
+            scenario: scen,
+            job: &job,
+            sample_ms: self.job.sample_ms,
+            verify: scen.verify && !self.job.quick && run == 0,
+            detector: Detector::Tracefs,
+            disk: None,
+        });
+        let name = format!("{HOST}-{}-{}", scen.name, run + 1);
+        let timeout = self
+            .timeout
+            .unwrap_or(60 + u64::from(job.ramp_time) + u64::from(job.runtime));
+        let ran = host::run(
+            stage,
+            restorer.tracing(),
+            &HostRun {
+                params: &params,
+                dir,
+                name: name.clone(),
+                timeout: Duration::from_secs(timeout),
+            },
+        )?;
+        let samples = match ran
+            .stream
+            .files
+            .get(crate::guest::protocol::stream::SAMPLES)
+        {
+            Some(bytes) => {
+                let file = format!("{name}.samples.txt");
+                fs::write(dir.join(&file), bytes).with_context(|| format!("writing {file}"))?;
+                Some(file)
+            }
+            None => None,
+        };
+        let log = fs::read_to_string(dir.join(&ran.log)).unwrap_or_default();
+        let host = host_machine()?;
+        builder::build(
+            RunContext {
+                variant: meta,
+                scenario: scen.name,
+                scenario_strictlimit: scen.strictlimit,
+                run,
+                accel: Accel::Native,
+                clock: Clock::Real,
+                disk: None,
+                cpu_model: &host.cpu_model,
+                cpus: host.cpus,
+                memory_mib: host.memory_mib,
+                job: &job,
+                wall_secs: ran.wall_secs,
+                console_log: ran.log.clone(),
+                console_warnings: warnings(&log),
+                samples,
+                detector: Detector::Tracefs,
+            },
+            &ran.stream,
+        )
+    }
+
+    fn runs(&self) -> u32 {
+        self.runs.unwrap_or(if self.job.quick { 1 } else { 3 })
+    }
+
+    /// `--scenario`, which must name FUSE scenarios; else the default two.
+    fn scenarios(&self) -> Result<Vec<Scenario>> {
+        let mut names = self.scenarios.clone();
+        if names.is_empty() {
+            names = match &self.fuse_server {
+                Some(_) => vec![fuse_server::SCENARIO.to_string()],
+                None => DEFAULT_SCENARIOS.iter().map(|s| s.to_string()).collect(),
+            };
+        }
+        if let Some(n) = names.iter().find(|n| !FUSE_SCENARIOS.contains(&n.as_str())) {
+            bail!(
+                "host-test runs the FUSE scenarios ({}); `{n}` needs what only a guest has \
+                 here (a guest-time disk, a cgroup2 memory controller): run it with \
+                 `cargo xtask qemu-test --scenario {n}`",
+                FUSE_SCENARIOS.join(", ")
+            );
+        }
+        if self.fuse_server.is_some() && !names.iter().any(|n| n == fuse_server::SCENARIO) {
+            bail!(
+                "--fuse-server runs in the {0} scenario, which this run leaves out: add \
+                 --scenario {0}",
+                fuse_server::SCENARIO
+            );
+        }
+        scenario::select(&names)
+    }
+
+    fn user_server(&self) -> Result<Option<UserServer>> {
+        let Some(line) = &self.fuse_server else {
+            return Ok(None);
+        };
+        let path = std::env::var("PATH").unwrap_or_default();
+        let u = UserServer::parse(line, &path)?;
+        // On the host the server runs from where it is.
+        let mut words = vec![u.program.display().to_string()];
+        words.extend(u.args.iter().cloned());
+        Ok(Some(UserServer {
+            line: words.join(" "),
+            ..u
+        }))
+    }
+
+    /// qemu/expected.toml's criteria, and what the running kernel must do:
+    /// `--expect`, else what the reference variant does (a kernel that has
+    /// the fix does not stall; one that stalls is affected).
+    fn expectations(&self, scenarios: &[Scenario]) -> Result<Expected> {
+        let file = util::project_root().join(expected::EXPECTED_FILE);
+        let text =
+            fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
+        let mut e = load_expectations(&text, &file, &[HOST])?;
+        let all: Vec<&str> = scenario::all()?.iter().map(|s| s.name).collect();
+        let given = ExpectArgs::parse(&self.expect, &all)?;
+        let reference = Variants::repo()?.roles.reference;
+        let names: Vec<&str> = scenarios.iter().map(|s| s.name).collect();
+        let said = e.expect_patch(HOST, &reference, &names, &given);
+        progress::emit(Event::Note(&format!(
+            "the running kernel is expected to be: {}",
+            Expected::said(&said)
+        )));
+        Ok(e)
+    }
+
+    fn session(&self, sh: &Shell, scenarios: &[Scenario], expected: &Expected) -> Result<Session> {
+        let host = host_machine()?;
+        let fio_version = xshell::cmd!(sh, "fio --version")
+            .quiet()
+            .read()
+            .unwrap_or_default();
+        Ok(Session {
+            command: std::env::args().skip(1).collect::<Vec<_>>().join(" "),
+            started: util::timestamp(),
+            accel: Accel::Native,
+            clock: Clock::Real,
+            cpu_model: host.cpu_model,
+            cpus: host.cpus,
+            memory_mib: host.memory_mib,
+            runs: self.runs(),
+            quick: self.job.quick,
+            toolchain: deps::Toolchain {
+                fio: fio_version.trim().to_string(),
+                ..Default::default()
+            },
+            host_cpus: host.cpus as usize,
+            variants: vec![running_kernel()?],
+            scenarios: self.job.infos(scenarios, |_| self.runs()),
+            expected_file: expected::EXPECTED_FILE.to_string(),
+            expected: Some(toml::to_string(expected).context("writing the expectations down")?),
+            fuse_server: self.fuse_server.clone(),
+            ..Default::default()
+        })
+    }
+}
+
+/// Root, FUSE, unshare: refused clearly before anything changes.
+fn preflight() -> Result<()> {
+    if !util::is_root() {
+        bail!("host-test changes the kernel's dirty limits and mounts FUSE: run it as root");
+    }
+    if !std::path::Path::new("/dev/fuse").exists() {
+        bail!("no /dev/fuse: the running kernel lacks FUSE (CONFIG_FUSE_FS; modprobe fuse)");
+    }
+    let filesystems =
+        fs::read_to_string("/proc/filesystems").context("reading /proc/filesystems")?;
+    if !filesystems
+        .lines()
+        .any(|l| l.trim_end().ends_with("tracefs"))
+    {
+        bail!("the running kernel has no tracefs (CONFIG_TRACING): host-test classes its sleeps from trace events");
+    }
+    for tool in ["unshare", "fio"] {
+        if deps::which(tool).is_none() {
+            bail!("`{tool}` is required on the host (Debian: apt-get install util-linux fio)");
+        }
+    }
+    Ok(())
+}
+
+/// The programs the scripts call, by name: the guest's own (built static),
+/// fio, and passthrough_ll when fuse-passthrough runs it.
+fn programs(
+    sh: &Shell,
+    scenarios: &[Scenario],
+    user: bool,
+) -> Result<Vec<(&'static str, PathBuf)>> {
+    let bins = initramfs::build_guest_bins(sh)?;
+    let mut out: Vec<(&'static str, PathBuf)> =
+        initramfs::GUEST_BINS.iter().copied().zip(bins).collect();
+    // The guest's fio where it is built; else the host's.
+    let fio = fio::guest_fio(sh).or_else(|_| deps::which("fio").context("no fio"))?;
+    out.push(("fio", fio));
+    if !user && scenarios.iter().any(|s| s.name == fuse_server::SCENARIO) {
+        out.push(("passthrough_ll", fuse_server::passthrough_ll(sh)?));
+    }
+    Ok(out)
+}
+
+/// The running kernel as a variant: its release, and its image's hash where
+/// /boot has it.
+fn running_kernel() -> Result<VariantMeta> {
+    let release = fs::read_to_string("/proc/sys/kernel/osrelease")
+        .context("reading /proc/sys/kernel/osrelease")?
+        .trim()
+        .to_string();
+    let version = fs::read_to_string("/proc/version").context("reading /proc/version")?;
+    let image = PathBuf::from(format!("/boot/vmlinuz-{release}"));
+    let mut meta = VariantMeta {
+        variant: HOST.into(),
+        description: format!("the running kernel: {}", version.trim()),
+        kernel_release: release.clone(),
+        bzimage_sha256: if image.is_file() {
+            util::sha256_file(&image)?
+        } else {
+            String::new()
+        },
+        ..Default::default()
+    };
+    meta.base.kind = "running".into();
+    meta.base.kernel_version = release;
+    Ok(meta)
+}
+
+/// The machine the runs ran on.
+struct HostMachine {
+    cpu_model: String,
+    cpus: u32,
+    memory_mib: u32,
+}
+
+fn host_machine() -> Result<HostMachine> {
+    let cpuinfo = fs::read_to_string("/proc/cpuinfo").context("reading /proc/cpuinfo")?;
+    let meminfo = fs::read_to_string("/proc/meminfo").context("reading /proc/meminfo")?;
+    let kb: u64 = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .context("/proc/meminfo has no MemTotal")?;
+    Ok(HostMachine {
+        cpu_model: cpuinfo
+            .lines()
+            .find_map(|l| l.strip_prefix("model name"))
+            .and_then(|v| v.split_once(':'))
+            .map_or("unknown".into(), |(_, m)| m.trim().to_string()),
+        cpus: cpuinfo
+            .lines()
+            .filter(|l| l.starts_with("processor"))
+            .count() as u32,
+        memory_mib: (kb / 1024) as u32,
+    })
+}
