@@ -154,11 +154,17 @@ pub fn ensure(sh: &Shell) -> Result<Toolchain> {
 }
 
 /// What `cargo xtask ci` needs beyond the pipeline's tools: shellcheck (the
-/// guest's scripts), python3's yaml (the workflow check) and gcc (the
-/// `--no-rust` step). Installed as root on Debian, as [`ensure`] installs the
-/// rest; elsewhere the report says how.
+/// guest's scripts), python3's yaml (the workflow check), gcc (the
+/// `--no-rust` step) and python3's venv (the KCIDB validator's environment).
+/// Installed as root on Debian, as [`ensure`] installs the rest; elsewhere
+/// the report says how.
 pub fn ensure_ci(sh: &Shell) -> Result<()> {
     let mut missing = Vec::new();
+    let python_has = |modules: &str| {
+        let import = format!("import {modules}");
+        let found = cmd!(sh, "python3 -c {import}").quiet().ignore_stderr();
+        found.run().is_ok()
+    };
     for (what, found, pkg) in [
         (
             "`shellcheck` (the guest's scripts)",
@@ -168,12 +174,13 @@ pub fn ensure_ci(sh: &Shell) -> Result<()> {
         ("`gcc` (the --no-rust step)", which("gcc").is_some(), "gcc"),
         (
             "python3's yaml (the GitHub workflow check)",
-            cmd!(sh, "python3 -c 'import yaml'")
-                .quiet()
-                .ignore_stderr()
-                .run()
-                .is_ok(),
+            python_has("yaml"),
             "python3-yaml",
+        ),
+        (
+            "python3's venv (the KCIDB validator's environment)",
+            python_has("ensurepip, venv"),
+            "python3-venv",
         ),
     ] {
         if !found {
@@ -232,22 +239,19 @@ fn missing_report(missing: &[Missing], distro: Distro) -> String {
     for m in missing {
         out.push_str(&format!("  - {}\n      fix: {}\n", m.what, m.fix.command()));
     }
-    let apt: Vec<String> = missing
+    let pkgs: Vec<String> = missing
         .iter()
         .filter_map(|m| match &m.fix {
-            Fix::Apt(p) => Some(p.clone()),
+            Fix::Apt(p) => Some(p.split_whitespace().map(str::to_string)),
             _ => None,
         })
+        .flatten()
         .collect();
     out.push_str(
         "\nRun wbstall as root and it installs these itself (or `cargo xtask deps --install`), \
          or run:\n",
     );
-    if !apt.is_empty() {
-        let pkgs: Vec<String> = apt
-            .iter()
-            .flat_map(|p| p.split_whitespace().map(str::to_string))
-            .collect();
+    if !pkgs.is_empty() {
         out.push_str(&format!("  {}\n", distro.install_command(&pkgs)));
     }
     for m in missing.iter().filter(|m| !matches!(m.fix, Fix::Apt(_))) {

@@ -4,7 +4,7 @@
 
 use super::{
     expected::{Class, Criteria, Expected, Latency},
-    judgement::{CellVerdict, Verdict},
+    judgement::{run_prefix, CellVerdict, Verdict},
 };
 use crate::{guest::plan::Detector, results::record::RunRecord};
 
@@ -38,17 +38,17 @@ pub fn detectors_criterion(c: &mut CellVerdict, runs: &[&RunRecord], criteria: &
             r.tracefs_draining_fraction,
         ) else {
             c.failures.push(format!(
-                "run #{}: the tracefs detector classed no sleep of this run: the module's class \
-                 has no second opinion",
-                r.run
+                "{}the tracefs detector classed no sleep of this run: the module's class has no \
+                 second opinion",
+                run_prefix(r.run)
             ));
             continue;
         };
         if tc != r.class {
             c.failures.push(format!(
-                "run #{}: the detectors disagree: the module's stall share is {:.2}% ({}), the \
+                "{}the detectors disagree: the module's stall share is {:.2}% ({}), the \
                  tracefs detector's {:.2}% ({tc})",
-                r.run,
+                run_prefix(r.run),
                 r.stall_fraction * 100.0,
                 r.class,
                 t * 100.0
@@ -57,10 +57,10 @@ pub fn detectors_criterion(c: &mut CellVerdict, runs: &[&RunRecord], criteria: &
         let (m_idle, t_idle) = (r.stall_fraction + r.draining_fraction, t + td);
         if (m_idle - t_idle).abs() > within {
             c.failures.push(format!(
-                "run #{}: the detectors disagree on the sleeps without a flusher pass: the \
-                 module's stall + draining share is {:.2}%, the tracefs detector's {:.2}%, more \
-                 than {:.0} point(s) apart (ok_fraction)",
-                r.run,
+                "{}the detectors disagree on the sleeps without a flusher pass: the module's \
+                 stall + draining share is {:.2}%, the tracefs detector's {:.2}%, more than {:.0} \
+                 point(s) apart (ok_fraction)",
+                run_prefix(r.run),
                 m_idle * 100.0,
                 t_idle * 100.0,
                 within * 100.0
@@ -68,10 +68,10 @@ pub fn detectors_criterion(c: &mut CellVerdict, runs: &[&RunRecord], criteria: &
         }
         if t > r.stall_fraction + within {
             c.failures.push(format!(
-                "run #{}: the tracefs detector counts {:.2}% of writer time in stall sleeps, the \
+                "{}the tracefs detector counts {:.2}% of writer time in stall sleeps, the \
                  module {:.2}%: the trace sees completions machine-wide, so a sleep it calls a \
                  stall the module cannot have seen drain (ok_fraction: {:.0} point(s))",
-                r.run,
+                run_prefix(r.run),
                 t * 100.0,
                 r.stall_fraction * 100.0,
                 within * 100.0
@@ -90,8 +90,8 @@ pub fn latency_criterion(c: &mut CellVerdict, runs: &[&RunRecord], l: &Latency) 
     for (r, rec) in c.run_verdicts.iter().zip(runs) {
         let Some(interval_ms) = writeback_interval_ms(rec) else {
             failures.push(format!(
-                "run #{} lacks {WRITEBACK_INTERVAL}: the latency criterion cannot be judged",
-                r.run
+                "{}the record lacks {WRITEBACK_INTERVAL}: the latency criterion cannot be judged",
+                run_prefix(r.run)
             ));
             continue;
         };
@@ -104,27 +104,29 @@ pub fn latency_criterion(c: &mut CellVerdict, runs: &[&RunRecord], l: &Latency) 
             Class::Ok => {
                 if r.max_call_ms >= limit {
                     failures.push(format!(
-                        "run #{}: ok by the sleep classes, but a writer spent {:.0} ms in one \
+                        "{}ok by the sleep classes, but a writer spent {:.0} ms in one \
                          balance_dirty_pages() call, at or above {bound}: writers waited for \
                          the periodic flusher",
-                        r.run, r.max_call_ms
+                        run_prefix(r.run),
+                        r.max_call_ms
                     ));
                 }
                 if rec.witness.bg_starts == 0 {
                     failures.push(format!(
-                        "run #{}: ok by the sleep classes, but the tracefs witness saw no \
+                        "{}ok by the sleep classes, but the tracefs witness saw no \
                          background writeback start in the writers' domain",
-                        r.run
+                        run_prefix(r.run)
                     ));
                 }
             }
             Class::Stall if l.stall_reaches_limit && r.max_call_ms < limit => {
                 failures.push(format!(
-                "run #{}: stall by the sleep classes, but no writer spent more than {:.0} ms in \
+                    "{}stall by the sleep classes, but no writer spent more than {:.0} ms in \
                  one balance_dirty_pages() call, below {bound}: no writer waited for the \
                  periodic flusher",
-                r.run, r.max_call_ms
-            ))
+                    run_prefix(r.run),
+                    r.max_call_ms
+                ))
             }
             _ => {}
         }
@@ -173,10 +175,10 @@ pub fn throughput_criterion(verdict: &mut Verdict, expected: &Expected) {
                 let ratio = r.bw_mib_s / slowest_run;
                 if ratio >= *limit {
                     c.failures.push(format!(
-                        "run #{}: stall sleeps without the throughput cost: {:.1} MiB/s is {:.0}% \
+                        "{}stall sleeps without the throughput cost: {:.1} MiB/s is {:.0}% \
                          of the slowest clean run ({slowest_run:.1} MiB/s; a stall must be below \
                          {:.0}%)",
-                        r.run,
+                        run_prefix(r.run),
                         r.bw_mib_s,
                         ratio * 100.0,
                         limit * 100.0

@@ -5,7 +5,10 @@
 
 use crate::{
     analysis::expected::Expected,
-    results::{problems::problems, record::RunRecord},
+    results::{
+        problems::problems,
+        record::{run_label, RunRecord},
+    },
 };
 
 /// The records that are evidence, and the others with why not.
@@ -28,10 +31,8 @@ impl Evidence {
                 e.usable.push(r.clone());
             } else {
                 e.excluded.push(format!(
-                    "{}/{} #{}: {}",
-                    r.scenario,
-                    r.variant,
-                    r.run + 1,
+                    "{}: {}",
+                    run_label(&r.scenario, &r.variant, r.run + 1),
                     p.join("; ")
                 ));
             }

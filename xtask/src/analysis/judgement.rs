@@ -105,7 +105,30 @@ pub struct CellVerdict {
     pub failures: Vec<String>,
 }
 
+/// How a cell's failure about one run (1-based) begins: `run #2: `.
+pub fn run_prefix(run: u32) -> String {
+    format!("run #{run}: ")
+}
+
 impl CellVerdict {
+    /// The cell's failures about run `run` (1-based), as the criteria
+    /// name them ([`run_prefix`]).
+    pub fn failures_of_run(&self, run: u32) -> Vec<&String> {
+        let prefix = run_prefix(run);
+        self.failures
+            .iter()
+            .filter(|f| f.starts_with(&prefix))
+            .collect()
+    }
+
+    /// Whether a usable run of this cell holds its expectation: in the
+    /// expected class, and no criterion failed on it. `None`: the cell has no
+    /// expectation to hold.
+    pub fn run_passed(&self, r: &RunVerdict) -> Option<bool> {
+        let e = self.expected?;
+        Some(r.class == e && self.failures_of_run(r.run).is_empty())
+    }
+
     /// The runs' classes, `#1 ok (0.0%), #3 stall (40.0%)`.
     pub fn run_classes(&self) -> String {
         self.run_verdicts

@@ -2,6 +2,7 @@
 //! columns, throughput and the mechanism as rows), and the verdict lines.
 
 pub mod format;
+pub mod kcidb;
 pub mod mail;
 pub mod mail_patch;
 pub mod markdown;

@@ -29,6 +29,8 @@ impl ResultsDir {
     pub const REPORT: &'static str = "report.md";
     /// The report as a mail to a list.
     pub const MAIL: &'static str = "report.mail.txt";
+    /// The results as a KCIDB document (`report --format kcidb`).
+    pub const KCIDB: &'static str = "kcidb.json";
     /// The throughput plot.
     pub const THROUGHPUT_SVG: &'static str = "throughput.svg";
 

@@ -176,3 +176,19 @@ impl RunRecord {
 pub(crate) fn writer_ms(job: &Job, fio_wall_s: f64) -> f64 {
     f64::from(job.numjobs) * fio_wall_s * 1000.0
 }
+
+/// How a line about one run names it, `<scenario>/<variant> #<run>` (`run`
+/// 1-based, as the report numbers runs): the excluded runs and the boots
+/// without a record are listed as `<label>: <why>`.
+pub fn run_label(scenario: &str, variant: &str, run: u32) -> String {
+    format!("{scenario}/{variant} #{run}")
+}
+
+/// The scenario, variant and 1-based run that a `<label>: <why>` line of
+/// [`run_label`] names; `None` for a line that names no run.
+pub fn parse_run_label(line: &str) -> Option<(&str, &str, u32)> {
+    let (label, _) = line.split_once(": ")?;
+    let (cell, run) = label.rsplit_once(" #")?;
+    let (scenario, variant) = cell.split_once('/')?;
+    Some((scenario, variant, run.parse().ok()?))
+}

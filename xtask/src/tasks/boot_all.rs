@@ -16,7 +16,11 @@ use crate::{
     progress::{self, Event},
     report,
     results::{
-        builder, context::RunContext, dir::ResultsDir, problems::problems, record::RunRecord,
+        builder,
+        context::RunContext,
+        dir::ResultsDir,
+        problems::problems,
+        record::{run_label, RunRecord},
         session::Session,
     },
 };
@@ -78,12 +82,8 @@ fn boot_ended(
             Ok(rec)
         }
         Err(e) => {
-            let msg = format!(
-                "{}/{} #{}: {e:#}",
-                b.scenario.name,
-                b.kernel.meta.variant,
-                b.run + 1
-            );
+            let label = run_label(b.scenario.name, &b.kernel.meta.variant, b.run + 1);
+            let msg = format!("{label}: {e:#}");
             progress::emit(Event::BootFailed(&msg));
             Err(msg)
         }

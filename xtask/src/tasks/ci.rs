@@ -1,6 +1,7 @@
 //! `cargo xtask ci`: the test command (README, `.ci/run`). Formatting, lints and
 //! unit tests of the workspace and the kernel module, shellcheck of the guest's
-//! scripts, SIGTERM to a build mid-make (no child may survive), then every
+//! scripts, the example report's KCIDB document validated by `kcidb-io` (and a
+//! broken one rejected), SIGTERM to a build mid-make (no child may survive), then every
 //! variant built and judged by a quick `qemu-test` on FUSE, one live run that
 //! the verdict must reject, and 100 rmmod/insmod cycles of the module under
 //! writers with a reader held open across rmmod (`module-stress`).
@@ -169,7 +170,8 @@ fn quick_cells(sh: &Shell, roles: &Roles) -> Result<()> {
 }
 
 /// The checks of the repository's other languages: the guest's shell, the
-/// GitHub workflow, the module's formatting.
+/// GitHub workflow, the module's formatting; and of the KCIDB output against
+/// KernelCI's own validator.
 fn static_checks(sh: &Shell) -> Result<()> {
     step("shellcheck of the guest scripts", || {
         if deps::which("shellcheck").is_none() {
@@ -201,6 +203,10 @@ fn static_checks(sh: &Shell) -> Result<()> {
             .run()
             .context("rustfmt of rust-module/ (run the same without --check)")
     })?;
+    step(
+        "KCIDB: docs/example-report's document valid by kcidb-io, a broken one rejected",
+        || super::ci_kcidb::validate_example(sh),
+    )?;
     Ok(())
 }
 

@@ -1,6 +1,8 @@
 //! `cargo xtask report DIR`: judge a results directory again and re-render
 //! its report and plots.
 
+use anyhow::Context;
+
 use crate::{
     report::{render, terminal::summary},
     results::dir::ResultsDir,
@@ -16,9 +18,17 @@ pub struct ReportCmd {
     /// session recorded (else qemu/expected.toml).
     #[arg(long, value_name = "FILE")]
     pub expected: Option<std::path::PathBuf>,
-    /// What to print: the terminal table and verdict (`text`), or the report as
+    /// What to print: the terminal table and verdict (`text`), the report as
     /// a mail to reply with on a list (`mail`: plain text in 72 columns, also
-    /// written to report.mail.txt).
+    /// written to report.mail.txt), or the results as KCIDB v5.3 JSON
+    /// (`kcidb`: KernelCI's results schema, as `kcidb-io` validates it, also
+    /// written to kcidb.json; a checkout and a build per variant, a test per
+    /// cell `wbstall.<scenario>.<variant>` and per planned run `….run<N>`
+    /// with its MiB/s as the number and the stall share in
+    /// misc.verdict.stall_fraction; PASS/FAIL as the run holds its
+    /// expectation, DONE without one, ERROR for a boot without a usable
+    /// record, MISS for a planned run neither recorded nor failed; an issue
+    /// per failed cell). `mail` and `kcidb` exit 0 whatever the verdict.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
 }
@@ -27,6 +37,7 @@ pub struct ReportCmd {
 pub enum Format {
     Text,
     Mail,
+    Kcidb,
 }
 
 impl ReportCmd {
@@ -36,9 +47,20 @@ impl ReportCmd {
         let expected =
             crate::analysis::verdict::session_expectations(&session, self.expected.as_deref())?;
         let (verdict, evidence) = render(&self.dir, &session, &records, &expected)?;
-        if self.format == Format::Mail {
-            print!("{}", dir.read(ResultsDir::MAIL)?);
-            return Ok(());
+        match self.format {
+            Format::Mail => {
+                print!("{}", dir.read(ResultsDir::MAIL)?);
+                return Ok(());
+            }
+            Format::Kcidb => {
+                let doc = crate::report::kcidb::document(&session, &verdict)
+                    .with_context(|| format!("the KCIDB document of {}", self.dir.display()))?;
+                let text = crate::report::kcidb::text(&doc)?;
+                crate::util::write_atomic(&dir.file(ResultsDir::KCIDB), &text)?;
+                print!("{text}");
+                return Ok(());
+            }
+            Format::Text => {}
         }
         print!("{}", summary(&self.dir, &session, &evidence, &verdict));
         if !session.failures.is_empty() || !verdict.passed() {
