@@ -13,3 +13,14 @@ pub mod module_stress;
 pub mod qemu_test;
 pub mod report;
 pub mod shell;
+
+/// `cargo xtask --version`: the crate's version and the commit the harness
+/// runs from (`-dirty` with uncommitted changes).
+pub fn print_version(sh: &xshell::Shell) -> anyhow::Result<()> {
+    println!(
+        "cargo xtask {} (wbstall {})",
+        env!("CARGO_PKG_VERSION"),
+        crate::util::harness_commit(sh)
+    );
+    Ok(())
+}

@@ -451,7 +451,7 @@ impl QemuTest {
         session.roles = Some(roles);
         session.jobs_vm = jobs_vm;
         session.under_test = under_test;
-        session.harness = Some(harness_commit(sh));
+        session.harness = Some(util::harness_commit(sh));
         session.fuse_server = user_server.map(|u| u.line);
         ResultsDir::new(&dir).write::<crate::results::record::RunRecord>(&session, None)?;
         progress::emit(Event::Plan {
@@ -530,25 +530,6 @@ fn shard_outcome(shard: plan::Shard, dir: PathBuf, session: &Session, recorded: 
         verdict: Verdict::default(),
         failures: session.failures.clone(),
         sharded: true,
-    }
-}
-
-/// The commit the harness runs from, `-dirty` with uncommitted changes, or
-/// `unknown` outside a git checkout.
-fn harness_commit(sh: &Shell) -> String {
-    let root = util::project_root();
-    let head = xshell::cmd!(sh, "git -C {root} rev-parse HEAD")
-        .quiet()
-        .ignore_stderr()
-        .read();
-    let dirty = xshell::cmd!(sh, "git -C {root} status --porcelain")
-        .quiet()
-        .ignore_stderr()
-        .read();
-    match (head, dirty) {
-        (Ok(h), Ok(d)) if d.trim().is_empty() => h.trim().to_string(),
-        (Ok(h), Ok(_)) => format!("{}-dirty", h.trim()),
-        _ => "unknown".into(),
     }
 }
 
