@@ -330,6 +330,24 @@ pub fn parse_memory(s: &str) -> Result<u32, String> {
     }
 }
 
+/// `--size`: a byte count with an optional K, M or G (fio's `--size`). It
+/// travels on the kernel command line, so nothing else may pass: a space
+/// would smuggle in another `wbstall.` parameter.
+pub fn parse_size(s: &str) -> Result<String, String> {
+    let digits = s.trim_end_matches(['K', 'M', 'G', 'k', 'm', 'g']);
+    let unit_len = s.len() - digits.len();
+    if digits.is_empty()
+        || unit_len > 1
+        || !digits.bytes().all(|b| b.is_ascii_digit())
+        || digits.bytes().all(|b| b == b'0')
+    {
+        return Err(format!(
+            "`{s}` is not a size: write a positive number with an optional K, M or G, e.g. 256M"
+        ));
+    }
+    Ok(s.to_string())
+}
+
 /// The accelerator and clock of `--accel` (else `detected`, what the host
 /// offers) and `--clock`: KVM runs on the real clock; the virtual clock needs
 /// TCG (QEMU's -icount counts translated instructions, KVM runs them on the

@@ -7,6 +7,7 @@ pub mod build_kernel;
 pub mod ci;
 pub mod ci_sigterm;
 pub mod deps;
+pub mod dry_run;
 pub mod guest_args;
 pub mod merge;
 pub mod module_stress;
