@@ -1,6 +1,7 @@
 //! wbstall's tasks: `cargo xtask <task>`. See README.md.
 
 mod analysis;
+mod cli;
 mod deps;
 mod distro;
 mod guest;
@@ -13,6 +14,8 @@ mod tasks;
 mod tidy;
 mod util;
 
+use std::process::ExitCode;
+
 use anyhow::{Context, Result};
 use clap::{CommandFactory, Parser, Subcommand};
 use xshell::Shell;
@@ -21,8 +24,15 @@ use xshell::Shell;
 /// build them with Rust-for-Linux and the wbstall module, boot them under QEMU
 /// and compare throughput and the throttling mechanism side by side.
 #[derive(Debug, Parser)]
-#[command(name = "cargo xtask", bin_name = "cargo xtask")]
+#[command(
+    name = "cargo xtask",
+    bin_name = "cargo xtask",
+    args_conflicts_with_subcommands = true
+)]
 struct Cli {
+    /// Print the version (the crate's, and the harness's git commit).
+    #[arg(short = 'V', long)]
+    version: bool,
     #[command(subcommand)]
     task: Option<Task>,
 }
@@ -50,17 +60,33 @@ enum Task {
     /// Find the commit of your tree that brought the stall (git bisect run, one boot a step).
     Bisect(tasks::bisect::Bisect),
     /// One step of `bisect` (run by git bisect run): exit 0 no stall, 1 stall, 125 skip.
+    /// Plumbing: hidden from the list, as git hides its own.
+    #[command(hide = true)]
     BisectStep(tasks::bisect::BisectStep),
     /// The test command: fmt, clippy, unit tests, quick qemu-test of regressed and v1.
     Ci(tasks::ci::Ci),
 }
 
-fn main() -> Result<()> {
+/// A failed task prints its error chain and exits 1: a user's mistake is a
+/// message, not a backtrace, even with RUST_BACKTRACE=1 (panics keep theirs).
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            let chain: Vec<String> = e.chain().map(ToString::to_string).collect();
+            progress::emit(progress::Event::Error(&chain));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> Result<()> {
     let cli = Cli::parse();
     reaper::install().context("installing the signal handlers that stop xtask's children")?;
     let sh = Shell::new()?;
     sh.change_dir(util::project_root());
     let result = match cli.task {
+        None if cli.version => tasks::print_version(&sh),
         None => {
             Cli::command().print_help()?;
             Ok(())

@@ -69,6 +69,8 @@ pub enum Event<'a> {
         name: &'a str,
         secs: f64,
     },
+    /// The task failed: the error, then what caused it, outermost first.
+    Error(&'a [String]),
 }
 
 /// The text of an event (without the terminal's decoration).
@@ -129,7 +131,25 @@ pub fn render(e: &Event) -> String {
         Event::Unusable(t) => format!("  not usable as evidence: {t}"),
         Event::CiStep(name) => format!("ci: == {name}"),
         Event::CiStepDone { name, secs } => format!("ci: == {name}: ok ({secs:.0} s)"),
+        Event::Error(chain) => error_chain(chain),
     }
+}
+
+/// `error: <what failed>`, then its causes as anyhow lists them, without a
+/// backtrace: a user's mistake gets a message (a panic keeps its backtrace).
+fn error_chain(chain: &[String]) -> String {
+    let (first, causes) = chain.split_first().map_or(("", &[][..]), |(f, c)| (f, c));
+    let mut out = format!("error: {first}");
+    if !causes.is_empty() {
+        out.push_str("\n\nCaused by:");
+    }
+    for (i, c) in causes.iter().enumerate() {
+        match causes.len() {
+            1 => out.push_str(&format!("\n    {c}")),
+            _ => out.push_str(&format!("\n    {i}: {c}")),
+        }
+    }
+    out
 }
 
 /// The spinner of the boot in flight (terminal only).
@@ -316,6 +336,23 @@ mod tests {
             "ci: == unit tests: ok (12 s)"
         );
         assert_eq!(render(&Event::Note("x")), "wbstall: x");
+    }
+
+    #[test]
+    fn an_error_is_its_chain_without_a_backtrace() {
+        let one = ["--kernel-src /k: no such directory".to_string()];
+        assert_eq!(
+            render(&Event::Error(&one)),
+            "error: --kernel-src /k: no such directory"
+        );
+        let two = [one[0].clone(), "No such file or directory".to_string()];
+        assert_eq!(
+            render(&Event::Error(&two)),
+            "error: --kernel-src /k: no such directory\n\nCaused by:\n    No such file or \
+             directory"
+        );
+        let three = [two[0].clone(), "b".to_string(), "c".to_string()];
+        assert!(render(&Event::Error(&three)).ends_with("Caused by:\n    0: b\n    1: c"));
     }
 
     #[test]

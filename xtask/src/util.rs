@@ -21,6 +21,25 @@ pub fn project_root() -> PathBuf {
         .to_path_buf()
 }
 
+/// The commit the harness runs from, `-dirty` with uncommitted changes, or
+/// `unknown` outside a git checkout.
+pub fn harness_commit(sh: &xshell::Shell) -> String {
+    let root = project_root();
+    let head = xshell::cmd!(sh, "git -C {root} rev-parse HEAD")
+        .quiet()
+        .ignore_stderr()
+        .read();
+    let dirty = xshell::cmd!(sh, "git -C {root} status --porcelain")
+        .quiet()
+        .ignore_stderr()
+        .read();
+    match (head, dirty) {
+        (Ok(h), Ok(d)) if d.trim().is_empty() => h.trim().to_string(),
+        (Ok(h), Ok(_)) => format!("{}-dirty", h.trim()),
+        _ => "unknown".into(),
+    }
+}
+
 /// Where build outputs that belong to this checkout go: `target/wbstall/`.
 pub fn target_dir() -> PathBuf {
     project_root().join("target").join("wbstall")

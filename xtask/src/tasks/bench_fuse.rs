@@ -6,7 +6,7 @@
 use anyhow::{bail, Context, Result};
 use xshell::Shell;
 
-use super::guest_args::GuestArgs;
+use super::guest_args::{GuestArgs, DEFAULT_INIT};
 use crate::{
     analysis::stats::median,
     guest::{
@@ -27,6 +27,8 @@ use crate::{
 
 /// Measure the harness's own cost on FUSE: qemu-test's guest against a bare one.
 #[derive(Debug, clap::Args)]
+// `--rdinit` is hidden: both guests must run wbstall's /init (refused otherwise).
+#[command(mut_arg("rdinit", |a| a.hide(true)))]
 pub struct BenchFuse {
     /// The variant to boot. Default: the reference of patches/variants.toml.
     #[arg(long, value_name = "NAME")]
@@ -52,6 +54,12 @@ pub struct BenchFuse {
 impl BenchFuse {
     pub fn run(self, sh: &Shell) -> Result<()> {
         let machine = self.guest.machine()?;
+        if machine.rdinit != DEFAULT_INIT {
+            bail!(
+                "bench-fuse measures wbstall's own guest (its /init) against a bare one: \
+                 drop --rdinit (debug the harness with qemu-test or shell)"
+            );
+        }
         let variant = match &self.variant {
             Some(v) => v.clone(),
             None => Variants::repo()?.roles.reference,
@@ -153,6 +161,22 @@ pub fn table(variant: &str, cpu_model: &str, bw: &[Vec<f64>; 2]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn another_init_is_refused_before_anything_is_built() {
+        let b = crate::tasks::ci::parse_args::<BenchFuse>([
+            "bench-fuse",
+            "--accel",
+            "tcg",
+            "--rdinit",
+            "/bin/cat",
+        ])
+        .unwrap();
+        let e = b.run(&Shell::new().unwrap()).unwrap_err().to_string();
+        assert!(
+            e.contains("bench-fuse measures wbstall's own guest") && e.contains("drop --rdinit")
+        );
+    }
 
     #[test]
     fn the_table_says_what_share_the_harness_reaches() {

@@ -2,7 +2,10 @@
 //! (or why it has none), written with the session after every boot so that
 //! a crash later loses nothing; then the judgement and its summary.
 
-use std::path::{Path, PathBuf};
+use std::{
+    collections::BTreeMap,
+    path::{Path, PathBuf},
+};
 
 use anyhow::Result;
 use xshell::Shell;
@@ -10,9 +13,10 @@ use xshell::Shell;
 use crate::{
     analysis::{expected::Expected, judgement::Verdict},
     guest::{
-        boot,
-        plan::{Boot, Detector, Plan},
+        boot, initramfs,
+        plan::{self, Boot, Detector, Plan},
     },
+    kernel::build::Built,
     progress::{self, Event},
     report,
     results::{
@@ -157,4 +161,39 @@ pub fn finish(
         failures: session.failures.clone(),
         sharded: false,
     })
+}
+
+/// A slice of the plan is judged only with the others (`cargo xtask merge`):
+/// says so, and what it recorded.
+pub fn shard_outcome(
+    shard: plan::Shard,
+    dir: PathBuf,
+    session: &Session,
+    recorded: usize,
+) -> Outcome {
+    println!(
+        "qemu-test: shard {shard}: {recorded} boot(s) recorded, {} failed; results in {}\n\
+         join the {} shards with `cargo xtask merge --out DIR SHARD_DIR...`",
+        session.failures.len(),
+        dir.display(),
+        shard.count
+    );
+    Outcome {
+        dir,
+        verdict: Verdict::default(),
+        failures: session.failures.clone(),
+        sharded: true,
+    }
+}
+
+/// One initramfs per kernel, assembled once, not per boot.
+pub fn initrds(base: &Path, built: &[Built]) -> Result<BTreeMap<String, PathBuf>> {
+    let mut initrds = BTreeMap::new();
+    for b in built {
+        if let std::collections::btree_map::Entry::Vacant(e) = initrds.entry(b.label()) {
+            let initrd = initramfs::for_variant(base, e.key(), b.module_file().as_deref())?;
+            e.insert(initrd);
+        }
+    }
+    Ok(initrds)
 }

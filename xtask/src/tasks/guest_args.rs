@@ -25,6 +25,9 @@ use crate::{
     progress, util,
 };
 
+/// wbstall's own init in the initramfs, the default of `--rdinit`.
+pub const DEFAULT_INIT: &str = "/init";
+
 /// `--clock`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ClockMode {
@@ -70,13 +73,17 @@ pub struct GuestArgs {
     /// every 20 ms: pages complete in bursts). Default: 0, no cap.
     #[arg(long, value_name = "MIBS", value_parser = clap::value_parser!(u32).range(0..=40960))]
     pub disk_mbps: Option<u32>,
-    /// Guest CPUs (qemu -smp). Default: 2.
+    /// Guest CPUs (qemu -smp).
     #[arg(long, default_value_t = 2, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
     pub cpus: u32,
-    /// Guest memory in MiB (qemu -m). Default: 2048.
-    #[arg(long, default_value_t = 2048, value_name = "MIB", value_parser = clap::value_parser!(u32).range(256..=65536))]
+    /// Guest memory (qemu -m), as vng takes it: `2G`, `2048M`, or a bare
+    /// number of MiB; from 256M to 64G. Held in MiB.
+    #[arg(long, default_value = "2G", value_name = "SIZE", value_parser = parse_memory)]
     pub memory: u32,
-    /// Use the kernels already in target/wbstall/kernels instead of building.
+    /// Use the kernels already built instead of building: those of this
+    /// source and configuration, in target/wbstall/kernels, or in
+    /// target/wbstall/kernels-<tag> with --kernel-src, --debian-source,
+    /// --debug-kernel, --no-rust, --config or --kconfig-add.
     #[arg(long)]
     pub no_build: bool,
     /// Parallel make jobs for the build (make -j). Default: the number of CPUs.
@@ -96,7 +103,7 @@ pub struct GuestArgs {
     #[arg(
         long,
         value_name = "PATH",
-        default_value = "/init",
+        default_value = DEFAULT_INIT,
         hide_default_value = true
     )]
     pub rdinit: String,
@@ -296,6 +303,33 @@ fn load_selected(selection: &Selection, flavour: &Flavour) -> Result<Vec<Built>>
         .collect()
 }
 
+/// `--memory`: an amount of memory as qemu -m and vng take it (`2G`,
+/// `2048M`, or a bare number of MiB), in MiB, from 256M to 64G.
+pub fn parse_memory(s: &str) -> Result<u32, String> {
+    let bad = || {
+        format!(
+            "`{s}` is not an amount of memory: write a number of MiB, or one with M or G, \
+             e.g. 2G or 2048M"
+        )
+    };
+    let (digits, scale) = match s.strip_suffix(['G', 'g']) {
+        Some(d) => (d, 1024),
+        None => (s.strip_suffix(['M', 'm']).unwrap_or(s), 1),
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad());
+    }
+    let mib = digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(scale))
+        .ok_or_else(bad)?;
+    match u32::try_from(mib) {
+        Ok(m) if (256..=65536).contains(&m) => Ok(m),
+        _ => Err(format!("`{s}`: give from 256M to 64G (qemu -m)")),
+    }
+}
+
 /// The accelerator and clock of `--accel` (else `detected`, what the host
 /// offers) and `--clock`: KVM runs on the real clock; the virtual clock needs
 /// TCG (QEMU's -icount counts translated instructions, KVM runs them on the
@@ -408,6 +442,40 @@ mod tests {
             args.contains(&"--kconfig-add=/a.frag".to_string()),
             "{args:?}"
         );
+    }
+
+    #[test]
+    fn memory_takes_units_as_vng_does() {
+        // A bare number is MiB, as qemu -m reads it; G and M as vng takes them.
+        assert_eq!(parse(&[]).memory, 2048);
+        for (arg, mib) in [
+            ("2G", 2048),
+            ("2g", 2048),
+            ("2048M", 2048),
+            ("512m", 512),
+            ("1536", 1536),
+            ("64G", 65536),
+        ] {
+            assert_eq!(parse(&["--memory", arg]).memory, mib, "{arg}");
+        }
+        let e = crate::tasks::ci::parse_args::<GuestArgs>(["task", "--memory", "2X"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(
+                "`2X` is not an amount of memory: write a number of MiB, or one with M or G, \
+                 e.g. 2G or 2048M"
+            ),
+            "{e}"
+        );
+        for bad in ["", "G", "1.5G", "-1", "2 G", "2GB", "99999999999999999999G"] {
+            let e = super::parse_memory(bad).unwrap_err();
+            assert!(e.contains("is not an amount of memory"), "{bad}: {e}");
+        }
+        for outside in ["255", "128M", "65G", "0"] {
+            let e = super::parse_memory(outside).unwrap_err();
+            assert!(e.contains("give from 256M to 64G"), "{outside}: {e}");
+        }
     }
 
     #[test]

@@ -26,10 +26,10 @@ pub struct JobArgs {
     /// below both the memcg's memory.max and the global background threshold.
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub size: Option<String>,
-    /// Writer jobs (fio --numjobs). Default: 4, as in the seed.
+    /// Writer jobs (fio --numjobs), as in the seed.
     #[arg(long, default_value_t = job::NUMJOBS, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
     pub numjobs: u32,
-    /// Interval of the in-guest sampler in ms (0: off). Default: 100.
+    /// Interval of the in-guest sampler in ms (0: off).
     #[arg(long, default_value_t = 100, value_name = "MS")]
     pub sample_ms: u32,
 }

@@ -9,6 +9,7 @@ pub mod ci_host_kill;
 pub mod ci_kcidb;
 pub mod ci_sigterm;
 pub mod deps;
+pub mod dry_run;
 pub mod guest_args;
 pub mod host_test;
 pub mod job_args;
@@ -17,3 +18,14 @@ pub mod module_stress;
 pub mod qemu_test;
 pub mod report;
 pub mod shell;
+
+/// `cargo xtask --version`: the crate's version and the commit the harness
+/// runs from (`-dirty` with uncommitted changes).
+pub fn print_version(sh: &xshell::Shell) -> anyhow::Result<()> {
+    println!(
+        "cargo xtask {} (wbstall {})",
+        env!("CARGO_PKG_VERSION"),
+        crate::util::harness_commit(sh)
+    );
+    Ok(())
+}

@@ -2,25 +2,20 @@
 //! one per scenario under QEMU, turn what came back into records, and judge
 //! them against `qemu/expected.toml`.
 
-use std::{
-    collections::BTreeMap,
-    fs,
-    path::{Path, PathBuf},
-    time::Duration,
-};
+use std::{collections::BTreeMap, fs, path::PathBuf, time::Duration};
 
 use anyhow::{bail, Context, Result};
 use xshell::Shell;
 
 use super::{
-    boot_all::{boot_all, finish, Outcome},
+    boot_all::{boot_all, finish, initrds, shard_outcome, Outcome},
+    dry_run::{self, Preview},
     guest_args::GuestArgs,
     job_args::JobArgs,
 };
 use crate::{
     analysis::{
         expected::{self, load_expectations, ExpectArgs, Expected},
-        judgement::Verdict,
         stats,
     },
     deps,
@@ -106,6 +101,29 @@ pub struct QemuTest {
     /// virtual clock, 1 on the real one.
     #[arg(long, value_name = "N")]
     pub jobs_vm: Option<usize>,
+    /// Print the plan and exit, building and booting nothing: the kernels to
+    /// build or reuse, the scenarios and runs per cell, the number of boots,
+    /// and the time they take by docs/measurements.md's times per boot.
+    #[arg(long, alias = "plan")]
+    pub dry_run: bool,
+}
+
+/// What a session is made of, every input checked: what `measure` builds
+/// and boots, and what `--dry-run` shows.
+struct Inputs {
+    user_server: Option<UserServer>,
+    scenarios: Vec<Scenario>,
+    selection: Selection,
+    selected: Vec<Variant>,
+    under_test: Vec<UnderTest>,
+    /// The expectations file and what it (and `--expect`) says.
+    expected: (PathBuf, Expected),
+    machine: Machine,
+    /// Runs per cell, and why, when derived.
+    runs: (Runs, Option<String>),
+    /// Guests at a time, and the warning of a crowded host.
+    jobs_vm: (usize, Option<String>),
+    roles: Roles,
 }
 
 impl QemuTest {
@@ -280,6 +298,24 @@ impl QemuTest {
             .collect()
     }
 
+    /// The boots of the session, in ABBA order, as (run, kernel,
+    /// scenario): the plan's, or with `--shard` its slice.
+    fn cells<'a, K>(
+        &self,
+        kernels: &'a [K],
+        scenarios: &[Scenario],
+        runs: &Runs,
+    ) -> Vec<(u32, &'a K, Scenario)> {
+        let index = |s: &Scenario| scenarios.iter().position(|x| x.name == s.name).unwrap_or(0);
+        plan::abba(kernels, scenarios, runs)
+            .into_iter()
+            .filter(|(run, _, scen)| {
+                self.shard
+                    .is_none_or(|sh| sh.takes(index(scen), scenarios.len(), *run))
+            })
+            .collect()
+    }
+
     /// Every boot of the session, decided up front, in ABBA order.
     fn plan(
         &self,
@@ -289,13 +325,9 @@ impl QemuTest {
         runs: &Runs,
         machine: &Machine,
     ) -> Plan {
-        let index = |s: &Scenario| scenarios.iter().position(|x| x.name == s.name).unwrap_or(0);
-        let boots = plan::abba(kernels, scenarios, runs)
+        let boots = self
+            .cells(kernels, scenarios, runs)
             .into_iter()
-            .filter(|(run, _, scen)| {
-                self.shard
-                    .is_none_or(|sh| sh.takes(index(scen), scenarios.len(), *run))
-            })
             .map(|(run, kernel, scen)| {
                 let b = Boot::new(
                     kernel.clone(),
@@ -316,15 +348,8 @@ impl QemuTest {
         Plan { boots }
     }
 
-    fn session(
-        &self,
-        tc: &deps::Toolchain,
-        built: &[Built],
-        scenarios: &[Scenario],
-        runs: &Runs,
-        machine: &Machine,
-        expected: (&Path, &Expected),
-    ) -> Result<Session> {
+    fn session(&self, tc: &deps::Toolchain, built: &[Built], i: &Inputs) -> Result<Session> {
+        let (machine, runs, expected) = (&i.machine, &i.runs.0, &i.expected);
         Ok(Session {
             command: std::env::args().skip(1).collect::<Vec<_>>().join(" "),
             harness: None,
@@ -341,20 +366,24 @@ impl QemuTest {
             toolchain: tc.clone(),
             host_cpus: std::thread::available_parallelism().map_or(0, |n| n.get()),
             variants: built.iter().map(|b| b.meta.clone()).collect(),
-            scenarios: self.job.infos(scenarios, |s| runs.of(s)),
+            scenarios: self.job.infos(&i.scenarios, |s| runs.of(s)),
             expected_file: expected.0.display().to_string(),
             // What the session is judged by, the patch's expectations included.
-            expected: Some(toml::to_string(expected.1).context("writing the expectations down")?),
+            expected: Some(toml::to_string(&expected.1).context("writing the expectations down")?),
             failures: Vec::new(),
-            roles: None,
+            roles: Some(i.roles.clone()),
             shard: self.shard,
-            jobs_vm: 0,
-            under_test: Vec::new(),
-            fuse_server: None,
+            jobs_vm: i.jobs_vm.0,
+            under_test: i.under_test.clone(),
+            fuse_server: i.user_server.as_ref().map(|u| u.line.clone()),
         })
     }
 
     pub fn run(self, sh: &Shell) -> Result<()> {
+        if self.dry_run {
+            print!("{}", self.preview(sh)?.render());
+            return Ok(());
+        }
         let out = self.measure(sh)?;
         if !out.passed() {
             bail!("qemu-test failed: see the FAIL lines above");
@@ -362,10 +391,8 @@ impl QemuTest {
         Ok(())
     }
 
-    /// Plans, boots and judges; prints the table and the verdict.
-    pub fn measure(self, sh: &Shell) -> Result<Outcome> {
-        let tc = deps::ensure_for(sh, self.guest.flavour.no_rust)?;
-        // Check every input before the long work starts.
+    /// Every input of the session, checked before the long work starts.
+    fn inputs(&self, sh: &Shell) -> Result<Inputs> {
         let user_server = self.user_server()?;
         let scenarios = self.scenarios(user_server.as_ref())?;
         let variants = Variants::repo()?;
@@ -387,51 +414,83 @@ impl QemuTest {
             (self.jobs_vm).unwrap_or_else(|| plan::default_jobs_vm(host_cpus, machine.clock));
         let crowded = plan::check_jobs_vm(jobs_vm, host_cpus, machine.cpus, machine.clock)?;
         let roles = self.roles(&variants, &selected, runs.most())?;
-        let mut built = self.guest.kernels(sh, &tc, &selection, &self.source)?;
-        if let Some(aa) = self.aa_variant(&built, runs.most(), &roles)? {
+        Ok(Inputs {
+            user_server,
+            scenarios,
+            selection,
+            selected,
+            under_test,
+            expected: (expected_file, expected),
+            machine,
+            runs: (runs, runs_why),
+            jobs_vm: (jobs_vm, crowded),
+            roles,
+        })
+    }
+
+    /// `--dry-run`: the plan from the flags and the kernels on disk alone.
+    fn preview(&self, sh: &Shell) -> Result<Preview> {
+        let i = self.inputs(sh)?;
+        let flavour = self.guest.flavour.with_source(&self.source)?;
+        let runs = &i.runs.0;
+        let names: Vec<String> = i.selected.iter().map(|v| v.name.clone()).collect();
+        let aa = self.aa_of(&names, runs.most(), &i.roles);
+        let kernels = dry_run::kernels(&names, aa, &flavour);
+        let cells = self.cells(&kernels, &i.scenarios, runs);
+        for note in i.runs.1.iter().chain(&i.jobs_vm.1) {
+            progress::emit(Event::Note(note));
+        }
+        Ok(Preview {
+            machine: Self::machine_line(&i.machine, i.jobs_vm.0),
+            kernels_dir: flavour.kernels_dir()?,
+            no_build: self.guest.no_build,
+            scenarios: (i.scenarios.iter())
+                .map(|s| (s.name.to_string(), runs.of(s.name), self.job.of(*s)))
+                .collect(),
+            boots: (cells.iter())
+                .map(|(_, k, s)| (k.name.clone(), s.name.to_string()))
+                .collect(),
+            kernels,
+            runs: runs.to_string(),
+            jobs_vm: i.jobs_vm.0,
+            shard: self.shard,
+        })
+    }
+
+    /// Plans, boots and judges; prints the table and the verdict.
+    pub fn measure(self, sh: &Shell) -> Result<Outcome> {
+        let tc = deps::ensure_for(sh, self.guest.flavour.no_rust)?;
+        let i = self.inputs(sh)?;
+        let (scenarios, machine, expected) = (&i.scenarios, &i.machine, &i.expected.1);
+        let (runs, jobs_vm) = (&i.runs.0, i.jobs_vm.0);
+        let mut built = self.guest.kernels(sh, &tc, &i.selection, &self.source)?;
+        if let Some(aa) = self.aa_variant(&built, runs.most(), &i.roles)? {
             built.push(aa);
         }
         let names: Vec<&str> = scenarios.iter().map(|s| s.name).collect();
-        let external = External::of(&names, user_server.clone());
+        let external = External::of(&names, i.user_server.clone());
         let base = initramfs::base(sh, &external).context("building the initramfs")?;
         let dir = util::unique_dir(&util::target_dir().join("results"))?;
-        let mut session = self.session(
-            &tc,
-            &built,
-            &scenarios,
-            &runs,
-            &machine,
-            (&expected_file, &expected),
-        )?;
-        session.roles = Some(roles);
-        session.jobs_vm = jobs_vm;
-        session.under_test = under_test;
-        session.harness = Some(harness_commit(sh));
-        session.fuse_server = user_server.map(|u| u.line);
+        let mut session = self.session(&tc, &built, &i)?;
+        session.harness = Some(util::harness_commit(sh));
         ResultsDir::new(&dir).write::<crate::results::record::RunRecord>(&session, None)?;
         progress::emit(Event::Plan {
             variants: built.len(),
             scenarios: scenarios.len(),
             runs: &runs.to_string(),
-            machine: &Self::machine_line(&machine, jobs_vm),
+            machine: &Self::machine_line(machine, jobs_vm),
             dir: &dir,
         });
-        for note in runs_why.iter().chain(&crowded) {
+        for note in i.runs.1.iter().chain(&i.jobs_vm.1) {
             progress::emit(Event::Note(note));
         }
         let detectors = self.guest.detectors(&built)?;
-        let plan = self.plan(
-            &built,
-            &initrds(&base, &built)?,
-            &scenarios,
-            &runs,
-            &machine,
-        );
+        let plan = self.plan(&built, &initrds(&base, &built)?, scenarios, runs, machine);
         let plan = plan::with_detectors(plan, &detectors);
-        let records = boot_all(sh, &dir, &plan, jobs_vm, &expected, &mut session)?;
+        let records = boot_all(sh, &dir, &plan, jobs_vm, expected, &mut session)?;
         match self.shard {
             Some(shard) => Ok(shard_outcome(shard, dir, &session, records.len())),
-            None => finish(dir, &session, &records, &expected),
+            None => finish(dir, &session, &records, expected),
         }
     }
 
@@ -468,55 +527,6 @@ impl QemuTest {
         aa.meta.variant = report::format::aa_name(&name);
         Ok(Some(aa))
     }
-}
-
-/// A slice of the plan is judged only with the others (`cargo xtask merge`):
-/// says so, and what it recorded.
-fn shard_outcome(shard: plan::Shard, dir: PathBuf, session: &Session, recorded: usize) -> Outcome {
-    println!(
-        "qemu-test: shard {shard}: {recorded} boot(s) recorded, {} failed; results in {}\n\
-         join the {} shards with `cargo xtask merge --out DIR SHARD_DIR...`",
-        session.failures.len(),
-        dir.display(),
-        shard.count
-    );
-    Outcome {
-        dir,
-        verdict: Verdict::default(),
-        failures: session.failures.clone(),
-        sharded: true,
-    }
-}
-
-/// The commit the harness runs from, `-dirty` with uncommitted changes, or
-/// `unknown` outside a git checkout.
-fn harness_commit(sh: &Shell) -> String {
-    let root = util::project_root();
-    let head = xshell::cmd!(sh, "git -C {root} rev-parse HEAD")
-        .quiet()
-        .ignore_stderr()
-        .read();
-    let dirty = xshell::cmd!(sh, "git -C {root} status --porcelain")
-        .quiet()
-        .ignore_stderr()
-        .read();
-    match (head, dirty) {
-        (Ok(h), Ok(d)) if d.trim().is_empty() => h.trim().to_string(),
-        (Ok(h), Ok(_)) => format!("{}-dirty", h.trim()),
-        _ => "unknown".into(),
-    }
-}
-
-/// One initramfs per kernel, assembled once, not per boot.
-fn initrds(base: &Path, built: &[Built]) -> Result<BTreeMap<String, PathBuf>> {
-    let mut initrds = BTreeMap::new();
-    for b in built {
-        if let std::collections::btree_map::Entry::Vacant(e) = initrds.entry(b.label()) {
-            let initrd = initramfs::for_variant(base, e.key(), b.module_file().as_deref())?;
-            e.insert(initrd);
-        }
-    }
-    Ok(initrds)
 }
 
 #[cfg(test)]
@@ -686,6 +696,55 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("--jobs-vm 0: at least one guest") && e.contains("drop --jobs-vm"));
+    }
+
+    #[test]
+    fn the_dry_run_counts_the_boots_the_run_would_make() {
+        let parse = |extra: &[&str]| {
+            let argv: Vec<&str> = ["qemu-test"].iter().chain(extra).copied().collect();
+            crate::tasks::ci::parse_args::<super::QemuTest>(argv).unwrap()
+        };
+        assert!(parse(&["--dry-run"]).dry_run && parse(&["--plan"]).dry_run);
+        // Kernels x scenarios x runs; the shards of a plan add up to it.
+        let q = parse(&["--runs", "3"]);
+        let scenarios = crate::guest::scenario::select(&[]).unwrap();
+        let (runs, _) = q.runs(&scenarios, crate::guest::qemu::Clock::Real).unwrap();
+        let kernels = ["a", "b", "c"];
+        let all = 3 * scenarios.len() * 3;
+        assert_eq!(q.cells(&kernels, &scenarios, &runs).len(), all);
+        let sharded: usize = (1..=4)
+            .map(|i| {
+                let q = parse(&["--runs", "3", "--shard", &format!("{i}/4")]);
+                q.cells(&kernels, &scenarios, &runs).len()
+            })
+            .sum();
+        assert_eq!(sharded, all);
+        // The preview itself: two variants and the A/A control (upstream
+        // again), one scenario, two runs; nothing built or booted.
+        let q = parse(&[
+            "--dry-run",
+            "--accel",
+            "tcg",
+            "--jobs-vm",
+            "1",
+            "--variant",
+            "v1",
+            "--variant",
+            "upstream",
+            "--scenario",
+            "fuse-strictlimit",
+            "--runs",
+            "2",
+        ]);
+        let p = q.preview(&xshell::Shell::new().unwrap()).unwrap();
+        let names: Vec<&str> = p.kernels.iter().map(|k| k.name.as_str()).collect();
+        assert_eq!(names, ["v1", "upstream", "upstream-aa"]);
+        assert_eq!(p.boots.len(), 6);
+        let text = p.render();
+        assert!(
+            text.contains("boots: 6 (3 kernel(s) x 1 scenario(s), runs per cell: 2)"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -44,6 +44,8 @@ use crate::{
 /// are not built), and a bisect of the user's own may be in progress (its
 /// state is per worktree): neither is refused.
 #[derive(Debug, clap::Args)]
+// `--no-build` is hidden: every step builds its own commit (refused, said why).
+#[command(mut_arg("no_build", |a| a.hide(true)))]
 pub struct Bisect {
     /// The kernel tree: the top of a git repository. It is never checked out:
     /// the bisect runs in a worktree of it (git worktree add --detach).
@@ -199,10 +201,10 @@ impl Bisect {
     /// as `bisect-step` under git bisect run), with absolute paths.
     fn step_task(&self, worktree: &Path, log: &Path) -> Result<BisectStep> {
         let mut step = self.step.clone();
-        if let Some(p) = &step.variant_patch {
-            step.variant_patch = Some(
+        if let Some(p) = &step.patch {
+            step.patch = Some(
                 fs::canonicalize(p)
-                    .with_context(|| format!("--variant-patch {}: no such file", p.display()))?,
+                    .with_context(|| format!("--patch {}: no such file", p.display()))?,
             );
         }
         Ok(BisectStep {
@@ -235,7 +237,7 @@ impl Bisect {
         let scen = scenario::by_name(&self.step.scenario)?;
         plan::check_clock(&self.guest.machine()?, &[scen])?;
         step_expectations()?;
-        if let Some(p) = &self.step.variant_patch {
+        if let Some(p) = &self.step.patch {
             Patch::read_all(p)?;
         }
         let out = util::unique_dir(&util::target_dir().join("bisect"))?;
@@ -319,8 +321,8 @@ impl Bisect {
             format!("--log={}", log.display()),
             format!("--scenario={}", task.step.scenario),
         ];
-        if let Some(p) = &task.step.variant_patch {
-            step.push(format!("--variant-patch={}", p.display()));
+        if let Some(p) = &task.step.patch {
+            step.push(format!("--patch={}", p.display()));
         }
         step.extend(task.guest.to_args());
         cmd!(sh, "git -C {dir} bisect start {bad} {good}")
@@ -540,16 +542,29 @@ mod tests {
         assert_eq!(tested_commits(log), ["1111", "2222", "3333"]);
     }
 
+    /// `bisect --kernel-src /k --good g --bad b` and `extra`.
+    fn parse(extra: &[&str]) -> Bisect {
+        let argv = ["bisect", "--kernel-src", "/k", "--good", "g", "--bad", "b"];
+        crate::tasks::ci::parse_args::<Bisect>(argv.iter().chain(extra).copied()).unwrap()
+    }
+
+    #[test]
+    fn the_patch_is_patch_as_elsewhere_and_the_old_name_still_works() {
+        for flag in ["--patch", "--variant-patch"] {
+            let b = parse(&[flag, "/no/such.patch"]);
+            assert_eq!(
+                b.step.patch,
+                Some(PathBuf::from("/no/such.patch")),
+                "{flag}"
+            );
+            let e = b.step_task(Path::new("/wt"), Path::new("/l")).unwrap_err();
+            assert_eq!(e.to_string(), "--patch /no/such.patch: no such file");
+        }
+    }
+
     #[test]
     fn every_step_gets_the_flags_bisect_was_given() {
-        let b = crate::tasks::ci::parse_args::<Bisect>([
-            "bisect",
-            "--kernel-src",
-            "/k",
-            "--good",
-            "g",
-            "--bad",
-            "b",
+        let b = parse(&[
             "--clock",
             "virtual",
             "--accel",
@@ -557,8 +572,7 @@ mod tests {
             "--no-rust",
             "--kernel-arg",
             "tsc=reliable",
-        ])
-        .unwrap();
+        ]);
         let task = b
             .step_task(Path::new("/wt"), Path::new("/out/steps.jsonl"))
             .unwrap();
@@ -571,22 +585,11 @@ mod tests {
         ] {
             assert!(args.iter().any(|x| x == a), "{a} not in {args:?}");
         }
-        let e = crate::tasks::ci::parse_args::<Bisect>([
-            "bisect",
-            "--kernel-src",
-            "/k",
-            "--good",
-            "g",
-            "--bad",
-            "b",
-            "--kconfig-add",
-            "/no/such.frag",
-        ])
-        .unwrap()
-        .step_task(Path::new("/wt"), Path::new("/l"))
-        .err()
-        .unwrap()
-        .to_string();
+        let e = parse(&["--kconfig-add", "/no/such.frag"])
+            .step_task(Path::new("/wt"), Path::new("/l"))
+            .err()
+            .unwrap()
+            .to_string();
         assert_eq!(e, "--kconfig-add /no/such.frag: no such file");
     }
 }

@@ -44,8 +44,9 @@ pub struct StepArgs {
     #[arg(long, default_value = "fuse-strictlimit", value_name = "NAME")]
     pub scenario: String,
     /// A patch applied on top of every step's commit (a plain diff or a mail).
-    #[arg(long, value_name = "FILE")]
-    pub variant_patch: Option<PathBuf>,
+    // `--variant-patch`, its old name, still works (hidden).
+    #[arg(long, alias = "variant-patch", value_name = "FILE")]
+    pub patch: Option<PathBuf>,
 }
 
 /// Which end point of the bisect a row measured.
@@ -73,7 +74,7 @@ pub struct StepRow {
 }
 
 /// The variant name of every step's kernel: the commit as checked out (plus
-/// `--variant-patch`). Not one of patches/variants.toml: its expectation is
+/// `--patch`). Not one of patches/variants.toml: its expectation is
 /// set per judgement ([`judge_step`]).
 pub const VARIANT: &str = "bisect";
 
@@ -245,7 +246,7 @@ impl BisectStep {
             kernel_src: Some(self.kernel_src.clone()),
             ..SourceArgs::default()
         };
-        let patches = match &self.step.variant_patch {
+        let patches = match &self.step.patch {
             Some(p) => Patch::read_all(p)?,
             None => Vec::new(),
         };

@@ -1,0 +1,93 @@
+//! What a developer sees of the command line, kept honest by tests: the
+//! task list, the flags each task offers, and how they read in `--help`.
+
+#[cfg(test)]
+mod tests {
+    use clap::{CommandFactory, Parser};
+
+    use crate::{Cli, Task};
+
+    /// `--help` of `task`, as the user reads it.
+    fn help(task: &str) -> String {
+        let mut cli = Cli::command();
+        let cmd = cli.find_subcommand_mut(task).unwrap();
+        cmd.render_long_help().to_string()
+    }
+
+    #[test]
+    fn bisect_step_is_plumbing_hidden_from_the_list_but_still_runs() {
+        // git bisect run calls it; people call `bisect`.
+        let list = Cli::command().render_help().to_string();
+        assert!(
+            list.contains("  bisect ") && !list.contains("bisect-step"),
+            "{list}"
+        );
+        let cli = Cli::try_parse_from([
+            "cargo xtask",
+            "bisect-step",
+            "--kernel-src",
+            "/k",
+            "--log",
+            "/l",
+        ])
+        .unwrap();
+        assert!(matches!(cli.task, Some(Task::BisectStep(_))));
+    }
+
+    #[test]
+    fn version_is_a_top_level_flag_alone() {
+        for flag in ["--version", "-V"] {
+            let cli = Cli::try_parse_from(["cargo xtask", flag]).unwrap();
+            assert!(cli.version && cli.task.is_none(), "{flag}");
+        }
+        assert!(Cli::try_parse_from(["cargo xtask", "--version", "deps"]).is_err());
+    }
+
+    #[test]
+    fn no_flag_states_its_default_twice() {
+        // clap prints `[default: X]`: a doc comment saying "Default: X" again
+        // is noise (one that says what an unset flag means is not).
+        let mut twice = Vec::new();
+        for task in Cli::command().get_subcommands() {
+            for a in task.get_arguments() {
+                let doc = a.get_long_help().or(a.get_help()).map(|h| h.to_string());
+                if !a.get_default_values().is_empty()
+                    && !a.is_hide_default_value_set()
+                    && doc.is_some_and(|d| d.contains("Default:"))
+                {
+                    twice.push(format!("{} --{}", task.get_name(), a.get_id()));
+                }
+            }
+        }
+        assert!(twice.is_empty(), "said twice: {twice:?}");
+        assert!(help("qemu-test").contains("[default: 2G]"));
+    }
+
+    #[test]
+    fn flags_a_task_refuses_are_not_offered_there() {
+        // module-stress needs the module (--no-rust kernels have none),
+        // bench-fuse measures wbstall's own /init, a bisect step builds its
+        // own commit: each still refuses the flag, naming the fix.
+        for (task, flag) in [
+            ("module-stress", "--no-rust"),
+            ("bench-fuse", "--rdinit"),
+            ("bisect", "--no-build"),
+        ] {
+            let offers = |task: &str| help(task).lines().any(|l| l.trim().starts_with(flag));
+            assert!(!offers(task), "{task} offers {flag}");
+            assert!(offers("qemu-test"), "qemu-test lacks {flag}");
+        }
+        // --no-build names where the kernels of another configuration are.
+        let h = help("qemu-test");
+        assert!(
+            h.contains("target/wbstall/kernels-<tag> with --kernel-src"),
+            "{h}"
+        );
+        // bisect says --patch as every other task does; --variant-patch still works.
+        let h = help("bisect");
+        assert!(
+            h.contains("--patch <FILE>") && !h.contains("variant-patch"),
+            "{h}"
+        );
+    }
+}

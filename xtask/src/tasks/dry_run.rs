@@ -1,0 +1,267 @@
+//! `qemu-test --dry-run`: the plan a run would follow, from the flags and the
+//! kernels already on disk alone: nothing is built or booted. The boots are
+//! the run's own (`QemuTest::cells`); the time is estimated from them with
+//! the times per boot and per build that docs/measurements.md records.
+
+use std::path::PathBuf;
+
+use crate::{
+    guest::{job::Job, plan::Shard},
+    kernel::{build::load_built, flavour::Flavour},
+    report, util,
+};
+
+/// Wall seconds a boot takes beyond its fio job (kernel boot, fio's start,
+/// the verify pass, the trace's formatting and sending): docs/measurements.md,
+/// "Time per boot": 35.9-43.6 s a boot of the 25 s job (the defaults: virtual
+/// clock, two guests at a time on 2 cores), about 15 s a quick one (7 s).
+pub const BOOT_OVERHEAD_SECS: u32 = 14;
+
+/// A cold kernel build (docs/measurements.md, "Times": 7.5 to 19 minutes).
+pub const COLD_BUILD_SECS: u32 = 15 * 60;
+
+/// Another variant once one is built (switching variants: 15 to 35 s, and
+/// the module).
+pub const WARM_BUILD_SECS: u32 = 60;
+
+/// A kernel of the plan.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Kernel {
+    pub name: String,
+    /// Whether its kernel is on disk (else the run builds it).
+    pub built: bool,
+    /// The A/A control: the variant whose kernel it boots again.
+    pub again: Option<String>,
+}
+
+/// What `qemu-test` would do, in the order it would do it.
+#[derive(Debug, Clone)]
+pub struct Preview {
+    /// The machine, as the run's plan line says it.
+    pub machine: String,
+    /// Where this source's and configuration's kernels are.
+    pub kernels_dir: PathBuf,
+    pub no_build: bool,
+    pub kernels: Vec<Kernel>,
+    /// Each scenario: its name, runs per cell and fio job.
+    pub scenarios: Vec<(String, u32, Job)>,
+    /// Runs per cell, as the run says them.
+    pub runs: String,
+    /// Every boot, (kernel, scenario), in plan order.
+    pub boots: Vec<(String, String)>,
+    pub jobs_vm: usize,
+    pub shard: Option<Shard>,
+}
+
+/// The kernels of the plan: each variant, on disk or not (for `flavour`),
+/// then the A/A control, `aa`'s kernel booted again.
+pub fn kernels(variants: &[String], aa: Option<String>, flavour: &Flavour) -> Vec<Kernel> {
+    let mut out: Vec<Kernel> = (variants.iter())
+        .map(|n| Kernel {
+            name: n.clone(),
+            built: load_built(n, flavour).is_ok(),
+            again: None,
+        })
+        .collect();
+    if let Some(of) = aa {
+        out.push(Kernel {
+            name: report::format::aa_name(&of),
+            built: out.iter().any(|k| k.name == of && k.built),
+            again: Some(of),
+        });
+    }
+    out
+}
+
+impl Preview {
+    /// The kernels the run builds: those not on disk (none with `--no-build`;
+    /// the A/A control boots its variant's).
+    pub fn to_build(&self) -> Vec<&str> {
+        (self.kernels.iter())
+            .filter(|k| !self.no_build && !k.built && k.again.is_none())
+            .map(|k| k.name.as_str())
+            .collect()
+    }
+
+    /// Seconds of building: a cold build first when no kernel is on disk.
+    pub fn build_secs(&self) -> u32 {
+        let n = self.to_build().len() as u32;
+        match n {
+            0 => 0,
+            n if self.kernels.iter().any(|k| k.built) => n * WARM_BUILD_SECS,
+            n => COLD_BUILD_SECS + (n - 1) * WARM_BUILD_SECS,
+        }
+    }
+
+    /// Seconds of booting: every boot its fio job and the overhead, run
+    /// `jobs_vm` at a time.
+    pub fn boot_secs(&self) -> u32 {
+        let each = |scen: &str| {
+            (self.scenarios.iter())
+                .find(|(name, ..)| name == scen)
+                .map_or(0, |(_, _, job)| {
+                    job.ramp_time + job.runtime + BOOT_OVERHEAD_SECS
+                })
+        };
+        let all: u32 = self.boots.iter().map(|(_, s)| each(s)).sum();
+        all.div_ceil(self.jobs_vm.max(1) as u32)
+    }
+
+    /// Each kernel's line: built, to build, or missing under `--no-build`.
+    fn kernel_line(&self, k: &Kernel, width: usize) -> String {
+        let state = match (&k.again, k.built, self.no_build) {
+            (Some(of), ..) => format!("{of}'s kernel again, the A/A control"),
+            (None, true, _) => "built (rebuilt only where its inputs changed)".to_string(),
+            (None, false, false) => "to build".to_string(),
+            (None, false, true) => "missing: --no-build stops here (drop it to build)".into(),
+        };
+        format!("  {:<width$}  {state}\n", k.name)
+    }
+
+    /// The plan as the user reads it.
+    pub fn render(&self) -> String {
+        let root = util::project_root();
+        let dir = self
+            .kernels_dir
+            .strip_prefix(&root)
+            .unwrap_or(&self.kernels_dir);
+        let mut out = format!(
+            "qemu-test --dry-run: the plan; nothing is built or booted\nmachine: {}\n\
+             kernels ({}):\n",
+            self.machine,
+            dir.display()
+        );
+        let width = self.kernels.iter().map(|k| k.name.len()).max().unwrap_or(0);
+        for k in &self.kernels {
+            out.push_str(&self.kernel_line(k, width));
+        }
+        out.push_str("scenarios (runs per cell; fio ramp + runtime):\n");
+        let width = self.scenarios.iter().map(|s| s.0.len()).max().unwrap_or(0);
+        for (name, runs, job) in &self.scenarios {
+            out.push_str(&format!(
+                "  {name:<width$}  {runs} run(s)  {} + {} s\n",
+                job.ramp_time, job.runtime
+            ));
+        }
+        out.push_str(&format!(
+            "boots: {} ({} kernel(s) x {} scenario(s), runs per cell: {}{})\n",
+            self.boots.len(),
+            self.kernels.len(),
+            self.scenarios.len(),
+            self.runs,
+            self.shard
+                .map_or(String::new(), |s| format!("; shard {s} of the plan"))
+        ));
+        out.push_str(&self.estimate());
+        out
+    }
+
+    /// The time line: building, then booting, and how each was reckoned.
+    fn estimate(&self) -> String {
+        let (build, boot) = (self.build_secs(), self.boot_secs());
+        let building = match self.to_build().len() {
+            0 => String::new(),
+            n => format!("building {n} kernel(s) {}, then ", about(build)),
+        };
+        format!(
+            "estimate: about {}: {building}{} boot(s), {} at a time, {} (each its fio job \
+             plus about {BOOT_OVERHEAD_SECS} s, docs/measurements.md)\n",
+            about(build + boot).trim_start_matches("about "),
+            self.boots.len(),
+            self.jobs_vm,
+            about(boot)
+        )
+    }
+}
+
+/// `about 40 s`, `about 17 min`.
+fn about(secs: u32) -> String {
+    match secs {
+        s if s < 90 => format!("about {s} s"),
+        s => format!("about {} min", (s + 30) / 60),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kernel(name: &str, built: bool, again: Option<&str>) -> Kernel {
+        Kernel {
+            name: name.into(),
+            built,
+            again: again.map(Into::into),
+        }
+    }
+
+    fn preview(kernels: Vec<Kernel>, no_build: bool) -> Preview {
+        let full = Job::new("256M", 4, (5, 20));
+        let boots = (0..2)
+            .flat_map(|_| kernels.iter().map(|k| (k.name.clone(), "fuse".to_string())))
+            .chain(kernels.iter().map(|k| (k.name.clone(), "ext4".to_string())))
+            .collect();
+        Preview {
+            machine: "accel Tcg, clock virtual, 2 CPUs, 2048 MiB, 2 guests at a time".into(),
+            kernels_dir: util::target_dir().join("kernels"),
+            no_build,
+            kernels,
+            scenarios: vec![
+                ("fuse".into(), 2, full.clone()),
+                ("ext4".into(), 1, Job::new("16M", 4, (2, 5))),
+            ],
+            runs: "fuse 2, ext4 1".into(),
+            boots,
+            jobs_vm: 2,
+            shard: None,
+        }
+    }
+
+    #[test]
+    fn the_preview_counts_the_plan_s_boots_and_reckons_their_time() {
+        let p = preview(
+            vec![
+                kernel("upstream", true, None),
+                kernel("v1", false, None),
+                kernel("upstream-aa", true, Some("upstream")),
+            ],
+            false,
+        );
+        // 6 fuse boots of 25 + 14 s, 3 ext4 boots of 7 + 14 s, two at a time;
+        // v1 is built warm (upstream is on disk), the A/A control reuses upstream.
+        assert_eq!(p.boot_secs(), (6 * 39 + 3 * 21) / 2 + 1);
+        assert_eq!((p.to_build(), p.build_secs()), (vec!["v1"], 60));
+        let text = p.render();
+        for line in [
+            "kernels (target/wbstall/kernels):",
+            "  upstream     built (rebuilt only where its inputs changed)",
+            "  v1           to build",
+            "  upstream-aa  upstream's kernel again, the A/A control",
+            "  fuse  2 run(s)  5 + 20 s",
+            "boots: 9 (3 kernel(s) x 2 scenario(s), runs per cell: fuse 2, ext4 1)",
+            "estimate: about 3 min: building 1 kernel(s) about 60 s, then 9 boot(s), 2 at a \
+             time, about 2 min (each its fio job plus about 14 s, docs/measurements.md)",
+        ] {
+            assert!(text.lines().any(|l| l == line), "no `{line}` in\n{text}");
+        }
+    }
+
+    #[test]
+    fn nothing_on_disk_is_a_cold_build_and_no_build_says_what_is_missing() {
+        let p = preview(
+            vec![kernel("a", false, None), kernel("b", false, None)],
+            false,
+        );
+        assert_eq!(p.build_secs(), COLD_BUILD_SECS + WARM_BUILD_SECS);
+        let p = preview(
+            vec![kernel("a", true, None), kernel("b", false, None)],
+            true,
+        );
+        assert_eq!((p.to_build().len(), p.build_secs()), (0, 0));
+        let text = p.render();
+        assert!(
+            text.contains("  b  missing: --no-build stops here (drop it to build)"),
+            "{text}"
+        );
+        assert!(text.contains("estimate: about 2 min: 6 boot(s)"), "{text}");
+    }
+}
