@@ -6,6 +6,7 @@ pub mod boot_all;
 pub mod build_kernel;
 pub mod ci;
 pub mod ci_sigterm;
+pub mod ci_workflow;
 pub mod deps;
 pub mod guest_args;
 pub mod merge;
