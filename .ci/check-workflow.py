@@ -2,19 +2,42 @@
 # SPDX-License-Identifier: GPL-2.0
 """Checks .github/workflows/matrix.yml, which cannot run here: it must parse as
 YAML, have the shape GitHub Actions wants (on, jobs with runs-on and steps,
-each step a `uses` or a `run`), and its shards must agree: the matrix lists
-1..SHARDS, the shard step passes --shard I/SHARDS, and the merge job needs the
-shard job and runs `cargo xtask merge`. Exits 1 naming every problem."""
+each step a `uses` or a `run`), every action must be pinned to a full commit
+SHA with its tag in a comment (`uses: owner/repo@<40 hex> # v1.2.3`: a tag can
+be moved, a commit cannot), the kernel source must be given a Debian mirror
+(WBSTALL_DEBIAN_MIRROR: a runner's apt sources name none), and its shards must
+agree: the matrix lists 1..SHARDS, the shard step passes --shard I/SHARDS and a
+--clock (merged shards must share it), and the merge job needs the shard job
+and runs `cargo xtask merge`. actionlint checks the rest (`cargo xtask ci`).
+Exits 1 naming every problem."""
 
+import re
 import sys
 
 import yaml
 
+# owner/repo[/path]@<full commit SHA>; local (./) and docker:// actions aside.
+PINNED = re.compile(r"^[\w.-]+/[\w.-]+(/[\w./-]+)?@[0-9a-f]{40}$")
+# The raw line of a `uses:`, for its `# vX` comment (YAML drops comments).
+USES_LINE = re.compile(r"^\s*(-\s+)?uses:\s*(\S+)\s*(#\s*(\S+))?")
+
 path = sys.argv[1] if len(sys.argv) > 1 else ".github/workflows/matrix.yml"
 with open(path) as f:
-    wf = yaml.safe_load(f)
+    text = f.read()
+wf = yaml.safe_load(text)
 
 problems = []
+for n, line in enumerate(text.splitlines(), 1):
+    m = USES_LINE.match(line)
+    if not m or m.group(2).startswith(("./", "docker://")):
+        continue
+    if not PINNED.match(m.group(2)):
+        problems.append(
+            f"line {n}: `{m.group(2)}` is not pinned to a full commit SHA "
+            "(uses: owner/repo@<40 hex> # vX.Y.Z; `git ls-remote` the tag for it)"
+        )
+    elif not (m.group(4) or "").startswith("v"):
+        problems.append(f"line {n}: `{m.group(2)}` has no `# vX.Y.Z` comment naming its tag")
 # YAML 1.1 reads a bare `on` key as True.
 on = wf.get("on", wf.get(True))
 if not on:
@@ -28,9 +51,6 @@ for name, job in jobs.items():
     for i, step in enumerate(job.get("steps") or []):
         if ("uses" in step) == ("run" in step):
             problems.append(f"job {name} step {i + 1}: needs exactly one of uses/run")
-        uses = step.get("uses", "")
-        if uses and "@" not in uses:
-            problems.append(f"job {name} step {i + 1}: `{uses}` is not pinned to a version")
     needs = job.get("needs")
     for n in [needs] if isinstance(needs, str) else needs or []:
         if n not in jobs:
@@ -43,9 +63,19 @@ shard = jobs.get("shard", {})
 matrix = ((shard.get("strategy") or {}).get("matrix") or {}).get("shard")
 if matrix != list(range(1, shards + 1)):
     problems.append(f"the shard matrix is {matrix}, not 1..{shards}")
-runs = " ".join(s.get("run", "") for s in shard.get("steps") or [])
+# A step's run line with the values of its env (where `${{ }}` is better passed).
+runs = " ".join(
+    s.get("run", "") + " " + " ".join(str(v) for v in (s.get("env") or {}).values())
+    for s in shard.get("steps") or []
+)
 if "--shard" not in runs or "matrix.shard" not in runs or "env.SHARDS" not in runs:
     problems.append("the shard job does not run qemu-test --shard <matrix.shard>/<SHARDS>")
+if "--clock" not in runs:
+    problems.append("the shard job does not give qemu-test a --clock (merged shards share one)")
+kernels = jobs.get("kernels", {})
+mirror_env = {**(wf.get("env") or {}), **(kernels.get("env") or {})}
+if "WBSTALL_DEBIAN_MIRROR" not in mirror_env:
+    problems.append("the kernels job has no WBSTALL_DEBIAN_MIRROR (a runner has no Debian mirror)")
 merge = jobs.get("merge", {})
 if merge.get("needs") != "shard":
     problems.append("the merge job does not wait for the shard job")

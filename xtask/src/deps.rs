@@ -153,43 +153,18 @@ pub fn ensure(sh: &Shell) -> Result<Toolchain> {
     ensure_with(sh, util::is_root())
 }
 
-/// What `cargo xtask ci` needs beyond the pipeline's tools: shellcheck (the
-/// guest's scripts), python3's yaml (the workflow check), gcc (the
-/// `--no-rust` step) and python3's venv (the KCIDB validator's environment).
-/// Installed as root on Debian, as [`ensure`] installs the rest; elsewhere
-/// the report says how.
-pub fn ensure_ci(sh: &Shell) -> Result<()> {
-    let mut missing = Vec::new();
-    let python_has = |modules: &str| {
-        let import = format!("import {modules}");
-        let found = cmd!(sh, "python3 -c {import}").quiet().ignore_stderr();
-        found.run().is_ok()
-    };
-    for (what, found, pkg) in [
-        (
-            "`shellcheck` (the guest's scripts)",
-            which("shellcheck").is_some(),
-            "shellcheck",
-        ),
-        ("`gcc` (the --no-rust step)", which("gcc").is_some(), "gcc"),
-        (
-            "python3's yaml (the GitHub workflow check)",
-            python_has("yaml"),
-            "python3-yaml",
-        ),
-        (
-            "python3's venv (the KCIDB validator's environment)",
-            python_has("ensurepip, venv"),
-            "python3-venv",
-        ),
-    ] {
-        if !found {
-            missing.push(Missing {
-                what: what.to_string(),
-                fix: Fix::Apt(pkg.to_string()),
-            });
-        }
-    }
+/// Installs the Debian packages of the `needs` (what, found, package) not
+/// found, as root on Debian as [`ensure`] installs the rest (`setup` says for
+/// what); elsewhere stops with what is missing and how to install it.
+pub fn ensure_packages(sh: &Shell, needs: &[(&str, bool, &str)], setup: &str) -> Result<()> {
+    let missing: Vec<Missing> = needs
+        .iter()
+        .filter(|(_, found, _)| !found)
+        .map(|(what, _, pkg)| Missing {
+            what: what.to_string(),
+            fix: Fix::Apt(pkg.to_string()),
+        })
+        .collect();
     if missing.is_empty() {
         return Ok(());
     }
@@ -197,7 +172,7 @@ pub fn ensure_ci(sh: &Shell) -> Result<()> {
     if !util::is_root() || distro != Distro::Debian {
         bail!("{}", missing_report(&missing, distro));
     }
-    progress::emit(Event::Setup("the test command's own tools"));
+    progress::emit(Event::Setup(setup));
     install_missing(sh, &missing)
 }
 
@@ -274,16 +249,16 @@ fn install_missing(sh: &Shell, missing: &[Missing]) -> Result<()> {
         }
     }
     if !apt.is_empty() {
-        if !util::is_root() {
-            bail!(
+        let (root, pre) = crate::distro::apt_as_root(sh).with_context(|| {
+            format!(
                 "installing Debian packages needs root: run as root, or `sudo apt-get install -y {}`",
                 apt.join(" ")
-            );
-        }
+            )
+        })?;
+        let pre = pre.as_slice();
         let steps = 2 + usize::from(rust_src) + usize::from(bindgen);
         progress::emit(Event::Setup(&format!("step 1/{steps}: apt-get update")));
-        cmd!(sh, "apt-get update -q")
-            .env("DEBIAN_FRONTEND", "noninteractive")
+        cmd!(sh, "{root} {pre...} apt-get update -q")
             .run()
             .context("apt-get update")?;
         progress::emit(Event::Setup(&format!(
@@ -291,10 +266,12 @@ fn install_missing(sh: &Shell, missing: &[Missing]) -> Result<()> {
             apt.len(),
             apt.join(" ")
         )));
-        cmd!(sh, "apt-get install -y -q --no-install-recommends {apt...}")
-            .env("DEBIAN_FRONTEND", "noninteractive")
-            .run()
-            .context("installing Debian packages with apt-get")?;
+        cmd!(
+            sh,
+            "{root} {pre...} apt-get install -y -q --no-install-recommends {apt...}"
+        )
+        .run()
+        .context("installing Debian packages with apt-get")?;
     }
     if rust_src {
         progress::emit(Event::Setup("rustup component add rust-src"));
@@ -517,6 +494,14 @@ fn check_tools(sh: &Shell, need: &mut Need<'_>) -> (Option<Version>, Option<Stri
         if version_output(sh, prog, arg).is_none() {
             need(format!("`{prog}`"), Fix::Apt(pkg.into()));
         }
+    }
+    // apt checks Debian's kernel source with Debian's keyring, which an Ubuntu
+    // host has once it installs Debian's package of it.
+    if debian && !Path::new(crate::distro::DEBIAN_KEYRING).is_file() {
+        need(
+            "Debian's archive keyring (apt checks linux-source-7.3 with it)".into(),
+            Fix::Apt("debian-archive-keyring".into()),
+        );
     }
     let qemu =
         version_output(sh, "qemu-system-x86_64", "--version").and_then(|o| Version::find_in(&o));

@@ -5,6 +5,8 @@
 
 use std::path::Path;
 
+use xshell::{cmd, Shell};
+
 /// A host family with its own package names and installer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Distro {
@@ -16,15 +18,59 @@ pub enum Distro {
     Other,
 }
 
+/// The keyring Debian's archive is signed with, from the `debian-archive-keyring`
+/// package (Debian installs it with apt; Ubuntu packages it too).
+pub const DEBIAN_KEYRING: &str = "/usr/share/keyrings/debian-archive-keyring.gpg";
+
+/// One field of an os-release file's text (`KEY=value`, quotes dropped,
+/// lower-cased); empty when absent.
+fn os_release_field(text: &str, key: &str) -> String {
+    text.lines()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix('='))
+        .map(|v| v.trim().trim_matches('"').to_ascii_lowercase())
+        .unwrap_or_default()
+}
+
+/// This host's os-release text (`/etc/os-release`, else `/usr/lib/os-release`).
+fn host_os_release() -> Option<String> {
+    ["/etc/os-release", "/usr/lib/os-release"]
+        .iter()
+        .find_map(|p| std::fs::read_to_string(Path::new(p)).ok())
+}
+
+/// The release's code name (`VERSION_CODENAME`: `bookworm`, Ubuntu's `noble`):
+/// the suite the host's own packages come from.
+pub fn codename_of(os_release: &str) -> Option<String> {
+    Some(os_release_field(os_release, "VERSION_CODENAME")).filter(|c| !c.is_empty())
+}
+
+/// This host's release code name ([`codename_of`]).
+pub fn host_codename() -> Option<String> {
+    codename_of(&host_os_release()?)
+}
+
+/// How to run apt-get as root, non-interactively: the program and its first
+/// arguments (`env DEBIAN_FRONTEND=noninteractive` as root; `sudo -n env ...`
+/// for a user with password-less sudo, as on a CI runner, so that rust-src
+/// and bindgen-cli still go to the user's own toolchain). None otherwise.
+pub fn apt_as_root(sh: &Shell) -> Option<(&'static str, Vec<&'static str>)> {
+    let env = vec!["env", "DEBIAN_FRONTEND=noninteractive"];
+    if crate::util::is_root() {
+        return Some((env[0], env[1..].to_vec()));
+    }
+    // Fails as well where there is no sudo.
+    let sudo = cmd!(sh, "sudo -n true")
+        .quiet()
+        .ignore_stderr()
+        .run()
+        .is_ok();
+    sudo.then(|| ("sudo", [vec!["-n"], env].concat()))
+}
+
 impl Distro {
     /// The family of an os-release file's text, by `ID` then `ID_LIKE`.
     pub fn from_os_release(text: &str) -> Distro {
-        let field = |key: &str| {
-            text.lines()
-                .find_map(|l| l.strip_prefix(key)?.strip_prefix('='))
-                .map(|v| v.trim().trim_matches('"').to_ascii_lowercase())
-                .unwrap_or_default()
-        };
+        let field = |key: &str| os_release_field(text, key);
         let words = format!("{} {}", field("ID"), field("ID_LIKE"));
         let has = |names: &[&str]| words.split_whitespace().any(|w| names.contains(&w));
         if has(&["debian", "ubuntu"]) {
@@ -38,10 +84,7 @@ impl Distro {
 
     /// This host's (`/etc/os-release`, else `/usr/lib/os-release`).
     pub fn host() -> Distro {
-        ["/etc/os-release", "/usr/lib/os-release"]
-            .iter()
-            .find_map(|p| std::fs::read_to_string(Path::new(p)).ok())
-            .map_or(Distro::Other, |t| Distro::from_os_release(&t))
+        host_os_release().map_or(Distro::Other, |t| Distro::from_os_release(&t))
     }
 
     /// The command that installs `debian_packages` (Debian's names) here.
@@ -93,6 +136,8 @@ fn fedora_names(debian: &str) -> Vec<String> {
         "busybox-static" => &["busybox"],
         "shellcheck" => &["ShellCheck"],
         "python3-yaml" => &["python3-pyyaml"],
+        // Fedora's python3 carries venv and ensurepip.
+        "python3-venv" => &[],
         "dpkg" | "dpkg-dev" | "apt" => &[],
         same => return vec![same.to_string()],
     };
@@ -138,7 +183,8 @@ mod tests {
     use super::*;
 
     const DEBIAN: &str = "PRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\nNAME=\"Debian GNU/Linux\"\nVERSION_ID=\"12\"\nID=debian\n";
-    const UBUNTU: &str = "NAME=\"Ubuntu\"\nID=ubuntu\nID_LIKE=debian\nVERSION_ID=\"24.04\"\n";
+    const UBUNTU: &str = "NAME=\"Ubuntu\"\nID=ubuntu\nID_LIKE=debian\nVERSION_ID=\"24.04\"\n\
+        VERSION_CODENAME=noble\n";
     const FEDORA: &str =
         "NAME=\"Fedora Linux\"\nVERSION=\"41 (Server Edition)\"\nID=fedora\nVERSION_ID=41\n";
     const ROCKY: &str = "NAME=\"Rocky Linux\"\nID=\"rocky\"\nID_LIKE=\"rhel centos fedora\"\n";
@@ -152,6 +198,18 @@ mod tests {
         assert_eq!(Distro::from_os_release(ROCKY), Distro::Fedora);
         assert_eq!(Distro::from_os_release(ARCH), Distro::Other);
         assert_eq!(Distro::from_os_release(""), Distro::Other);
+    }
+
+    #[test]
+    fn the_code_name_is_the_suite_of_the_hosts_packages() {
+        assert_eq!(codename_of(UBUNTU).as_deref(), Some("noble"));
+        assert_eq!(
+            codename_of("ID=debian\nVERSION_CODENAME=\"trixie\"\n").as_deref(),
+            Some("trixie")
+        );
+        // Debian's sid writes none.
+        assert_eq!(codename_of(DEBIAN), None);
+        assert_eq!(codename_of("VERSION_CODENAME=\n"), None);
     }
 
     #[test]

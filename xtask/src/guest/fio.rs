@@ -1,5 +1,5 @@
-//! The guest's fio: the host's own fio version, built static from Debian's
-//! source with none of its optional engines (rbd, rados, gfapi, rdma, nbd,
+//! The guest's fio: the host's own fio version, built static from its source
+//! (from the archive the host's packages come from: Debian's, or Ubuntu's) with none of its optional engines (rbd, rados, gfapi, rdma, nbd,
 //! pmem, ...). Debian's binary links 70 libraries (71 MB: ceph, ICU, gnutls),
 //! which the kernel copies out of the initramfs at every boot (2.9 s of guest
 //! time) and the loader relocates at every fio start; the jobs use the psync
@@ -98,9 +98,8 @@ pub fn guest_fio(sh: &Shell) -> Result<PathBuf> {
 /// Debian's patches, and builds a stripped static `fio`; its path.
 fn build(sh: &Shell, cache: &Path, version: &str, work: &Path) -> Result<PathBuf> {
     fs::create_dir_all(work).with_context(|| format!("creating {}", work.display()))?;
-    let suites = apt::host_suites()?;
-    let suites: Vec<&str> = suites.iter().map(String::as_str).collect();
-    let apt = PrivateApt::new(cache.join("apt-src"));
+    let apt = PrivateApt::new(cache.join("apt-src"), apt::host_archive_here()?);
+    let suites: Vec<&str> = apt.archive.suites.iter().map(String::as_str).collect();
     apt.source(sh, &format!("fio={version}"), &suites, work)
         .context("the guest's fio is built from the source of the host's fio version")?;
     let dsc = fs::read_dir(work)

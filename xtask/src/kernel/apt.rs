@@ -1,18 +1,21 @@
 //! Reading the host's apt sources (one-line `sources.list` and deb822 `.sources`)
 //! to find the Debian mirror the host already uses, so that wbstall's private apt
-//! configuration points at the same place and no mirror name is written in code;
-//! and that private apt ([`PrivateApt`]), which downloads binary and source
-//! packages into the cache without touching the system's apt.
+//! configuration points at the same place and no mirror name is written in code
+//! (a host without one, as Ubuntu, is given one: `--debian-mirror URL` or
+//! `$WBSTALL_DEBIAN_MIRROR`, [`debian_archive`]); and that private apt
+//! ([`PrivateApt`]), which downloads binary and source packages from one
+//! [`Archive`] into the cache without touching the system's apt.
 
 use std::{
     fs,
     path::{Path, PathBuf},
 };
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use xshell::{cmd, Shell};
 
 use crate::{
+    distro::DEBIAN_KEYRING,
     progress::{self, Event},
     util,
 };
@@ -196,14 +199,133 @@ pub fn read_host_sources(etc_apt: &Path) -> Result<Vec<AptSource>> {
     Ok(out)
 }
 
-/// Private apt state under the cache; the system's apt configuration is not touched.
+/// The variable that names a Debian mirror where the host's apt sources have
+/// none (Ubuntu, GitHub's runners); `--debian-mirror` overrides it.
+pub const MIRROR_ENV: &str = "WBSTALL_DEBIAN_MIRROR";
+
+/// One archive wbstall's private apt fetches from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Archive {
+    pub uri: String,
+    /// The suites the host takes its packages from there; empty for a mirror
+    /// given by the user (the caller names the suites).
+    pub suites: Vec<String>,
+    pub components: Vec<String>,
+    /// The keyring its Release files are checked against (`signed-by`); none:
+    /// the system's trusted keys.
+    pub keyring: Option<String>,
+    /// Where it was found, for messages: `--debian-mirror`, `$WBSTALL_DEBIAN_MIRROR`
+    /// or `/etc/apt`.
+    pub origin: String,
+}
+
+/// A mirror URL as the user gave it (`origin` names where), without a
+/// trailing slash.
+fn given_mirror(uri: &str, origin: &str) -> Result<String> {
+    let uri = uri.trim().trim_end_matches('/');
+    let scheme = uri.split_once("://").map(|(s, _)| s);
+    if !matches!(scheme, Some("http" | "https" | "file")) || uri.contains(char::is_whitespace) {
+        bail!(
+            "{origin} `{uri}` is not a mirror URL: give the http(s) URL of a Debian mirror's \
+             archive, the URL of `deb URL sid main`, e.g. http://HOST/debian"
+        );
+    }
+    Ok(uri.to_string())
+}
+
+/// Debian's archive, where the kernel source comes from: `flag`
+/// (`--debian-mirror`), else `env` (`$WBSTALL_DEBIAN_MIRROR`; empty counts as
+/// unset, as a workflow passes an unset variable), else the Debian mirror of
+/// the host's apt sources. A given mirror is checked with Debian's keyring.
+pub fn debian_archive(
+    flag: Option<&str>,
+    env: Option<&str>,
+    host: &[AptSource],
+) -> Result<Archive> {
+    let env = env.filter(|e| !e.trim().is_empty());
+    let given = match (flag, env) {
+        (Some(uri), _) => Some((uri, "--debian-mirror".to_string())),
+        (None, Some(uri)) => Some((uri, format!("${MIRROR_ENV}"))),
+        (None, None) => None,
+    };
+    if let Some((uri, origin)) = given {
+        return Ok(Archive {
+            uri: given_mirror(uri, &origin)?,
+            suites: Vec::new(),
+            components: vec!["main".into()],
+            keyring: Some(DEBIAN_KEYRING.into()),
+            origin,
+        });
+    }
+    let mirror = debian_mirror(host).with_context(|| {
+        format!(
+            "no Debian mirror to fetch Debian's kernel source from: this host's apt sources \
+             (/etc/apt/sources.list{{,.d}}) name none (an Ubuntu host or a GitHub runner has \
+             none), and neither --debian-mirror URL nor {MIRROR_ENV}=URL is set. Give a Debian \
+             mirror with either (the URL of `deb URL sid main`), or build from your own tree \
+             with --kernel-src DIR"
+        )
+    })?;
+    Ok(Archive {
+        uri: mirror.uri.clone(),
+        suites: mirror.suites.clone(),
+        components: vec!["main".into()],
+        keyring: Some(mirror.signed_by.clone().unwrap_or(DEBIAN_KEYRING.into())),
+        origin: "/etc/apt".into(),
+    })
+}
+
+/// [`debian_archive`] on this host: `flag`, `$WBSTALL_DEBIAN_MIRROR`, `/etc/apt`.
+pub fn debian_archive_here(flag: Option<&str>) -> Result<Archive> {
+    let host =
+        read_host_sources(Path::new("/etc/apt")).context("reading the host's apt sources")?;
+    let env = std::env::var(MIRROR_ENV).ok();
+    debian_archive(flag, env.as_deref(), &host)
+}
+
+/// The archive the host's own packages come from, for their sources (the
+/// guest's fio is built from the source of the host's fio): its Debian
+/// mirror, else the source that carries its release `codename` (Ubuntu's
+/// archive on an Ubuntu host), with all its components.
+pub fn host_archive(host: &[AptSource], codename: Option<&str>) -> Result<Archive> {
+    if let Some(m) = debian_mirror(host) {
+        return debian_archive(None, None, std::slice::from_ref(m));
+    }
+    let own = codename.and_then(|c| host.iter().find(|s| s.suites.iter().any(|x| x == c)));
+    let own = own.with_context(|| {
+        format!(
+            "found no archive of this host's packages in /etc/apt/sources.list{{,.d}} (a Debian \
+             mirror, or a source of the release `{}`): add the `deb` source your packages come \
+             from",
+            codename.unwrap_or("VERSION_CODENAME of /etc/os-release")
+        )
+    })?;
+    Ok(Archive {
+        uri: own.uri.clone(),
+        suites: own.suites.clone(),
+        components: own.components.clone(),
+        keyring: own.signed_by.clone(),
+        origin: "/etc/apt".into(),
+    })
+}
+
+/// [`host_archive`] on this host.
+pub fn host_archive_here() -> Result<Archive> {
+    let host =
+        read_host_sources(Path::new("/etc/apt")).context("reading the host's apt sources")?;
+    host_archive(&host, crate::distro::host_codename().as_deref())
+}
+
+/// Private apt state under the cache, fetching from one [`Archive`]; the
+/// system's apt configuration is not touched.
 pub struct PrivateApt {
     pub dir: PathBuf,
+    pub archive: Archive,
 }
 
 impl PrivateApt {
-    pub fn new(dir: PathBuf) -> PrivateApt {
-        PrivateApt { dir }
+    pub fn new(dir: PathBuf, archive: Archive) -> PrivateApt {
+        PrivateApt { dir, archive }
     }
 
     fn options(&self) -> Vec<String> {
@@ -248,46 +370,57 @@ impl PrivateApt {
             .run()
             .with_context(|| {
                 format!(
-                    "downloading the source of {package} with apt-get source from Debian's {}",
+                    "downloading the source of {package} with apt-get source from {} {}",
+                    self.archive.uri,
                     suites.join(", ")
                 )
             })
     }
 
-    /// Points the private sources at the host's mirror (`kind`: `deb` or
+    /// Points the private sources at the archive (`kind`: `deb` or
     /// `deb-src`) and updates the lists.
     fn update(&self, sh: &Shell, kind: &str, package: &str, suites: &[&str]) -> Result<()> {
         self.write_sources(kind, suites)?;
         let opts = self.options();
         progress::emit(Event::Note(&format!(
-            "asking apt for {package} ({kind}, {})",
-            suites.join(", ")
+            "asking apt for {package} ({kind}, {}, mirror from {})",
+            suites.join(", "),
+            self.archive.origin
         )));
         cmd!(sh, "apt-get {opts...} -q update")
             .quiet()
             .ignore_stdout()
             .run()
-            .context(
-                "apt-get update with wbstall's private sources list (is the mirror reachable?)",
-            )
+            .with_context(|| {
+                format!(
+                    "apt-get update with wbstall's private sources list, on {} from {} (is the \
+                     mirror reachable? NO_PUBKEY: a newer debian-archive-keyring)",
+                    self.archive.uri, self.archive.origin
+                )
+            })
     }
 
     fn write_sources(&self, kind: &str, suites: &[&str]) -> Result<()> {
-        let host =
-            read_host_sources(Path::new("/etc/apt")).context("reading the host's apt sources")?;
-        let mirror = debian_mirror(&host).context(
-            "found no Debian mirror in /etc/apt/sources.list{,.d}: add a `deb <mirror> <suite> main` \
-             source, or build from your own tree with --kernel-src DIR",
-        )?;
-        let keyring = mirror
-            .signed_by
-            .clone()
-            .unwrap_or_else(|| "/usr/share/keyrings/debian-archive-keyring.gpg".to_string());
-        let mut list = String::from("# Written by wbstall from the host's Debian mirror.\n");
+        let a = &self.archive;
+        let signed_by = match &a.keyring {
+            Some(k) if !Path::new(k).is_file() => bail!(
+                "the keyring {k} that apt checks {} against is missing: {}",
+                a.uri,
+                if k == DEBIAN_KEYRING {
+                    "apt-get install debian-archive-keyring (Debian and Ubuntu package it)"
+                } else {
+                    "install it, or fix the source's signed-by in /etc/apt"
+                }
+            ),
+            Some(k) => format!("[signed-by={k}] "),
+            None => String::new(),
+        };
+        let mut list = format!("# Written by wbstall: the archive from {}.\n", a.origin);
         for suite in suites {
             list.push_str(&format!(
-                "{kind} [signed-by={keyring}] {} {suite} main\n",
-                mirror.uri
+                "{kind} {signed_by}{} {suite} {}\n",
+                a.uri,
+                a.components.join(" ")
             ));
         }
         for sub in [
@@ -303,22 +436,13 @@ impl PrivateApt {
     }
 }
 
-/// The suites of the host's Debian mirror (where the host's own packages
-/// come from, e.g. `bookworm bookworm-updates`).
-pub fn host_suites() -> Result<Vec<String>> {
-    let host =
-        read_host_sources(Path::new("/etc/apt")).context("reading the host's apt sources")?;
-    let mirror = debian_mirror(&host)
-        .context("found no Debian mirror in /etc/apt/sources.list{,.d}: add a `deb <mirror> <suite> main` source")?;
-    Ok(mirror.suites.clone())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     const ONE_LINE: &str = include_str!("../../fixtures/apt/sources.list");
     const DEB822: &str = include_str!("../../fixtures/apt/debian.sources");
+    const UBUNTU: &str = include_str!("../../fixtures/apt/ubuntu.sources");
 
     #[test]
     fn one_line_format() {
@@ -369,5 +493,116 @@ mod tests {
         );
         let vendor_only = parse_one_line("deb https://vendor.example/apt stable-vendor main\n");
         assert!(debian_mirror(&vendor_only).is_none());
+    }
+
+    #[test]
+    fn a_given_mirror_beats_the_variable_which_beats_the_hosts() {
+        let host = parse_one_line(ONE_LINE);
+        let flag = "http://flag.example/debian/";
+        let env = "http://env.example/debian";
+        let a = debian_archive(Some(flag), Some(env), &host).unwrap();
+        assert_eq!(
+            (a.uri.as_str(), a.origin.as_str()),
+            ("http://flag.example/debian", "--debian-mirror")
+        );
+        // A given mirror is Debian's archive: its keyring, the caller's suites.
+        assert_eq!(a.keyring.as_deref(), Some(DEBIAN_KEYRING));
+        assert!(a.suites.is_empty());
+        let a = debian_archive(None, Some(env), &host).unwrap();
+        assert_eq!(
+            (a.uri.as_str(), a.origin.as_str()),
+            (env, "$WBSTALL_DEBIAN_MIRROR")
+        );
+        // An empty variable (a workflow's unset one) is no mirror.
+        for env in [None, Some(""), Some("  ")] {
+            let a = debian_archive(None, env, &host).unwrap();
+            assert_eq!(
+                (a.uri.as_str(), a.origin.as_str()),
+                ("http://mirror.example.org/debian", "/etc/apt")
+            );
+        }
+        // The variable gives a mirror to a host without one.
+        let ubuntu = parse_deb822(UBUNTU);
+        assert_eq!(debian_archive(None, Some(env), &ubuntu).unwrap().uri, env);
+    }
+
+    #[test]
+    fn no_mirror_anywhere_says_both_ways_to_give_one() {
+        let e = debian_archive(None, Some(""), &parse_deb822(UBUNTU)).unwrap_err();
+        let e = format!("{e:#}");
+        for want in [
+            "no Debian mirror",
+            "--debian-mirror URL",
+            "WBSTALL_DEBIAN_MIRROR=URL",
+            "--kernel-src DIR",
+        ] {
+            assert!(e.contains(want), "{want}: {e}");
+        }
+        for bad in [
+            "mirror.example/debian",
+            "ftp://x.example/debian",
+            "http://a b",
+        ] {
+            let e = debian_archive(None, Some(bad), &[])
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.starts_with("$WBSTALL_DEBIAN_MIRROR `") && e.contains("is not a mirror URL"),
+                "{bad}: {e}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_hosts_own_packages_come_from_its_release_archive() {
+        // Debian: its mirror, as before.
+        let a = host_archive(&parse_deb822(DEB822), Some("bookworm")).unwrap();
+        assert_eq!(a.uri, "http://deb.mirror.example/debian");
+        assert_eq!(a.suites, ["bookworm", "bookworm-updates"]);
+        // Ubuntu: the stanza of its release, with universe (where fio is).
+        let a = host_archive(&parse_deb822(UBUNTU), Some("noble")).unwrap();
+        assert_eq!(a.uri, "http://archive.ubuntu.example/ubuntu/");
+        assert_eq!(a.suites, ["noble", "noble-updates", "noble-backports"]);
+        assert!(a.components.iter().any(|c| c == "universe"));
+        assert_eq!(
+            a.keyring.as_deref(),
+            Some("/usr/share/keyrings/ubuntu-archive-keyring.gpg")
+        );
+        let e = host_archive(&parse_deb822(UBUNTU), None).unwrap_err();
+        assert!(e.to_string().contains("VERSION_CODENAME"), "{e}");
+    }
+
+    #[test]
+    fn the_private_list_names_the_archive_and_refuses_a_missing_keyring() {
+        let dir = util::testdir::Dir::new("apt");
+        let keyring = dir.path().join("k.gpg");
+        let archive = Archive {
+            uri: "http://m.example/debian".into(),
+            suites: Vec::new(),
+            components: vec!["main".into()],
+            keyring: Some(keyring.display().to_string()),
+            origin: "--debian-mirror".into(),
+        };
+        let apt = PrivateApt::new(dir.path().join("apt"), archive);
+        let e = apt.write_sources("deb", &["sid"]).unwrap_err().to_string();
+        // Not Debian's keyring: the message says how to fix the source.
+        assert!(
+            e.contains("k.gpg") && e.contains("is missing") && e.contains("install it"),
+            "{e}"
+        );
+
+        assert!(e.contains("install it"), "{e}");
+        std::fs::write(&keyring, "").unwrap();
+        apt.write_sources("deb", &["sid", "trixie-backports"])
+            .unwrap();
+        let list = std::fs::read_to_string(dir.path().join("apt/sources.list")).unwrap();
+        let k = keyring.display();
+        assert_eq!(
+            list.lines().skip(1).collect::<Vec<_>>(),
+            [
+                format!("deb [signed-by={k}] http://m.example/debian sid main"),
+                format!("deb [signed-by={k}] http://m.example/debian trixie-backports main"),
+            ]
+        );
     }
 }

@@ -17,7 +17,10 @@ use serde::{Deserialize, Serialize};
 use xshell::{cmd, Shell};
 
 use crate::{
-    kernel::{apt::PrivateApt, mirror},
+    kernel::{
+        apt::{self, PrivateApt},
+        mirror,
+    },
     progress::{self, Event},
     util,
 };
@@ -54,6 +57,13 @@ pub struct SourceArgs {
     /// Variants whose patches do not apply to it are skipped, said per variant.
     #[arg(long, value_name = "X.Y", conflicts_with = "kernel_src", value_parser = series)]
     pub debian_source: Option<String>,
+    /// The Debian mirror apt fetches linux-source-X.Y from: the URL of `deb URL
+    /// sid main`, checked with Debian's keyring (apt-get install
+    /// debian-archive-keyring). Default: $WBSTALL_DEBIAN_MIRROR, else the Debian
+    /// mirror of this host's /etc/apt sources. For hosts without one (Ubuntu,
+    /// GitHub's runners).
+    #[arg(long, value_name = "URL", conflicts_with = "kernel_src")]
+    pub debian_mirror: Option<String>,
 }
 
 /// `X.Y`, as Debian names its `linux-source-X.Y` packages.
@@ -137,7 +147,7 @@ impl SourceArgs {
         }
         match &self.kernel_src {
             Some(dir) => local_tree(sh, cache, dir),
-            None => debian_tree(sh, cache, self.series(), self.refresh_source),
+            None => debian_tree(sh, cache, self),
         }
     }
 }
@@ -261,7 +271,8 @@ fn cached_deb(debs: &Path, package: &str) -> Option<PathBuf> {
     found.pop()
 }
 
-fn debian_tree(sh: &Shell, cache: &Path, series: &str, refresh: bool) -> Result<Source> {
+fn debian_tree(sh: &Shell, cache: &Path, args: &SourceArgs) -> Result<Source> {
+    let series = args.series();
     let package = format!("linux-source-{series}");
     let suites = if series == BASE_SERIES {
         SUITES
@@ -275,14 +286,17 @@ fn debian_tree(sh: &Shell, cache: &Path, series: &str, refresh: bool) -> Result<
              where the tree's Rust does not build with this rustc)"
         );
     }
-    let apt = PrivateApt::new(cache.join("apt"));
-    let debs = apt.dir.join("debs");
-    let mut deb = if refresh {
+    let dir = cache.join("apt");
+    let debs = dir.join("debs");
+    let mut deb = if args.refresh_source {
         None
     } else {
         cached_deb(&debs, &package)
     };
     if deb.is_none() {
+        // The mirror is needed only now: a cached package builds without one.
+        let archive = apt::debian_archive_here(args.debian_mirror.as_deref())?;
+        let apt = PrivateApt::new(dir, archive);
         apt.download(sh, &package, suites).with_context(|| {
             format!(
                 "is linux-source-{series} in Debian's {}? (`apt-cache policy {package}` on a \
@@ -680,6 +694,28 @@ mod tests {
         assert!(validate_tree(old.path()).is_err());
         let odd = fake_tree("6.1.0", false);
         assert!(validate_any_series(odd.path()).is_err());
+    }
+
+    #[test]
+    fn debian_mirror_is_a_flag_of_the_debian_source_only() {
+        let parse = |argv: &[&str]| {
+            crate::tasks::ci::parse_args::<SourceArgs>(
+                std::iter::once("x").chain(argv.iter().copied()),
+            )
+        };
+        let a = parse(&["--debian-mirror", "http://m.example/debian"]).unwrap();
+        assert_eq!(a.debian_mirror.as_deref(), Some("http://m.example/debian"));
+        // It is no part of the source's identity: the same kernels, any mirror.
+        assert_eq!(a.tag().unwrap(), SourceArgs::default().tag().unwrap());
+        let e = parse(&[
+            "--debian-mirror",
+            "http://m.example/debian",
+            "--kernel-src",
+            "/k",
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("cannot be used with"), "{e}");
     }
 
     #[test]

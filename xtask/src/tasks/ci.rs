@@ -25,7 +25,8 @@ use crate::{
 /// every variant (which builds them), a live negative, and the module stress test.
 #[derive(Debug, clap::Args)]
 pub struct Ci {
-    /// Only the checks that need no kernel (fmt, clippy, unit tests).
+    /// Only the checks that need no kernel (fmt, clippy, unit tests, shellcheck,
+    /// the GitHub workflow's check and actionlint, the module's rustfmt).
     #[arg(long)]
     pub no_kernel: bool,
 }
@@ -35,7 +36,7 @@ impl Ci {
         let started = Instant::now();
         // Set up what the steps need, as root (the main command does too), or
         // stop before anything else with the commands that would.
-        deps::ensure_ci(sh)?;
+        ci_tools(sh)?;
         if !self.no_kernel {
             deps::ensure(sh)?;
         }
@@ -58,10 +59,10 @@ impl Ci {
                 .run()
                 .context("cargo test")
         })?;
+        static_checks(sh)?;
         if self.no_kernel {
             return Ok(());
         }
-        static_checks(sh)?;
         live_steps(sh)?;
         progress::emit(Event::Note(&format!(
             "ci: all steps passed in {:.0} s",
@@ -69,6 +70,44 @@ impl Ci {
         )));
         Ok(())
     }
+}
+
+/// What the test command needs beyond the pipeline's tools: shellcheck (the
+/// guest's scripts, and the workflow's through actionlint), python3's yaml
+/// (the workflow check) and venv (actionlint's, the KCIDB validator's), and gcc (the `--no-rust`
+/// step). Installed as root on Debian, as the pipeline's are; elsewhere the
+/// report says how.
+fn ci_tools(sh: &Shell) -> Result<()> {
+    let python = |code: &str| {
+        cmd!(sh, "python3 -c {code}")
+            .quiet()
+            .ignore_stderr()
+            .run()
+            .is_ok()
+    };
+    let needs = [
+        (
+            "`shellcheck` (the guest's scripts, the workflow's)",
+            deps::which("shellcheck").is_some(),
+            "shellcheck",
+        ),
+        (
+            "`gcc` (the --no-rust step)",
+            deps::which("gcc").is_some(),
+            "gcc",
+        ),
+        (
+            "python3's yaml (the GitHub workflow check)",
+            python("import yaml"),
+            "python3-yaml",
+        ),
+        (
+            "python3's venv (actionlint's and the KCIDB validator's, from PyPI)",
+            python("import ensurepip, venv"),
+            "python3-venv",
+        ),
+    ];
+    deps::ensure_packages(sh, &needs, "the test command's own tools")
 }
 
 /// The steps that build kernels and boot them.
@@ -183,14 +222,18 @@ fn static_checks(sh: &Shell) -> Result<()> {
             .run()
             .context("shellcheck of qemu/")
     })?;
-    step("the GitHub matrix workflow (.ci/check-workflow.py)", || {
-        let script = util::project_root().join(".ci/check-workflow.py");
-        let wf = util::project_root().join(".github/workflows/matrix.yml");
-        cmd!(sh, "python3 {script} {wf}").run().context(
-            "checking .github/workflows/matrix.yml (needs python3 with yaml: \
-             apt-get install python3-yaml)",
-        )
-    })?;
+    let wf = util::project_root().join(super::ci_workflow::WORKFLOW);
+    step(
+        "the GitHub workflow's shape, pins and shards (.ci/check-workflow.py)",
+        || super::ci_workflow::shape(sh, &wf),
+    )?;
+    step(
+        "actionlint of the GitHub workflow (shellcheck on its run: scripts)",
+        || {
+            let bin = super::ci_workflow::installed_actionlint(sh)?;
+            super::ci_workflow::actionlint(sh, &bin, &wf)
+        },
+    )?;
     step("rustfmt of the kernel module", || {
         let dir = util::project_root().join(module::MODULE_DIR);
         let files: Vec<_> = std::fs::read_dir(&dir)?

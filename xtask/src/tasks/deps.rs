@@ -8,9 +8,10 @@ use crate::{deps::ensure_with, util};
 /// Check (and optionally install) the host tools the pipeline needs.
 #[derive(Debug, clap::Args)]
 pub struct Deps {
-    /// Install what is missing: Debian packages with apt-get, bindgen-cli with
-    /// `cargo install --locked`, rust-src with rustup. The default when CI=true and
-    /// running as root.
+    /// Install what is missing: Debian packages with apt-get (as root, or
+    /// through password-less `sudo -n`), bindgen-cli with `cargo install
+    /// --locked`, rust-src with rustup. The default when CI=true and running as
+    /// root.
     #[arg(long)]
     pub install: bool,
 }

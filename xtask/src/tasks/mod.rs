@@ -8,6 +8,7 @@ pub mod ci;
 pub mod ci_host_kill;
 pub mod ci_kcidb;
 pub mod ci_sigterm;
+pub mod ci_workflow;
 pub mod deps;
 pub mod dry_run;
 pub mod guest_args;
