@@ -362,7 +362,8 @@ WITNESS_WAKE="hist:keys=name,cgroup_ino:vals=hitcount"
 # events it classes sleeps from, in the ring buffer, on the mono clock (one
 # clock for all CPUs). Only sleeps of balance_dirty_pages are kept (the hist
 # triggers above count every event); global_dirty_state comes once per throttle
-# loop and flusher check, hence the larger buffer. WB_detector=tracefs: no module.
+# loop and flusher check, hence the larger buffer (16 MiB per CPU in the guest;
+# host-test sizes it as $WB_TRACE_KB for native speed). WB_detector=tracefs: no module.
 # On the host (host-test), $TRACE is a tracing instance of xtask's: the host's
 # main buffer is left alone.
 TRACE_DETECTOR_EVENTS="balance_dirty_pages writeback_wake_background writeback_start writeback_pages_written global_dirty_state"
@@ -374,7 +375,7 @@ module_detector() {
 trace_start() {
 	local e
 	if ! { echo 0 >"$TRACE/tracing_on" && echo >"$TRACE/trace" &&
-		echo mono >"$TRACE/trace_clock" && echo 16384 >"$TRACE/buffer_size_kb" &&
+		echo mono >"$TRACE/trace_clock" && echo "${WB_TRACE_KB:-16384}" >"$TRACE/buffer_size_kb" &&
 		echo "pause > 0" >"$TRACE_EVENTS/balance_dirty_pages/filter"; }; then
 		fail "cannot set up the trace buffer for the tracefs detector"
 	fi
