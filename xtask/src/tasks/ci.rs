@@ -20,6 +20,8 @@ use crate::{
     util,
 };
 
+use super::args;
+
 /// Run the test command: fmt, clippy, unit tests, then a quick qemu-test of
 /// every variant (which builds them), a live negative, and the module stress test.
 #[derive(Debug, clap::Args)]
@@ -190,25 +192,6 @@ fn static_checks(sh: &Shell) -> Result<()> {
             .context("rustfmt of rust-module/ (run the same without --check)")
     })?;
     Ok(())
-}
-
-/// A task's flags from an argument list, as `cargo xtask <task> ARGS` would
-/// parse them: the tasks run in this process, not as a new `cargo xtask`.
-fn args<T: clap::Args>(argv: &[&str]) -> Result<T> {
-    let argv = std::iter::once("xtask").chain(argv.iter().copied());
-    parse_args(argv).context("the test command's own task flags")
-}
-
-/// Parses `argv` (program name first) as the flags of task `T`.
-pub fn parse_args<'a, T: clap::Args>(
-    argv: impl IntoIterator<Item = &'a str>,
-) -> Result<T, clap::Error> {
-    #[derive(clap::Parser)]
-    struct One<T: clap::Args> {
-        #[command(flatten)]
-        task: T,
-    }
-    Ok(<One<T> as clap::Parser>::try_parse_from(argv)?.task)
 }
 
 /// A live run that must fail: the baseline booted on fuse-strictlimit and

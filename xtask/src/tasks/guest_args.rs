@@ -338,7 +338,7 @@ mod tests {
 
     fn parse(argv: &[&str]) -> GuestArgs {
         let argv = std::iter::once("task").chain(argv.iter().copied());
-        crate::tasks::ci::parse_args::<GuestArgs>(argv).unwrap()
+        crate::tasks::parse_args::<GuestArgs>(argv).unwrap()
     }
 
     #[test]

@@ -127,6 +127,11 @@ pub struct QemuTest {
     /// virtual clock, 1 on the real one.
     #[arg(long, value_name = "N")]
     pub jobs_vm: Option<usize>,
+    /// Make the results directory (a new <timestamp> directory) inside DIR.
+    /// Default: target/wbstall/results. `cargo xtask slurm` gives each shard
+    /// its own, so the merge job finds each shard's results.
+    #[arg(long, value_name = "DIR")]
+    pub results_in: Option<PathBuf>,
 }
 
 impl QemuTest {
@@ -182,6 +187,15 @@ impl QemuTest {
         }
         let (runs, why) = stats::runs_for_floors(scenarios, clock);
         Ok((runs, Some(why)))
+    }
+
+    /// Where the results directory is made: `--results-in`, else target/wbstall/results.
+    fn results_parent(&self) -> Result<PathBuf> {
+        match &self.results_in {
+            Some(d) => std::path::absolute(d)
+                .with_context(|| format!("--results-in {}: making it absolute", d.display())),
+            None => Ok(util::target_dir().join("results")),
+        }
     }
 
     /// `--aa NAME` must name a selected variant: checked before anything is built.
@@ -439,7 +453,7 @@ impl QemuTest {
         let names: Vec<&str> = scenarios.iter().map(|s| s.name).collect();
         let external = External::of(&names, user_server.clone());
         let base = initramfs::base(sh, &external).context("building the initramfs")?;
-        let dir = util::unique_dir(&util::target_dir().join("results"))?;
+        let dir = util::unique_dir(&self.results_parent()?)?;
         let mut session = self.session(
             &tc,
             &built,
@@ -616,7 +630,7 @@ mod tests {
         use super::QemuTest;
         let parse = |args: &[&str]| {
             let argv = std::iter::once("qemu-test").chain(args.iter().copied());
-            crate::tasks::ci::parse_args::<QemuTest>(argv).map(|_| ())
+            crate::tasks::parse_args::<QemuTest>(argv).map(|_| ())
         };
         assert!(parse(&["--quick"]).is_ok());
         for bad in [
@@ -637,7 +651,7 @@ mod tests {
         let e = parse(&["--size", "1 G"]).unwrap_err().to_string();
         assert!(e.contains("is not a size: write a positive number"), "{e}");
         assert!(parse(&["--size", "256M"]).is_ok() && parse(&["--size", "4096"]).is_ok());
-        let e = crate::tasks::ci::parse_args::<crate::tasks::module_stress::ModuleStress>([
+        let e = crate::tasks::parse_args::<crate::tasks::module_stress::ModuleStress>([
             "module-stress",
             "--cycles",
             "0",
@@ -652,7 +666,7 @@ mod tests {
     fn a_virtual_clock_under_kvm_and_a_bad_cpu_model_are_refused() {
         let parse = |extra: &[&str]| {
             let argv: Vec<&str> = ["qemu-test"].iter().chain(extra).copied().collect();
-            crate::tasks::ci::parse_args::<super::QemuTest>(argv).unwrap()
+            crate::tasks::parse_args::<super::QemuTest>(argv).unwrap()
         };
         let e = parse(&["--accel", "kvm", "--clock", "virtual"])
             .guest
@@ -698,7 +712,7 @@ mod tests {
     fn a_user_fuse_server_runs_in_fuse_passthrough_and_nowhere_else() {
         let parse = |extra: &[&str]| {
             let argv: Vec<&str> = ["qemu-test"].iter().chain(extra).copied().collect();
-            crate::tasks::ci::parse_args::<super::QemuTest>(argv).unwrap()
+            crate::tasks::parse_args::<super::QemuTest>(argv).unwrap()
         };
         let names = |q: &super::QemuTest| -> Vec<&str> {
             let u = q.user_server().unwrap();
@@ -740,7 +754,7 @@ mod tests {
     fn jobs_vm_zero_is_refused_with_the_fix() {
         let parse = |extra: &[&str]| {
             let argv: Vec<&str> = ["qemu-test"].iter().chain(extra).copied().collect();
-            crate::tasks::ci::parse_args::<super::QemuTest>(argv).unwrap()
+            crate::tasks::parse_args::<super::QemuTest>(argv).unwrap()
         };
         assert_eq!(parse(&[]).jobs_vm, None);
         let q = parse(&["--jobs-vm", "0"]);
@@ -753,7 +767,7 @@ mod tests {
 
     #[test]
     fn a_bad_aa_is_refused_before_any_build() {
-        let q = crate::tasks::ci::parse_args::<super::QemuTest>([
+        let q = crate::tasks::parse_args::<super::QemuTest>([
             "qemu-test",
             "--variant",
             "v1",

@@ -542,7 +542,7 @@ mod tests {
 
     #[test]
     fn every_step_gets_the_flags_bisect_was_given() {
-        let b = crate::tasks::ci::parse_args::<Bisect>([
+        let b = crate::tasks::parse_args::<Bisect>([
             "bisect",
             "--kernel-src",
             "/k",
@@ -571,7 +571,7 @@ mod tests {
         ] {
             assert!(args.iter().any(|x| x == a), "{a} not in {args:?}");
         }
-        let e = crate::tasks::ci::parse_args::<Bisect>([
+        let e = crate::tasks::parse_args::<Bisect>([
             "bisect",
             "--kernel-src",
             "/k",
