@@ -153,35 +153,36 @@ pub fn ensure(sh: &Shell) -> Result<Toolchain> {
     ensure_with(sh, util::is_root())
 }
 
-/// What `cargo xtask ci` needs beyond the pipeline's tools: shellcheck (the
-/// guest's scripts), python3's yaml (the workflow check) and gcc (the
-/// `--no-rust` step). Installed as root on Debian, as [`ensure`] installs the
-/// rest; elsewhere the report says how.
+/// The test command's own programs: what for, the programs, their Debian package.
+const CI_TOOLS: &[(&str, &[&str], &str)] = &[
+    ("the guest's scripts", &["shellcheck"], "shellcheck"),
+    ("the --no-rust step", &["gcc"], "gcc"),
+    (
+        "the Slurm step",
+        &["slurmctld", "slurmd", "sbatch", "scontrol"],
+        "slurm-wlm",
+    ),
+    ("Slurm's authentication", &["munged", "mungekey"], "munge"),
+];
+
+/// What `cargo xtask ci` needs beyond the pipeline's tools: [`CI_TOOLS`] and
+/// python3's yaml (the workflow check). Installed as root on Debian, as
+/// [`ensure`] installs the rest; elsewhere the report says how.
 pub fn ensure_ci(sh: &Shell) -> Result<()> {
-    let mut missing = Vec::new();
-    for (what, found, pkg) in [
-        (
-            "`shellcheck` (the guest's scripts)",
-            which("shellcheck").is_some(),
-            "shellcheck",
-        ),
-        ("`gcc` (the --no-rust step)", which("gcc").is_some(), "gcc"),
-        (
-            "python3's yaml (the GitHub workflow check)",
-            cmd!(sh, "python3 -c 'import yaml'")
-                .quiet()
-                .ignore_stderr()
-                .run()
-                .is_ok(),
-            "python3-yaml",
-        ),
-    ] {
-        if !found {
-            missing.push(Missing {
-                what: what.to_string(),
-                fix: Fix::Apt(pkg.to_string()),
-            });
-        }
+    let mut missing: Vec<Missing> = CI_TOOLS
+        .iter()
+        .filter(|(_, progs, _)| progs.iter().any(|p| which(p).is_none()))
+        .map(|(why, progs, pkg)| Missing {
+            what: format!("`{}` ({why})", progs.join("`, `")),
+            fix: Fix::Apt(pkg.to_string()),
+        })
+        .collect();
+    let yaml = cmd!(sh, "python3 -c 'import yaml'").quiet().ignore_stderr();
+    if yaml.run().is_err() {
+        missing.push(Missing {
+            what: "python3's yaml (the GitHub workflow check)".into(),
+            fix: Fix::Apt("python3-yaml".into()),
+        });
     }
     if missing.is_empty() {
         return Ok(());

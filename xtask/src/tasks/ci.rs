@@ -3,7 +3,8 @@
 //! scripts, SIGTERM to a build mid-make (no child may survive), then every
 //! variant built and judged by a quick `qemu-test` on FUSE, one live run that
 //! the verdict must reject, and 100 rmmod/insmod cycles of the module under
-//! writers with a reader held open across rmmod (`module-stress`).
+//! writers with a reader held open across rmmod (`module-stress`), and the
+//! quick plan as `cargo xtask slurm` jobs on a one-node Slurm cluster.
 
 use std::time::Instant;
 
@@ -27,8 +28,12 @@ use super::args;
 #[derive(Debug, clap::Args)]
 pub struct Ci {
     /// Only the checks that need no kernel (fmt, clippy, unit tests).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "slurm_only")]
     pub no_kernel: bool,
+    /// Only the Slurm step, on the kernels already built (`cargo xtask
+    /// build-kernel`): to try it, or a host's Slurm and MUNGE, alone.
+    #[arg(long)]
+    pub slurm_only: bool,
 }
 
 impl Ci {
@@ -39,6 +44,11 @@ impl Ci {
         deps::ensure_ci(sh)?;
         if !self.no_kernel {
             deps::ensure(sh)?;
+        }
+        if self.slurm_only {
+            return step(SLURM_STEP, || {
+                super::ci_slurm::slurm_matrix(sh, &Variants::repo()?.roles)
+            });
         }
         let cargo = sh.var("CARGO").unwrap_or_else(|_| "cargo".to_string());
         step("cargo fmt --check", || {
@@ -91,7 +101,7 @@ fn live_steps(sh: &Shell) -> Result<()> {
         || args::<QemuTest>(&["--quick", "--scenario", "fuse-strictlimit"])?.run(sh),
     )?;
     quick_cells(sh, &roles)?;
-    let baseline = roles.baseline;
+    let baseline = roles.baseline.clone();
     step(
         &format!("the verdict says no: {baseline} on fuse-strictlimit against `ok`"),
         || live_negative(sh, &baseline),
@@ -128,8 +138,12 @@ fn live_steps(sh: &Shell) -> Result<()> {
             .run(sh)
         },
     )?;
+    step(SLURM_STEP, || super::ci_slurm::slurm_matrix(sh, &roles))?;
     Ok(())
 }
+
+const SLURM_STEP: &str = "Slurm: the quick plan as a job array of 2 shards and a merge job \
+                          on a one-node cluster, judged as the same plan unsharded";
 
 /// The cells booted once beside fuse-strictlimit (already built): every
 /// variant on the ext4 control, the baseline under the memcg, and libfuse's

@@ -6,6 +6,7 @@ pub mod boot_all;
 pub mod build_kernel;
 pub mod ci;
 pub mod ci_sigterm;
+pub mod ci_slurm;
 pub mod deps;
 pub mod guest_args;
 pub mod merge;
@@ -13,6 +14,7 @@ pub mod module_stress;
 pub mod qemu_test;
 pub mod report;
 pub mod shell;
+pub mod slurm;
 
 use anyhow::{Context, Result};
 
