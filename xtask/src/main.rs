@@ -55,6 +55,8 @@ enum Task {
     BenchFuse(tasks::bench_fuse::BenchFuse),
     /// Join the result directories of `qemu-test --shard I/N` and judge them.
     Merge(tasks::merge::Merge),
+    /// The qemu-test shards and their merge as Slurm jobs (sbatch job array).
+    Slurm(tasks::slurm::Slurm),
     /// Re-render the report of a results directory.
     Report(tasks::report::ReportCmd),
     /// Find the commit of your tree that brought the stall (git bisect run, one boot a step).
@@ -99,6 +101,7 @@ fn run() -> Result<()> {
         Some(Task::ModuleStress(t)) => t.run(&sh),
         Some(Task::Report(t)) => t.run(&sh),
         Some(Task::Merge(t)) => t.run(&sh),
+        Some(Task::Slurm(t)) => t.run(&sh),
         Some(Task::BenchFuse(t)) => t.run(&sh),
         Some(Task::Ci(t)) => t.run(&sh),
         Some(Task::Bisect(t)) => t.run(&sh),

@@ -216,7 +216,14 @@ pub fn descendants(root: i32, parents: &BTreeMap<i32, i32>) -> Vec<i32> {
 /// Sends SIGTERM to every descendant of `root`, then SIGKILL to any left after
 /// `grace`, reaping what it can. Returns how many there were.
 pub fn kill_descendants(root: i32, grace: Duration) -> usize {
-    let first = descendants(root, &parents_now());
+    stop_all(|| descendants(root, &parents_now()), grace)
+}
+
+/// Sends SIGTERM to every process `which` names, then SIGKILL to any it still
+/// names after `grace`, reaping what it can. Returns how many it named first.
+/// `which` is asked again while they stop (a process may start another).
+pub fn stop_all(which: impl Fn() -> Vec<i32>, grace: Duration) -> usize {
+    let first = which();
     for &pid in &first {
         // SAFETY: kill(2) with a pid and a signal number.
         unsafe { libc::kill(pid, libc::SIGTERM) };
@@ -232,22 +239,47 @@ pub fn kill_descendants(root: i32, grace: Duration) -> usize {
     let deadline = Instant::now() + grace;
     loop {
         reap(&first);
-        let left = descendants(root, &parents_now());
+        let left = which();
         if left.is_empty() {
             break;
         }
         if Instant::now() > deadline {
-            for pid in left {
+            for &pid in &left {
                 // SAFETY: as above.
                 unsafe { libc::kill(pid, libc::SIGKILL) };
             }
             std::thread::sleep(Duration::from_millis(200));
             reap(&first);
+            reap(&left);
             break;
         }
         std::thread::sleep(Duration::from_millis(50));
     }
     first.len()
+}
+
+/// Reaps the exited children of xtask that `keep` does not name: orphans it
+/// adopted as their subreaper (a daemon's double-forked helpers), which no
+/// `Child` handle waits for. Returns how many.
+pub fn reap_adopted(keep: &[i32]) -> usize {
+    let me = std::process::id() as i32;
+    let Ok(dir) = fs::read_dir("/proc") else {
+        return 0;
+    };
+    let mut reaped = 0;
+    for e in dir.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        if parse_stat(&stat) == Some(('Z', me)) && !keep.contains(&pid) {
+            // SAFETY: waitpid(2) on an exited child, null status pointer.
+            reaped += usize::from(
+                unsafe { libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG) } == pid,
+            );
+        }
+    }
+    reaped
 }
 
 #[cfg(test)]

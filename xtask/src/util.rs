@@ -159,6 +159,18 @@ pub fn unique_dir(parent: &Path) -> Result<PathBuf> {
     bail!("no free directory name for {stamp} in {}", parent.display())
 }
 
+/// `word` as one word of a POSIX shell script: as it is when it holds only
+/// characters no shell treats specially, else in single quotes (a quote inside
+/// as `'\''`).
+pub fn sh_quote(word: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "/._-+=:,@%".contains(c);
+    if !word.is_empty() && word.chars().all(plain) {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
+}
+
 /// Days since 1970-01-01 to (year, month, day), after Howard Hinnant's algorithm.
 fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let z = z + 719_468;
@@ -312,6 +324,28 @@ pub fn elf_is_static(bytes: &[u8]) -> Option<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_shell_word_comes_back_as_it_went_in() {
+        assert_eq!(
+            sh_quote("--scenario=fuse-strictlimit"),
+            "--scenario=fuse-strictlimit"
+        );
+        assert_eq!(sh_quote(""), "''");
+        assert_eq!(sh_quote("a b"), "'a b'");
+        assert_eq!(sh_quote("it's $HOME"), r"'it'\''s $HOME'");
+        // What sh makes of the quoted words is the words.
+        let words = ["plain", "two words", "it's", "$HOME `x` \\n", "*"];
+        let script = format!("printf '%s\\n' {}", words.map(sh_quote).join(" "));
+        let out = std::process::Command::new("sh")
+            .args(["-c", &script])
+            .output()
+            .unwrap();
+        assert_eq!(
+            String::from_utf8(out.stdout).unwrap(),
+            words.map(|w| format!("{w}\n")).concat()
+        );
+    }
 
     #[test]
     fn a_dynamic_or_missing_program_is_not_for_the_guest() {

@@ -124,7 +124,13 @@ pub fn run(stage: &Stage, tracing: (&Path, &[PathBuf]), r: &HostRun<'_>) -> Resu
     command
         .args(["--mount", "--propagation", "private", "--", "/bin/sh"])
         .arg(&init)
-        .envs(environment(r.params, &stage.root, tracing, &results, r.trace_kb))
+        .envs(environment(
+            r.params,
+            &stage.root,
+            tracing,
+            &results,
+            r.trace_kb,
+        ))
         .stdin(Stdio::null())
         .stdout(log.try_clone().context("duplicating the log handle")?)
         .stderr(log)
@@ -226,6 +232,7 @@ mod tests {
             Path::new("/s"),
             (Path::new("/t/i"), &c),
             Path::new("/r"),
+            1,
         );
         assert!(env.contains(&(
             "WB_COUNTERS".into(),

@@ -363,7 +363,9 @@ pub fn base(sh: &Shell, external: &External) -> Result<PathBuf> {
         return Ok(out);
     }
     fs::create_dir_all(dir()).with_context(|| format!("creating {}", dir().display()))?;
-    let tmp = dir().join(".base.cpio.tmp");
+    // One name per process: two shards of a job array booting from one
+    // checkout may both find the archive stale and write it at once.
+    let tmp = dir().join(format!(".base.cpio.{}.tmp", std::process::id()));
     let file = fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
     let mut cpio = Newc::new(BufWriter::new(file));
     for d in [

@@ -164,7 +164,7 @@ mod tests {
 
     #[test]
     fn another_init_is_refused_before_anything_is_built() {
-        let b = crate::tasks::ci::parse_args::<BenchFuse>([
+        let b = crate::tasks::parse_args::<BenchFuse>([
             "bench-fuse",
             "--accel",
             "tcg",

@@ -4,7 +4,8 @@
 //! broken one rejected), SIGTERM to a build mid-make (no child may survive), then every
 //! variant built and judged by a quick `qemu-test` on FUSE, one live run that
 //! the verdict must reject, and 100 rmmod/insmod cycles of the module under
-//! writers with a reader held open across rmmod (`module-stress`).
+//! writers with a reader held open across rmmod (`module-stress`), and the
+//! quick plan as `cargo xtask slurm` jobs on a one-node Slurm cluster.
 
 use std::time::Instant;
 
@@ -21,14 +22,20 @@ use crate::{
     util,
 };
 
+use super::args;
+
 /// Run the test command: fmt, clippy, unit tests, then a quick qemu-test of
 /// every variant (which builds them), a live negative, and the module stress test.
 #[derive(Debug, clap::Args)]
 pub struct Ci {
     /// Only the checks that need no kernel (fmt, clippy, unit tests, shellcheck,
     /// the GitHub workflow's check and actionlint, the module's rustfmt).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "slurm_only")]
     pub no_kernel: bool,
+    /// Only the Slurm step, on the kernels already built (`cargo xtask
+    /// build-kernel`): to try it, or a host's Slurm and MUNGE, alone.
+    #[arg(long)]
+    pub slurm_only: bool,
 }
 
 impl Ci {
@@ -39,6 +46,11 @@ impl Ci {
         ci_tools(sh)?;
         if !self.no_kernel {
             deps::ensure(sh)?;
+        }
+        if self.slurm_only {
+            return step(SLURM_STEP, || {
+                super::ci_slurm::slurm_matrix(sh, &Variants::repo()?.roles)
+            });
         }
         let cargo = sh.var("CARGO").unwrap_or_else(|_| "cargo".to_string());
         step("cargo fmt --check", || {
@@ -97,6 +109,18 @@ fn ci_tools(sh: &Shell) -> Result<()> {
             "gcc",
         ),
         (
+            "`slurmctld`, `slurmd`, `sbatch`, `scontrol` (the Slurm step)",
+            ["slurmctld", "slurmd", "sbatch", "scontrol"]
+                .iter()
+                .all(|p| deps::which(p).is_some()),
+            "slurm-wlm",
+        ),
+        (
+            "`munged`, `mungekey` (Slurm's authentication)",
+            deps::which("munged").is_some() && deps::which("mungekey").is_some(),
+            "munge",
+        ),
+        (
             "python3's yaml (the GitHub workflow check)",
             python("import yaml"),
             "python3-yaml",
@@ -141,7 +165,7 @@ fn live_steps(sh: &Shell) -> Result<()> {
         || args::<QemuTest>(&["--quick", "--scenario", "fuse-strictlimit"])?.run(sh),
     )?;
     quick_cells(sh, &roles)?;
-    let baseline = roles.baseline;
+    let baseline = roles.baseline.clone();
     step(
         &format!("the verdict says no: {baseline} on fuse-strictlimit against `ok`"),
         || live_negative(sh, &baseline),
@@ -178,8 +202,12 @@ fn live_steps(sh: &Shell) -> Result<()> {
             .run(sh)
         },
     )?;
+    step(SLURM_STEP, || super::ci_slurm::slurm_matrix(sh, &roles))?;
     Ok(())
 }
+
+const SLURM_STEP: &str = "Slurm: the quick plan as a job array of 2 shards and a merge job \
+                          on a one-node cluster, judged as the same plan unsharded";
 
 /// The cells booted once beside fuse-strictlimit (already built): every
 /// variant on the ext4 control, the baseline under the memcg, and libfuse's
@@ -251,25 +279,6 @@ fn static_checks(sh: &Shell) -> Result<()> {
         || super::ci_kcidb::validate_example(sh),
     )?;
     Ok(())
-}
-
-/// A task's flags from an argument list, as `cargo xtask <task> ARGS` would
-/// parse them: the tasks run in this process, not as a new `cargo xtask`.
-fn args<T: clap::Args>(argv: &[&str]) -> Result<T> {
-    let argv = std::iter::once("xtask").chain(argv.iter().copied());
-    parse_args(argv).context("the test command's own task flags")
-}
-
-/// Parses `argv` (program name first) as the flags of task `T`.
-pub fn parse_args<'a, T: clap::Args>(
-    argv: impl IntoIterator<Item = &'a str>,
-) -> Result<T, clap::Error> {
-    #[derive(clap::Parser)]
-    struct One<T: clap::Args> {
-        #[command(flatten)]
-        task: T,
-    }
-    Ok(<One<T> as clap::Parser>::try_parse_from(argv)?.task)
 }
 
 /// A live run that must fail: the baseline booted on fuse-strictlimit and

@@ -118,7 +118,7 @@ mod tests {
     #[test]
     fn no_rust_is_refused_naming_the_fix() {
         // Hidden from --help, and refused before anything is built.
-        let m = crate::tasks::ci::parse_args::<super::ModuleStress>(["module-stress", "--no-rust"])
+        let m = crate::tasks::parse_args::<super::ModuleStress>(["module-stress", "--no-rust"])
             .unwrap();
         let e = m
             .run(&xshell::Shell::new().unwrap())

@@ -106,6 +106,11 @@ pub struct QemuTest {
     /// and the time they take by docs/measurements.md's times per boot.
     #[arg(long, alias = "plan")]
     pub dry_run: bool,
+    /// Make the results directory (a new <timestamp> directory) inside DIR.
+    /// Default: target/wbstall/results. `cargo xtask slurm` gives each shard
+    /// its own, so the merge job finds each shard's results.
+    #[arg(long, value_name = "DIR")]
+    pub results_in: Option<PathBuf>,
 }
 
 /// What a session is made of, every input checked: what `measure` builds
@@ -170,6 +175,15 @@ impl QemuTest {
         }
         let (runs, why) = stats::runs_for_floors(scenarios, clock);
         Ok((runs, Some(why)))
+    }
+
+    /// Where the results directory is made: `--results-in`, else target/wbstall/results.
+    fn results_parent(&self) -> Result<PathBuf> {
+        match &self.results_in {
+            Some(d) => std::path::absolute(d)
+                .with_context(|| format!("--results-in {}: making it absolute", d.display())),
+            None => Ok(util::target_dir().join("results")),
+        }
     }
 
     /// `--aa NAME` must name a selected variant: checked before anything is built.
@@ -470,7 +484,7 @@ impl QemuTest {
         let names: Vec<&str> = scenarios.iter().map(|s| s.name).collect();
         let external = External::of(&names, i.user_server.clone());
         let base = initramfs::base(sh, &external).context("building the initramfs")?;
-        let dir = util::unique_dir(&util::target_dir().join("results"))?;
+        let dir = util::unique_dir(&self.results_parent()?)?;
         let mut session = self.session(&tc, &built, &i)?;
         session.harness = Some(util::harness_commit(sh));
         ResultsDir::new(&dir).write::<crate::results::record::RunRecord>(&session, None)?;
@@ -563,7 +577,7 @@ mod tests {
         use super::QemuTest;
         let parse = |args: &[&str]| {
             let argv = std::iter::once("qemu-test").chain(args.iter().copied());
-            crate::tasks::ci::parse_args::<QemuTest>(argv).map(|_| ())
+            crate::tasks::parse_args::<QemuTest>(argv).map(|_| ())
         };
         assert!(parse(&["--quick"]).is_ok());
         for bad in [
@@ -584,7 +598,7 @@ mod tests {
         let e = parse(&["--size", "1 G"]).unwrap_err().to_string();
         assert!(e.contains("is not a size: write a positive number"), "{e}");
         assert!(parse(&["--size", "256M"]).is_ok() && parse(&["--size", "4096"]).is_ok());
-        let e = crate::tasks::ci::parse_args::<crate::tasks::module_stress::ModuleStress>([
+        let e = crate::tasks::parse_args::<crate::tasks::module_stress::ModuleStress>([
             "module-stress",
             "--cycles",
             "0",
@@ -599,7 +613,7 @@ mod tests {
     fn a_virtual_clock_under_kvm_and_a_bad_cpu_model_are_refused() {
         let parse = |extra: &[&str]| {
             let argv: Vec<&str> = ["qemu-test"].iter().chain(extra).copied().collect();
-            crate::tasks::ci::parse_args::<super::QemuTest>(argv).unwrap()
+            crate::tasks::parse_args::<super::QemuTest>(argv).unwrap()
         };
         let e = parse(&["--accel", "kvm", "--clock", "virtual"])
             .guest
@@ -645,7 +659,7 @@ mod tests {
     fn a_user_fuse_server_runs_in_fuse_passthrough_and_nowhere_else() {
         let parse = |extra: &[&str]| {
             let argv: Vec<&str> = ["qemu-test"].iter().chain(extra).copied().collect();
-            crate::tasks::ci::parse_args::<super::QemuTest>(argv).unwrap()
+            crate::tasks::parse_args::<super::QemuTest>(argv).unwrap()
         };
         let names = |q: &super::QemuTest| -> Vec<&str> {
             let u = q.user_server().unwrap();
@@ -687,7 +701,7 @@ mod tests {
     fn jobs_vm_zero_is_refused_with_the_fix() {
         let parse = |extra: &[&str]| {
             let argv: Vec<&str> = ["qemu-test"].iter().chain(extra).copied().collect();
-            crate::tasks::ci::parse_args::<super::QemuTest>(argv).unwrap()
+            crate::tasks::parse_args::<super::QemuTest>(argv).unwrap()
         };
         assert_eq!(parse(&[]).jobs_vm, None);
         let q = parse(&["--jobs-vm", "0"]);
@@ -702,7 +716,7 @@ mod tests {
     fn the_dry_run_counts_the_boots_the_run_would_make() {
         let parse = |extra: &[&str]| {
             let argv: Vec<&str> = ["qemu-test"].iter().chain(extra).copied().collect();
-            crate::tasks::ci::parse_args::<super::QemuTest>(argv).unwrap()
+            crate::tasks::parse_args::<super::QemuTest>(argv).unwrap()
         };
         assert!(parse(&["--dry-run"]).dry_run && parse(&["--plan"]).dry_run);
         // Kernels x scenarios x runs; the shards of a plan add up to it.
@@ -749,7 +763,7 @@ mod tests {
 
     #[test]
     fn a_bad_aa_is_refused_before_any_build() {
-        let q = crate::tasks::ci::parse_args::<super::QemuTest>([
+        let q = crate::tasks::parse_args::<super::QemuTest>([
             "qemu-test",
             "--variant",
             "v1",

@@ -545,7 +545,7 @@ mod tests {
     /// `bisect --kernel-src /k --good g --bad b` and `extra`.
     fn parse(extra: &[&str]) -> Bisect {
         let argv = ["bisect", "--kernel-src", "/k", "--good", "g", "--bad", "b"];
-        crate::tasks::ci::parse_args::<Bisect>(argv.iter().chain(extra).copied()).unwrap()
+        crate::tasks::parse_args::<Bisect>(argv.iter().chain(extra).copied()).unwrap()
     }
 
     #[test]
