@@ -136,6 +136,9 @@ guest_env() {
 	echo "cmdline=$(cat /proc/cmdline)"
 	echo "cpus=$(grep -c ^processor /proc/cpuinfo)"
 	echo "clocksource=$(cat /sys/devices/system/clocksource/clocksource0/current_clocksource)"
+	# What else ran: nothing in a guest; on the host (host-test), whatever
+	# the machine was doing besides the run.
+	echo "loadavg=$(cat /proc/loadavg)"
 	grep -E '^(MemTotal|MemFree|Dirty|Writeback):' /proc/meminfo
 	for f in dirty_ratio dirty_background_ratio dirty_expire_centisecs dirty_writeback_centisecs; do
 		echo "vm.$f=$(cat /proc/sys/vm/$f)"
