@@ -65,7 +65,7 @@ enum Task {
     /// Plumbing: hidden from the list, as git hides its own.
     #[command(hide = true)]
     BisectStep(tasks::bisect::BisectStep),
-    /// The test command: fmt, clippy, unit tests, quick qemu-test of regressed and v1.
+    /// The test command: fmt, clippy, unit tests, static checks, then every variant built and judged live.
     Ci(tasks::ci::Ci),
 }
 

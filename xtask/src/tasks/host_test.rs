@@ -344,8 +344,17 @@ fn programs(
     let bins = initramfs::build_guest_bins(sh)?;
     let mut out: Vec<(&'static str, PathBuf)> =
         initramfs::GUEST_BINS.iter().copied().zip(bins).collect();
-    // The guest's fio where it is built; else the host's.
-    let fio = fio::guest_fio(sh).or_else(|_| deps::which("fio").context("no fio"))?;
+    // The guest's fio (the same binary on both sides of a comparison); else
+    // the host's, said.
+    let fio = match fio::guest_fio(sh) {
+        Ok(f) => f,
+        Err(e) => {
+            progress::emit(Event::Note(&format!(
+                "host-test: the guest's static fio is not to be had ({e:#}): the host's fio runs"
+            )));
+            deps::which("fio").context("no fio on PATH (Debian: apt-get install fio)")?
+        }
+    };
     out.push(("fio", fio));
     if !user && scenarios.iter().any(|s| s.name == fuse_server::SCENARIO) {
         out.push(("passthrough_ll", fuse_server::passthrough_ll(sh)?));
