@@ -519,15 +519,22 @@ EXT4_UUID=5d1b0e6a-77b1-4c1e-9a43-000000000001
 # ext4_mount: the disk scenarios' ext4 on /mnt/disk, on the disk wbstall.disk
 # names: `null`, the guest's null_blk device (/dev/nullb0, made by the null_blk.*
 # kernel arguments: memory-backed, with a bandwidth cap if the host asked for
-# one), formatted here; `host`, the image the host formatted, on virtio-blk (/dev/vda).
+# one), formatted here; `host`, the image the host formatted, on virtio-blk
+# (/dev/vda); `loop` (host-test), a loop device over a sparse file, formatted here.
 ext4_mount() {
 	local dev disk
 	mkdir -p /mnt/disk
 	disk=$(need disk)
 	case "$disk" in
-	null)
-		dev=/dev/nullb0
-		[ -b $dev ] || fail "no $dev: the kernel lacks CONFIG_BLK_DEV_NULL_BLK=y or the null_blk.* arguments"
+	null | loop)
+		if [ "$disk" = loop ]; then
+			# host-test: the loop device xtask attached over a sparse file.
+			dev=${WB_DISK_DEV-}
+			[ -b "$dev" ] || fail "no loop device in WB_DISK_DEV ('$dev')"
+		else
+			dev=/dev/nullb0
+			[ -b $dev ] || fail "no $dev: the kernel lacks CONFIG_BLK_DEV_NULL_BLK=y or the null_blk.* arguments"
+		fi
 		# The device reads zeros where nothing was written: mke2fs need not
 		# write the inode tables or the journal, and the kernel starts no
 		# lazy-init thread that would write while fio measures. A fixed UUID
@@ -538,17 +545,17 @@ ext4_mount() {
 		# e2fsprogs' mke2fs by its path: busybox has a smaller one.
 		phase mkfs
 		/usr/sbin/mke2fs -q -F -t ext4 -U "$EXT4_UUID" \
-			-E assume_storage_prezeroed=1,nodiscard,hash_seed="$EXT4_UUID" -L wbstall $dev ||
+			-E assume_storage_prezeroed=1,nodiscard,hash_seed="$EXT4_UUID" -L wbstall "$dev" ||
 			fail "mke2fs on $dev failed"
 		;;
 	host)
 		dev=/dev/vda
 		[ -b $dev ] || fail "no $dev: the ext4 disk image is not attached"
 		;;
-	*) fail "wbstall.disk=$disk: the host sends null or host" ;;
+	*) fail "wbstall.disk=$disk: the host sends null, host or (host-test) loop" ;;
 	esac
 	phase mount
-	mount -t ext4 $dev /mnt/disk || fail "cannot mount $dev as ext4"
+	mount -t ext4 "$dev" /mnt/disk || fail "cannot mount $dev as ext4"
 	EXT4_BDI=$(mount_bdi /mnt/disk) || fail "cannot find the BDI of /mnt/disk"
 	echo "$EXT4_BDI" >/tmp/bdi
 	emit bdi /tmp/bdi

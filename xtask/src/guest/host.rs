@@ -70,6 +70,8 @@ pub struct HostRun<'a> {
     /// The trace buffer per CPU, KiB: a native writer makes events some
     /// twenty times as fast as a TCG guest's.
     pub trace_kb: u64,
+    /// The disk scenarios' loop device (`WB_DISK_DEV`).
+    pub disk_dev: Option<&'a Path>,
 }
 
 /// What a run left: its stream, its wall time, and its log (the script's
@@ -131,6 +133,7 @@ pub fn run(stage: &Stage, tracing: (&Path, &[PathBuf]), r: &HostRun<'_>) -> Resu
             &results,
             r.trace_kb,
         ))
+        .envs(r.disk_dev.map(|d| ("WB_DISK_DEV", d)))
         .stdin(Stdio::null())
         .stdout(log.try_clone().context("duplicating the log handle")?)
         .stderr(log)

@@ -1,7 +1,8 @@
 //! What `host-test` changes in the running kernel, and putting it back: the
 //! `vm.dirty_*` sysctls and the BDIs' knobs as they were before ([`Knobs`]),
-//! and the tracing instance the runs trace into ([`Tracing`], with tracefs
-//! mounted for it when the host had it unmounted). [`Restorer`] puts it all
+//! the tracing instance the runs trace into ([`Tracing`], with tracefs
+//! mounted for it when the host had it unmounted), and the loop devices of the
+//! disk scenarios. [`Restorer`] puts it all
 //! back once, on whichever exit comes first: the end of the task, an error, a
 //! panic's unwinding, or SIGINT/SIGTERM/SIGHUP (through the reaper, after the
 //! runs' processes are stopped). Mounts need nothing: the runs make theirs
@@ -275,6 +276,27 @@ fn umount(at: &Path) -> std::io::Result<()> {
 struct State {
     knobs: Knobs,
     tracing: Tracing,
+    /// Loop devices attached for the disk scenarios, not yet detached.
+    loops: Vec<PathBuf>,
+}
+
+/// `losetup` on the way out: what it did, or why not.
+fn detach(dev: &Path) -> String {
+    match std::process::Command::new("losetup")
+        .arg("-d")
+        .arg(dev)
+        .status()
+    {
+        Ok(s) if s.success() => format!("detached {}", dev.display()),
+        Ok(s) => format!(
+            "could not detach {} (losetup -d: {s}): detach it by hand",
+            dev.display()
+        ),
+        Err(e) => format!(
+            "could not detach {} (losetup: {e}): detach it by hand",
+            dev.display()
+        ),
+    }
 }
 
 impl State {
@@ -296,6 +318,7 @@ impl State {
             }
             Err(e) => said.push(format!("could not read the knobs to put back: {e:#}")),
         }
+        said.extend(self.loops.iter().map(|d| detach(d)));
         said.extend(self.tracing.remove());
         said
     }
@@ -320,7 +343,11 @@ impl Restorer {
         let knobs = Knobs::read(Path::new(PROC_VM), Path::new(CLASS_BDI))?;
         let tracing = Tracing::create()?;
         let (instance, counters) = (tracing.instance.clone(), tracing.counters.clone());
-        let state = Arc::new(Mutex::new(Some(State { knobs, tracing })));
+        let state = Arc::new(Mutex::new(Some(State {
+            knobs,
+            tracing,
+            loops: Vec::new(),
+        })));
         let on_signal = Arc::clone(&state);
         let _on_stop = reaper::on_stop(move || {
             for line in take_and_restore(&on_signal) {
@@ -355,6 +382,39 @@ impl Restorer {
             said.push(format!("put {} back to {v}", p.display()));
         }
         Ok(said)
+    }
+
+    /// Attaches a loop device over `file` (a disk scenario's disk), detached
+    /// by [`Restorer::detach_loop`] or on whichever exit comes first.
+    pub fn attach_loop(&self, file: &Path) -> Result<PathBuf> {
+        let mut guard = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(state) = guard.as_mut() else {
+            bail!("the host's state was already restored");
+        };
+        let out = std::process::Command::new("losetup")
+            .args(["--find", "--show", "--direct-io=on"])
+            .arg(file)
+            .output()
+            .context("running losetup (util-linux)")?;
+        if !out.status.success() {
+            bail!(
+                "losetup --find --show {} failed: {} (the kernel needs loop devices: modprobe loop)",
+                file.display(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        let dev = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+        state.loops.push(dev.clone());
+        Ok(dev)
+    }
+
+    /// Detaches a loop device of [`Restorer::attach_loop`]: what it did.
+    pub fn detach_loop(&self, dev: &Path) -> String {
+        let mut guard = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(state) = guard.as_mut() {
+            state.loops.retain(|d| d != dev);
+        }
+        detach(dev)
     }
 
     /// Puts everything back now: what it did and what it could not.

@@ -154,10 +154,16 @@ fn live_steps(sh: &Shell) -> Result<()> {
         "host-test --quick on the running kernel (fuse-strictlimit, fuse-nostrict)",
         || args::<HostTest>(&["--quick"])?.run(sh),
     )?;
-    for (signal, name) in [(libc::SIGINT, "SIGINT"), (libc::SIGTERM, "SIGTERM")] {
+    for (signal, name, scenario) in [
+        (libc::SIGINT, "SIGINT", "fuse-nostrict"),
+        (libc::SIGTERM, "SIGTERM", "ext4-global"),
+    ] {
         step(
-            &format!("{name} to host-test mid-run: every knob, instance and mount is back"),
-            || super::ci_host_kill::kill_mid_run(sh, signal),
+            &format!(
+                "{name} to host-test mid-run ({scenario}): every knob, instance, mount and \
+                 loop device is back"
+            ),
+            || super::ci_host_kill::kill_mid_run(sh, signal, scenario),
         )?;
     }
     step(

@@ -31,6 +31,25 @@ pub struct HostView {
     pub mounts: Vec<String>,
     /// Processes of a run (fio, the FUSE server, the sampler).
     pub processes: Vec<String>,
+    /// Attached loop devices and their files (the disk scenarios').
+    pub loops: Vec<String>,
+}
+
+/// Attached loop devices: `loopN FILE`, from sysfs.
+fn loops() -> Vec<String> {
+    let Ok(dir) = std::fs::read_dir("/sys/block") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| {
+            let file = std::fs::read_to_string(e.path().join("loop/backing_file")).ok()?;
+            Some(format!(
+                "{} {}",
+                e.file_name().to_string_lossy(),
+                file.trim()
+            ))
+        })
+        .collect()
 }
 
 /// The programs a run starts.
@@ -65,6 +84,7 @@ impl HostView {
                 .map(str::to_string)
                 .collect(),
             processes,
+            loops: loops(),
         })
     }
 
@@ -102,14 +122,18 @@ impl HostView {
         for p in new(&self.processes, &after.processes) {
             out.push(format!("process left behind: {p}"));
         }
+        for l in new(&self.loops, &after.loops) {
+            out.push(format!("loop device left attached: {l}"));
+        }
         out
     }
 }
 
-/// Starts `host-test` on fuse-nostrict (which sets vm.dirty_bytes and clears
-/// its BDI's strict_limit), waits until fio writes, sends `signal` to the
-/// xtask process alone, and checks that the host is as it was.
-pub fn kill_mid_run(sh: &Shell, signal: i32) -> Result<()> {
+/// Starts `host-test` on `scenario` (fuse-nostrict sets vm.dirty_bytes and
+/// clears its BDI's strict_limit; ext4-global sets vm.dirty_bytes on a loop
+/// device), waits until fio writes, sends `signal` to the xtask process
+/// alone, and checks that the host is as it was.
+pub fn kill_mid_run(sh: &Shell, signal: i32, scenario: &str) -> Result<()> {
     let before = HostView::now(sh)?;
     let exe = std::env::current_exe().context("finding the xtask binary")?;
     let mut child = Command::new(exe)
@@ -117,7 +141,7 @@ pub fn kill_mid_run(sh: &Shell, signal: i32) -> Result<()> {
             "host-test",
             "--quick",
             "--scenario",
-            "fuse-nostrict",
+            scenario,
             "--runtime",
             "120",
         ])
@@ -178,6 +202,7 @@ mod tests {
             instances: instances.iter().map(|s| s.to_string()).collect(),
             mounts: Vec::new(),
             processes: Vec::new(),
+            loops: Vec::new(),
         }
     }
 
@@ -191,8 +216,11 @@ mod tests {
         after.tracefs = Some(PathBuf::from("/sys/kernel/tracing"));
         after.mounts.push("wbstall /tmp tmpfs rw 0 0".into());
         after.processes.push("fio (pid 9)".into());
+        after
+            .loops
+            .push("loop0 /r/host-ext4-global-1.disk.img".into());
         let d = before.differences(&after);
-        assert_eq!(d.len(), 5, "{d:?}");
+        assert_eq!(d.len(), 6, "{d:?}");
         assert!(d[0].contains("dirty_bytes is 4194304, was 0"));
         assert!(d
             .iter()

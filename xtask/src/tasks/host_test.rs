@@ -23,6 +23,7 @@ use crate::{
         host_state::Restorer,
         initramfs,
         plan::{run_params, Detector, RunParams},
+        protocol::param,
         qemu::{Accel, Clock},
         scenario::{self, Scenario},
     },
@@ -66,10 +67,17 @@ pub struct HostTest {
     pub timeout: Option<u64>,
 }
 
-/// The FUSE scenarios: their file systems and writers need nothing but the
-/// running kernel (the disk ones need a guest-time disk and a cgroup2 memcg).
-const FUSE_SCENARIOS: [&str; 3] = ["fuse-strictlimit", "fuse-nostrict", fuse_server::SCENARIO];
+/// The scenarios the host can run: the FUSE ones, and the ext4 control on a
+/// loop device (memcg-ext4 needs a cgroup2 memory controller of its own).
+const HOST_SCENARIOS: [&str; 4] = [
+    "fuse-strictlimit",
+    "fuse-nostrict",
+    fuse_server::SCENARIO,
+    "ext4-global",
+];
 const DEFAULT_SCENARIOS: [&str; 2] = ["fuse-strictlimit", "fuse-nostrict"];
+/// The sparse file under a disk scenario's loop device.
+const DISK_BYTES: u64 = 1 << 30;
 
 impl HostTest {
     pub fn run(self, sh: &Shell) -> Result<()> {
@@ -153,7 +161,7 @@ impl HostTest {
         run: u32,
     ) -> Result<RunRecord> {
         let job = self.job.of(scen);
-        let params = run_params(&RunParams {
+        let mut params = run_params(&RunParams {
             scenario: scen,
             job: &job,
             sample_ms: self.job.sample_ms,
@@ -162,6 +170,15 @@ impl HostTest {
             disk: None,
         });
         let name = format!("{HOST}-{}-{}", scen.name, run + 1);
+        // A disk scenario's ext4 on a loop device over a sparse file, made
+        // for the run and dropped after it.
+        let disk = match scen.disk {
+            true => {
+                params.push((param::DISK.to_string(), "loop".to_string()));
+                Some(loop_disk(restorer, &dir.join(format!("{name}.disk.img")))?)
+            }
+            false => None,
+        };
         let timeout = self
             .timeout
             .unwrap_or(60 + u64::from(job.ramp_time) + u64::from(job.runtime));
@@ -174,20 +191,18 @@ impl HostTest {
                 name: name.clone(),
                 timeout: Duration::from_secs(timeout),
                 trace_kb: trace_kb(&host_machine()?),
+                disk_dev: disk.as_ref().map(|(d, _)| d.as_path()),
             },
-        )?;
-        let samples = match ran
-            .stream
-            .files
-            .get(crate::guest::protocol::stream::SAMPLES)
-        {
-            Some(bytes) => {
-                let file = format!("{name}.samples.txt");
-                fs::write(dir.join(&file), bytes).with_context(|| format!("writing {file}"))?;
-                Some(file)
-            }
-            None => None,
-        };
+        );
+        if let Some((dev, img)) = &disk {
+            progress::emit(Event::Note(&format!(
+                "host-test: {}",
+                restorer.detach_loop(dev)
+            )));
+            fs::remove_file(img).ok();
+        }
+        let ran = ran?;
+        let samples = samples_file(&ran, dir, &name)?;
         let log = fs::read_to_string(dir.join(&ran.log)).unwrap_or_default();
         let host = host_machine()?;
         builder::build(
@@ -226,12 +241,12 @@ impl HostTest {
                 None => DEFAULT_SCENARIOS.iter().map(|s| s.to_string()).collect(),
             };
         }
-        if let Some(n) = names.iter().find(|n| !FUSE_SCENARIOS.contains(&n.as_str())) {
+        if let Some(n) = names.iter().find(|n| !HOST_SCENARIOS.contains(&n.as_str())) {
             bail!(
-                "host-test runs the FUSE scenarios ({}); `{n}` needs what only a guest has \
-                 here (a guest-time disk, a cgroup2 memory controller): run it with \
+                "host-test runs {}; `{n}` needs what only a guest has here (its writers \
+                 in a memcg of their own under a cgroup2 memory controller): run it with \
                  `cargo xtask qemu-test --scenario {n}`",
-                FUSE_SCENARIOS.join(", ")
+                HOST_SCENARIOS.join(", ")
             );
         }
         if self.fuse_server.is_some() && !names.iter().any(|n| n == fuse_server::SCENARIO) {
@@ -307,6 +322,31 @@ impl HostTest {
             fuse_server: self.fuse_server.clone(),
             ..Default::default()
         })
+    }
+}
+
+/// A disk scenario's disk: a sparse file `img` and the loop device over it
+/// (the device, the file).
+fn loop_disk(restorer: &Restorer, img: &std::path::Path) -> Result<(PathBuf, PathBuf)> {
+    fs::File::create(img)
+        .and_then(|f| f.set_len(DISK_BYTES))
+        .with_context(|| format!("making the sparse disk {}", img.display()))?;
+    Ok((restorer.attach_loop(img)?, img.to_path_buf()))
+}
+
+/// The sampler's stream of a run, written beside its log: its file name.
+fn samples_file(ran: &host::Ran, dir: &std::path::Path, name: &str) -> Result<Option<String>> {
+    match ran
+        .stream
+        .files
+        .get(crate::guest::protocol::stream::SAMPLES)
+    {
+        Some(bytes) => {
+            let file = format!("{name}.samples.txt");
+            fs::write(dir.join(&file), bytes).with_context(|| format!("writing {file}"))?;
+            Ok(Some(file))
+        }
+        None => Ok(None),
     }
 }
 
@@ -421,4 +461,60 @@ fn host_machine() -> Result<HostMachine> {
             .count() as u32,
         memory_mib: (kb / 1024) as u32,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(argv: &[&str]) -> HostTest {
+        crate::tasks::parse_args::<HostTest>(
+            std::iter::once("host-test").chain(argv.iter().copied()),
+        )
+        .unwrap()
+    }
+
+    /// The FUSE scenarios and the ext4 control run on the host; the memcg
+    /// one is refused saying where it runs; --fuse-server needs its scenario.
+    #[test]
+    fn the_host_runs_what_it_can_and_refuses_the_rest_by_name() {
+        let names = |h: HostTest| -> Vec<&'static str> {
+            h.scenarios().unwrap().iter().map(|s| s.name).collect()
+        };
+        assert_eq!(names(parse(&[])), DEFAULT_SCENARIOS);
+        assert_eq!(
+            names(parse(&["--scenario", "ext4-global"])),
+            ["ext4-global"]
+        );
+        assert_eq!(
+            names(parse(&["--fuse-server", "x"])),
+            [fuse_server::SCENARIO]
+        );
+        let e = parse(&["--scenario", "memcg-ext4"])
+            .scenarios()
+            .unwrap_err();
+        assert!(
+            format!("{e:#}").contains("qemu-test --scenario memcg-ext4"),
+            "{e:#}"
+        );
+        let e = parse(&["--scenario", "fuse-strictlimit", "--fuse-server", "x"])
+            .scenarios()
+            .unwrap_err();
+        assert!(
+            format!("{e:#}").contains("--scenario fuse-passthrough"),
+            "{e:#}"
+        );
+    }
+
+    /// The trace buffer: 128 MiB per CPU, less where memory is short.
+    #[test]
+    fn the_trace_buffer_is_capped_by_memory() {
+        let m = |memory_mib, cpus| HostMachine {
+            cpu_model: String::new(),
+            cpus,
+            memory_mib,
+        };
+        assert_eq!(trace_kb(&m(24 * 1024, 2)), 128 * 1024);
+        assert_eq!(trace_kb(&m(2048, 2)), 64 * 1024);
+    }
 }
