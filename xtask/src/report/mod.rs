@@ -224,6 +224,8 @@ mod tests {
             &dir.path().join("m.svg")
         )
         .unwrap());
+        let s = std::fs::read_to_string(dir.path().join("s.svg")).unwrap();
+        assert!(s.contains("regressed / fuse-strictlimit, run 1: "), "{s}");
         for f in ["t.svg", "s.svg"] {
             let svg = std::fs::read_to_string(dir.path().join(f)).unwrap();
             assert!(svg.starts_with("<svg") || svg.starts_with("<?xml"), "{f}");
