@@ -281,6 +281,24 @@ pub const ALL: &[Metric] = &[
     ),
 ];
 
+/// The rows that answer the question, first in every report: throughput,
+/// the stall share the verdict judges each run by, and the background
+/// writeback starts whose absence is the bug's mechanism.
+pub const HEADLINE: [&str; 3] = [
+    "fio.write_bw_MiB/s",
+    "wbstall.stall_share_%",
+    "wbstall.bg_starts",
+];
+
+/// Every metric in report order: [`HEADLINE`] first, then the rest of
+/// [`ALL`] in its order.
+pub fn report_order() -> impl Iterator<Item = &'static Metric> {
+    HEADLINE
+        .iter()
+        .map(|k| get(k))
+        .chain(ALL.iter().filter(|m| !HEADLINE.contains(&m.key)))
+}
+
 /// The metric called `key`. Only this registry's keys exist: an unknown one
 /// is a bug in the caller, caught by the tests that render every table.
 pub fn get(key: &str) -> &'static Metric {

@@ -200,8 +200,13 @@ fn mismatch(c: &CellVerdict, criteria: &Criteria) -> String {
     );
     match c.observed {
         Class::Idle => format!(
-            "the writers were never throttled in run(s) {} (throttle_sleeps=0): the cell was \
-             not exercised",
+            "the writers were never throttled in {} {} (throttle_sleeps=0): the cell was not \
+             exercised",
+            if c.run_verdicts.len() == 1 {
+                "run"
+            } else {
+                "runs"
+            },
             c.run_verdicts
                 .iter()
                 .map(|r| format!("#{}", r.run))
@@ -383,9 +388,8 @@ pub(crate) mod tests {
         assert!(!v.passed());
         assert_eq!(v.cells[0].observed, Class::Idle);
         assert!(
-            v.cells[0].failures[0].contains(
-                "expected ok, observed idle: the writers were never throttled in run(s) #1"
-            ),
+            v.cells[0].failures[0]
+                .contains("expected ok, observed idle: the writers were never throttled in run #1"),
             "{:?}",
             v.cells[0].failures
         );

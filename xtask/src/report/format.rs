@@ -1,7 +1,14 @@
 //! What the renderers share: numbers written alike, the A/A control's name,
 //! the roles a session was run with.
 
-use crate::{analysis::stats::median, results::record::RunRecord};
+use crate::{
+    analysis::{
+        matrix::Matrix,
+        metrics::{self, Kind, Metric},
+        stats::median,
+    },
+    results::record::RunRecord,
+};
 
 /// The median of `f` over `runs`.
 pub fn med(runs: &[&RunRecord], f: impl Fn(&RunRecord) -> f64) -> f64 {
@@ -36,5 +43,212 @@ pub fn session_roles(
     match &session.roles {
         Some(r) => Ok(r.clone()),
         None => Ok(Variants::load(&crate::util::project_root().join(VARIANTS_FILE))?.roles),
+    }
+}
+
+/// A relative change in percent, `+4.2%`; from a tenfold increase on, the
+/// ratio (`48x`): `+4656%` reads as 47 times, not as 4656 of anything.
+pub fn pct(p: f64) -> String {
+    let ratio = p / 100.0 + 1.0;
+    if ratio >= 100.0 {
+        format!("{ratio:.0}x")
+    } else if ratio >= 10.0 {
+        format!("{ratio:.1}x")
+    } else if p.abs() >= 99.95 {
+        format!("{p:+.0}%")
+    } else {
+        format!("{p:+.1}%")
+    }
+}
+
+/// A change with its interval, `-0.1% [-0.7%, +0.5%]`; a tenfold and more
+/// as ratios throughout, `47.0x [42.4x, 52.8x]`.
+pub fn pct_interval(pct_: f64, lo: f64, hi: f64) -> String {
+    if pct_ / 100.0 + 1.0 >= 10.0 {
+        let x = |p: f64| format!("{:.1}x", p / 100.0 + 1.0);
+        format!("{} [{}, {}]", pct(pct_), x(lo), x(hi))
+    } else {
+        format!("{} [{}, {}]", pct(pct_), pct(lo), pct(hi))
+    }
+}
+
+/// How one metric's aggregate moved from `base` to `other`, as its kind
+/// reads: a share in percentage points (`-84.0 pts`: a share that falls to 0
+/// is not "-100%"), anything from 0 as `new` (its value is in the next
+/// column), `-` where both are 0, otherwise [`pct`].
+pub fn change(kind: Kind, base: f64, other: f64) -> String {
+    if base == 0.0 && other == 0.0 {
+        "-".into()
+    } else if kind == Kind::Share {
+        format!("{:+.1} pts", other - base)
+    } else if base == 0.0 {
+        "new".into()
+    } else {
+        pct((other / base - 1.0) * 100.0)
+    }
+}
+
+/// A metric's change between two sets of runs ([`change`] of their
+/// aggregates), marked `*` where the bootstrap 95% interval excludes 0 (two
+/// runs a side at least); `-` where a side has no aggregate.
+pub fn metric_change(metric: &Metric, base: &[f64], other: &[f64]) -> String {
+    let (Some(b), Some(x)) = (metric.kind.aggregate(base), metric.kind.aggregate(other)) else {
+        return "-".into();
+    };
+    let significant = base.len() >= 2
+        && other.len() >= 2
+        && crate::analysis::stats::change(base, other).is_some_and(|c| c.resolved());
+    let text = change(metric.kind, b, x);
+    if significant && text != "-" {
+        format!("{text}*")
+    } else {
+        text
+    }
+}
+
+/// `n` and the noun that goes with it: `1 run`, `3 runs`.
+pub fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// How a report names the way the guest ran: `KVM`, `TCG`, `native`.
+pub fn accel(a: crate::guest::qemu::Accel) -> &'static str {
+    match a {
+        crate::guest::qemu::Accel::Kvm => "KVM",
+        crate::guest::qemu::Accel::Tcg => "TCG",
+        crate::guest::qemu::Accel::Native => "native",
+    }
+}
+
+/// A class as the reports write it, `-` for none (never `Some(Ok)`).
+pub fn class(c: Option<crate::analysis::expected::Class>) -> String {
+    c.map_or("-".into(), |c| c.to_string())
+}
+
+/// `text` cut to `width` columns, its end replaced by `..` when cut.
+pub fn truncate(text: &str, width: usize) -> String {
+    if text.chars().count() <= width {
+        return text.to_string();
+    }
+    let kept: String = text.chars().take(width.saturating_sub(2)).collect();
+    format!("{kept}..")
+}
+
+/// The rows of a table of every metric over `variants` of scenario `s`, and
+/// the rows left out of it.
+pub struct Rows {
+    /// In [`metrics::report_order`].
+    pub shown: Vec<&'static Metric>,
+    /// (a row, the earlier row it equals in every run of every variant).
+    pub same: Vec<(&'static Metric, &'static Metric)>,
+}
+
+impl Rows {
+    /// The rows over `variants`, less those that repeat an earlier row's
+    /// values exactly (all zeros repeat nothing: that is no agreement).
+    pub fn of(m: &Matrix<'_>, s: &str, variants: &[&str]) -> Rows {
+        let values = |metric: &Metric| -> Vec<Vec<f64>> {
+            variants
+                .iter()
+                .map(|v| metric.values(m.cell(s, v)))
+                .collect()
+        };
+        let mut rows = Rows {
+            shown: Vec::new(),
+            same: Vec::new(),
+        };
+        let mut seen: Vec<(&'static Metric, Vec<Vec<f64>>)> = Vec::new();
+        for metric in metrics::report_order() {
+            let v = values(metric);
+            let zero = v.iter().flatten().all(|&x| x == 0.0);
+            match seen.iter().find(|(_, w)| !zero && *w == v) {
+                Some((earlier, _)) => rows.same.push((metric, *earlier)),
+                None => {
+                    rows.shown.push(metric);
+                    seen.push((metric, v));
+                }
+            }
+        }
+        rows
+    }
+
+    /// What the table leaves out, in a sentence; None where it shows all.
+    pub fn note(&self) -> Option<String> {
+        if self.same.is_empty() {
+            return None;
+        }
+        let pairs: Vec<String> = self
+            .same
+            .iter()
+            .map(|(a, b)| format!("{} (= {})", a.key, b.key))
+            .collect();
+        let tracefs = self.same.iter().any(|(a, _)| a.key.starts_with("tracefs."));
+        Some(format!(
+            "Left out, equal in every run to an earlier row{}: {}.",
+            if tracefs {
+                " (where the tracefs detector agreed with the module)"
+            } else {
+                ""
+            },
+            pairs.join(", ")
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_share_changes_by_points_not_by_percent() {
+        // 84.0% of writer time to 0: once printed as `-100.0%`.
+        assert_eq!(change(Kind::Share, 84.0, 0.0), "-84.0 pts");
+        assert_eq!(change(Kind::Share, 0.0, 2.5), "+2.5 pts");
+        assert_eq!(change(Kind::Share, 0.0, 0.0), "-");
+    }
+
+    #[test]
+    fn a_tenfold_change_and_more_is_a_ratio() {
+        // 0.3 MiB/s to 39.9 MiB/s: once printed as `+13200%`.
+        assert_eq!(change(Kind::Rate, 0.3, 39.9), "133x");
+        assert_eq!(change(Kind::Rate, 0.865, 41.2), "47.6x");
+        assert_eq!(change(Kind::Rate, 100.0, 250.0), "+150%");
+        assert_eq!(change(Kind::Rate, 100.0, 104.2), "+4.2%");
+        assert_eq!(change(Kind::Time, 5268.0, 44.8), "-99.1%");
+        assert_eq!(pct_interval(4600.0, 4135.0, 5178.0), "47.0x [42.4x, 52.8x]");
+        assert_eq!(pct_interval(-0.1, -0.7, 0.5), "-0.1% [-0.7%, +0.5%]");
+    }
+
+    #[test]
+    fn a_count_that_starts_from_zero_is_new() {
+        // bg_starts 0 to 3295, the fix's key sign: once printed as `-`.
+        assert_eq!(change(Kind::Count, 0.0, 3295.0), "new");
+        assert_eq!(change(Kind::Count, 0.0, 0.0), "-");
+        assert_eq!(change(Kind::Count, 10.0, 0.0), "-100%");
+        assert_eq!(change(Kind::Count, 10000.0, 2.0), "-100%");
+    }
+
+    #[test]
+    fn a_significant_change_is_starred() {
+        let bg = crate::analysis::metrics::get("wbstall.bg_starts");
+        assert_eq!(metric_change(bg, &[0.0, 0.0], &[3000.0, 3300.0]), "new");
+        let bw = crate::analysis::metrics::get("fio.write_bw_MiB/s");
+        assert_eq!(metric_change(bw, &[1.0, 1.1], &[40.0, 41.0]), "38.7x*");
+        assert_eq!(metric_change(bw, &[], &[40.0]), "-");
+    }
+
+    #[test]
+    fn words_read_as_english_not_as_rust() {
+        assert_eq!(plural(1, "run", "runs"), "1 run");
+        assert_eq!(plural(3, "run", "runs"), "3 runs");
+        assert_eq!(accel(crate::guest::qemu::Accel::Tcg), "TCG");
+        // Once `(expected Some(Ok))` in the mail.
+        assert_eq!(class(Some(crate::analysis::expected::Class::Ok)), "ok");
+        assert_eq!(class(None), "-");
+        assert_eq!(
+            truncate("tracefs.balance_dirty_pages_pause>0", 20),
+            "tracefs.balance_di.."
+        );
+        assert_eq!(truncate("short", 20), "short");
     }
 }

@@ -7,7 +7,7 @@
 
 use std::fmt::Write;
 
-use super::format::num;
+use super::format::{self, metric_change, num, Rows};
 use crate::{
     analysis::{
         expected::{Class, AA_SUFFIX},
@@ -69,11 +69,11 @@ fn bw_finding(o: &mut String, m: &Matrix, s: &str, roles: &Roles) {
     };
     let _ = write!(
         o,
-        "; {} {} against {}: {}{judged}",
-        bw.key,
+        "; {} (harmonic mean) {} against {}: {}{judged}",
+        bw.unit,
         roles.baseline,
         roles.reference,
-        pct_text(pct),
+        format::pct(pct),
     );
 }
 
@@ -103,8 +103,10 @@ fn findings(o: &mut String, m: &Matrix, verdict: &Verdict, roles: &Roles) {
             .filter(|c| !c.failures.is_empty())
             .map(|c| {
                 format!(
-                    "{} is {} (expected {:?})",
-                    c.variant, c.observed, c.expected
+                    "{} is {} (expected {})",
+                    c.variant,
+                    c.observed,
+                    format::class(c.expected)
                 )
             })
             .collect();
@@ -117,14 +119,6 @@ fn findings(o: &mut String, m: &Matrix, verdict: &Verdict, roles: &Roles) {
         let _ = writeln!(o, "- FAIL {x}");
     }
     o.push('\n');
-}
-
-fn pct_text(p: f64) -> String {
-    if p.abs() >= 1000.0 {
-        format!("{p:+.0}%")
-    } else {
-        format!("{p:+.1}%")
-    }
 }
 
 /// base, patches, config, job, machine.
@@ -178,9 +172,9 @@ pub(super) fn setup_block(o: &mut String, session: &Session) {
         ),
         _ => writeln!(
             o,
-            "machine:  QEMU {} {:?} (clock {}), {} vCPUs, {} MiB; runs per cell: {}",
+            "machine:  QEMU {}, {} (clock {}), {} vCPUs, {} MiB; runs per cell: {}",
             t.qemu,
-            session.accel,
+            format::accel(session.accel),
             session.clock,
             session.cpus,
             session.memory_mib,
@@ -216,7 +210,9 @@ fn side(metric: &metrics::Metric, x: &[f64]) -> (String, String) {
     }
 }
 
-/// The 0-day table of one scenario: baseline against reference.
+/// The 0-day table of one scenario: baseline against reference, in report
+/// order, less the rows that repeat another; a key too long for the line is
+/// cut (`..`), never moved off its numbers.
 fn scenario_table(o: &mut String, m: &Matrix, s: &str, roles: &Roles) {
     let (b, r) = (m.cell(s, &roles.baseline), m.cell(s, &roles.reference));
     if b.is_empty() || r.is_empty() {
@@ -229,33 +225,33 @@ fn scenario_table(o: &mut String, m: &Matrix, s: &str, roles: &Roles) {
     );
     let _ = writeln!(
         o,
-        "{:>13} {:>8} {:>13}",
+        "{:>13} {:>10} {:>13}",
         roles.baseline, "", roles.reference
     );
     let _ = writeln!(
         o,
-        "{:>13} {:>8} {:>13}  metric",
-        "mean ±%stddev", "%change", "mean ±%stddev"
+        "{:>13} {:>10} {:>13}  metric",
+        "mean ±%stddev", "change", "mean ±%stddev"
     );
-    for metric in metrics::ALL {
+    let rows = Rows::of(m, s, &[&roles.baseline, &roles.reference]);
+    for metric in &rows.shown {
         let (x, y) = (metric.values(b), metric.values(r));
         let (bv, bsd) = side(metric, &x);
         let (rv, rsd) = side(metric, &y);
-        let ch = match metrics::change(metric, &x, &y) {
-            Some((p, true)) => format!("{}*", pct_text(p)),
-            Some((p, false)) => pct_text(p),
-            None => "-".into(),
-        };
-        let numbers = format!("{bv:>7} {bsd:>5} {ch:>8} {rv:>7} {rsd:>5}");
-        if numbers.len() + 2 + metric.key.len() <= WIDTH {
-            let _ = writeln!(o, "{numbers}  {}", metric.key);
-        } else {
-            // A long key on its own line, the numbers under it.
-            let _ = writeln!(o, "{:>w$}", metric.key, w = WIDTH);
-            let _ = writeln!(o, "{numbers}");
-        }
+        let ch = metric_change(metric, &x, &y);
+        let numbers = format!("{bv:>7} {bsd:>5} {ch:>10} {rv:>7} {rsd:>5}");
+        let room = WIDTH - numbers.chars().count() - 2;
+        let _ = writeln!(o, "{numbers}  {}", format::truncate(metric.key, room));
     }
-    o.push_str("\n  * the bootstrap 95% interval of the change excludes 0\n\n");
+    o.push_str(
+        "\n  mean: harmonic for MiB/s and IOPS; change: shares in points, a\n  \
+         tenfold change and more as a ratio, `new` from 0\n  \
+         * the bootstrap 95% interval of the change excludes 0\n",
+    );
+    if let Some(note) = rows.note() {
+        let _ = writeln!(o, "  {note}");
+    }
+    o.push('\n');
 }
 
 fn reproduce(o: &mut String, session: &Session) {

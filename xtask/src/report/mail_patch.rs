@@ -7,7 +7,10 @@
 
 use std::fmt::Write;
 
-use super::{format::num, mail};
+use super::{
+    format::{self, num},
+    mail,
+};
 use crate::{
     analysis::{
         expected::AA_SUFFIX,
@@ -95,7 +98,7 @@ fn moved_table(o: &mut String, m: &Matrix, s: &str, base: &str, patched: &str, r
     // Without an A/A control nothing can be told from noise.
     let floorless = aa_runs.is_empty() || ref_runs.is_empty();
     let mut rows = Vec::new();
-    for metric in metrics::ALL {
+    for metric in metrics::report_order() {
         let (x, y) = (metric.values(b), metric.values(p));
         let Some(ch) = stats::change(&x, &y) else {
             continue;
@@ -110,11 +113,11 @@ fn moved_table(o: &mut String, m: &Matrix, s: &str, base: &str, patched: &str, r
             continue;
         };
         rows.push(format!(
-            "{:>13} {:>+9.1}% {:>13}  {}",
+            "{:>13} {:>10} {:>13}  {}",
             num(bv),
-            ch.pct,
+            format::change(metric.kind, bv, pv),
             num(pv),
-            metric.key
+            format::truncate(metric.key, mail::WIDTH - 40)
         ));
     }
     let _ = writeln!(
@@ -134,7 +137,7 @@ fn moved_table(o: &mut String, m: &Matrix, s: &str, base: &str, patched: &str, r
         );
         return;
     }
-    let _ = writeln!(o, "{:>13} {:>10} {:>13}  metric", base, "%change", patched);
+    let _ = writeln!(o, "{:>13} {:>10} {:>13}  metric", base, "change", patched);
     for r in rows {
         let _ = writeln!(o, "{r}");
     }

@@ -4,13 +4,15 @@
 
 use std::fmt::Write;
 
-use super::{format::num, terminal::ratio_text};
+use super::{
+    format::{self, metric_change, num, pct_interval, Rows},
+    terminal::ratio_text,
+};
 use crate::{
     analysis::{
         expected::Expected,
         judgement::Verdict,
         matrix::Matrix,
-        metrics,
         stats::{change, mean, median, stddev},
     },
     guest::fuse_server,
@@ -18,17 +20,9 @@ use crate::{
     results::{phases, session::Session},
 };
 
-fn pct(v: f64) -> String {
-    if v.abs() >= 1000.0 {
-        format!("{v:+.0}%")
-    } else {
-        format!("{v:+.1}%")
-    }
-}
-
 fn change_text(c: Option<crate::analysis::stats::Change>) -> String {
     match c {
-        Some(c) => format!("{} [{}, {}]", pct(c.pct), pct(c.lo), pct(c.hi)),
+        Some(c) => pct_interval(c.pct, c.lo, c.hi),
         None => "-".into(),
     }
 }
@@ -39,12 +33,12 @@ fn under_test(o: &mut String, session: &Session, verdict: &Verdict) {
         let passed = verdict.variant_passed(&u.variant);
         let _ = writeln!(
             o,
-            "## The patch under test: {}\n\n`{}` = `{}` + `{}` ({} patch(es)). **{}**\n",
+            "## The patch under test: {}\n\n`{}` = `{}` + `{}` ({}). **{}**\n",
             u.subjects.join("; "),
             u.variant,
             u.base,
             u.file,
-            u.subjects.len(),
+            format::plural(u.subjects.len(), "patch", "patches"),
             if passed {
                 "It meets its expectations in every scenario, in every run."
             } else {
@@ -276,7 +270,7 @@ fn verdict_notes(o: &mut String, session: &Session, verdict: &Verdict, expected:
     for (cell, ratio) in &verdict.throughput_ratio {
         let _ = writeln!(
             o,
-            "- {cell}: throughput / slowest clean variant: {}.",
+            "- {cell}: throughput / slowest clean variant (harmonic means of the runs): {}.",
             ratio_text(*ratio)
         );
     }
@@ -307,7 +301,7 @@ fn throughput_stats(o: &mut String, m: &Matrix, s: &str, roles: &Roles) {
     let bw = |v: &str| -> Vec<f64> { m.cell(s, v).iter().map(|r| r.fio.bw_mib_s).collect() };
     let _ = writeln!(
         o,
-        "| variant | runs | median MiB/s | mean ± stddev | %change vs {} [95% CI] | %change vs {} [95% CI] |\n|---|---|---|---|---|---|",
+        "| variant | runs | median MiB/s | mean ± stddev | change vs {} [95% CI] | change vs {} [95% CI] |\n|---|---|---|---|---|---|",
         roles.baseline, roles.reference
     );
     for v in variants {
@@ -396,27 +390,30 @@ fn compare_pair(
         change_text(Some(c))
     );
     if let Some(claim) = pair.claims.get(s) {
-        let _ = writeln!(o, "{claim}");
+        let _ = writeln!(o, "Claimed: {claim}");
     }
     o.push('\n');
 }
 
 /// 0-day style: base ±%stddev | %change | other ±%stddev | ... | metric, one
-/// row per metric of the registry, aggregated by its kind (harmonic mean for
-/// rates); a `*` marks a %change whose bootstrap 95% interval excludes 0.
+/// row per metric in report order, aggregated by its kind (harmonic mean for
+/// rates), less the rows that repeat another; a `*` marks a change whose
+/// bootstrap 95% interval excludes 0.
 fn zero_day_table(o: &mut String, m: &Matrix, s: &str, main: &[&String]) {
     let base = main.first().map(|v| v.as_str()).unwrap_or("");
     let _ = write!(o, "| {base} ±%stddev |");
     for v in main.iter().skip(1) {
-        let _ = write!(o, " %change | {v} ±%stddev |");
+        let _ = write!(o, " change | {v} ±%stddev |");
     }
     let _ = write!(o, " metric |\n|---|");
     for _ in main.iter().skip(1) {
         let _ = write!(o, "---|---|");
     }
     o.push_str("---|\n");
+    let names: Vec<&str> = main.iter().map(|v| v.as_str()).collect();
+    let rows = Rows::of(m, s, &names);
     let base_runs = m.cell(s, base);
-    for metric in metrics::ALL {
+    for metric in &rows.shown {
         let b = metric.values(base_runs);
         let cellfmt = |x: &[f64]| match metric.kind.aggregate(x) {
             None => "-".to_string(),
@@ -432,15 +429,18 @@ fn zero_day_table(o: &mut String, m: &Matrix, s: &str, main: &[&String]) {
         let _ = write!(o, "| {} |", cellfmt(&b));
         for v in main.iter().skip(1) {
             let x = metric.values(m.cell(s, v));
-            let ch = match metrics::change(metric, &b, &x) {
-                Some((p, true)) => format!("{}*", pct(p)),
-                Some((p, false)) => pct(p),
-                None => "-".to_string(),
-            };
-            let _ = write!(o, " {ch} | {} |", cellfmt(&x));
+            let _ = write!(o, " {} | {} |", metric_change(metric, &b, &x), cellfmt(&x));
         }
         let _ = writeln!(o, " {} |", metric.key);
     }
+    let _ = writeln!(
+        o,
+        "\nValues: the runs' mean ±%stddev (for MiB/s and IOPS the harmonic mean, as mmtests \
+         takes rates). Change: from {base} to the column after it, shares in percentage points, a tenfold \
+         change and more as a ratio, `new` from 0; `*`: its bootstrap 95% interval excludes \
+         0.{}",
+        rows.note().map_or(String::new(), |n| format!(" {n}"))
+    );
 }
 
 fn plots_section(o: &mut String, plots: &[(String, String)]) {
@@ -451,7 +451,8 @@ fn plots_section(o: &mut String, plots: &[(String, String)]) {
         }
         let _ = writeln!(
             o,
-            "The time series: per variant, the BDI's dirty pages (live, from \
+            "The throughput plot: every run a dot, and the runs' mean with its bootstrap 95% \
+             interval as a whisker. The time series: per variant, its first run, the BDI's dirty pages (live, from \
              `/sys/kernel/debug/bdi/<bdi>/stats`) against the writer's `wb_thresh` and \
              `wb_bg_thresh` (from the last throttle decision), with the cumulative stall sleeps \
              and background-writeback starts on the right axis.\n"
@@ -555,10 +556,10 @@ fn environment(o: &mut String, session: &Session) {
     let t = &session.toolchain;
     let _ = writeln!(
         o,
-        "- QEMU {} with {:?} (clock {}, CPU model {}); guest: {} CPUs, {} MiB; disk of the disk \
+        "- QEMU {}, {} (clock {}, CPU model {}); guest: {} CPUs, {} MiB; disk of the disk \
          scenarios: {}; host: {} CPUs.",
         t.qemu,
-        session.accel,
+        format::accel(session.accel),
         session.clock,
         if session.accel == crate::guest::qemu::Accel::Kvm {
             "host"

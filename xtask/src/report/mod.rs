@@ -186,7 +186,7 @@ mod tests {
             "{md}"
         );
         assert!(
-            md.contains("| regressed ±%stddev | %change | v1 ±%stddev |"),
+            md.contains("| regressed ±%stddev | change | v1 ±%stddev |"),
             "{md}"
         );
         assert!(md.contains("fio.write_bw_MiB/s"));
@@ -197,6 +197,58 @@ mod tests {
         );
         assert!(md.contains("![Throughput per cell](throughput.svg)"));
         assert!(md.contains("## Environment"));
+    }
+
+    #[test]
+    fn the_headline_rows_come_first_and_a_repeated_row_is_named_not_shown() {
+        let mut r = records();
+        for x in &mut r {
+            x.vmstat_delta.insert("nr_dirtied".into(), 5000);
+            x.vmstat_delta.insert("nr_written".into(), 5000);
+        }
+        // One run's trace saw a throttle sleep more than the module: its row shows.
+        r[0].witness.throttle_sleeps += 1;
+        let v = crate::analysis::verdict::judge(&r, &expected(), &plan(&r, 3));
+        let m = Matrix::new(&r);
+        let md = markdown(&Session::default(), &m, &v, &[], &expected(), &roles());
+        let at = |key: &str| md.find(&format!(" | {key} |\n")).unwrap_or(usize::MAX);
+        let order = [
+            "fio.write_bw_MiB/s",
+            "wbstall.stall_share_%",
+            "wbstall.bg_starts",
+            "fio.write_iops",
+            "vmstat.nr_dirtied",
+        ];
+        assert!(order.windows(2).all(|w| at(w[0]) < at(w[1])), "{md}");
+        assert_eq!(at("vmstat.nr_written"), usize::MAX, "{md}");
+        assert!(
+            md.contains("vmstat.nr_written (= vmstat.nr_dirtied)"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| tracefs.balance_dirty_pages_pause>0 |"),
+            "{md}"
+        );
+        // The mail keeps the long key on its numbers' line, cut to 72 columns.
+        let text = mail::mail(&Session::default(), &m, &v, &roles());
+        assert!(
+            text.lines().all(|l| l.chars().count() <= mail::WIDTH),
+            "{text}"
+        );
+        assert!(
+            text.lines()
+                .any(|l| l.contains('±') && l.ends_with("tracefs.balance_dirty_pages_pa..")),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_slowdown_reads_as_a_factor_only_when_it_is_one() {
+        assert_eq!(terminal::ratio_text(0.021), "0.0210 (48x slower)");
+        assert_eq!(terminal::ratio_text(0.4), "0.40 (2.5x slower)");
+        // Once `0.97 (1.0x slower)`.
+        assert_eq!(terminal::ratio_text(0.97), "0.97 (3% slower)");
+        assert_eq!(terminal::ratio_text(1.06), "1.06 (not slower)");
     }
 
     #[test]
@@ -224,6 +276,8 @@ mod tests {
             &dir.path().join("m.svg")
         )
         .unwrap());
+        let s = std::fs::read_to_string(dir.path().join("s.svg")).unwrap();
+        assert!(s.contains("regressed / fuse-strictlimit, run 1: "), "{s}");
         for f in ["t.svg", "s.svg"] {
             let svg = std::fs::read_to_string(dir.path().join(f)).unwrap();
             assert!(svg.starts_with("<svg") || svg.starts_with("<?xml"), "{f}");

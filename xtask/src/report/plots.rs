@@ -68,7 +68,10 @@ pub fn throughput(m: &Matrix<'_>, out: &Path) -> Result<()> {
         let lo = all.iter().copied().fold(hi, f64::min).min(1.0) / 2.0;
         let mut chart = ChartBuilder::on(area)
             .caption(
-                format!("{scenario}: fio write bandwidth ({}, log)", bw.unit),
+                format!(
+                    "{scenario}: fio write {} (log); dots: runs, whisker: mean, bootstrap 95%",
+                    bw.unit
+                ),
                 ("sans-serif", 18),
             )
             .margin(10)
@@ -124,22 +127,70 @@ pub fn throughput(m: &Matrix<'_>, out: &Path) -> Result<()> {
     Ok(())
 }
 
-/// The time series of one scenario: one panel per variant (its first run with
-/// samples).
+/// The time series of one scenario: a legend above, then one panel per
+/// variant (its first run with samples), all on the same axes.
 pub fn timeseries(dir: &Path, m: &Matrix<'_>, scenario: &str, out: &Path) -> Result<bool> {
     let runs = first_runs(dir, m, scenario)?;
     if runs.is_empty() {
         return Ok(false);
     }
-    let panel_h = 260u32;
-    let root = SVGBackend::new(out, (1000, panel_h * runs.len() as u32)).into_drawing_area();
+    let (panel_h, legend_h) = (260u32, 30u32);
+    let root =
+        SVGBackend::new(out, (1000, legend_h + panel_h * runs.len() as u32)).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
-    let panels = root.split_evenly((runs.len(), 1));
+    let (top, body) = root.split_vertically(legend_h);
+    legend(&top)?;
+    let panels = body.split_evenly((runs.len(), 1));
+    let scale = Scale::of(&runs);
     for ((r, points), area) in runs.iter().zip(panels.iter()) {
-        panel(area, r, points, scenario)?;
+        panel(area, r, points, scenario, &scale)?;
     }
     root.present().map_err(err)?;
     Ok(true)
+}
+
+/// The axes every panel of a scenario shares, so that panels compare.
+struct Scale {
+    t_max: f64,
+    /// Pages, the left axis.
+    y_max: f64,
+    /// Cumulative counts, the right axis.
+    c_max: f64,
+}
+
+impl Scale {
+    fn of(runs: &[(&RunRecord, Vec<samples::Point>)]) -> Scale {
+        let points = || runs.iter().flat_map(|(_, p)| p.iter());
+        Scale {
+            t_max: points().map(|p| p.t).fold(1.0, f64::max),
+            y_max: points()
+                .map(|p| p.dirty.max(p.wb_thresh.unwrap_or(0.0)))
+                .fold(1.0, f64::max)
+                * 1.15,
+            c_max: points()
+                .map(|p| p.stall_sleeps.max(p.bg_starts))
+                .fold(1.0, f64::max)
+                * 1.15,
+        }
+    }
+}
+
+/// The series' legend, in a strip of its own: over no data.
+fn legend(area: &DrawingArea<SVGBackend<'_>, Shift>) -> Result<()> {
+    let (mut x, y) = (70i32, 15i32);
+    for (label, color, width, _, _) in SERIES {
+        let style = color.stroke_width(width);
+        area.draw(&PathElement::new(vec![(x, y), (x + 20, y)], style))
+            .map_err(err)?;
+        area.draw(&Text::new(
+            label,
+            (x + 26, y - 7),
+            ("sans-serif", 14).into_font(),
+        ))
+        .map_err(err)?;
+        x += 46 + 7 * label.len() as i32;
+    }
+    Ok(())
 }
 
 /// Per variant, the first run of `scenario` whose samples are at hand.
@@ -194,28 +245,19 @@ fn panel(
     r: &RunRecord,
     points: &[samples::Point],
     scenario: &str,
+    scale: &Scale,
 ) -> Result<()> {
     let (bw, share) = (
         metrics::get("fio.write_bw_MiB/s"),
         metrics::get("wbstall.stall_share_%"),
     );
-    let t_max = points.last().map_or(1.0, |p| p.t).max(1.0);
-    let y_max = points
-        .iter()
-        .map(|p| p.dirty.max(p.wb_thresh.unwrap_or(0.0)))
-        .fold(1.0, f64::max)
-        * 1.15;
-    let c_max = points
-        .iter()
-        .map(|p| p.stall_sleeps.max(p.bg_starts))
-        .fold(1.0, f64::max)
-        * 1.15;
     let mut chart = ChartBuilder::on(area)
         .caption(
             format!(
-                "{} / {}: {} {}, stall share {:.1}%",
+                "{} / {}, run {}: {} {}, stall share {:.1}%",
                 r.variant,
                 scenario,
+                r.run + 1,
                 (bw.extract)(r).map_or("-".into(), format::num),
                 bw.unit,
                 (share.extract)(r).unwrap_or(f64::NAN)
@@ -226,43 +268,42 @@ fn panel(
         .x_label_area_size(28)
         .y_label_area_size(60)
         .right_y_label_area_size(60)
-        .build_cartesian_2d(0f64..t_max, 0f64..y_max)
+        .build_cartesian_2d(0f64..scale.t_max, 0f64..scale.y_max)
         .map_err(err)?
-        .set_secondary_coord(0f64..t_max, 0f64..c_max);
+        .set_secondary_coord(0f64..scale.t_max, 0f64..scale.c_max);
+    // 1000, not 1000.0; a tick between whole numbers keeps its fraction.
+    let whole = |v: &f64| {
+        if v.fract() == 0.0 {
+            format!("{v:.0}")
+        } else {
+            format!("{v}")
+        }
+    };
     chart
         .configure_mesh()
         .x_desc("seconds since the writers started")
         .y_desc("pages")
+        .x_label_formatter(&whole)
+        .y_label_formatter(&whole)
         .draw()
         .map_err(err)?;
     chart
         .configure_secondary_axes()
         .y_desc("cumulative count")
+        .y_label_formatter(&whole)
         .draw()
         .map_err(err)?;
-    for (label, color, width, right, pick) in SERIES {
+    for (_, color, width, right, pick) in SERIES {
         let data: Vec<(f64, f64)> = points
             .iter()
             .filter_map(|p| pick(p).map(|y| (p.t, y)))
             .collect();
-        let style = color.stroke_width(width);
-        let line = LineSeries::new(data, style);
-        let drawn = if right {
-            chart.draw_secondary_series(line)
+        let line = LineSeries::new(data, color.stroke_width(width));
+        if right {
+            chart.draw_secondary_series(line).map_err(err)?;
         } else {
-            chart.draw_series(line)
-        };
-        drawn
-            .map_err(err)?
-            .label(label)
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], style));
+            chart.draw_series(line).map_err(err)?;
+        }
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::UpperLeft)
-        .draw()
-        .map_err(err)?;
     Ok(())
 }

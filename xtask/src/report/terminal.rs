@@ -55,15 +55,17 @@ impl Row {
     }
 }
 
-/// The rows, medians over the runs of a cell.
+/// The rows, medians over the runs of a cell: the numbers that answer the
+/// question first (`metrics::HEADLINE`), then the rest of the mechanism.
 const ROWS: &[Row] = &[
     Row::Text("runs (medians below)", |c| c.len().to_string()),
     Row::Metric("fio.write_bw_MiB/s"),
+    Row::Metric("wbstall.stall_share_%"),
+    Row::Metric("wbstall.bg_starts"),
     Row::Metric("fio.write_iops"),
     Row::Metric("fio.clat_p50_ms"),
     Row::Metric("fio.clat_p99_ms"),
     Row::Metric("fio.clat_max_ms"),
-    Row::Metric("wbstall.stall_share_%"),
     Row::Metric("wbstall.draining_share_%"),
     Row::Metric("wbstall.flushing_share_%"),
     Row::Metric("wbstall.max_call_ms"),
@@ -72,7 +74,6 @@ const ROWS: &[Row] = &[
     Row::Metric("wbstall.throttle_events"),
     Row::Metric("wbstall.stall_ms"),
     Row::Metric("wbstall.max_pause_ms"),
-    Row::Metric("wbstall.bg_starts"),
     Row::Text("witness bg_starts/throttle_sleeps", |c| {
         format!(
             "{}/{}",
@@ -142,13 +143,16 @@ const ROWS: &[Row] = &[
     }),
 ];
 
-/// `0.0037 (270x slower)`, or `1.58 (not slower)`.
+/// `0.0037 (270x slower)`, `0.40 (2.5x slower)`, `0.97 (3% slower)`, or
+/// `1.58 (not slower)`.
 pub fn ratio_text(ratio: f64) -> String {
     let x = 1.0 / ratio.max(1e-9);
     if ratio < 1.0 && x >= 10.0 {
         format!("{ratio:.4} ({x:.0}x slower)")
-    } else if ratio < 1.0 {
+    } else if ratio < 1.0 && x >= 2.0 {
         format!("{ratio:.2} ({x:.1}x slower)")
+    } else if ratio < 1.0 {
+        format!("{ratio:.2} ({:.0}% slower)", (1.0 - ratio) * 100.0)
     } else {
         format!("{ratio:.2} (not slower)")
     }
@@ -193,7 +197,7 @@ pub fn table(m: &Matrix<'_>, verdict: &Verdict) -> String {
         out.push('\n');
         for (cell, ratio) in &verdict.throughput_ratio {
             out.push_str(&format!(
-                "throughput of stalling cell {cell} / slowest clean variant: {}\n",
+                "throughput of stalling cell {cell} / slowest clean variant (harmonic means): {}\n",
                 ratio_text(*ratio)
             ));
         }
