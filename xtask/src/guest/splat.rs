@@ -18,7 +18,8 @@ pub enum Kind {
     Oops,
     /// A stall detector (RCU stall, soft lockup): a CPU made no progress.
     Stall,
-    /// A `WARNING:`: the kernel goes on.
+    /// A `WARNING:`, or a `BUG:` after which the task goes on (sleeping in
+    /// atomic context): the kernel goes on.
     Warning,
 }
 
@@ -61,8 +62,15 @@ pub fn kind_of(msg: &str) -> Option<Kind> {
         "rcu: INFO: rcu_",
         "INFO: rcu_",
     ];
+    // BUG lines after which the task goes on (DEBUG_ATOMIC_SLEEP's checks).
+    const GOES_ON: &[&str] = &[
+        "BUG: sleeping function called from invalid context",
+        "BUG: scheduling while atomic",
+    ];
     if STALL.iter().any(|s| msg.starts_with(s)) || msg.starts_with("BUG: workqueue lockup") {
         Some(Kind::Stall)
+    } else if GOES_ON.iter().any(|s| msg.starts_with(s)) {
+        Some(Kind::Warning)
     } else if OOPS.iter().any(|s| msg.starts_with(s)) {
         Some(Kind::Oops)
     } else if msg.starts_with("WARNING: ") {
@@ -237,6 +245,14 @@ mod tests {
         let quiet = "wbstall-init: BUG: not the kernel's\n[ 1.0] fio: Oops: mid-line\n\
                      [ 2.0] RIP: 0010:x+0x1/0x2\n";
         assert_eq!(first(quiet, Kind::Oops), None);
+        // DEBUG_ATOMIC_SLEEP's BUG lines are warnings: the task goes on.
+        let atomic = "[ 1.5] BUG: sleeping function called from invalid context at mm/x.c:9\n";
+        assert_eq!(first(atomic, Kind::Oops), None);
+        assert!(first(atomic, Kind::Warning).is_some());
+        assert_eq!(
+            kind_of("BUG: KASAN: slab-use-after-free in x"),
+            Some(Kind::Oops)
+        );
         assert_eq!(function_of("Comm: fio Not tainted"), None);
         assert_eq!(
             function_of("at x+0x1/0x2, CPU#1").as_deref(),
