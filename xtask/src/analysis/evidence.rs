@@ -79,7 +79,10 @@ mod tests {
     fn a_run_with_a_problem_is_left_out_and_named() {
         let mut bad = rec("v1", "fuse-strictlimit", 100.0, 0.0);
         bad.run = 1;
-        bad.dmesg_warnings = vec!["WARNING: CPU: 0 PID: 1 at mm/x.c:1".into()];
+        bad.dmesg_warnings = vec![
+            "[ 2.0] ------------[ cut here ]------------".into(),
+            "[ 2.0] WARNING: mm/x.c:1 at balance_dirty_pages+0x1/0x2, CPU#0: fio/9".into(),
+        ];
         let e = Evidence::of(
             &[rec("v1", "fuse-strictlimit", 100.0, 0.0), bad],
             &expected(),
@@ -87,7 +90,10 @@ mod tests {
         assert_eq!(e.usable.len(), 1);
         assert_eq!(e.excluded.len(), 1);
         assert!(
-            e.excluded[0].starts_with("fuse-strictlimit/v1 #2: dmesg has 1 warning line(s)"),
+            e.excluded[0].starts_with(
+                "fuse-strictlimit/v1 #2: warning: dmesg has 2 warning line(s), first in \
+                 balance_dirty_pages+0x1/0x2: [ 2.0] WARNING: mm/x.c:1"
+            ),
             "{:?}",
             e.excluded
         );

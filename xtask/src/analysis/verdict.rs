@@ -449,7 +449,7 @@ pub(crate) mod tests {
         // The harmonic mean of 200 and 210, as every rate is aggregated.
         assert!((v1.bw_mib_s - 2.0 / (1.0 / 200.0 + 1.0 / 210.0)).abs() < 1e-9);
         assert!(
-            v.excluded[0].starts_with("fuse-strictlimit/v1 #2: dmesg has 1 warning"),
+            v.excluded[0].starts_with("fuse-strictlimit/v1 #2: warning: dmesg has 1 warning"),
             "{:?}",
             v.excluded
         );

@@ -77,9 +77,13 @@ pub fn boot_until(sh: &Shell, dir: &Path, b: &Boot, stop: &AtomicBool) -> Result
         fs::remove_file(d).ok(); // a sparse GiB per run is not worth keeping
     }
     let out = out?;
-    let stream = out
-        .outcome
-        .map_err(|e| anyhow::anyhow!(e.explain(&console)))?;
+    let stream = out.outcome.map_err(|e| {
+        anyhow::anyhow!(
+            "{} (the boot ended after {:.1} s)",
+            e.explain(&console),
+            out.wall_secs
+        )
+    })?;
     let samples = match stream.files.get(super::protocol::stream::SAMPLES) {
         Some(bytes) => {
             let file = format!("{name}.samples.txt");

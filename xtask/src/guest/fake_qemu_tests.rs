@@ -88,7 +88,9 @@ fn a_hanging_qemu_is_a_hang_and_is_reaped() {
     let body = "echo '[    0.5] Run /init as init process' > \"$con\"\nexec sleep 600\n";
     let out = run(&t, body, Duration::from_secs(2)).unwrap();
     match out.outcome {
-        Err(VmError::Hang { secs, last_line }) => {
+        Err(VmError::Hang {
+            secs, last_line, ..
+        }) => {
             assert_eq!(secs, 2);
             assert!(last_line.contains("Run /init"), "{last_line}");
         }
@@ -123,6 +125,48 @@ fn a_panic_on_the_console_is_a_panic() {
         Err(VmError::Panic { line }) => assert!(line.contains("Attempted to kill init"), "{line}"),
         other => panic!("expected a panic, got {:?}", other.map(|_| ())),
     }
+}
+
+#[test]
+fn a_bug_on_the_console_ends_the_boot_at_once() {
+    // The guest BUGs and then runs on (as a guest whose other CPUs still
+    // work does): the boot ends about SPLAT_GRACE later, not at the timeout.
+    let t = testdir::Dir::new("fake-bug");
+    let splat = crate::util::project_root().join("xtask/fixtures/console/bug.log");
+    let body = format!("cat '{}' > \"$con\"\nexec sleep 600\n", splat.display());
+    let out = run(&t, &body, Duration::from_secs(60)).unwrap();
+    assert!(
+        out.wall_secs < 10.0 && out.wall_secs >= qemu::SPLAT_GRACE.as_secs_f64(),
+        "{} s",
+        out.wall_secs
+    );
+    match out.outcome {
+        Err(VmError::Oops { splat, qemu_status }) => {
+            assert_eq!(
+                splat.function.as_deref(),
+                Some("balance_dirty_pages+0x6f2/0x7a0")
+            );
+            assert!(
+                qemu_status.contains("after the kernel's Oops"),
+                "{qemu_status}"
+            );
+        }
+        other => panic!("expected an oops, got {:?}", other.map(|_| ())),
+    }
+    assert!(!alive(&t.path().join("bin/pid")), "the fake QEMU survived");
+}
+
+#[test]
+fn a_warning_on_the_console_lets_the_boot_finish() {
+    let t = testdir::Dir::new("fake-warn");
+    let splat = crate::util::project_root().join("xtask/fixtures/console/warning.log");
+    let body = format!(
+        "cat '{}' > \"$con\"\nsleep 3\nprintf 'WBSTALL-END ok\\n' > \"$res\"\nexit 0\n",
+        splat.display()
+    );
+    let out = run(&t, &body, Duration::from_secs(60)).unwrap();
+    assert!(out.outcome.is_ok(), "{:?}", out.outcome.map(|_| ()));
+    assert!(out.wall_secs >= 3.0, "{} s", out.wall_secs);
 }
 
 #[test]

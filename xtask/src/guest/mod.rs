@@ -15,6 +15,7 @@ pub mod plan;
 pub mod protocol;
 pub mod qemu;
 pub mod scenario;
+pub mod splat;
 pub mod stream;
 
 #[cfg(test)]

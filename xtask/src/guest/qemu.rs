@@ -17,8 +17,13 @@ use xshell::{cmd, Shell};
 
 use crate::guest::{
     disk::{self, Disk},
+    splat::{self, Kind, Splat},
     stream::{self, End, Stream},
 };
+
+/// How long QEMU runs on after the console's first Oops or BUG line: the
+/// kernel prints the rest of the splat (registers, call trace) meanwhile.
+pub const SPLAT_GRACE: Duration = Duration::from_secs(2);
 
 /// How QEMU executes guest code.
 #[derive(
@@ -342,10 +347,18 @@ impl Drop for Leash {
 /// Why a run produced no result.
 #[derive(Debug, PartialEq, Eq)]
 pub enum VmError {
+    /// The kernel oopsed or hit a BUG (the first one); QEMU was killed
+    /// [`SPLAT_GRACE`] after it, or ended by itself.
+    Oops { splat: Splat, qemu_status: String },
     /// The kernel panicked (the line that says so).
     Panic { line: String },
-    /// Still running at the timeout; QEMU was killed.
-    Hang { secs: u64, last_line: String },
+    /// Still running at the timeout; QEMU was killed. A stall detector's
+    /// report on the console says where it hung.
+    Hang {
+        secs: u64,
+        last_line: String,
+        stall: Option<Splat>,
+    },
     /// QEMU exited without the guest's END record.
     MissingResult { why: String, qemu_status: String },
     /// The guest ran and reported a failure.
@@ -353,12 +366,20 @@ pub enum VmError {
 }
 
 /// Decides what a run means from how QEMU ended, the console and the stream.
+/// An Oops comes first: whatever the guest sent after it (a truncated fio
+/// result, a panic it led to) follows from it.
 pub fn classify(
     timed_out: Option<u64>,
     qemu_status: &str,
     console: &str,
     stream: Stream,
 ) -> std::result::Result<Stream, VmError> {
+    if let Some(splat) = splat::first(console, Kind::Oops) {
+        return Err(VmError::Oops {
+            splat,
+            qemu_status: qemu_status.to_string(),
+        });
+    }
     if let Some(line) = console
         .lines()
         .find(|l| l.contains("Kernel panic - not syncing"))
@@ -375,7 +396,12 @@ pub fn classify(
             .unwrap_or("")
             .trim()
             .to_string();
-        return Err(VmError::Hang { secs, last_line });
+        let stall = splat::first(console, Kind::Stall);
+        return Err(VmError::Hang {
+            secs,
+            last_line,
+            stall,
+        });
     }
     match &stream.end {
         Some(End::Ok) => Ok(stream),
@@ -393,12 +419,35 @@ pub fn classify(
 }
 
 impl VmError {
-    /// The message a user sees, naming the console log.
+    /// What happened, in one word: `oops`, `panic`, `hang`, `no-result`,
+    /// `guest-failed`.
+    pub fn class(&self) -> &'static str {
+        match self {
+            VmError::Oops { .. } => "oops",
+            VmError::Panic { .. } => "panic",
+            VmError::Hang { .. } => "hang",
+            VmError::MissingResult { .. } => "no-result",
+            VmError::GuestFailed { .. } => "guest-failed",
+        }
+    }
+
+    /// The message a user sees: the class first, naming the console log.
     pub fn explain(&self, console: &Path) -> String {
         let log = console.display();
-        match self {
+        let what = match self {
+            VmError::Oops { splat, qemu_status } => format!(
+                "the guest kernel oopsed: {} (QEMU {qemu_status}). First lines:\n    {}\n\
+                 Console log: {log}",
+                splat.headline(),
+                splat.lines.join("\n    ")
+            ),
             VmError::Panic { line } => format!("the guest kernel panicked: `{line}`. Console log: {log}"),
-            VmError::Hang { secs, last_line } => format!(
+            VmError::Hang { secs, last_line, stall: Some(s) } => format!(
+                "the guest hung: no result after {secs} s, QEMU killed; a stall detector \
+                 reported `{}` (last console line: `{last_line}`). Console log: {log}",
+                s.headline()
+            ),
+            VmError::Hang { secs, last_line, stall: None } => format!(
                 "the guest hung: no result after {secs} s, QEMU killed (last console line: `{last_line}`). \
                  Console log: {log}. Raise --timeout if the machine is just slow."
             ),
@@ -406,7 +455,8 @@ impl VmError {
                 "the guest ended without a result ({why}; QEMU {qemu_status}). Console log: {log}"
             ),
             VmError::GuestFailed { reason } => format!("the guest reported a failure: {reason}. Console log: {log}"),
-        }
+        };
+        format!("{}: {what}", self.class())
     }
 }
 
@@ -453,23 +503,7 @@ pub fn run_until(
         command.spawn().context("starting qemu-system-x86_64")?,
     ));
     let child = leash.0.as_mut().expect("child is set");
-    let mut timed_out = None;
-    let status = loop {
-        if let Some(status) = child.try_wait().context("waiting for QEMU")? {
-            break format!("exited {status}");
-        }
-        if stop.load(Ordering::Relaxed) {
-            // The leash kills and reaps QEMU on the way out.
-            anyhow::bail!("QEMU killed: the run is stopping (see the error that stopped it)");
-        }
-        if started.elapsed() > timeout {
-            let _ = child.kill();
-            let _ = child.wait();
-            timed_out = Some(timeout.as_secs());
-            break "killed at the timeout".to_string();
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let (status, timed_out) = wait(child, cfg, started, timeout, stop)?;
     leash.0 = None;
     let wall_secs = started.elapsed().as_secs_f64();
     let console = match &cfg.console {
@@ -477,7 +511,8 @@ pub fn run_until(
         Console::Stdio => String::new(),
     };
     let qemu_err = fs::read_to_string(qemu_log).unwrap_or_default();
-    if timed_out.is_none() && !status.contains("exit status: 0") && !qemu_err.trim().is_empty() {
+    let killed = status.starts_with("killed");
+    if !killed && !status.contains("exit status: 0") && !qemu_err.trim().is_empty() {
         anyhow::bail!("QEMU failed ({status}): {}", qemu_err.trim());
     }
     let stream = match &cfg.results {
@@ -488,6 +523,57 @@ pub fn run_until(
         outcome: classify(timed_out, &status, &console, stream),
         wall_secs,
     })
+}
+
+/// Waits for QEMU to exit, killing it at the timeout, once `stop` is set (an
+/// error), or [`SPLAT_GRACE`] after the first Oops or BUG on a console file
+/// (the guest's result is lost with the task that hit it; waiting for the
+/// timeout would only delay the report). Returns how QEMU ended, in words,
+/// and the timeout if it was hit.
+fn wait(
+    child: &mut Child,
+    cfg: &VmConfig,
+    started: Instant,
+    timeout: Duration,
+    stop: &AtomicBool,
+) -> Result<(String, Option<u64>)> {
+    let mut watch = match &cfg.console {
+        Console::File(p) => Some(splat::Watch::new(p)),
+        Console::Stdio => None,
+    };
+    let mut oopsed: Option<Instant> = None;
+    let kill = |child: &mut Child| {
+        let _ = child.kill();
+        let _ = child.wait();
+    };
+    loop {
+        if let Some(status) = child.try_wait().context("waiting for QEMU")? {
+            return Ok((format!("exited {status}"), None));
+        }
+        if stop.load(Ordering::Relaxed) {
+            // The leash kills and reaps QEMU on the way out.
+            anyhow::bail!("QEMU killed: the run is stopping (see the error that stopped it)");
+        }
+        if started.elapsed() > timeout {
+            kill(child);
+            return Ok(("killed at the timeout".into(), Some(timeout.as_secs())));
+        }
+        if oopsed.is_none() && watch.as_mut().is_some_and(|w| w.oopsed()) {
+            oopsed = Some(Instant::now());
+        }
+        if oopsed.is_some_and(|t| t.elapsed() >= SPLAT_GRACE) {
+            kill(child);
+            let after = started.elapsed().as_secs_f64();
+            return Ok((
+                format!(
+                    "killed {} s after the kernel's Oops, {after:.1} s into the boot",
+                    SPLAT_GRACE.as_secs()
+                ),
+                None,
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// Boots a guest on the terminal (for `cargo xtask shell`). QEMU gets this
@@ -641,7 +727,8 @@ mod tests {
             hang,
             Err(VmError::Hang {
                 secs: 90,
-                last_line: "[ 3.2] random: crng init done".into()
+                last_line: "[ 3.2] random: crng init done".into(),
+                stall: None,
             })
         );
         let missing = classify(
@@ -666,10 +753,71 @@ mod tests {
         let text = VmError::Hang {
             secs: 9,
             last_line: "x".into(),
+            stall: None,
         }
         .explain(Path::new("/r/console.log"));
         assert!(
             text.contains("hung") && text.contains("/r/console.log"),
+            "{text}"
+        );
+    }
+
+    fn console_fixture(name: &str) -> String {
+        let path = crate::util::project_root()
+            .join("xtask/fixtures/console")
+            .join(name);
+        fs::read_to_string(path).unwrap()
+    }
+
+    #[test]
+    fn an_oops_outranks_what_the_guest_sent_after_it() {
+        // The writer died in the BUG; init still sent END ok with fio's
+        // truncated result: the run is an oops, not a malformed result.
+        let ok = stream::parse(b"WBSTALL-END ok\n");
+        let e = classify(None, "killed 2 s after", &console_fixture("bug.log"), ok).unwrap_err();
+        assert_eq!(e.class(), "oops");
+        let text = e.explain(Path::new("/r/c.log"));
+        assert!(
+            text.starts_with("oops: the guest kernel oopsed: kernel BUG at mm/page-writeback.c:1961! in balance_dirty_pages+0x6f2/0x7a0 (QEMU killed 2 s after)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("Oops: invalid opcode") && text.contains("/r/c.log"),
+            "{text}"
+        );
+        // An Oops that led to a panic is still named by the Oops.
+        let both = format!(
+            "{}[ 30.0] Kernel panic - not syncing: Fatal exception\n",
+            console_fixture("null-deref.log")
+        );
+        let e = classify(None, "exited", &both, Stream::default()).unwrap_err();
+        assert!(
+            matches!(&e, VmError::Oops { splat, .. } if splat.function.as_deref() == Some("wb_over_bg_thresh+0x1c/0x120")),
+            "{e:?}"
+        );
+    }
+
+    #[test]
+    fn a_warning_does_not_fail_a_run_and_a_stall_names_where_it_hung() {
+        let ok = stream::parse(b"WBSTALL-END ok\n");
+        assert!(classify(
+            None,
+            "exited exit status: 0",
+            &console_fixture("warning.log"),
+            ok
+        )
+        .is_ok());
+        let hang = classify(
+            Some(60),
+            "killed",
+            &console_fixture("rcu-stall.log"),
+            Stream::default(),
+        )
+        .unwrap_err();
+        assert_eq!(hang.class(), "hang");
+        let text = hang.explain(Path::new("c.log"));
+        assert!(
+            text.contains("a stall detector reported `rcu: INFO: rcu_preempt self-detected stall on CPU in balance_dirty_pages+0x6f0/0x7a0`"),
             "{text}"
         );
     }

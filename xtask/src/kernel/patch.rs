@@ -321,7 +321,8 @@ mod tests {
             .ends_with("series.mbox [1/2] mm: change b to c"));
         assert!(series[1].diff.contains("+w = 2;"), "{}", series[1].diff);
         // git format-patch files: git's decoding and the hand parser agree.
-        for e in fs::read_dir(root.join("patches")).unwrap() {
+        let dirs = [root.join("patches"), root.join("patches/faults")];
+        for e in dirs.iter().flat_map(|d| fs::read_dir(d).unwrap()) {
             let p = e.unwrap().path();
             if p.extension().is_some_and(|x| x == "patch") {
                 let by_git = Patch::read_all(&p).unwrap();

@@ -44,7 +44,7 @@ pub fn mail(
             "the patch FAILS its expectations"
         }
     );
-    findings(&mut o, verdict, u);
+    findings(&mut o, verdict, u, &session.failures);
     mail::setup_block(&mut o, session);
     let mut against = vec![u.base.as_str()];
     if u.base != roles.reference {
@@ -60,8 +60,9 @@ pub fn mail(
     mail::wrap(&o)
 }
 
-/// Per scenario: the patch's class, every run, and why it fails.
-fn findings(o: &mut String, verdict: &Verdict, u: &UnderTest) {
+/// Per scenario: the patch's class, every run, and why it fails; then its
+/// boots without a record (`failures`: an oops, a hang), each in full.
+fn findings(o: &mut String, verdict: &Verdict, u: &UnderTest, failures: &[String]) {
     o.push_str("Findings:\n\n");
     for c in verdict.cells.iter().filter(|c| c.variant == u.variant) {
         let expected = c
@@ -82,6 +83,12 @@ fn findings(o: &mut String, verdict: &Verdict, u: &UnderTest) {
     }
     for x in verdict.lines_of(&u.variant) {
         let _ = writeln!(o, "  FAIL {x}");
+    }
+    let of_patch = |f: &&String| {
+        crate::results::record::parse_run_label(f).is_some_and(|(_, v, _)| v == u.variant)
+    };
+    for f in failures.iter().filter(of_patch) {
+        let _ = writeln!(o, "  FAIL boot {f}");
     }
     o.push('\n');
 }
@@ -333,6 +340,24 @@ mod tests {
         assert!(text
             .lines()
             .all(|l| l.chars().count() <= crate::report::mail::WIDTH));
+    }
+
+    #[test]
+    fn the_mail_names_the_patchs_failed_boots_and_no_other_variants() {
+        let (mut session, records, verdict, roles, u) = judged(0.69);
+        session.failures = vec![
+            "fuse-strictlimit/patch-fix #3: oops: the guest kernel oopsed: kernel BUG at \
+             mm/page-writeback.c:1958! in balance_dirty_pages+0x672/0x680"
+                .into(),
+            "fuse-strictlimit/upstream #3: hang: the guest hung".into(),
+        ];
+        let text = mail(&session, &Matrix::new(&records), &verdict, &roles, &u);
+        assert!(
+            text.contains("FAIL boot fuse-strictlimit/patch-fix #3: oops:")
+                && text.contains("balance_dirty_pages+0x672/0x680"),
+            "{text}"
+        );
+        assert!(!text.contains("upstream #3: hang"), "{text}");
     }
 
     #[test]

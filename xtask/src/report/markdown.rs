@@ -253,7 +253,7 @@ fn verdict_notes(o: &mut String, session: &Session, verdict: &Verdict, expected:
                 .map(move |f| format!("- {}/{}: {f}", c.scenario, c.variant))
         })
         .collect();
-    if failures.is_empty() && !verdict.cells.is_empty() {
+    if failures.is_empty() && !verdict.cells.is_empty() && session.failures.is_empty() {
         let _ = writeln!(
             o,
             "Every {} cell matches its hypothesis.\n",
@@ -262,6 +262,13 @@ fn verdict_notes(o: &mut String, session: &Session, verdict: &Verdict, expected:
             } else {
                 "judged"
             }
+        );
+    } else if failures.is_empty() && !verdict.cells.is_empty() {
+        let _ = writeln!(
+            o,
+            "No measured cell mismatches its hypothesis, but {} boot(s) produced no record \
+             (see the runs without a usable result below): the session fails.\n",
+            session.failures.len()
         );
     } else {
         let _ = writeln!(o, "Mismatches:\n\n{}\n", failures.join("\n"));

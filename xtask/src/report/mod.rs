@@ -162,7 +162,17 @@ mod tests {
         );
         assert!(t.contains("stall (stall)"), "{t}");
         assert!(t.contains("slowest clean variant"), "{t}");
-        assert!(verdict_lines(&v, &[]).starts_with("PASS"));
+        assert!(verdict_lines(&v, &[], &[]).starts_with("PASS"));
+        // A boot without a record (here an oops) fails the summary, whatever
+        // the cells that were measured say.
+        let oops = ["fuse-strictlimit/patch-bug #1: oops: the guest kernel oopsed".to_string()];
+        let text = verdict_lines(&v, &[], &oops);
+        assert!(!text.contains("PASS"), "{text}");
+        assert!(
+            text.contains("FAIL run fuse-strictlimit/patch-bug #1: oops:")
+                && text.ends_with("1 boot(s) without a record\n"),
+            "{text}"
+        );
     }
 
     #[test]
@@ -405,7 +415,7 @@ mod tests {
         let terminal = format!(
             "{}\n{}",
             table(&Matrix::new(&evidence.usable), &verdict),
-            verdict_lines(&verdict, &[])
+            verdict_lines(&verdict, &[], &session.failures)
         );
         // WBSTALL_BLESS=1 writes what renders now as the new golden files
         // (after a regenerated example, or a change of output with a reason).

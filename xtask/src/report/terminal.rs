@@ -205,8 +205,10 @@ pub fn table(m: &Matrix<'_>, verdict: &Verdict) -> String {
     out
 }
 
-/// The verdict's summary lines.
-pub fn verdict_lines(verdict: &Verdict, under_test: &[UnderTest]) -> String {
+/// The verdict's summary lines, the boots without a record (`failures`:
+/// an oops, a hang, no result) among them: the last line says PASS only when
+/// every planned boot has a record and every cell matches.
+pub fn verdict_lines(verdict: &Verdict, under_test: &[UnderTest], failures: &[String]) -> String {
     let mut out = String::new();
     for c in &verdict.cells {
         for f in &c.failures {
@@ -222,18 +224,23 @@ pub fn verdict_lines(verdict: &Verdict, under_test: &[UnderTest]) -> String {
     for x in &verdict.excluded {
         out.push_str(&format!("FAIL run left out: {x}\n"));
     }
+    for f in failures {
+        out.push_str(&format!("FAIL run {f}\n"));
+    }
     for u in under_test {
         out.push_str(&patch_line(verdict, u));
     }
     let (judged, unjudged) = verdict.judged_count();
     let counts = format!(
-        "{judged} cell(s) judged, {unjudged} unjudged, {} missing, {} run(s) left out",
+        "{judged} cell(s) judged, {unjudged} unjudged, {} missing, {} run(s) left out, \
+         {} boot(s) without a record",
         verdict.missing.len(),
-        verdict.excluded.len()
+        verdict.excluded.len(),
+        failures.len()
     );
     if verdict.cells.is_empty() {
-        out.push_str("FAIL: no cell was measured\n");
-    } else if verdict.passed() {
+        out.push_str(&format!("FAIL: no cell was measured ({counts})\n"));
+    } else if verdict.passed() && failures.is_empty() {
         out.push_str(&format!(
             "PASS: {counts}: every planned cell was measured, judged run by run, and matches \
              its expectation\n"
@@ -255,11 +262,8 @@ pub fn summary(
     let mut out = format!(
         "{}\n{}",
         table(&Matrix::new(&evidence.usable), verdict),
-        verdict_lines(verdict, &session.under_test)
+        verdict_lines(verdict, &session.under_test, &session.failures)
     );
-    for f in &session.failures {
-        out.push_str(&format!("FAIL run {f}\n"));
-    }
     out.push_str(&format!(
         "report: {}\n",
         dir.join(crate::results::dir::ResultsDir::REPORT).display()

@@ -179,11 +179,11 @@ pub fn problems(r: &RunRecord, tolerance: &Tolerance) -> Vec<String> {
         ),
         _ => {}
     }
-    if !r.dmesg_warnings.is_empty() {
+    if let Some((line, function)) = crate::results::warnings::first_named(&r.dmesg_warnings) {
         p.push(format!(
-            "dmesg has {} warning line(s), first: {}",
+            "warning: dmesg has {} warning line(s), first{}: {line}",
             r.dmesg_warnings.len(),
-            r.dmesg_warnings[0]
+            function.map_or_else(String::new, |f| format!(" in {f}"))
         ));
     }
     p

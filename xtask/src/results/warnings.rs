@@ -1,6 +1,8 @@
 //! Kernel warnings: the lines of a console or dmesg that mean the kernel
 //! complained (a WARN, a BUG, lockdep, KASAN, a hung task, an RCU stall, ...).
 
+use crate::guest::splat;
+
 /// Kernel messages that mean something went wrong, matched at the start of the
 /// message (after the printk timestamp), never anywhere in a line: a file
 /// name or a fio line containing "WARNING" is not a kernel warning.
@@ -39,6 +41,15 @@ pub fn warnings(log: &str) -> Vec<String> {
                 .then(|| l.trim().to_string())
         })
         .collect()
+}
+
+/// The line a run's warnings are named by: the first that starts a splat
+/// (a `WARNING:`, a `BUG:`, ..., not the `cut here` rule before it), else the
+/// first; and the function it names (`balance_dirty_pages+0x6e5/0x7a0`).
+pub fn first_named(lines: &[String]) -> Option<(&str, Option<String>)> {
+    let starts = |l: &&String| splat::message(l).and_then(splat::kind_of).is_some();
+    let line = lines.iter().find(starts).or(lines.first())?;
+    Some((line.as_str(), splat::function_of(line)))
 }
 
 /// Warnings of the console and of dmesg, each once: the console has every
@@ -93,6 +104,19 @@ mod tests {
             );
         }
         assert_eq!(w.len(), want.len(), "{w:#?}");
+    }
+
+    #[test]
+    fn a_warning_is_named_by_its_splat_line_and_function_not_the_rule_before_it() {
+        let w = warnings(include_str!("../../fixtures/console/warning.log"));
+        assert!(w[0].ends_with("[ cut here ]------------"), "{w:?}");
+        let (line, function) = first_named(&w).unwrap();
+        assert!(line.contains("WARNING: mm/page-writeback.c:1961"), "{line}");
+        assert_eq!(function.as_deref(), Some("balance_dirty_pages+0x6e5/0x7a0"));
+        // Only a rule: named by it, no function.
+        let rule = vec!["[ 1.0] ------------[ cut here ]------------".to_string()];
+        assert_eq!(first_named(&rule), Some((rule[0].as_str(), None)));
+        assert_eq!(first_named(&[]), None);
     }
 
     #[test]

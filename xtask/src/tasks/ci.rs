@@ -2,8 +2,9 @@
 //! unit tests of the workspace and the kernel module, shellcheck of the guest's
 //! scripts, the example report's KCIDB document validated by `kcidb-io` (and a
 //! broken one rejected), SIGTERM to a build mid-make (no child may survive), then every
-//! variant built and judged by a quick `qemu-test` on FUSE, one live run that
-//! the verdict must reject, and 100 rmmod/insmod cycles of the module under
+//! variant built and judged by a quick `qemu-test` on FUSE, a kernel that
+//! BUG()s (its boot an `oops`, the reference beside it measured), one live
+//! run that the verdict must reject, and 100 rmmod/insmod cycles of the module under
 //! writers with a reader held open across rmmod (`module-stress`), and the
 //! quick plan as `cargo xtask slurm` jobs on a one-node Slurm cluster.
 
@@ -169,6 +170,16 @@ fn live_steps(sh: &Shell) -> Result<()> {
     step(
         "qemu-test --quick --scenario fuse-strictlimit (every variant)",
         || args::<QemuTest>(&["--quick", "--scenario", "fuse-strictlimit"])?.run(sh),
+    )?;
+    // Right after the reference was built last: only the fixture's file is
+    // switched and compiled; its boot ends at the Oops.
+    step(
+        &format!(
+            "a kernel that BUG()s fails its boot as an oops: {} on {}, fuse-strictlimit",
+            super::ci_oops::BUG_FIXTURE,
+            roles.reference
+        ),
+        || super::ci_oops::live_oops(sh, &roles.reference),
     )?;
     quick_cells(sh, &roles)?;
     let baseline = roles.baseline.clone();

@@ -343,7 +343,7 @@ mod tests {
         assert_eq!(j.exit, 125);
         assert!(
             j.verdict.starts_with(
-                "skip: the run is no evidence: fuse-strictlimit/bisect #1: dmesg has 1 warning"
+                "skip: the run is no evidence: fuse-strictlimit/bisect #1: warning: dmesg has 1 warning"
             ),
             "{}",
             j.verdict

@@ -1,0 +1,93 @@
+//! A step of `cargo xtask ci`: a patch that BUG()s in balance_dirty_pages()
+//! (`patches/faults/bug-when-throttled.patch`, on the reference) must make a
+//! quick `qemu-test` fail on that boot alone, classed `oops` and named by the
+//! function, while the reference beside it is still measured and passes.
+
+use anyhow::{bail, Result};
+use xshell::Shell;
+
+use crate::{
+    progress::{self, Event},
+    tasks::{args, qemu_test::QemuTest},
+    util,
+};
+
+/// The fault fixture the step boots (patches/faults/README.md).
+pub const BUG_FIXTURE: &str = "patches/faults/bug-when-throttled.patch";
+
+/// The variant `--patch` makes of [`BUG_FIXTURE`].
+const BUG_VARIANT: &str = "patch-bug-when-throttled";
+
+/// Boots the BUG fixture beside `reference` on fuse-strictlimit and checks
+/// the outcome ([`check`]).
+pub fn live_oops(sh: &Shell, reference: &str) -> Result<()> {
+    let patch = util::project_root().join(BUG_FIXTURE);
+    let patch = patch.display().to_string();
+    let out = args::<QemuTest>(&[
+        "--quick",
+        "--variant",
+        reference,
+        "--patch",
+        &patch,
+        "--base",
+        reference,
+        "--scenario",
+        "fuse-strictlimit",
+    ])?
+    .measure(sh)?;
+    if out.passed() {
+        bail!(
+            "qemu-test passed a kernel that BUG()s in balance_dirty_pages(): see {}",
+            out.dir.display()
+        );
+    }
+    let line = check(&out.failures, out.verdict.variant_passed(reference))?;
+    progress::emit(Event::Note(&format!(
+        "ci: the BUG fixture's boot failed, as it must: {}",
+        line.lines().next().unwrap_or_default()
+    )));
+    Ok(())
+}
+
+/// The one boot without a record must be the fixture's, classed `oops` and
+/// naming balance_dirty_pages(); the reference must have passed. Returns
+/// that boot's line.
+fn check(failures: &[String], reference_passed: bool) -> Result<&String> {
+    let [line] = failures else {
+        bail!("expected one boot without a record (the BUG fixture's), got {failures:?}");
+    };
+    let label = format!("fuse-strictlimit/{BUG_VARIANT} #1: oops: ");
+    if !line.starts_with(&label) || !line.contains("in balance_dirty_pages+0x") {
+        bail!("the BUG fixture's boot is not classed `oops` in balance_dirty_pages(): {line}");
+    }
+    if !reference_passed {
+        bail!("the reference beside the BUG fixture was not measured, or failed its cell");
+    }
+    Ok(line)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_an_oops_of_the_fixture_beside_a_passing_reference_will_do() {
+        let oops = "fuse-strictlimit/patch-bug-when-throttled #1: oops: the guest kernel \
+                    oopsed: kernel BUG at mm/page-writeback.c:1958! in \
+                    balance_dirty_pages+0x672/0x680 (QEMU exited)"
+            .to_string();
+        assert!(check(std::slice::from_ref(&oops), true).is_ok());
+        // The reference failed or went unmeasured.
+        assert!(check(std::slice::from_ref(&oops), false).is_err());
+        // The cause misnamed, as before the Oops was looked for.
+        let misnamed = "fuse-strictlimit/patch-bug-when-throttled #1: reading fio's result: \
+                        fio's JSON is malformed or truncated"
+            .to_string();
+        let e = check(&[misnamed], true).unwrap_err().to_string();
+        assert!(e.contains("not classed `oops`"), "{e}");
+        // No failed boot at all, or the reference's boot failed too.
+        assert!(check(&[], true).is_err());
+        let other = "fuse-strictlimit/upstream #1: hang: the guest hung".to_string();
+        assert!(check(&[oops, other], true).is_err());
+    }
+}
