@@ -18,4 +18,4 @@ pub mod scenario;
 pub mod stream;
 
 #[cfg(test)]
-mod fake_qemu_tests;
+pub mod fake_qemu_tests;

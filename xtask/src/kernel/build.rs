@@ -122,18 +122,13 @@ pub fn build(
         .with_context(|| format!("creating the cache {}", cache.display()))?;
     let src = source.prepare(sh, &cache)?;
 
-    // One build at a time per cached tree.
-    let lock_path = src.root.join("lock");
-    let lock = fs::File::create(&lock_path)
-        .with_context(|| format!("creating {}", lock_path.display()))?;
-    if lock.try_lock().is_err() {
+    // One build at a time per cached tree (and so per kernels directory).
+    let _lock = util::lock_dir_waiting(&src.root, "build-kernel", |busy| {
         progress::emit(Event::Note(&format!(
-            "waiting for another build of {} to finish",
+            "waiting for another build of {}: {busy}",
             src.id
         )));
-        lock.lock()
-            .with_context(|| format!("locking {}", lock_path.display()))?;
-    }
+    })?;
     // A developer's tree: copy in what changed since the last build.
     let src = src.sync(sh)?;
     deps::check_tree_minimums(sh, &src.tree(), tc)?;
@@ -152,6 +147,11 @@ pub fn build(
             patched.extend(patch::touched_paths(&p.diff)?);
         }
     }
+    // Two builds of other trees into one kernels directory: one at a time too.
+    let kernels = flavour.kernels_dir()?;
+    let _kernels_lock = util::lock_dir_waiting(&kernels, "build-kernel", |busy| {
+        progress::emit(Event::Note(&format!("waiting to write kernels: {busy}")));
+    })?;
     let builder = Builder {
         sh,
         tc,
@@ -160,15 +160,13 @@ pub fn build(
         fragments,
         base_config,
         tag: flavour.tag()?,
-        kernels: flavour.kernels_dir()?,
+        kernels,
         debug: flavour.debug_kernel,
         no_rust: flavour.no_rust,
         jobs: jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get())),
         patched,
     };
-    let built = build_each(&builder, &selected, flavour, &variants);
-    drop(lock);
-    built
+    build_each(&builder, &selected, flavour, &variants)
 }
 
 /// Builds each variant; on a tree the patches were not written for, a
