@@ -76,6 +76,9 @@ pub struct Session {
     /// (`ci`), which cannot be resumed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub args: Option<Vec<String>>,
+    /// When `qemu-test --resume` went on with the session, each time.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resumed: Vec<String>,
 }
 
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]

@@ -369,6 +369,7 @@ impl QemuTest {
             under_test: i.under_test.clone(),
             fuse_server: i.user_server.as_ref().map(|u| u.line.clone()),
             args: own_args(),
+            resumed: Vec::new(),
         })
     }
 
@@ -497,9 +498,12 @@ impl QemuTest {
             ResultsDir::new(&dir).write::<RunRecord>(&session, None)?;
             return Ok((dir, lock, session, Vec::new()));
         };
-        resume::check_same(&r, &session)?;
+        // The kernels first, each by name; then all else the session recorded.
         resume::check_kernels(&r, built)?;
-        Ok((r.dir, r.lock, r.session, r.records))
+        resume::check_same(&r, &session)?;
+        let mut then = r.session;
+        then.resumed.push(util::timestamp());
+        Ok((r.dir, r.lock, then, r.records))
     }
 
     /// Plans, boots and judges; prints the table and the verdict.
@@ -770,6 +774,24 @@ mod tests {
             text.contains("boots: 6 (3 kernel(s) x 1 scenario(s), runs per cell: 2)"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn resume_takes_no_other_flag_and_retry_failed_only_with_it() {
+        let parse = |args: &[&str]| {
+            let argv = std::iter::once("qemu-test").chain(args.iter().copied());
+            crate::tasks::parse_args::<super::QemuTest>(argv)
+        };
+        let e = parse(&["--retry-failed"]).unwrap_err().to_string();
+        assert!(e.contains("--resume <DIR>"), "{e}");
+        let dir = std::path::Path::new("/nonexistent/results");
+        let q = parse(&["--resume", "/nonexistent/results", "--runs", "3"]).unwrap();
+        let e = q.resumed(dir).unwrap_err().to_string();
+        assert!(e.contains("give no other flag but --retry-failed"), "{e}");
+        // Alone (or with --retry-failed) it goes on to the directory itself.
+        let q = parse(&["--resume", "/nonexistent/results", "--retry-failed"]).unwrap();
+        let e = q.resumed(dir).unwrap_err().to_string();
+        assert!(e.contains("no session.json there"), "{e}");
     }
 
     #[test]
