@@ -116,6 +116,116 @@ pub fn write_atomic(path: &Path, contents: impl AsRef<[u8]>) -> Result<()> {
     Ok(())
 }
 
+/// An exclusive hold on a directory (`flock` on its `.lock` file), released
+/// when dropped or when the process ends, however it ends.
+#[derive(Debug)]
+pub struct DirLock {
+    /// Held only for the lock it carries.
+    _file: fs::File,
+}
+
+/// The lock file of a directory that [`lock_dir`] takes.
+pub const LOCK_FILE: &str = ".lock";
+
+/// Another process holds a directory: which, doing what.
+#[derive(Debug)]
+pub struct Busy {
+    pub dir: PathBuf,
+    pub pid: String,
+    pub doing: String,
+}
+
+impl std::fmt::Display for Busy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} is in use by pid {} ({})",
+            self.dir.display(),
+            self.pid,
+            self.doing
+        )
+    }
+}
+
+/// Takes `dir` for this process (`doing`: what it does there, e.g.
+/// `qemu-test`), or refuses by name when another process holds it: which pid,
+/// doing what, and how to go on.
+pub fn lock_dir(dir: &Path, doing: &str) -> Result<DirLock> {
+    match try_lock_dir(dir, doing)? {
+        Ok(lock) => Ok(lock),
+        Err(busy) => bail!(
+            "{busy}: two wbstall processes must not write one directory; wait for it to \
+             end, or stop it (kill {}), then run again",
+            busy.pid
+        ),
+    }
+}
+
+/// [`lock_dir`], waiting for the holder to end (`waiting` is told who it is).
+pub fn lock_dir_waiting(dir: &Path, doing: &str, waiting: impl FnOnce(&Busy)) -> Result<DirLock> {
+    match try_lock_dir(dir, doing)? {
+        Ok(lock) => Ok(lock),
+        Err(busy) => {
+            waiting(&busy);
+            let file = flock(dir, 0)?.map_err(|_| anyhow::anyhow!("{busy}"))?;
+            held_by_me(file, dir, doing)
+        }
+    }
+}
+
+/// `dir` taken, or who holds it.
+pub fn try_lock_dir(dir: &Path, doing: &str) -> Result<Result<DirLock, Busy>> {
+    match flock(dir, libc::LOCK_NB)? {
+        Ok(file) => held_by_me(file, dir, doing).map(Ok),
+        Err(holder) => {
+            let holder = holder.trim();
+            let (pid, what) = holder.split_once(' ').unwrap_or((holder, ""));
+            Ok(Err(Busy {
+                dir: dir.to_path_buf(),
+                pid: if pid.is_empty() { "?" } else { pid }.to_string(),
+                doing: if what.is_empty() {
+                    "another wbstall task"
+                } else {
+                    what
+                }
+                .to_string(),
+            }))
+        }
+    }
+}
+
+/// The lock file of `dir`, locked (`LOCK_EX | flags`), or what it says of
+/// its holder when `LOCK_NB` found it held.
+fn flock(dir: &Path, flags: libc::c_int) -> Result<Result<fs::File, String>> {
+    use std::os::fd::AsRawFd;
+    fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let path = dir.join(LOCK_FILE);
+    let file = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .with_context(|| format!("opening the lock file {}", path.display()))?;
+    // SAFETY: flock on a descriptor this function owns; no memory is passed.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | flags) } == 0 {
+        return Ok(Ok(file));
+    }
+    let err = std::io::Error::last_os_error();
+    if err.kind() != std::io::ErrorKind::WouldBlock {
+        return Err(err).with_context(|| format!("locking {}", path.display()));
+    }
+    Ok(Err(fs::read_to_string(&path).unwrap_or_default()))
+}
+
+/// Writes this process into the lock file it holds.
+fn held_by_me(mut file: fs::File, dir: &Path, doing: &str) -> Result<DirLock> {
+    file.set_len(0)
+        .and_then(|()| file.write_all(format!("{} {doing}\n", std::process::id()).as_bytes()))
+        .with_context(|| format!("writing the lock file of {}", dir.display()))?;
+    Ok(DirLock { _file: file })
+}
+
 /// Seconds since the Unix epoch.
 pub fn unix_now() -> u64 {
     std::time::SystemTime::now()
@@ -323,6 +433,40 @@ pub fn elf_is_static(bytes: &[u8]) -> Option<bool> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_locked_directory_is_refused_by_pid_and_freed_on_drop() {
+        let t = super::testdir::Dir::new("lock");
+        let held = super::lock_dir(t.path(), "qemu-test --resume").unwrap();
+        // A second taker (another thread, its own open file) is refused, by name.
+        let dir = t.path().to_path_buf();
+        let e = std::thread::spawn(move || super::lock_dir(&dir, "qemu-test").unwrap_err())
+            .join()
+            .unwrap()
+            .to_string();
+        let pid = std::process::id();
+        assert!(
+            e.contains(&format!("is in use by pid {pid} (qemu-test --resume)"))
+                && e.contains(&format!("kill {pid}")),
+            "{e}"
+        );
+        // Another process (util-linux flock(1), the same flock(2)) is refused too.
+        let other = || {
+            std::process::Command::new("flock")
+                .args([
+                    "-n",
+                    &t.path().join(super::LOCK_FILE).to_string_lossy(),
+                    "true",
+                ])
+                .status()
+                .unwrap()
+                .success()
+        };
+        assert!(!other(), "a second process took a held lock");
+        drop(held);
+        assert!(other(), "the lock outlived its holder");
+        assert!(super::lock_dir(t.path(), "qemu-test").is_ok());
+    }
     use super::*;
 
     #[test]

@@ -37,7 +37,7 @@ echo $$ > "$(dirname "$0")/pid"
 "#;
 
 /// A shell whose PATH starts with a directory holding a fake QEMU with `body`.
-fn fake(t: &testdir::Dir, body: &str) -> Shell {
+pub fn fake(t: &testdir::Dir, body: &str) -> Shell {
     let bin = t.path().join("bin");
     fs::create_dir_all(&bin).unwrap();
     let exe = bin.join("qemu-system-x86_64");
@@ -211,7 +211,7 @@ fn no_qemu_at_all_names_the_program() {
 
 /// A plan of `runs` boots of one fake variant on `fuse-strictlimit` (no
 /// disk), with the given timeout, its kernel image in `t`.
-fn fake_plan(t: &testdir::Dir, runs: u32, timeout: Duration) -> Plan {
+pub fn fake_plan(t: &testdir::Dir, runs: u32, timeout: Duration) -> Plan {
     let dir = t.path().join("kernel");
     fs::create_dir_all(&dir).unwrap();
     fs::write(dir.join("bzImage"), b"a kernel").unwrap();

@@ -19,4 +19,4 @@ pub mod splat;
 pub mod stream;
 
 #[cfg(test)]
-mod fake_qemu_tests;
+pub mod fake_qemu_tests;

@@ -16,6 +16,7 @@ use xshell::{cmd, Shell};
 
 use crate::{
     deps::{self, Toolchain},
+    kernel::cache,
     kernel::flavour::Flavour,
     kernel::kconfig,
     kernel::module,
@@ -122,18 +123,13 @@ pub fn build(
         .with_context(|| format!("creating the cache {}", cache.display()))?;
     let src = source.prepare(sh, &cache)?;
 
-    // One build at a time per cached tree.
-    let lock_path = src.root.join("lock");
-    let lock = fs::File::create(&lock_path)
-        .with_context(|| format!("creating {}", lock_path.display()))?;
-    if lock.try_lock().is_err() {
+    // One build at a time per cached tree (and so per kernels directory).
+    let _lock = util::lock_dir_waiting(&src.root, "build-kernel", |busy| {
         progress::emit(Event::Note(&format!(
-            "waiting for another build of {} to finish",
+            "waiting for another build of {}: {busy}",
             src.id
         )));
-        lock.lock()
-            .with_context(|| format!("locking {}", lock_path.display()))?;
-    }
+    })?;
     // A developer's tree: copy in what changed since the last build.
     let src = src.sync(sh)?;
     deps::check_tree_minimums(sh, &src.tree(), tc)?;
@@ -152,6 +148,11 @@ pub fn build(
             patched.extend(patch::touched_paths(&p.diff)?);
         }
     }
+    // Two builds of other trees into one kernels directory: one at a time too.
+    let kernels = flavour.kernels_dir()?;
+    let _kernels_lock = util::lock_dir_waiting(&kernels, "build-kernel", |busy| {
+        progress::emit(Event::Note(&format!("waiting to write kernels: {busy}")));
+    })?;
     let builder = Builder {
         sh,
         tc,
@@ -160,15 +161,13 @@ pub fn build(
         fragments,
         base_config,
         tag: flavour.tag()?,
-        kernels: flavour.kernels_dir()?,
+        kernels,
         debug: flavour.debug_kernel,
         no_rust: flavour.no_rust,
         jobs: jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get())),
         patched,
     };
-    let built = build_each(&builder, &selected, flavour, &variants);
-    drop(lock);
-    built
+    build_each(&builder, &selected, flavour, &variants)
 }
 
 /// Builds each variant; on a tree the patches were not written for, a
@@ -299,7 +298,7 @@ impl Builder<'_> {
         kconfig::configure(sh, &tree, &build_dir, base, &paths, tc, &key, &log)?;
 
         progress.stage("compiling");
-        let objects = self.compile(variant, &build_dir, &log, &mut progress)?;
+        let objects = self.compile_checked(variant, &build_dir, &log, &mut progress)?;
 
         let (ko, module_source_sha256) = self.module(variant, &build_dir, &mut progress)?;
         let seconds = started.elapsed().as_secs_f64();
@@ -378,6 +377,39 @@ impl Builder<'_> {
     }
 
     /// The configuration key of `variant`, and its build directory (created).
+    /// [`Self::compile`], the space it needs checked first and the disk filling
+    /// up named; a bzImage in the build directory that is not what its stamp
+    /// says (damaged since) is removed first, so that make links it again.
+    fn compile_checked(
+        &self,
+        variant: &Variant,
+        build_dir: &Path,
+        log: &Path,
+        progress: &mut Progress,
+    ) -> Result<usize> {
+        let bzimage = build_dir.join("arch/x86/boot/bzImage");
+        if bzimage.exists() {
+            if let cache::Stamped::Damaged { now, stamped } = cache::check(&bzimage)? {
+                progress::emit(Event::Note(&format!(
+                    "{} is damaged (sha256 {now}, {stamped} when built): building it again",
+                    bzimage.display()
+                )));
+                cache::forget(&bzimage)?;
+            }
+        }
+        let doing = format!("building {}", variant.name);
+        // A build directory with a vmlinux builds incrementally.
+        let need = match build_dir.join("vmlinux").exists() {
+            true => cache::INCREMENTAL_BYTES,
+            false => cache::BUILD_BYTES,
+        };
+        cache::ensure_space(build_dir, need, &doing)?;
+        let built = self.compile(variant, build_dir, log, progress);
+        let objects = cache::map_out_of_space(built, build_dir, need, &doing)?;
+        cache::stamp(&bzimage)?;
+        Ok(objects)
+    }
+
     fn build_dir(&self, variant: &Variant) -> Result<(String, PathBuf)> {
         let named: Vec<(String, String)> = self
             .fragments
@@ -503,7 +535,8 @@ fn fresh_log(variant: &str) -> Result<PathBuf> {
     Ok(log)
 }
 
-/// Reads a built variant back (for qemu-test and reports).
+/// Reads a built variant back (for qemu-test and reports), its kernel image
+/// checked against the sha256 its `variant.json` recorded.
 pub fn load_built(name: &str, flavour: &Flavour) -> Result<Built> {
     let dir = flavour.kernels_dir()?.join(name);
     let path = dir.join("variant.json");
@@ -513,7 +546,28 @@ pub fn load_built(name: &str, flavour: &Flavour) -> Result<Built> {
     })?;
     let meta =
         serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
-    Ok(Built { dir, meta })
+    let built = Built { dir, meta };
+    check_image(
+        &built,
+        &format!("cargo xtask build-kernel --variant {name}{flag}"),
+    )?;
+    Ok(built)
+}
+
+/// The kernel image is the one its `variant.json` recorded, by sha256;
+/// refused with `rebuild` (the command that builds it again) otherwise.
+pub fn check_image(built: &Built, rebuild: &str) -> Result<()> {
+    let path = built.bzimage();
+    let now = util::sha256_file(&path)
+        .with_context(|| format!("hashing {}: rebuild it with `{rebuild}`", path.display()))?;
+    if now != built.meta.bzimage_sha256 {
+        bail!(
+            "{} is truncated or damaged (sha256 {now}, {} when built): rebuild it with `{rebuild}`",
+            path.display(),
+            built.meta.bzimage_sha256
+        );
+    }
+    Ok(())
 }
 
 /// The table `build-kernel` prints.
@@ -540,4 +594,29 @@ pub fn summary(built: &[Built]) -> String {
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_truncated_kernel_image_is_refused_with_the_command_that_rebuilds_it() {
+        let t = util::testdir::Dir::new("bzimage");
+        fs::write(t.path().join("bzImage"), b"a whole kernel image").unwrap();
+        let mut built = Built {
+            dir: t.path().to_path_buf(),
+            meta: VariantMeta::default(),
+        };
+        built.meta.bzimage_sha256 = util::sha256_file(&built.bzimage()).unwrap();
+        let rebuild = "cargo xtask build-kernel --variant v1";
+        check_image(&built, rebuild).unwrap();
+        fs::write(built.bzimage(), b"a whole kernel").unwrap();
+        let e = check_image(&built, rebuild).unwrap_err().to_string();
+        assert!(
+            e.contains("bzImage is truncated or damaged")
+                && e.contains("rebuild it with `cargo xtask build-kernel --variant v1`"),
+            "{e}"
+        );
+    }
 }

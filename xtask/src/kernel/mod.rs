@@ -6,6 +6,7 @@
 
 pub mod apt;
 pub mod build;
+pub mod cache;
 pub mod flavour;
 pub mod kconfig;
 pub mod mailbox;

@@ -19,7 +19,7 @@ use xshell::{cmd, Shell};
 use crate::{
     kernel::{
         apt::{self, PrivateApt},
-        mirror,
+        cache, mirror,
     },
     progress::{self, Event},
     util,
@@ -286,32 +286,7 @@ fn debian_tree(sh: &Shell, cache: &Path, args: &SourceArgs) -> Result<Source> {
              where the tree's Rust does not build with this rustc)"
         );
     }
-    let dir = cache.join("apt");
-    let debs = dir.join("debs");
-    let mut deb = if args.refresh_source {
-        None
-    } else {
-        cached_deb(&debs, &package)
-    };
-    if deb.is_none() {
-        // The mirror is needed only now: a cached package builds without one.
-        let archive = apt::debian_archive_here(args.debian_mirror.as_deref())?;
-        let apt = PrivateApt::new(dir, archive);
-        apt.download(sh, &package, suites).with_context(|| {
-            format!(
-                "is linux-source-{series} in Debian's {}? (`apt-cache policy {package}` on a \
-                 machine with those suites)",
-                suites.join(", ")
-            )
-        })?;
-        deb = cached_deb(&debs, &package);
-    }
-    let deb = deb.with_context(|| {
-        format!(
-            "apt-get download left no {package}_*.deb in {}",
-            debs.display()
-        )
-    })?;
+    let deb = debian_deb(sh, cache, args, &package, suites)?;
     let package_version = cmd!(sh, "dpkg-deb -f {deb} Version")
         .quiet()
         .read()
@@ -319,32 +294,115 @@ fn debian_tree(sh: &Shell, cache: &Path, args: &SourceArgs) -> Result<Source> {
     let id = util::sanitize(&format!("debian-{package_version}"));
     let root = cache.join("src").join(&id);
     if let (Some(meta), true) = (read_meta(&root), root.join("tree").is_dir()) {
-        return Ok(Source { id, root, meta });
+        match validate_any_series(&root.join("tree")) {
+            Ok(_) => return Ok(Source { id, root, meta }),
+            Err(e) => progress::emit(Event::Note(&format!(
+                "the cached tree {} is damaged ({e:#}): extracting it again",
+                root.display()
+            ))),
+        }
     }
+    let deb = (deb, package, package_version);
+    extract(sh, cache, &deb, id, root)
+}
 
+/// The cached `linux-source` package, checked against the sha256 stamped when
+/// it was fetched (a damaged one is fetched again, said), or fetched now.
+fn debian_deb(
+    sh: &Shell,
+    cache: &Path,
+    args: &SourceArgs,
+    package: &str,
+    suites: &[&str],
+) -> Result<PathBuf> {
+    let dir = cache.join("apt");
+    let debs = dir.join("debs");
+    let mut deb = if args.refresh_source {
+        None
+    } else {
+        cached_deb(&debs, package)
+    };
+    if let Some(d) = &deb {
+        if let cache::Stamped::Damaged { now, stamped } = cache::check(d)? {
+            progress::emit(Event::Note(&format!(
+                "the cached {} is truncated or damaged (sha256 {now}, {stamped} when fetched): \
+                 fetching it again",
+                d.display()
+            )));
+            cache::forget(d)?;
+            deb = None;
+        }
+    }
+    if let Some(deb) = deb {
+        return Ok(deb);
+    }
+    // The mirror is needed only now: a cached package builds without one.
+    let archive = apt::debian_archive_here(args.debian_mirror.as_deref())?;
+    let apt = PrivateApt::new(dir, archive);
+    apt.download(sh, package, suites).with_context(|| {
+        format!(
+            "is {package} in Debian's {}? (`apt-cache policy {package}` on a machine with \
+             those suites)",
+            suites.join(", ")
+        )
+    })?;
+    let deb = cached_deb(&debs, package).with_context(|| {
+        format!(
+            "apt-get download left no {package}_*.deb in {}",
+            debs.display()
+        )
+    })?;
+    // apt checked it against the archive's index: stamped as whole.
+    cache::stamp(&deb)?;
+    Ok(deb)
+}
+
+/// Extracts the package `deb` (path, name, version) into a staging directory
+/// of the cache, then moves it into place (`publish`): an extraction cut
+/// short (the disk full, a signal) leaves the cache as it was.
+fn extract(
+    sh: &Shell,
+    cache: &Path,
+    (deb, package, package_version): &(PathBuf, String, String),
+    id: String,
+    root: PathBuf,
+) -> Result<Source> {
     progress::emit(Event::Note(&format!(
         "extracting {} into {}",
         deb.display(),
         root.display()
     )));
+    let doing = format!("extracting {package}");
     let staging = fresh_staging(cache, &id)?;
-    cmd!(sh, "dpkg-deb -x {deb} {staging}/deb")
+    cache::ensure_space(&staging, cache::EXTRACT_BYTES, &doing)?;
+    let unpacked = cmd!(sh, "dpkg-deb -x {deb} {staging}/deb")
         .run()
-        .with_context(|| format!("unpacking {}", deb.display()))?;
+        .with_context(|| {
+            format!(
+                "unpacking {} (a damaged package? remove it to fetch it again)",
+                deb.display()
+            )
+        });
+    cache::map_out_of_space(unpacked, &staging, cache::EXTRACT_BYTES, &doing)?;
     let tarball = staging.join(format!("deb/usr/src/{package}.tar.xz"));
     let sha256 = util::sha256_file(&tarball)?;
-    cmd!(sh, "tar -xJf {tarball} -C {staging}")
+    let untarred = cmd!(sh, "tar -xJf {tarball} -C {staging}")
         .run()
-        .with_context(|| format!("extracting {}", tarball.display()))?;
+        .with_context(|| format!("extracting {}", tarball.display()));
+    cache::map_out_of_space(untarred, &staging, cache::EXTRACT_BYTES, &doing)?;
     fs::remove_dir_all(staging.join("deb")).ok();
-    fs::rename(staging.join(&package), staging.join("tree"))
+    fs::rename(staging.join(package), staging.join("tree"))
         .with_context(|| format!("{} did not contain {package}/", tarball.display()))?;
     let kernel_version = validate_any_series(&staging.join("tree"))?;
+    if cache::check(deb)? == cache::Stamped::Unknown {
+        // A package from before stamps: it extracted whole, so it is.
+        cache::stamp(deb)?;
+    }
     let meta = SourceMeta {
         kind: "debian".into(),
         kernel_version,
-        package: Some(package),
-        package_version: Some(package_version),
+        package: Some(package.clone()),
+        package_version: Some(package_version.clone()),
         sha256,
         origin: None,
     };
@@ -490,6 +548,29 @@ impl Source {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cached_package_is_reused_whole_and_fetched_again_when_damaged() {
+        let cache = testdir::Dir::new("deb-cache");
+        let debs = cache.path().join("apt/debs");
+        fs::create_dir_all(&debs).unwrap();
+        let deb = debs.join("linux-source-7.3_7.3.4-1_all.deb");
+        fs::write(&deb, b"!<arch>\nthe whole package").unwrap();
+        crate::kernel::cache::stamp(&deb).unwrap();
+        let sh = Shell::new().unwrap();
+        // No mirror answers here: a fetch would fail.
+        let args = SourceArgs {
+            debian_mirror: Some("http://127.0.0.1:9/debian".into()),
+            ..SourceArgs::default()
+        };
+        let got = debian_deb(&sh, cache.path(), &args, "linux-source-7.3", SUITES).unwrap();
+        assert_eq!(got, deb);
+        // Truncated (a download cut short): not reused, removed, fetched again.
+        fs::write(&deb, b"!<arch>\nthe whole").unwrap();
+        let fetched = debian_deb(&sh, cache.path(), &args, "linux-source-7.3", SUITES);
+        assert!(fetched.is_err(), "nothing to fetch from: {fetched:?}");
+        assert!(!deb.exists(), "the damaged package was kept");
+    }
 
     use crate::util::testdir;
 

@@ -6,11 +6,12 @@ use crate::{
     guest::{
         disk::Disk,
         job::Job,
-        plan::Shard,
+        plan::{plan_position, Shard},
         qemu::{Accel, Clock},
     },
     kernel::build as kernel,
     kernel::variants,
+    results::record::RunRecord,
 };
 
 /// The disk of every session recorded before `--disk` existed.
@@ -70,6 +71,14 @@ pub struct Session {
     /// was kept (one at a time).
     #[serde(default)]
     pub jobs_vm: usize,
+    /// The flags `qemu-test` was given, word by word, for `--resume`; absent
+    /// in sessions recorded before they were kept, or run from another task
+    /// (`ci`), which cannot be resumed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub args: Option<Vec<String>>,
+    /// When `qemu-test --resume` went on with the session, each time.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resumed: Vec<String>,
 }
 
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -93,5 +102,22 @@ impl Session {
                 .map(|s| (s.name.clone(), s.runs.unwrap_or(self.runs)))
                 .collect(),
         )
+    }
+
+    /// Puts `records` in the order of the unsharded plan (run, scenario, then
+    /// the variant in ABBA direction), whatever order they were made in
+    /// (shards, a resumed session).
+    pub fn sort_in_plan_order(&self, records: &mut [RunRecord]) {
+        let var_idx = |v: &str| self.variants.iter().position(|m| m.variant == v);
+        let scen_idx = |s: &str| self.scenarios.iter().position(|i| i.name == s);
+        let n = self.variants.len().max(1);
+        records.sort_by_key(|r| {
+            plan_position(
+                r.run,
+                scen_idx(&r.scenario).unwrap_or(usize::MAX),
+                var_idx(&r.variant).unwrap_or(usize::MAX).min(n - 1),
+                n,
+            )
+        });
     }
 }

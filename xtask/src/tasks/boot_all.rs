@@ -31,7 +31,9 @@ use crate::{
 
 /// Boots the plan, `jobs_vm` guests at a time; the results and the session
 /// are written after every boot, so that a crash later loses nothing, and
-/// both keep plan order whatever order the boots end in.
+/// both keep plan order whatever order the boots end in. A resumed session
+/// passes the records it had (`earlier`) and keeps its failures in
+/// `session.failures`: both are written back with the new ones.
 pub fn boot_all(
     sh: &Shell,
     dir: &Path,
@@ -39,10 +41,12 @@ pub fn boot_all(
     jobs_vm: usize,
     expected: &Expected,
     session: &mut Session,
+    earlier: Vec<RunRecord>,
 ) -> Result<Vec<RunRecord>> {
     let total = plan.boots.len();
     // Per boot of the plan: its record, or why it has none.
     let mut ends: Vec<Option<Result<RunRecord, String>>> = (0..total).map(|_| None).collect();
+    let earlier_failures = session.failures.clone();
     let started = |i: usize| {
         let b = &plan.boots[i];
         progress::emit(Event::BootStart {
@@ -53,15 +57,27 @@ pub fn boot_all(
             run: b.run,
         });
     };
+    let all = |ends: &[Option<Result<RunRecord, String>>], session: &Session| {
+        let (records, failures) = in_plan_order(ends);
+        let mut all: Vec<RunRecord> = earlier.iter().chain(records).cloned().collect();
+        session.sort_in_plan_order(&mut all);
+        (
+            all,
+            earlier_failures.iter().cloned().chain(failures).collect(),
+        )
+    };
     boot::boot_plan(sh, dir, plan, jobs_vm, started, |i, booted| {
+        // A boot that ends because a signal stops xtask (Ctrl-C killed its
+        // QEMU) is no failure: nothing is written, `--resume` boots it again.
+        crate::reaper::yield_to_signal();
         let end = boot_ended(&plan.boots[i], booted, expected);
         let recorded = end.is_ok();
         ends[i] = Some(end);
-        let (records, failures) = in_plan_order(&ends);
+        let (records, failures) = all(&ends, session);
         session.failures = failures;
         ResultsDir::new(dir).write(session, recorded.then_some(records.as_slice()))
     })?;
-    Ok(ends.into_iter().flatten().flatten().collect())
+    Ok(all(&ends, session).0)
 }
 
 /// The records and the failures of the boots that ended so far, in plan order.

@@ -10,7 +10,6 @@ use anyhow::{bail, Context, Result};
 
 use crate::{
     analysis::verdict,
-    guest::plan::plan_position,
     report::{self, terminal::summary},
     results::{dir::ResultsDir, record::RunRecord, session::Session},
     util,
@@ -49,7 +48,7 @@ impl Merge {
             for e in std::fs::read_dir(dir).with_context(|| format!("listing {}", dir.display()))? {
                 let p = e?.path();
                 let name = util::file_name(&p);
-                if p.is_file() && !ResultsDir::is_session_file(&name) {
+                if p.is_file() && !ResultsDir::is_session_file(&name) && name != util::LOCK_FILE {
                     std::fs::copy(&p, self.out.join(&name))
                         .with_context(|| format!("copying {}", p.display()))?;
                 }
@@ -75,7 +74,7 @@ fn read_dir(dir: &Path) -> Result<ShardData> {
 }
 
 /// What must be the same in every shard, as text to compare and name.
-fn identity(s: &Session) -> Vec<(&'static str, String)> {
+pub fn identity(s: &Session) -> Vec<(&'static str, String)> {
     let kernels: Vec<String> = s
         .variants
         .iter()
@@ -183,29 +182,7 @@ pub fn merge(shards: &[ShardData]) -> Result<(Session, Vec<RunRecord>)> {
         .flat_map(|(_, s, _)| s.failures.clone())
         .collect();
     let mut records: Vec<RunRecord> = shards.iter().flat_map(|(_, _, r)| r.clone()).collect();
-    let var_idx = |v: &str| {
-        session
-            .variants
-            .iter()
-            .position(|m| m.variant == v)
-            .unwrap_or(usize::MAX)
-    };
-    let scen_idx = |s: &str| {
-        session
-            .scenarios
-            .iter()
-            .position(|i| i.name == s)
-            .unwrap_or(usize::MAX)
-    };
-    let n = session.variants.len();
-    records.sort_by_key(|r| {
-        plan_position(
-            r.run,
-            scen_idx(&r.scenario),
-            var_idx(&r.variant).min(n - 1),
-            n,
-        )
-    });
+    session.sort_in_plan_order(&mut records);
     Ok((session, records))
 }
 

@@ -18,8 +18,10 @@ pub mod host_test;
 pub mod job_args;
 pub mod merge;
 pub mod module_stress;
+pub mod qemu_roles;
 pub mod qemu_test;
 pub mod report;
+pub mod resume;
 pub mod shell;
 pub mod slurm;
 

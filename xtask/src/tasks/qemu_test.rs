@@ -2,7 +2,12 @@
 //! one per scenario under QEMU, turn what came back into records, and judge
 //! them against `qemu/expected.toml`.
 
-use std::{collections::BTreeMap, fs, path::PathBuf, time::Duration};
+use std::{
+    collections::BTreeMap,
+    fs,
+    path::{Path, PathBuf},
+    time::Duration,
+};
 
 use anyhow::{bail, Context, Result};
 use xshell::Shell;
@@ -12,6 +17,7 @@ use super::{
     dry_run::{self, Preview},
     guest_args::GuestArgs,
     job_args::JobArgs,
+    resume,
 };
 use crate::{
     analysis::{
@@ -30,11 +36,10 @@ use crate::{
         build::Built,
         revs,
         source::SourceArgs,
-        variants::{Comparison, Roles, Selection, UnderTest, Variant, Variants},
+        variants::{Roles, Selection, UnderTest, Variant, Variants},
     },
     progress::{self, Event},
-    report,
-    results::{dir::ResultsDir, session::Session},
+    results::{dir::ResultsDir, record::RunRecord, session::Session},
     util,
 };
 
@@ -111,6 +116,16 @@ pub struct QemuTest {
     /// its own, so the merge job finds each shard's results.
     #[arg(long, value_name = "DIR")]
     pub results_in: Option<PathBuf>,
+    /// Go on with the interrupted session in DIR (a results directory): its
+    /// own flags, its kernels (checked by hash, never rebuilt), only the boots
+    /// it has no record of; then the whole session is judged. Give no other
+    /// flag but --retry-failed.
+    #[arg(long, value_name = "DIR")]
+    pub resume: Option<PathBuf>,
+    /// With --resume: boot again the boots that failed (by default a failed
+    /// boot is done, its failure kept in the session).
+    #[arg(long, requires = "resume")]
+    pub retry_failed: bool,
 }
 
 /// What a session is made of, every input checked: what `measure` builds
@@ -275,43 +290,6 @@ impl QemuTest {
         )
     }
 
-    /// The roles the session is reported by: the variants file's, with the
-    /// `--compare` pairs added (checked against what will be measured).
-    fn roles(&self, variants: &Variants, selected: &[Variant], runs: u32) -> Result<Roles> {
-        let mut roles = variants.roles.clone();
-        let mut measured: Vec<String> = selected.iter().map(|v| v.name.clone()).collect();
-        if let Some(aa) = self.aa_name(&measured, runs, &roles) {
-            measured.push(aa);
-        }
-        roles.compare.extend(self.comparisons(&measured)?);
-        Ok(roles)
-    }
-
-    /// `--compare A B` pairs, each naming variants this session measures.
-    fn comparisons(&self, measured: &[String]) -> Result<Vec<Comparison>> {
-        self.compare
-            .chunks(2)
-            .map(|ab| {
-                for name in ab {
-                    if !measured.contains(name) {
-                        bail!(
-                            "--compare {} {}: `{name}` is not measured in this session \
-                             (measured: {})",
-                            ab[0],
-                            ab[1],
-                            measured.join(", ")
-                        );
-                    }
-                }
-                Ok(Comparison {
-                    a: ab[0].clone(),
-                    b: ab[1].clone(),
-                    claims: BTreeMap::new(),
-                })
-            })
-            .collect()
-    }
-
     /// The boots of the session, in ABBA order, as (run, kernel,
     /// scenario): the plan's, or with `--shard` its slice.
     fn cells<'a, K>(
@@ -390,6 +368,8 @@ impl QemuTest {
             jobs_vm: i.jobs_vm.0,
             under_test: i.under_test.clone(),
             fuse_server: i.user_server.as_ref().map(|u| u.line.clone()),
+            args: own_args(),
+            resumed: Vec::new(),
         })
     }
 
@@ -398,7 +378,13 @@ impl QemuTest {
             print!("{}", self.preview(sh)?.render());
             return Ok(());
         }
-        let out = self.measure(sh)?;
+        let out = match self.resume.clone() {
+            Some(dir) => {
+                let (q, r) = self.resumed(&dir)?;
+                q.measure_into(sh, Some(r))?
+            }
+            None => self.measure(sh)?,
+        };
         if !out.passed() {
             bail!("qemu-test failed: see the FAIL lines above");
         }
@@ -471,8 +457,63 @@ impl QemuTest {
         })
     }
 
+    /// `--resume DIR`: the session's own flags, its directory taken, its
+    /// kernels never rebuilt; any other flag but --retry-failed is refused.
+    fn resumed(mut self, dir: &Path) -> Result<(QemuTest, resume::Resumed)> {
+        let retry_failed = std::mem::take(&mut self.retry_failed);
+        self.resume = None;
+        let bare = super::parse_args::<QemuTest>(["qemu-test"]).context("the default flags")?;
+        if format!("{self:?}") != format!("{bare:?}") {
+            bail!(
+                "--resume {}: the session's own flags are used: give no other flag but \
+                 --retry-failed",
+                dir.display()
+            );
+        }
+        let r = resume::open(dir)?;
+        let flags = resume::flags(&r)?;
+        let argv = std::iter::once("qemu-test").chain(flags.iter().map(String::as_str));
+        let mut q = super::parse_args::<QemuTest>(argv)
+            .with_context(|| format!("parsing the flags {} recorded", dir.display()))?;
+        q.guest.no_build = true;
+        q.retry_failed = retry_failed;
+        Ok((q, r))
+    }
+
+    /// The results directory, held, and its session: a new one, or the
+    /// resumed one (checked against what is planned now) with its records.
+    fn results_dir(
+        &self,
+        sh: &Shell,
+        tc: &deps::Toolchain,
+        built: &[Built],
+        i: &Inputs,
+        resumed: Option<resume::Resumed>,
+    ) -> Result<(PathBuf, util::DirLock, Session, Vec<RunRecord>)> {
+        let mut session = self.session(tc, built, i)?;
+        session.harness = Some(util::harness_commit(sh));
+        let Some(r) = resumed else {
+            let dir = util::unique_dir(&self.results_parent()?)?;
+            let lock = util::lock_dir(&dir, "qemu-test")?;
+            ResultsDir::new(&dir).write::<RunRecord>(&session, None)?;
+            return Ok((dir, lock, session, Vec::new()));
+        };
+        // The kernels first, each by name; then all else the session recorded.
+        resume::check_kernels(&r, built)?;
+        resume::check_same(&r, &session)?;
+        let mut then = r.session;
+        then.resumed.push(util::timestamp());
+        Ok((r.dir, r.lock, then, r.records))
+    }
+
     /// Plans, boots and judges; prints the table and the verdict.
     pub fn measure(self, sh: &Shell) -> Result<Outcome> {
+        self.measure_into(sh, None)
+    }
+
+    /// [`Self::measure`], into a new results directory or the `resumed` one.
+    fn measure_into(self, sh: &Shell, resumed: Option<resume::Resumed>) -> Result<Outcome> {
+        let resuming = resumed.is_some();
         let tc = deps::ensure_for(sh, self.guest.flavour.no_rust)?;
         let i = self.inputs(sh)?;
         let (scenarios, machine, expected) = (&i.scenarios, &i.machine, &i.expected.1);
@@ -484,10 +525,7 @@ impl QemuTest {
         let names: Vec<&str> = scenarios.iter().map(|s| s.name).collect();
         let external = External::of(&names, i.user_server.clone());
         let base = initramfs::base(sh, &external).context("building the initramfs")?;
-        let dir = util::unique_dir(&self.results_parent()?)?;
-        let mut session = self.session(&tc, &built, &i)?;
-        session.harness = Some(util::harness_commit(sh));
-        ResultsDir::new(&dir).write::<crate::results::record::RunRecord>(&session, None)?;
+        let (dir, _lock, mut session, earlier) = self.results_dir(sh, &tc, &built, &i, resumed)?;
         progress::emit(Event::Plan {
             variants: built.len(),
             scenarios: scenarios.len(),
@@ -500,47 +538,24 @@ impl QemuTest {
         }
         let detectors = self.guest.detectors(&built)?;
         let plan = self.plan(&built, &initrds(&base, &built)?, scenarios, runs, machine);
-        let plan = plan::with_detectors(plan, &detectors);
-        let records = boot_all(sh, &dir, &plan, jobs_vm, expected, &mut session)?;
+        let mut plan = plan::with_detectors(plan, &detectors);
+        if resuming {
+            let failures = &mut session.failures;
+            plan = resume::remaining(plan, &earlier, failures, self.retry_failed);
+        }
+        let records = boot_all(sh, &dir, &plan, jobs_vm, expected, &mut session, earlier)?;
         match self.shard {
             Some(shard) => Ok(shard_outcome(shard, dir, &session, records.len())),
             None => finish(dir, &session, &records, expected),
         }
     }
+}
 
-    /// The variant booted again as the A/A control: `--aa`, else the
-    /// reference when selected; none with `--no-aa` or a single run.
-    fn aa_of(&self, selected: &[String], runs: u32, roles: &Roles) -> Option<String> {
-        if self.no_aa || runs < 2 {
-            return None;
-        }
-        match &self.aa {
-            Some(n) => Some(n.clone()),
-            None if selected.contains(&roles.reference) => Some(roles.reference.clone()),
-            None => None,
-        }
-    }
-
-    /// The A/A control's own name (`<variant>-aa`), if there is one.
-    fn aa_name(&self, selected: &[String], runs: u32, roles: &Roles) -> Option<String> {
-        self.aa_of(selected, runs, roles)
-            .map(|n| report::format::aa_name(&n))
-    }
-
-    /// The A/A control: the chosen variant again, under its own name.
-    fn aa_variant(&self, built: &[Built], runs: u32, roles: &Roles) -> Result<Option<Built>> {
-        let names: Vec<String> = built.iter().map(|b| b.meta.variant.clone()).collect();
-        let Some(name) = self.aa_of(&names, runs, roles) else {
-            return Ok(None);
-        };
-        let b = built
-            .iter()
-            .find(|b| b.meta.variant == name)
-            .with_context(|| format!("--aa {name}: that variant is not selected"))?;
-        let mut aa = b.clone();
-        aa.meta.variant = report::format::aa_name(&name);
-        Ok(Some(aa))
-    }
+/// The flags of this process's `qemu-test` (`cargo xtask qemu-test ARGS`),
+/// word by word, for `--resume`; none when another task runs it.
+fn own_args() -> Option<Vec<String>> {
+    let mut args = std::env::args().skip(1);
+    (args.next().as_deref() == Some("qemu-test")).then(|| args.collect())
 }
 
 #[cfg(test)]
@@ -759,6 +774,24 @@ mod tests {
             text.contains("boots: 6 (3 kernel(s) x 1 scenario(s), runs per cell: 2)"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn resume_takes_no_other_flag_and_retry_failed_only_with_it() {
+        let parse = |args: &[&str]| {
+            let argv = std::iter::once("qemu-test").chain(args.iter().copied());
+            crate::tasks::parse_args::<super::QemuTest>(argv)
+        };
+        let e = parse(&["--retry-failed"]).unwrap_err().to_string();
+        assert!(e.contains("--resume <DIR>"), "{e}");
+        let dir = std::path::Path::new("/nonexistent/results");
+        let q = parse(&["--resume", "/nonexistent/results", "--runs", "3"]).unwrap();
+        let e = q.resumed(dir).unwrap_err().to_string();
+        assert!(e.contains("give no other flag but --retry-failed"), "{e}");
+        // Alone (or with --retry-failed) it goes on to the directory itself.
+        let q = parse(&["--resume", "/nonexistent/results", "--retry-failed"]).unwrap();
+        let e = q.resumed(dir).unwrap_err().to_string();
+        assert!(e.contains("no session.json there"), "{e}");
     }
 
     #[test]
