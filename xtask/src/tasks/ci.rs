@@ -149,24 +149,7 @@ fn live_steps(sh: &Shell) -> Result<()> {
     step("SIGTERM to xtask mid-build: no child survives", || {
         super::ci_sigterm::sigterm_mid_build(sh, &roles.reference)
     })?;
-    // The running kernel, no QEMU: judged as the fixed kernels are (this
-    // host's kernel predates 64dd89ae01f2), and killed mid-run twice.
-    step(
-        "host-test --quick on the running kernel (fuse-strictlimit, fuse-nostrict)",
-        || args::<HostTest>(&["--quick"])?.run(sh),
-    )?;
-    for (signal, name, scenario) in [
-        (libc::SIGINT, "SIGINT", "fuse-nostrict"),
-        (libc::SIGTERM, "SIGTERM", "ext4-global"),
-    ] {
-        step(
-            &format!(
-                "{name} to host-test mid-run ({scenario}): every knob, instance, mount and \
-                 loop device is back"
-            ),
-            || super::ci_host_kill::kill_mid_run(sh, signal, scenario),
-        )?;
-    }
+    host_steps(sh)?;
     step(
         "qemu-test --quick --scenario fuse-strictlimit (every variant)",
         || args::<QemuTest>(&["--quick", "--scenario", "fuse-strictlimit"])?.run(sh),
@@ -220,6 +203,28 @@ fn live_steps(sh: &Shell) -> Result<()> {
         },
     )?;
     step(SLURM_STEP, || super::ci_slurm::slurm_matrix(sh, &roles))?;
+    Ok(())
+}
+
+/// The running kernel, no QEMU: judged as the fixed kernels are (this host's
+/// kernel predates 64dd89ae01f2), and killed mid-run twice.
+fn host_steps(sh: &Shell) -> Result<()> {
+    step(
+        "host-test --quick on the running kernel (fuse-strictlimit, fuse-nostrict)",
+        || args::<HostTest>(&["--quick"])?.run(sh),
+    )?;
+    for (signal, name, scenario) in [
+        (libc::SIGINT, "SIGINT", "fuse-nostrict"),
+        (libc::SIGTERM, "SIGTERM", "ext4-global"),
+    ] {
+        step(
+            &format!(
+                "{name} to host-test mid-run ({scenario}): every knob, instance, mount and \
+                 loop device is back"
+            ),
+            || super::ci_host_kill::kill_mid_run(sh, signal, scenario),
+        )?;
+    }
     Ok(())
 }
 
