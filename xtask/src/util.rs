@@ -62,6 +62,24 @@ pub fn in_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
 }
 
+/// This program's path, to run it again as a child task. When it was relinked
+/// while running (`cargo xtask ci`'s `cargo test --workspace` builds the bin
+/// for the CLI tests, with the workspace's features: a new file at the same
+/// path), /proc/self/exe names the old file `PATH (deleted)`; the path then
+/// holds the new build of the same sources.
+pub fn xtask_exe() -> Result<PathBuf> {
+    let exe = std::env::current_exe().context("finding the xtask binary")?;
+    Ok(live_path(exe))
+}
+
+/// `PATH (deleted)` → `PATH`; any other path as it is.
+fn live_path(exe: PathBuf) -> PathBuf {
+    match exe.to_str().and_then(|s| s.strip_suffix(" (deleted)")) {
+        Some(p) => PathBuf::from(p),
+        None => exe,
+    }
+}
+
 /// True when running as root (uid 0).
 pub fn is_root() -> bool {
     fs::metadata("/proc/self")
@@ -468,6 +486,18 @@ mod tests {
         assert!(super::lock_dir(t.path(), "qemu-test").is_ok());
     }
     use super::*;
+
+    #[test]
+    fn a_relinked_binary_is_run_from_its_path() {
+        assert_eq!(
+            live_path(PathBuf::from("/r/target/debug/xtask (deleted)")),
+            PathBuf::from("/r/target/debug/xtask")
+        );
+        assert_eq!(
+            live_path(PathBuf::from("/r/xtask")),
+            PathBuf::from("/r/xtask")
+        );
+    }
 
     #[test]
     fn a_shell_word_comes_back_as_it_went_in() {

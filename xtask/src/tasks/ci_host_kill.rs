@@ -135,7 +135,7 @@ impl HostView {
 /// alone, and checks that the host is as it was.
 pub fn kill_mid_run(sh: &Shell, signal: i32, scenario: &str) -> Result<()> {
     let before = HostView::now(sh)?;
-    let exe = std::env::current_exe().context("finding the xtask binary")?;
+    let exe = crate::util::xtask_exe()?;
     let mut child = Command::new(exe)
         .args([
             "host-test",

@@ -40,7 +40,7 @@ fn touch_page_writeback(sh: &Shell) -> Result<()> {
 pub fn sigterm_mid_build(sh: &Shell, variant: &str) -> Result<()> {
     touch_page_writeback(sh)?;
 
-    let exe = std::env::current_exe().context("finding the xtask binary")?;
+    let exe = crate::util::xtask_exe()?;
     let mut child = Command::new(exe)
         .args(["build-kernel", "--variant", variant])
         .stdin(Stdio::null())

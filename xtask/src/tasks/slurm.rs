@@ -166,7 +166,7 @@ impl Slurm {
         };
         let jobs = Jobs {
             root: util::project_root(),
-            xtask: std::env::current_exe().context("finding the xtask binary")?,
+            xtask: crate::util::xtask_exe()?,
             dir,
             kernels,
             variants,

@@ -314,7 +314,7 @@ impl Bisect {
             return Err(e);
         }
         let dir = wt.path();
-        let exe = std::env::current_exe().context("finding the xtask binary")?;
+        let exe = crate::util::xtask_exe()?;
         let mut step = vec![
             "bisect-step".to_string(),
             format!("--kernel-src={}", task.kernel_src.display()),
