@@ -178,10 +178,21 @@ pub fn ensure_packages(sh: &Shell, needs: &[(&str, bool, &str)], setup: &str) ->
 
 /// The tools for this configuration: [`ensure_no_rust`] for `--no-rust`.
 pub fn ensure_for(sh: &Shell, no_rust: bool) -> Result<Toolchain> {
+    ensure_for_with(sh, no_rust, util::is_root())
+}
+
+/// The tools of [`ensure_for`], never installed: the tasks other than the
+/// main command (`qemu-test`, whose set-up the README documents), `ci` and
+/// `deps --install` stop with what is missing and the commands that install it.
+pub fn check_for(sh: &Shell, no_rust: bool) -> Result<Toolchain> {
+    ensure_for_with(sh, no_rust, false)
+}
+
+fn ensure_for_with(sh: &Shell, no_rust: bool, install: bool) -> Result<Toolchain> {
     if no_rust {
         ensure_no_rust(sh)
     } else {
-        ensure(sh)
+        ensure_with(sh, install)
     }
 }
 
@@ -223,8 +234,8 @@ fn missing_report(missing: &[Missing], distro: Distro) -> String {
         .flatten()
         .collect();
     out.push_str(
-        "\nRun wbstall as root and it installs these itself (or `cargo xtask deps --install`), \
-         or run:\n",
+        "\n`cargo xtask deps --install` installs these as root (so does `cargo xtask qemu-test` \
+         run as root, the documented set-up of a new machine), or run:\n",
     );
     if !pkgs.is_empty() {
         out.push_str(&format!("  {}\n", distro.install_command(&pkgs)));
@@ -630,6 +641,8 @@ mod tests {
         assert!(text.contains("`fio`"));
         assert!(text.contains("apt-get update && apt-get install -y fio"));
         assert!(text.contains(&format!("cargo install --locked bindgen-cli@{BINDGEN_PIN}")));
+        // The one explicit way to install, beside the main command's set-up.
+        assert!(text.contains("`cargo xtask deps --install` installs these as root"));
         // On Fedora the same needs read as dnf's packages.
         let missing = vec![Missing {
             what: "libelf headers (objtool)".into(),

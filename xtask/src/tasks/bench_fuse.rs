@@ -64,7 +64,7 @@ impl BenchFuse {
             Some(v) => v.clone(),
             None => Variants::repo()?.roles.reference,
         };
-        let tc = crate::deps::ensure_for(sh, self.guest.flavour.no_rust)?;
+        let tc = crate::deps::check_for(sh, self.guest.flavour.no_rust)?;
         let selection = Selection {
             variants: vec![variant.clone()],
             ..Selection::default()

@@ -30,7 +30,7 @@ pub struct BuildKernel {
 
 impl BuildKernel {
     pub fn run(self, sh: &Shell) -> Result<()> {
-        let tc = deps::ensure_for(sh, self.flavour.no_rust)?;
+        let tc = deps::check_for(sh, self.flavour.no_rust)?;
         let selection = crate::kernel::revs::select(sh, &self.selection, &self.source)?;
         let built = build(sh, &tc, &selection, &self.source, self.jobs, &self.flavour)?;
         println!("{}", summary(&built));

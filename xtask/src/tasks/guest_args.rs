@@ -132,7 +132,7 @@ impl GuestArgs {
         source: &SourceArgs,
         name: &str,
     ) -> Result<(Built, PathBuf)> {
-        let tc = deps::ensure_for(sh, self.flavour.no_rust)?;
+        let tc = deps::check_for(sh, self.flavour.no_rust)?;
         let selection = Selection {
             variants: vec![name.to_string()],
             ..Selection::default()

@@ -241,7 +241,7 @@ impl BisectStep {
     /// Builds the checked-out commit (plus the patch), boots it once, and
     /// makes the run's record as `qemu-test` makes one.
     fn measure(&self, sh: &Shell, expected: &Expected) -> Result<RunRecord> {
-        let tc = deps::ensure_for(sh, self.guest.flavour.no_rust)?;
+        let tc = deps::check_for(sh, self.guest.flavour.no_rust)?;
         let source = SourceArgs {
             kernel_src: Some(self.kernel_src.clone()),
             ..SourceArgs::default()
