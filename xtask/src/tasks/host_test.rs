@@ -43,8 +43,9 @@ pub const HOST: &str = "host";
 /// FUSE; no QEMU), classed by the tracefs detector and judged like qemu-test.
 #[derive(Debug, clap::Args)]
 pub struct HostTest {
-    /// Scenario to run (repeatable): the FUSE ones (fuse-strictlimit,
-    /// fuse-nostrict, fuse-passthrough). Default: fuse-strictlimit and fuse-nostrict.
+    /// Scenario to run (repeatable): fuse-strictlimit, fuse-nostrict,
+    /// fuse-passthrough, or ext4-global (on a loop device). Default:
+    /// fuse-strictlimit and fuse-nostrict.
     #[arg(long = "scenario", value_name = "NAME")]
     pub scenarios: Vec<String>,
     #[command(flatten)]
