@@ -323,8 +323,8 @@ fio_check() {
 # Test hook, never set by a scenario: wbstall.fault=KIND injects a fault 2 s
 # into fio, so that a test sees the run fail naming it. kill-fuse: SIGKILL to
 # the FUSE server `main`; kill-fio: SIGKILL to fio (pid $1); oom: a memory hog
-# in a cgroup of its own that it outgrows (fault_oom); disk-full: fio's files
-# outgrow the disk (fault_size).
+# in a cgroup of its own that it outgrows (fault_oom); disk-full (the ext4
+# scenarios): the disk filled before fio starts (fault_fill_disk).
 fault_start() {
 	FAULT_PID=
 	case "${WB_fault-}" in
@@ -366,14 +366,18 @@ fault_stop() {
 	wait "$FAULT_PID" 2>/dev/null
 }
 
-# fault_size: fio's file size, wbstall.size; with wbstall.fault=disk-full,
-# 4 GiB per job, more than any disk of the guest's holds.
-fault_size() {
-	if [ "${WB_fault-}" = disk-full ]; then
-		echo 4G
-	else
-		need size
-	fi
+# fault_fill_disk: with wbstall.fault=disk-full, the ext4 disk filled to its
+# last MiB (fallocate, 64 MiB then 1 MiB at a time: blocks taken, no data
+# written), so that fio's first writes find it full.
+fault_fill_disk() {
+	local i=0 chunk
+	[ "${WB_fault-}" = disk-full ] || return 0
+	for chunk in 67108864 1048576; do
+		while fallocate -l $chunk "/mnt/disk/.wbstall-fill-$i" 2>/dev/null; do
+			i=$((i + 1))
+		done
+	done
+	[ $i -gt 0 ] || fail "wbstall.fault=disk-full: cannot fill /mnt/disk"
 }
 
 # The fio job of the seed, scaled by wbstall.* parameters (qemu/jobs/writeback.fio).
@@ -385,7 +389,7 @@ run_fio() {
 	read -r t0 _ </proc/uptime
 	# In the background, so that a test's fault (fault_start) can name fio's
 	# pid; its stderr kept, so that fio_check can name the cause of a failure.
-	WB_DIR=$dir WB_BS=$(need bs) WB_SIZE=$(fault_size) WB_NUMJOBS=$(need numjobs) \
+	WB_DIR=$dir WB_BS=$(need bs) WB_SIZE=$(need size) WB_NUMJOBS=$(need numjobs) \
 		WB_RAMP=$(need ramp) WB_RUNTIME=$(need runtime) \
 		fio --eta=never --output-format=json --output="$out" "$WB_ROOT/jobs/writeback.fio" \
 		2>/tmp/fio.err &
@@ -657,6 +661,7 @@ ext4_mount() {
 # the root cgroup). The sampler stays in the root cgroup.
 ext4_fio() {
 	local cg=$1 rc
+	fault_fill_disk
 	measure_start "$EXT4_BDI" "$cg"
 	start_sampler "$EXT4_BDI"
 	# This shell joins the cgroup so that fio, its child, starts inside it.

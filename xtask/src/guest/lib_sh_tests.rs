@@ -49,5 +49,4 @@ fn an_unknown_fault_is_refused_naming_the_known_ones() {
         failed_with("WB_fault=kill-all; fault_start 1"),
         "wbstall.fault=kill-all: the test hook knows kill-fuse, kill-fio, oom and disk-full"
     );
-    assert_eq!(failed_with("WB_fault=disk-full; fault_size"), "4G\npassed");
 }

@@ -190,13 +190,6 @@ pub mod param {
     /// a fault into the measurement (`kill-fuse`, `kill-fio`, `oom`,
     /// `disk-full`), given as `--kernel-arg wbstall.fault=KIND`, so that a test
     /// sees the run fail naming it.
-    #[cfg_attr(
-        not(test),
-        allow(
-            dead_code,
-            reason = "a test's --kernel-arg; named for the contract test"
-        )
-    )]
     pub const FAULT: &str = "fault";
 
     /// Every parameter the host may set.

@@ -62,7 +62,8 @@ pub struct GuestArgs {
     /// One more kernel command-line argument (repeatable), e.g. `tsc=reliable`;
     /// recorded in the session. wbstall's own (console=, rdinit=, wbstall.*)
     /// cannot be overridden, except the test hook `wbstall.fault=KIND`
-    /// (kill-fuse, kill-fio, oom, disk-full: a fault injected 2 s into fio).
+    /// (kill-fuse, kill-fio, oom: a fault injected 2 s into fio; disk-full: the
+    /// ext4 scenarios' disk filled before it).
     #[arg(long = "kernel-arg", value_name = "ARG")]
     pub kernel_args: Vec<String>,
     /// The disk under the disk scenarios' ext4: `null` (null_blk in the guest,
