@@ -288,22 +288,117 @@ measure_fuse() {
 	run_fio /mnt/fuse /tmp/fio.json
 	rc=$?
 	stop_sampler
-	[ $rc = 0 ] || fail "fio exited with status $rc"
+	# A dead server fails fio's writes too: its death is the cause.
+	fuse_check main
+	fio_check $rc /tmp/fio.err
 	emit fio /tmp/fio.json
 	collect "$bdi"
+}
+
+# fuse_check TAG: the server of TAG must still run; if it died, the run fails
+# naming how (its status from `wait`: a signal, or an exit status).
+fuse_check() {
+	local pid rc
+	read -r pid <"/run/fuse-$1.pid" || fail "no pid file of wbstall-fuse ($1)"
+	# A dead child the shell has not waited for is a zombie, which kill -0 finds.
+	[ -d "/proc/$pid" ] && ! grep -q '^State:.*Z' "/proc/$pid/status" 2>/dev/null && return 0
+	wait "$pid"
+	rc=$?
+	emit "fuse-$1-log" "/run/fuse-$1.log"
+	[ $rc -gt 128 ] && fail "wbstall-fuse ($1) died of signal $((rc - 128)) during the measurement"
+	fail "wbstall-fuse ($1) exited with status $rc during the measurement"
+}
+
+# fio_check RC ERRFILE: fio's failure named by its cause (ERRFILE: its
+# stderr): a signal (the OOM killer's victim is named by the host, from the
+# console), a full disk, or its status.
+fio_check() {
+	[ "$1" = 0 ] && return 0
+	[ "$1" -gt 128 ] && fail "fio killed by signal $(($1 - 128))"
+	grep -q 'No space left on device' "$2" &&
+		fail "the ext4 disk is full (fio: No space left on device)"
+	fail "fio exited with status $1"
+}
+
+# Test hook, never set by a scenario: wbstall.fault=KIND injects a fault 2 s
+# into fio, so that a test sees the run fail naming it. kill-fuse: SIGKILL to
+# the FUSE server `main`; kill-fio: SIGKILL to fio (pid $1); oom: a memory hog
+# in a cgroup of its own that it outgrows (fault_oom); disk-full (the ext4
+# scenarios): the disk filled before fio starts (fault_fill_disk).
+fault_start() {
+	FAULT_PID=
+	case "${WB_fault-}" in
+	"" | disk-full) return 0 ;;
+	kill-fuse) (
+		sleep 2
+		kill -KILL "$(cat /run/fuse-main.pid)"
+	) & ;;
+	kill-fio) (
+		sleep 2
+		kill -KILL "$1"
+	) & ;;
+	oom) (
+		sleep 2
+		fault_oom
+	) & ;;
+	*) fail "wbstall.fault=$WB_fault: the test hook knows kill-fuse, kill-fio, oom and disk-full" ;;
+	esac
+	FAULT_PID=$!
+}
+
+# fault_oom: dd's 128 MiB buffer in a cgroup of 32 MiB (memory.max): the
+# memcg's OOM killer kills it at once (a hog of the guest's whole memory takes
+# longer than fio runs under TCG).
+fault_oom() {
+	local cg=$ROOT_CGROUP/wbstall-hog
+	if ! { echo +memory >"$ROOT_CGROUP/cgroup.subtree_control" && mkdir -p "$cg" &&
+		echo 32M >"$cg/memory.max"; }; then
+		fail "wbstall.fault=oom: cannot make the cgroup $cg"
+	fi
+	# shellcheck disable=SC2016 # $$ of the inner shell: the hog's own pid
+	sh -c 'echo $$ >"$1/cgroup.procs" && exec dd if=/dev/zero of=/dev/null bs=128M count=1' \
+		hog "$cg"
+}
+
+fault_stop() {
+	[ -n "$FAULT_PID" ] || return 0
+	kill "$FAULT_PID" 2>/dev/null
+	wait "$FAULT_PID" 2>/dev/null
+}
+
+# fault_fill_disk: with wbstall.fault=disk-full, the ext4 disk filled to its
+# last MiB (fallocate, 64 MiB then 1 MiB at a time: blocks taken, no data
+# written), so that fio's first writes find it full.
+fault_fill_disk() {
+	local i=0 chunk
+	[ "${WB_fault-}" = disk-full ] || return 0
+	for chunk in 67108864 1048576; do
+		while fallocate -l $chunk "/mnt/disk/.wbstall-fill-$i" 2>/dev/null; do
+			i=$((i + 1))
+		done
+	done
+	[ $i -gt 0 ] || fail "wbstall.fault=disk-full: cannot fill /mnt/disk"
 }
 
 # The fio job of the seed, scaled by wbstall.* parameters (qemu/jobs/writeback.fio).
 # Also sends fio's wall time (fio-wall, seconds): a stalled write can outlast
 # the runtime by seconds, and the stall share is taken of the writers' real time.
 run_fio() {
-	local dir=$1 out=$2 t0 t1 rc
+	local dir=$1 out=$2 t0 t1 rc pid
 	phase fio
 	read -r t0 _ </proc/uptime
+	# In the background, so that a test's fault (fault_start) can name fio's
+	# pid; its stderr kept, so that fio_check can name the cause of a failure.
 	WB_DIR=$dir WB_BS=$(need bs) WB_SIZE=$(need size) WB_NUMJOBS=$(need numjobs) \
 		WB_RAMP=$(need ramp) WB_RUNTIME=$(need runtime) \
-		fio --eta=never --output-format=json --output="$out" "$WB_ROOT/jobs/writeback.fio"
+		fio --eta=never --output-format=json --output="$out" "$WB_ROOT/jobs/writeback.fio" \
+		2>/tmp/fio.err &
+	pid=$!
+	fault_start $pid
+	wait $pid
 	rc=$?
+	fault_stop
+	cat /tmp/fio.err >&2
 	read -r t1 _ </proc/uptime
 	echo "$t0 $t1" >/tmp/fio-wall
 	emit fio-wall /tmp/fio-wall
@@ -566,6 +661,7 @@ ext4_mount() {
 # the root cgroup). The sampler stays in the root cgroup.
 ext4_fio() {
 	local cg=$1 rc
+	fault_fill_disk
 	measure_start "$EXT4_BDI" "$cg"
 	start_sampler "$EXT4_BDI"
 	# This shell joins the cgroup so that fio, its child, starts inside it.
@@ -574,6 +670,6 @@ ext4_fio() {
 	rc=$?
 	echo $$ >"$ROOT_CGROUP/cgroup.procs"
 	stop_sampler
-	[ $rc = 0 ] || fail "fio exited with status $rc"
+	fio_check $rc /tmp/fio.err
 	emit fio /tmp/fio.json
 }

@@ -7,7 +7,8 @@ scenario_run() {
 	start_fuse sink /mnt/fuse main
 	run_fio /mnt/fuse /tmp/fio.json
 	rc=$?
-	[ $rc = 0 ] || fail "fio exited with status $rc"
+	fuse_check main
+	fio_check $rc /tmp/fio.err
 	emit fio /tmp/fio.json
 	signal_fuse main
 }

@@ -109,6 +109,14 @@ fn half_a_stream_and_exit_0_is_no_result() {
             let text = e.explain(Path::new("console.log"));
             assert!(text.contains("without a result"), "{text}");
             assert!(text.contains("exit status: 0"), "{text}");
+            // Where the stream ends: the file cut, the byte, the last whole file.
+            assert!(
+                text.contains(
+                    "file `fio` cut short (8 of 100 bytes; the stream ends at byte 29, \
+                     before any whole file)"
+                ),
+                "{text}"
+            );
         }
         other => panic!("expected no result, got {:?}", other.map(|_| ())),
     }

@@ -1,5 +1,6 @@
 //! Stage 2, the guest: the initramfs every boot shares (`initramfs`), what each
 //! scenario needs of it (`scenario`), QEMU's argv and the boot itself (`qemu`),
+//! what a boot's end means (`outcome`),
 //! the framed results stream the guest writes back (`stream`), and the names
 //! both sides use for its streams and boot parameters (`protocol`).
 
@@ -11,6 +12,7 @@ pub mod host;
 pub mod host_state;
 pub mod initramfs;
 pub mod job;
+pub mod outcome;
 pub mod plan;
 pub mod protocol;
 pub mod qemu;
@@ -20,3 +22,5 @@ pub mod stream;
 
 #[cfg(test)]
 pub mod fake_qemu_tests;
+#[cfg(test)]
+mod lib_sh_tests;

@@ -186,6 +186,11 @@ pub mod param {
         )
     )]
     pub const FUSE_THREADS: &str = "fuse_threads";
+    /// Test hook, never set by wbstall: `fault_start` in `qemu/lib.sh` injects
+    /// a fault into the measurement (`kill-fuse`, `kill-fio`, `oom`,
+    /// `disk-full`), given as `--kernel-arg wbstall.fault=KIND`, so that a test
+    /// sees the run fail naming it.
+    pub const FAULT: &str = "fault";
 
     /// Every parameter the host may set.
     #[cfg(test)]
@@ -206,6 +211,7 @@ pub mod param {
         DIRTY_BACKGROUND_BYTES,
         MEMCG_MAX,
         FUSE_THREADS,
+        FAULT,
     ];
 }
 

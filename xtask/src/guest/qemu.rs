@@ -15,10 +15,11 @@ use std::{
 use anyhow::{Context, Result};
 use xshell::{cmd, Shell};
 
+pub use crate::guest::outcome::{classify, VmError};
 use crate::guest::{
     disk::{self, Disk},
-    splat::{self, Kind, Splat},
-    stream::{self, End, Stream},
+    splat,
+    stream::{self, Stream},
 };
 
 /// How long QEMU runs on after the console's first Oops or BUG line: the
@@ -344,122 +345,6 @@ impl Drop for Leash {
     }
 }
 
-/// Why a run produced no result.
-#[derive(Debug, PartialEq, Eq)]
-pub enum VmError {
-    /// The kernel oopsed or hit a BUG (the first one); QEMU was killed
-    /// [`SPLAT_GRACE`] after it, or ended by itself.
-    Oops { splat: Splat, qemu_status: String },
-    /// The kernel panicked (the line that says so).
-    Panic { line: String },
-    /// Still running at the timeout; QEMU was killed. A stall detector's
-    /// report on the console says where it hung.
-    Hang {
-        secs: u64,
-        last_line: String,
-        stall: Option<Splat>,
-    },
-    /// QEMU exited without the guest's END record.
-    MissingResult { why: String, qemu_status: String },
-    /// The guest ran and reported a failure.
-    GuestFailed { reason: String },
-}
-
-/// Decides what a run means from how QEMU ended, the console and the stream.
-/// An Oops comes first: whatever the guest sent after it (a truncated fio
-/// result, a panic it led to) follows from it.
-pub fn classify(
-    timed_out: Option<u64>,
-    qemu_status: &str,
-    console: &str,
-    stream: Stream,
-) -> std::result::Result<Stream, VmError> {
-    if let Some(splat) = splat::first(console, Kind::Oops) {
-        return Err(VmError::Oops {
-            splat,
-            qemu_status: qemu_status.to_string(),
-        });
-    }
-    if let Some(line) = console
-        .lines()
-        .find(|l| l.contains("Kernel panic - not syncing"))
-    {
-        return Err(VmError::Panic {
-            line: line.trim().to_string(),
-        });
-    }
-    if let Some(secs) = timed_out {
-        let last_line = console
-            .lines()
-            .rev()
-            .find(|l| !l.trim().is_empty())
-            .unwrap_or("")
-            .trim()
-            .to_string();
-        let stall = splat::first(console, Kind::Stall);
-        return Err(VmError::Hang {
-            secs,
-            last_line,
-            stall,
-        });
-    }
-    match &stream.end {
-        Some(End::Ok) => Ok(stream),
-        Some(End::Fail(reason)) => Err(VmError::GuestFailed {
-            reason: reason.clone(),
-        }),
-        None => Err(VmError::MissingResult {
-            why: stream
-                .truncated
-                .clone()
-                .unwrap_or_else(|| "no END record".into()),
-            qemu_status: qemu_status.to_string(),
-        }),
-    }
-}
-
-impl VmError {
-    /// What happened, in one word: `oops`, `panic`, `hang`, `no-result`,
-    /// `guest-failed`.
-    pub fn class(&self) -> &'static str {
-        match self {
-            VmError::Oops { .. } => "oops",
-            VmError::Panic { .. } => "panic",
-            VmError::Hang { .. } => "hang",
-            VmError::MissingResult { .. } => "no-result",
-            VmError::GuestFailed { .. } => "guest-failed",
-        }
-    }
-
-    /// The message a user sees: the class first, naming the console log.
-    pub fn explain(&self, console: &Path) -> String {
-        let log = console.display();
-        let what = match self {
-            VmError::Oops { splat, qemu_status } => format!(
-                "the guest kernel oopsed: {} (QEMU {qemu_status}). First lines:\n    {}\n\
-                 Console log: {log}",
-                splat.headline(),
-                splat.lines.join("\n    ")
-            ),
-            VmError::Panic { line } => format!("the guest kernel panicked: `{line}`. Console log: {log}"),
-            VmError::Hang { secs, last_line, stall: Some(s) } => format!(
-                "the guest hung: no result after {secs} s, QEMU killed; a stall detector \
-                 reported `{}` (last console line: `{last_line}`). Console log: {log}",
-                s.headline()
-            ),
-            VmError::Hang { secs, last_line, stall: None } => format!(
-                "the guest hung: no result after {secs} s, QEMU killed (last console line: `{last_line}`). \
-                 Console log: {log}. Raise --timeout if the machine is just slow."
-            ),
-            VmError::MissingResult { why, qemu_status } => format!(
-                "the guest ended without a result ({why}; QEMU {qemu_status}). Console log: {log}"
-            ),
-            VmError::GuestFailed { reason } => format!("the guest reported a failure: {reason}. Console log: {log}"),
-        };
-        format!("{}: {what}", self.class())
-    }
-}
-
 /// A finished run.
 pub struct Run {
     pub outcome: std::result::Result<Stream, VmError>,
@@ -706,120 +591,6 @@ mod tests {
         assert!(joined.contains("name=wbstall.results"));
         assert!(joined.contains("-drive file=/r/disk.img,if=virtio,format=raw"));
         assert_eq!(a.iter().filter(|x| *x == "-kernel").count(), 1);
-    }
-
-    #[test]
-    fn a_panic_a_hang_and_a_missing_result_are_told_apart() {
-        let ok = stream::parse(b"WBSTALL-END ok\n");
-        assert!(classify(None, "exited exit status: 0", "boot\n", ok.clone()).is_ok());
-        let panic = "[ 1.0] Kernel panic - not syncing: No working init found.\n";
-        assert!(matches!(
-            classify(None, "exited", panic, Stream::default()),
-            Err(VmError::Panic { .. })
-        ));
-        let hang = classify(
-            Some(90),
-            "killed",
-            "[ 3.2] random: crng init done\n",
-            Stream::default(),
-        );
-        assert_eq!(
-            hang,
-            Err(VmError::Hang {
-                secs: 90,
-                last_line: "[ 3.2] random: crng init done".into(),
-                stall: None,
-            })
-        );
-        let missing = classify(
-            None,
-            "exited exit status: 0",
-            "",
-            stream::parse(b"WBSTALL-FILE a 1\nx\n"),
-        );
-        assert!(matches!(missing, Err(VmError::MissingResult { .. })));
-        let failed = classify(
-            None,
-            "exited",
-            "",
-            stream::parse(b"WBSTALL-END fail fio exited 1\n"),
-        );
-        assert_eq!(
-            failed,
-            Err(VmError::GuestFailed {
-                reason: "fio exited 1".into()
-            })
-        );
-        let text = VmError::Hang {
-            secs: 9,
-            last_line: "x".into(),
-            stall: None,
-        }
-        .explain(Path::new("/r/console.log"));
-        assert!(
-            text.contains("hung") && text.contains("/r/console.log"),
-            "{text}"
-        );
-    }
-
-    fn console_fixture(name: &str) -> String {
-        let path = crate::util::project_root()
-            .join("xtask/fixtures/console")
-            .join(name);
-        fs::read_to_string(path).unwrap()
-    }
-
-    #[test]
-    fn an_oops_outranks_what_the_guest_sent_after_it() {
-        // The writer died in the BUG; init still sent END ok with fio's
-        // truncated result: the run is an oops, not a malformed result.
-        let ok = stream::parse(b"WBSTALL-END ok\n");
-        let e = classify(None, "killed 2 s after", &console_fixture("bug.log"), ok).unwrap_err();
-        assert_eq!(e.class(), "oops");
-        let text = e.explain(Path::new("/r/c.log"));
-        assert!(
-            text.starts_with("oops: the guest kernel oopsed: kernel BUG at mm/page-writeback.c:1961! in balance_dirty_pages+0x6f2/0x7a0 (QEMU killed 2 s after)"),
-            "{text}"
-        );
-        assert!(
-            text.contains("Oops: invalid opcode") && text.contains("/r/c.log"),
-            "{text}"
-        );
-        // An Oops that led to a panic is still named by the Oops.
-        let both = format!(
-            "{}[ 30.0] Kernel panic - not syncing: Fatal exception\n",
-            console_fixture("null-deref.log")
-        );
-        let e = classify(None, "exited", &both, Stream::default()).unwrap_err();
-        assert!(
-            matches!(&e, VmError::Oops { splat, .. } if splat.function.as_deref() == Some("wb_over_bg_thresh+0x1c/0x120")),
-            "{e:?}"
-        );
-    }
-
-    #[test]
-    fn a_warning_does_not_fail_a_run_and_a_stall_names_where_it_hung() {
-        let ok = stream::parse(b"WBSTALL-END ok\n");
-        assert!(classify(
-            None,
-            "exited exit status: 0",
-            &console_fixture("warning.log"),
-            ok
-        )
-        .is_ok());
-        let hang = classify(
-            Some(60),
-            "killed",
-            &console_fixture("rcu-stall.log"),
-            Stream::default(),
-        )
-        .unwrap_err();
-        assert_eq!(hang.class(), "hang");
-        let text = hang.explain(Path::new("c.log"));
-        assert!(
-            text.contains("a stall detector reported `rcu: INFO: rcu_preempt self-detected stall on CPU in balance_dirty_pages+0x6f0/0x7a0`"),
-            "{text}"
-        );
     }
 
     #[test]

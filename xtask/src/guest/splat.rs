@@ -96,6 +96,44 @@ pub fn function_of(line: &str) -> Option<String> {
         .map(str::to_string)
 }
 
+/// The OOM killer's first kill on a console.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Oom {
+    /// `process 412 (dd)`.
+    pub victim: String,
+    /// The kernel's message, up to the victim's name: `Out of memory: Killed
+    /// process 412 (dd)` (or `Memory cgroup out of memory: ...`), else the
+    /// `oom-kill:` line.
+    pub line: String,
+}
+
+/// The OOM killer's first victim on `console`, from its `Killed process N
+/// (name)` message, else from an `oom-kill:` line's `task=` and `pid=` (the
+/// console may lose the first when the guest dies right after).
+pub fn oom(console: &str) -> Option<Oom> {
+    let msgs = || console.lines().filter_map(message);
+    let killed = msgs().find_map(|m| {
+        let at = m.find("Killed process ")?;
+        let end = at + m[at..].find(')')? + 1;
+        Some(Oom {
+            victim: m[at + "Killed ".len()..end].to_string(),
+            line: m[..end].to_string(),
+        })
+    });
+    killed.or_else(|| {
+        let m = msgs().find(|m| m.starts_with("oom-kill:"))?;
+        let field = |k: &str| {
+            m.split(',')
+                .find_map(|f| f.strip_prefix(k))
+                .map(str::to_string)
+        };
+        Some(Oom {
+            victim: format!("process {} ({})", field("pid=")?, field("task=")?),
+            line: m.to_string(),
+        })
+    })
+}
+
 /// The first splat of `kind` on `console`.
 pub fn first(console: &str, kind: Kind) -> Option<Splat> {
     let lines: Vec<&str> = console.lines().collect();
@@ -275,5 +313,22 @@ mod tests {
         let mut w = Watch::new(&path);
         fs::write(&path, fixture("warning.log")).unwrap();
         assert!(!w.oopsed());
+    }
+
+    #[test]
+    fn the_oom_killer_s_victim_from_its_message_or_its_oom_kill_line() {
+        let memcg = "[ 40.1] Memory cgroup out of memory: Killed process 77 (fio) total-vm:9kB\n";
+        assert_eq!(
+            oom(memcg),
+            Some(Oom {
+                victim: "process 77 (fio)".into(),
+                line: "Memory cgroup out of memory: Killed process 77 (fio)".into(),
+            })
+        );
+        // The console lost the message: the oom-kill line names the task.
+        let only = "[ 40.0] oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),task=wbstall-fuse,pid=61,uid=0\n";
+        assert_eq!(oom(only).unwrap().victim, "process 61 (wbstall-fuse)");
+        // The guest's own output is not the kernel's.
+        assert_eq!(oom("wbstall: Killed process 1 (x)\n[ 1.0] ok\n"), None);
     }
 }

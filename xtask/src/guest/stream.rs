@@ -32,12 +32,25 @@ impl Stream {
     }
 }
 
+/// Where a cut stream stopped, for its message: after which whole file (the
+/// last that arrived), so that the guest's last step can be found.
+fn after(last: Option<&str>) -> String {
+    match last {
+        Some(name) => format!("after `{name}`, the last whole file"),
+        None => "before any whole file".to_string(),
+    }
+}
+
 pub fn parse(bytes: &[u8]) -> Stream {
     let mut s = Stream::default();
     let mut pos = 0;
+    let mut last: Option<String> = None;
     while pos < bytes.len() {
         let Some(nl) = bytes[pos..].iter().position(|&b| b == b'\n') else {
-            s.truncated = Some(format!("partial header at byte {pos}"));
+            s.truncated = Some(format!(
+                "partial header at byte {pos}, {}",
+                after(last.as_deref())
+            ));
             return s;
         };
         let header = String::from_utf8_lossy(&bytes[pos..pos + nl]).into_owned();
@@ -61,8 +74,9 @@ pub fn parse(bytes: &[u8]) -> Stream {
             .split(' ');
         let (Some(name), Some(len), None) = (words.next(), words.next(), words.next()) else {
             s.truncated = Some(format!(
-                "unexpected record `{header}` at byte {}",
-                pos - nl - 1
+                "unexpected record `{header}` at byte {}, {}",
+                pos - nl - 1,
+                after(last.as_deref())
             ));
             return s;
         };
@@ -78,16 +92,22 @@ pub fn parse(bytes: &[u8]) -> Stream {
             .is_none_or(|e| bytes.len() < e)
         {
             s.truncated = Some(format!(
-                "file `{name}` cut short ({} of {len} bytes)",
-                bytes.len() - pos
+                "file `{name}` cut short ({} of {len} bytes; the stream ends at byte {}, {})",
+                bytes.len() - pos,
+                bytes.len(),
+                after(last.as_deref())
             ));
             return s;
         }
         s.files
             .insert(name.to_string(), bytes[pos..pos + len].to_vec());
+        last = Some(name.to_string());
         pos += len + 1; // and the newline after the data
     }
-    s.truncated = Some("no WBSTALL-END record".to_string());
+    s.truncated = Some(format!(
+        "no WBSTALL-END record: the stream ends at byte {pos}, {}",
+        after(last.as_deref())
+    ));
     s
 }
 
@@ -131,11 +151,32 @@ mod tests {
         let s = parse(&full.as_bytes()[..full.len() - 3]);
         assert_eq!(s.text("a").as_deref(), Some("1\n"));
         assert!(!s.files.contains_key("b"));
-        assert!(s.truncated.unwrap().contains("cut short"));
+        // The message names the last whole file and where the bytes end.
+        assert_eq!(
+            s.truncated.as_deref(),
+            Some(
+                "file `b` cut short (4 of 6 bytes; the stream ends at byte 41, \
+                 after `a`, the last whole file)"
+            )
+        );
         let s = parse(rec("a", "1").as_bytes());
         assert_eq!(s.end, None);
-        assert_eq!(s.truncated.as_deref(), Some("no WBSTALL-END record"));
-        assert!(parse(b"").truncated.is_some());
+        assert_eq!(
+            s.truncated.as_deref(),
+            Some(
+                "no WBSTALL-END record: the stream ends at byte 19, after `a`, the last whole file"
+            )
+        );
+        assert_eq!(
+            parse(b"").truncated.as_deref(),
+            Some("no WBSTALL-END record: the stream ends at byte 0, before any whole file")
+        );
+        assert_eq!(
+            parse(b"WBSTALL-FILE a 1\nx\nWBSTALL-FI")
+                .truncated
+                .as_deref(),
+            Some("partial header at byte 19, after `a`, the last whole file")
+        );
     }
 
     #[test]

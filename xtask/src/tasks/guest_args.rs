@@ -13,6 +13,7 @@ use crate::{
         disk::{self, Disk, DiskKind},
         fuse_server, initramfs,
         plan::{Detector, Machine},
+        protocol,
         qemu::{self, Accel, Clock},
     },
     kernel::{
@@ -60,7 +61,9 @@ pub struct GuestArgs {
     pub cpu_model: String,
     /// One more kernel command-line argument (repeatable), e.g. `tsc=reliable`;
     /// recorded in the session. wbstall's own (console=, rdinit=, wbstall.*)
-    /// cannot be overridden.
+    /// cannot be overridden, except the test hook `wbstall.fault=KIND`
+    /// (kill-fuse, kill-fio, oom: a fault injected 2 s into fio; disk-full: the
+    /// ext4 scenarios' disk filled before it).
     #[arg(long = "kernel-arg", value_name = "ARG")]
     pub kernel_args: Vec<String>,
     /// The disk under the disk scenarios' ext4: `null` (null_blk in the guest,
@@ -165,13 +168,14 @@ impl GuestArgs {
         }
         for a in &self.kernel_args {
             let ours = ["console=", "rdinit=", "panic=", "wbstall."];
+            let hook = a.starts_with(&format!("wbstall.{}=", protocol::param::FAULT));
             if a.is_empty()
                 || a.chars().any(char::is_whitespace)
-                || ours.iter().any(|o| a.starts_with(o))
+                || (ours.iter().any(|o| a.starts_with(o)) && !hook)
             {
                 bail!(
                     "--kernel-arg `{a}`: give one argument without spaces per flag, and none \
-                     of wbstall's own ({})",
+                     of wbstall's own ({}; the test hook wbstall.fault= is allowed)",
                     ours.join(", ")
                 );
             }

@@ -1,0 +1,52 @@
+//! `qemu/lib.sh`'s failure messages, run in dash (the POSIX shell with
+//! `local`, as busybox ash has it) with `fail` replaced by an echo: what a run
+//! that met a fault in the guest says (issue 25). The faults themselves are
+//! injected by the test hook `wbstall.fault=` in live boots.
+
+use std::process::Command;
+
+/// The message `fail` got when `script` ran after lib.sh was sourced.
+fn failed_with(script: &str) -> String {
+    let root = crate::util::project_root();
+    let lib = root.join("qemu/lib.sh");
+    let text = format!(
+        ". '{}'\nfail() {{ echo \"$*\"; exit 1; }}\n{script}\necho passed\n",
+        lib.display()
+    );
+    let out = Command::new("dash")
+        .arg("-c")
+        .arg(text)
+        .current_dir(&root)
+        .output()
+        .expect("dash is required for these tests: apt-get install dash");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+#[test]
+fn fio_killed_by_a_signal_is_named_by_the_signal() {
+    assert_eq!(
+        failed_with("fio_check 137 /dev/null"),
+        "fio killed by signal 9"
+    );
+}
+
+#[test]
+fn fio_out_of_space_names_the_full_disk() {
+    assert_eq!(
+        failed_with("fio_check 1 xtask/fixtures/fio/enospc.err"),
+        "the ext4 disk is full (fio: No space left on device)"
+    );
+    assert_eq!(
+        failed_with("fio_check 1 /dev/null"),
+        "fio exited with status 1"
+    );
+    assert_eq!(failed_with("fio_check 0 /dev/null"), "passed");
+}
+
+#[test]
+fn an_unknown_fault_is_refused_naming_the_known_ones() {
+    assert_eq!(
+        failed_with("WB_fault=kill-all; fault_start 1"),
+        "wbstall.fault=kill-all: the test hook knows kill-fuse, kill-fio, oom and disk-full"
+    );
+}
