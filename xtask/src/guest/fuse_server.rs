@@ -46,6 +46,26 @@ impl External {
     }
 }
 
+/// The scenarios named (`--scenario`) given a user's server or not: with one,
+/// the scenario that runs it alone when none is named, and a plan that names
+/// others but leaves it out refused; otherwise the names as given (empty: the
+/// task's default plan).
+pub fn plan_names(named: &[String], user_server: bool) -> Result<Vec<String>> {
+    if !user_server {
+        return Ok(named.to_vec());
+    }
+    if named.is_empty() {
+        return Ok(vec![SCENARIO.to_string()]);
+    }
+    if !named.iter().any(|s| s == SCENARIO) {
+        bail!(
+            "--fuse-server runs in the {SCENARIO} scenario, which this plan leaves out: add \
+             --scenario {SCENARIO}"
+        );
+    }
+    Ok(named.to_vec())
+}
+
 /// `--fuse-server 'PROGRAM ARGS'`: the user's server, found on the host.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UserServer {

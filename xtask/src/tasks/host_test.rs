@@ -88,7 +88,8 @@ impl HostTest {
         let expected = self.expectations(&scenarios)?;
         let programs = programs(sh, &scenarios, user.is_some())?;
         let dir = util::unique_dir(&util::target_dir().join("results"))?;
-        let mut session = self.session(sh, &scenarios, &expected)?;
+        let host = host_machine()?;
+        let mut session = self.session(sh, &scenarios, &expected, &host)?;
         let meta = session.variants[0].clone();
         ResultsDir::new(&dir).write::<RunRecord>(&session, None)?;
         let stage = Stage::new(
@@ -109,6 +110,13 @@ impl HostTest {
             restorer.tracing().0.display(),
             dir.display()
         )));
+        let at = Setting {
+            stage: &stage,
+            restorer: &restorer,
+            dir: &dir,
+            meta: &meta,
+            host: &host,
+        };
         let mut records = Vec::new();
         let total = self.runs() as usize * scenarios.len();
         for (i, (run, scen)) in (0..self.runs())
@@ -122,7 +130,7 @@ impl HostTest {
                 scenario: scen.name,
                 run,
             });
-            match self.one(&stage, &restorer, &dir, &meta, scen, run) {
+            match self.one(&at, scen, run) {
                 Ok(rec) => {
                     recorded(&rec, &expected);
                     records.push(rec);
@@ -152,15 +160,14 @@ impl HostTest {
     }
 
     /// One run of `scen`: the script on the host, its stream made a record.
-    fn one(
-        &self,
-        stage: &Stage,
-        restorer: &Restorer,
-        dir: &std::path::Path,
-        meta: &VariantMeta,
-        scen: Scenario,
-        run: u32,
-    ) -> Result<RunRecord> {
+    fn one(&self, at: &Setting<'_>, scen: Scenario, run: u32) -> Result<RunRecord> {
+        let Setting {
+            stage,
+            restorer,
+            dir,
+            meta,
+            host,
+        } = *at;
         let job = self.job.of(scen);
         let mut params = run_params(&RunParams {
             scenario: scen,
@@ -191,7 +198,7 @@ impl HostTest {
                 dir,
                 name: name.clone(),
                 timeout: Duration::from_secs(timeout),
-                trace_kb: trace_kb(&host_machine()?),
+                trace_kb: trace_kb(host),
                 disk_dev: disk.as_ref().map(|(d, _)| d.as_path()),
             },
         );
@@ -205,7 +212,6 @@ impl HostTest {
         let ran = ran?;
         let samples = samples_file(&ran, dir, &name)?;
         let log = fs::read_to_string(dir.join(&ran.log)).unwrap_or_default();
-        let host = host_machine()?;
         builder::build(
             RunContext {
                 variant: meta,
@@ -235,12 +241,9 @@ impl HostTest {
 
     /// `--scenario`, which must name FUSE scenarios; else the default two.
     fn scenarios(&self) -> Result<Vec<Scenario>> {
-        let mut names = self.scenarios.clone();
+        let mut names = fuse_server::plan_names(&self.scenarios, self.fuse_server.is_some())?;
         if names.is_empty() {
-            names = match &self.fuse_server {
-                Some(_) => vec![fuse_server::SCENARIO.to_string()],
-                None => DEFAULT_SCENARIOS.iter().map(|s| s.to_string()).collect(),
-            };
+            names = DEFAULT_SCENARIOS.iter().map(|s| s.to_string()).collect();
         }
         if let Some(n) = names.iter().find(|n| !HOST_SCENARIOS.contains(&n.as_str())) {
             bail!(
@@ -248,13 +251,6 @@ impl HostTest {
                  in a memcg of their own under a cgroup2 memory controller): run it with \
                  `cargo xtask qemu-test --scenario {n}`",
                 HOST_SCENARIOS.join(", ")
-            );
-        }
-        if self.fuse_server.is_some() && !names.iter().any(|n| n == fuse_server::SCENARIO) {
-            bail!(
-                "--fuse-server runs in the {0} scenario, which this run leaves out: add \
-                 --scenario {0}",
-                fuse_server::SCENARIO
             );
         }
         scenario::select(&names)
@@ -295,8 +291,13 @@ impl HostTest {
         Ok(e)
     }
 
-    fn session(&self, sh: &Shell, scenarios: &[Scenario], expected: &Expected) -> Result<Session> {
-        let host = host_machine()?;
+    fn session(
+        &self,
+        sh: &Shell,
+        scenarios: &[Scenario],
+        expected: &Expected,
+        host: &HostMachine,
+    ) -> Result<Session> {
         let fio_version = xshell::cmd!(sh, "fio --version")
             .quiet()
             .read()
@@ -306,7 +307,7 @@ impl HostTest {
             started: util::timestamp(),
             accel: Accel::Native,
             clock: Clock::Real,
-            cpu_model: host.cpu_model,
+            cpu_model: host.cpu_model.clone(),
             cpus: host.cpus,
             memory_mib: host.memory_mib,
             runs: self.runs(),
@@ -433,6 +434,16 @@ fn running_kernel() -> Result<VariantMeta> {
 /// 700 MiB/s), or a sixteenth of the memory where that is less.
 fn trace_kb(m: &HostMachine) -> u64 {
     (u64::from(m.memory_mib) * 1024 / 16 / u64::from(m.cpus.max(1))).min(128 * 1024)
+}
+
+/// Where every run of a host-test happens: read once, handed to each run.
+#[derive(Clone, Copy)]
+struct Setting<'a> {
+    stage: &'a Stage,
+    restorer: &'a Restorer,
+    dir: &'a std::path::Path,
+    meta: &'a VariantMeta,
+    host: &'a HostMachine,
 }
 
 /// The machine the runs ran on.

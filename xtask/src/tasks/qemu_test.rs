@@ -159,20 +159,10 @@ impl QemuTest {
     /// The scenarios of the plan: `--scenario`, else the default plan's; with
     /// `--fuse-server`, the scenario that runs it (alone, unless named).
     fn scenarios(&self, user_server: Option<&UserServer>) -> Result<Vec<Scenario>> {
-        if user_server.is_none() {
-            return scenario::select(&self.scenarios);
-        }
-        if self.scenarios.is_empty() {
-            return scenario::select(&[fuse_server::SCENARIO.to_string()]);
-        }
-        if !self.scenarios.iter().any(|s| s == fuse_server::SCENARIO) {
-            bail!(
-                "--fuse-server runs in the {0} scenario, which this plan leaves out: add \
-                 --scenario {0}",
-                fuse_server::SCENARIO
-            );
-        }
-        scenario::select(&self.scenarios)
+        scenario::select(&fuse_server::plan_names(
+            &self.scenarios,
+            user_server.is_some(),
+        )?)
     }
 
     /// Runs per cell: --runs; 1 with --quick; on the virtual clock, what each
