@@ -4,8 +4,9 @@
 //! broken one rejected), SIGTERM to a build mid-make (no child may survive), then every
 //! variant built and judged by a quick `qemu-test` on FUSE, a kernel that
 //! BUG()s (its boot an `oops`, the reference beside it measured), one live
-//! run that the verdict must reject, and 100 rmmod/insmod cycles of the module under
-//! writers with a reader held open across rmmod (`module-stress`), and the
+//! run that the verdict must reject, and on the debug kernel 100 rmmod/insmod cycles of
+//! the module under writers with a reader held open across rmmod, then memcg writeback
+//! domains churned under throttled writers (`module-stress`), and the
 //! quick plan as `cargo xtask slurm` jobs on a one-node Slurm cluster.
 
 use std::time::Instant;
@@ -177,9 +178,25 @@ fn live_steps(sh: &Shell) -> Result<()> {
         ),
         || live_wrong_patch(sh, &baseline),
     )?;
+    // On the debug kernel (KASAN, lockdep, debug objects), which this step
+    // builds: a cold build of its own directory (docs/measurements.md).
+    let reference = roles.reference.clone();
     step(
-        "module-stress (100 rmmod/insmod cycles under writers, a reader across rmmod)",
-        || args::<ModuleStress>(&["--cycles", "100", "--no-build"])?.run(sh),
+        &format!(
+            "module-stress --debug-kernel on {reference} (100 rmmod/insmod cycles under              writers, a reader across rmmod, 20 memcg wbs churned under throttled writers)"
+        ),
+        || {
+            args::<ModuleStress>(&[
+                "--debug-kernel",
+                "--variant",
+                &reference,
+                "--cycles",
+                "100",
+                "--churn",
+                "20",
+            ])?
+            .run(sh)
+        },
     )?;
     // The path without the module: GCC, no CONFIG_RUST, the guest without
     // wbstall.ko, every sleep classed from the trace events alone.
