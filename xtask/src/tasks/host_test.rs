@@ -176,6 +176,8 @@ impl HostTest {
             verify: scen.verify && !self.job.quick && run == 0,
             detector: Detector::Tracefs,
             disk: None,
+            // The host's timers are not the guest's: no phase to wait for.
+            phase: None,
         });
         let name = format!("{HOST}-{}-{}", scen.name, run + 1);
         // A disk scenario's ext4 on a loop device over a sparse file, made
@@ -230,6 +232,7 @@ impl HostTest {
                 console_warnings: warnings(&log),
                 samples,
                 detector: Detector::Tracefs,
+                phase: None,
             },
             &ran.stream,
         )

@@ -306,7 +306,7 @@ impl QemuTest {
         scenarios: &[Scenario],
         runs: &Runs,
         machine: &Machine,
-    ) -> Plan {
+    ) -> Result<Plan> {
         let boots = self
             .cells(kernels, scenarios, runs)
             .into_iter()
@@ -319,15 +319,16 @@ impl QemuTest {
                     self.job.of(scen),
                     machine.clone(),
                 );
-                Boot {
+                Ok(Boot {
                     verify: scen.verify && !self.job.quick && run == 0,
                     sample_ms: self.job.sample_ms,
                     timeout: self.timeout.map_or(b.timeout, Duration::from_secs),
+                    phase: self.job.phase_of(scen, run, runs.of(scen.name))?,
                     ..b
-                }
+                })
             })
-            .collect();
-        Plan { boots }
+            .collect::<Result<_>>()?;
+        Ok(Plan { boots })
     }
 
     fn session(&self, tc: &deps::Toolchain, built: &[Built], i: &Inputs) -> Result<Session> {
@@ -527,7 +528,7 @@ impl QemuTest {
             progress::emit(Event::Note(note));
         }
         let detectors = self.guest.detectors(&built)?;
-        let plan = self.plan(&built, &initrds(&base, &built)?, scenarios, runs, machine);
+        let plan = self.plan(&built, &initrds(&base, &built)?, scenarios, runs, machine)?;
         let mut plan = plan::with_detectors(plan, &detectors);
         if resuming {
             let failures = &mut session.failures;
