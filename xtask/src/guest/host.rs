@@ -137,23 +137,11 @@ pub fn run(stage: &Stage, tracing: (&Path, &[PathBuf]), r: &HostRun<'_>) -> Resu
     let log_path = r.dir.join(&log_name);
     let log =
         fs::File::create(&log_path).with_context(|| format!("creating {}", log_path.display()))?;
-    let init = util::project_root().join("qemu/host-init");
-    let mut command = Command::new("unshare");
+    let mut command = init_command(stage, tracing, r, &results);
     command
-        .args(["--mount", "--propagation", "private", "--", "/bin/sh"])
-        .arg(&init)
-        .envs(environment(
-            r.params,
-            &stage.root,
-            tracing,
-            &results,
-            r.trace_kb,
-        ))
-        .envs(r.disk_dev.map(|d| ("WB_DISK_DEV", d)))
         .stdin(Stdio::null())
         .stdout(log.try_clone().context("duplicating the log handle")?)
-        .stderr(log)
-        .process_group(0);
+        .stderr(log);
     crate::reaper::leash_with(&mut command, libc::SIGKILL);
     let started = Instant::now();
     let child = command
@@ -195,6 +183,33 @@ pub fn run(stage: &Stage, tracing: (&Path, &[PathBuf]), r: &HostRun<'_>) -> Resu
             last_line(&log_text)
         ),
     }
+}
+
+/// `qemu/host-init` under `unshare`, in a process group of its own, started
+/// in the run's directory: whatever a program leaves in its working
+/// directory stays with the run, never in the user's.
+fn init_command(
+    stage: &Stage,
+    tracing: (&Path, &[PathBuf]),
+    r: &HostRun<'_>,
+    results: &Path,
+) -> Command {
+    let init = util::project_root().join("qemu/host-init");
+    let mut command = Command::new("unshare");
+    command
+        .args(["--mount", "--propagation", "private", "--", "/bin/sh"])
+        .arg(&init)
+        .envs(environment(
+            r.params,
+            &stage.root,
+            tracing,
+            results,
+            r.trace_kb,
+        ))
+        .envs(r.disk_dev.map(|d| ("WB_DISK_DEV", d)))
+        .current_dir(r.dir)
+        .process_group(0);
+    command
 }
 
 fn last_line(text: &str) -> &str {
@@ -290,6 +305,30 @@ mod tests {
         );
         drop(stage);
         assert!(!root.exists(), "the copies outlive the run");
+    }
+
+    #[test]
+    fn host_init_runs_in_the_run_s_directory() {
+        let tmp = crate::util::testdir::Dir::new("stage-cwd");
+        let stage = Stage::new(
+            &tmp.path().join("host-root"),
+            &util::project_root().join("qemu"),
+            &[],
+            None,
+        )
+        .unwrap();
+        let dir = tmp.path().join("results");
+        let run = HostRun {
+            params: &[],
+            dir: &dir,
+            name: "host-fuse-strictlimit-1".into(),
+            timeout: Duration::from_secs(1),
+            trace_kb: 1,
+            disk_dev: None,
+        };
+        let c = init_command(&stage, (Path::new("/t"), &[]), &run, &dir.join("r.bin"));
+        assert_eq!(c.get_current_dir(), Some(dir.as_path()));
+        assert_eq!(c.get_program(), "unshare");
     }
 
     #[test]
