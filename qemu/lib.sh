@@ -264,10 +264,11 @@ signal_fuse_server() {
 }
 
 # fio_verify DIR WHAT: the bytes go through the FUSE mount on DIR: 8M written
-# and read back with checksums (WHAT names the mount in a failure).
+# and read back with checksums (WHAT names the mount in a failure). No state
+# file: an interrupted verify job would leave one in the working directory.
 fio_verify() {
 	fio --eta=never --name=verify --directory="$1" --ioengine=psync --rw=write --bs=128k \
-		--size=8M --verify=crc32c --do_verify=1 --direct=0 \
+		--size=8M --verify=crc32c --do_verify=1 --verify_state_save=0 --direct=0 \
 		--output-format=json --output=/tmp/fio-verify.json ||
 		fail "fio verify on $2 failed"
 	emit fio-verify /tmp/fio-verify.json

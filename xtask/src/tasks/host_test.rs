@@ -94,6 +94,7 @@ impl HostTest {
         ResultsDir::new(&dir).write::<RunRecord>(&session, None)?;
         let stage = Stage::new(
             &dir.join("host-root"),
+            &util::project_root().join("qemu"),
             &programs,
             user.as_ref().map(|u| u.line.as_str()),
         )?;

@@ -14,6 +14,7 @@ use crate::{
 
 /// The job's shape (fio's options) and the sampler beside it.
 #[derive(Debug, Clone, clap::Args)]
+#[command(next_help_heading = crate::cli::heading::JOB)]
 pub struct JobArgs {
     /// A short job for CI: fio --runtime=5 --ramp_time=2 (unless given), no verify pass.
     #[arg(long)]
