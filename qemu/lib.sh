@@ -556,7 +556,7 @@ phase_wait() {
 	now=$(uptime_ms)
 	wait=$(((offset - now % cycle + cycle) % cycle))
 	sleep "$((wait / 1000)).$(printf %03d $((wait % 1000)))"
-	echo "cycle_ms=$cycle offset_ms=$offset start_ms=$(uptime_ms)" >/tmp/phase
+	printf "cycle_ms=%s\noffset_ms=%s\nstart_ms=%s\n" "$cycle" "$offset" "$(uptime_ms)" >/tmp/phase
 	emit start-phase /tmp/phase
 }
 

@@ -69,7 +69,7 @@ pub mod stream {
     )]
     pub const MEMCG_LIMITS: &str = "memcg-limits";
     /// Where the measurement started in the kernel's timer cycles:
-    /// `cycle_ms=C offset_ms=O start_ms=S` (S: uptime at the start, 10 ms
+    /// `cycle_ms=C`, `offset_ms=O`, `start_ms=S` lines (S: uptime at the start, 10 ms
     /// resolution). Only scenarios with `[phase]` send it.
     pub const START_PHASE: &str = "start-phase";
     /// The kernel log at the end.

@@ -179,7 +179,8 @@ pub fn build(ctx: RunContext<'_>, stream: &Stream) -> Result<RunRecord> {
     })
 }
 
-/// The guest's `start-phase` (`cycle_ms=C offset_ms=O start_ms=S`), which
+/// The guest's `start-phase` (`cycle_ms=C`, `offset_ms=O`, `start_ms=S`
+/// lines), which
 /// must be the phase the host asked for.
 fn start_phase(text: &str, asked: Phase) -> Result<StartPhase> {
     let kv = numbers(text, "start-phase")?;
