@@ -5,7 +5,7 @@
 //! the boots without a record. Computed once per report; every renderer reads
 //! it and nothing else.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use anyhow::Result;
 
@@ -14,7 +14,7 @@ use super::{
     change::Change,
     evidence::Evidence,
     expected::{Expected, AA_SUFFIX},
-    judgement::{Planned, Verdict},
+    judgement::{Planned, Verdict, BW},
     matrix::Matrix,
     metrics::{self, Kind, Metric},
     stats, verdict,
@@ -116,13 +116,16 @@ impl<'a> Judgement<'a> {
         let verdict = verdict::judge_matrix(&matrix, evidence.excluded(), expected, plan);
         let mut changes = BTreeMap::new();
         for s in &matrix.scenarios {
-            for (from, to) in compared(&matrix, &roles, session) {
+            for ((from, to), every) in compared(&matrix, &roles, session) {
                 let (a, b) = (matrix.cell(s, &from), matrix.cell(s, &to));
                 if a.is_empty() || b.is_empty() {
                     continue;
                 }
-                let all = metrics::report_order().map(|m| change(m, a, b)).collect();
-                changes.insert((s.clone(), from, to), all);
+                let measured = (metrics::report_order())
+                    .filter(|m| every || m.key == BW)
+                    .map(|m| change(m, a, b))
+                    .collect();
+                changes.insert((s.clone(), from, to), measured);
             }
         }
         let time_per_boot = time_per_boot(&matrix);
@@ -143,9 +146,10 @@ impl<'a> Judgement<'a> {
         self.verdict.cell(scenario, variant).map(|c| &c.aggregates)
     }
 
-    /// Every metric's change from `from` to `to` in `scenario`, in report
-    /// order; empty where either cell has no run or the reports compare no
-    /// such pair.
+    /// The changes from `from` to `to` in `scenario`, in report order: of
+    /// every metric where a table compares the pair, of the throughput alone
+    /// where only the throughput is compared; empty where either cell has no
+    /// run or no report compares the pair.
     pub fn changes(&self, scenario: &str, from: &str, to: &str) -> &[MetricChange] {
         self.changes
             .get(&(scenario.to_string(), from.to_string(), to.to_string()))
@@ -170,16 +174,19 @@ impl<'a> Judgement<'a> {
     }
 }
 
-/// The pairs of variants the reports compare, `(from, to)`: the first main
-/// variant against each other (the 0-day tables), the baseline and the
-/// reference against every variant and each other, each variant against its
-/// A/A control, the pairs of `roles.compare`, and each patch under test
-/// against its base and the reference.
-fn compared(m: &Matrix, roles: &Roles, session: &Session) -> BTreeSet<(String, String)> {
-    let mut pairs = BTreeSet::new();
-    let mut add = |a: &str, b: &str| {
+/// The pairs of variants the reports compare, `(from, to)`, and whether in
+/// every metric (a table of them) or in throughput alone: every metric from
+/// the first main variant to each other (the 0-day tables), from the baseline
+/// to the reference (the mail), from a patch's base and the reference to the
+/// patch, and from the reference to its A/A control where a patch is under
+/// test (its mail); the throughput from the baseline and the reference to
+/// every variant and to each other, from each variant to its A/A control, and
+/// of the pairs of `roles.compare`.
+fn compared(m: &Matrix, roles: &Roles, session: &Session) -> BTreeMap<(String, String), bool> {
+    let mut pairs = BTreeMap::new();
+    let mut add = |a: &str, b: &str, every: bool| {
         if a != b {
-            pairs.insert((a.to_string(), b.to_string()));
+            *pairs.entry((a.to_string(), b.to_string())).or_insert(every) |= every;
         }
     };
     let main: Vec<&String> = m
@@ -188,22 +195,28 @@ fn compared(m: &Matrix, roles: &Roles, session: &Session) -> BTreeSet<(String, S
         .filter(|v| !v.ends_with(AA_SUFFIX))
         .collect();
     if let Some((first, rest)) = main.split_first() {
-        rest.iter().for_each(|v| add(first, v));
+        rest.iter().for_each(|v| add(first, v, true));
     }
+    add(&roles.baseline, &roles.reference, true);
     for v in &m.variants {
-        add(&roles.baseline, v);
-        add(&roles.reference, v);
+        add(&roles.baseline, v, false);
+        add(&roles.reference, v, false);
         if let Some(base) = v.strip_suffix(AA_SUFFIX) {
-            add(base, v);
+            add(base, v, false);
         }
     }
-    add(&roles.reference, &roles.baseline);
+    add(&roles.reference, &roles.baseline, false);
     for c in &roles.compare {
-        add(&c.b, &c.a);
+        add(&c.b, &c.a, false);
     }
     for u in &session.under_test {
-        add(&u.base, &u.variant);
-        add(&roles.reference, &u.variant);
+        add(&u.base, &u.variant, true);
+        add(&roles.reference, &u.variant, true);
+        add(
+            &roles.reference,
+            &format!("{}{AA_SUFFIX}", roles.reference),
+            true,
+        );
     }
     pairs
 }
