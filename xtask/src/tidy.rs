@@ -1,7 +1,8 @@
 //! Repository rules kept honest by tests: the size of files and functions,
 //! who prints, the layering between folders, no circles between the files
-//! of one folder, and renderers that read the judgement only. Generated or data files are not Rust and are not counted;
-//! test modules are left out.
+//! of one folder, renderers that read the judgement only, and what lies at
+//! the repository's root. Generated or data files are not Rust and are not
+//! counted; test modules are left out.
 
 #[cfg(test)]
 mod tests {
@@ -686,5 +687,87 @@ mod tests {
             ]
         );
         assert!(f[1].2 > MAX_FN_LINES);
+    }
+
+    /// What may lie at the repository's root (a name, or a prefix ending in
+    /// `*`); anything else is a file a run or an editor left there.
+    const ROOT_ENTRIES: &[&str] = &[
+        ".cargo",
+        ".ci",
+        ".github",
+        ".gitignore",
+        "Cargo.lock",
+        "Cargo.toml",
+        "Kconfig.*",
+        "README.md",
+        "docs",
+        "patches",
+        "qemu",
+        "rust-module",
+        "xtask",
+    ];
+
+    /// The first components of `paths` that [`ROOT_ENTRIES`] does not allow.
+    fn strays<'a>(paths: impl IntoIterator<Item = &'a str>) -> BTreeSet<String> {
+        let allowed = |name: &str| {
+            ROOT_ENTRIES.iter().any(|e| match e.strip_suffix('*') {
+                Some(prefix) => name.starts_with(prefix),
+                None => name == *e,
+            })
+        };
+        paths
+            .into_iter()
+            .filter_map(|p| p.split('/').next())
+            .filter(|name| !allowed(name))
+            .map(str::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn the_root_holds_only_what_belongs_there() {
+        // What a commit would take: the tracked files and the untracked ones
+        // git does not ignore.
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(crate::util::project_root())
+            .args([
+                "ls-files",
+                "-z",
+                "--cached",
+                "--others",
+                "--exclude-standard",
+            ])
+            .output()
+            .expect("git is required for this test: apt-get install git");
+        assert!(
+            out.status.success(),
+            "git ls-files: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let listing = String::from_utf8(out.stdout).unwrap();
+        let paths: Vec<&str> = listing.split('\0').filter(|p| !p.is_empty()).collect();
+        assert!(paths.contains(&"README.md"), "git listed no README.md");
+        let found = strays(paths);
+        assert!(
+            found.is_empty(),
+            "files at the repository's root that belong elsewhere (remove them, or add \
+             the name to ROOT_ENTRIES if it belongs there): {found:?}"
+        );
+    }
+
+    #[test]
+    fn a_stray_file_at_the_root_is_named() {
+        let found = strays([
+            "README.md",
+            "Kconfig.debug",
+            "xtask/src/main.rs",
+            "local-verify-0-verify.state",
+            "docs/x.md",
+        ]);
+        assert_eq!(
+            found,
+            BTreeSet::from(["local-verify-0-verify.state".to_string()])
+        );
+        assert!(strays(["Kconfig"]).contains("Kconfig"));
     }
 }

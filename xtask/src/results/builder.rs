@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use crate::{
     guest::{
+        plan::Phase,
         protocol::{self, stream},
         stream::Stream,
     },
@@ -19,7 +20,7 @@ use crate::{
         fio,
         ktap::{self, Ktap},
         phases,
-        record::{writer_ms, RunRecord},
+        record::{writer_ms, RunRecord, StartPhase},
         warnings::{merge_warnings, warnings},
         witness::{Drops, Witness},
     },
@@ -121,11 +122,16 @@ pub fn build(ctx: RunContext<'_>, stream: &Stream) -> Result<RunRecord> {
     let (bdi_stats, bdi_written_kb) =
         written(&need(stream::BDI_STATS_BEFORE)?, &need(stream::BDI_STATS)?)?;
     let memcg_events = memcg_events(&need, &writer_domain)?;
+    let start_phase = match ctx.phase {
+        Some(asked) => Some(start_phase(&need(stream::START_PHASE)?, asked)?),
+        None => None,
+    };
     Ok(RunRecord {
         variant: ctx.variant.variant.clone(),
         scenario: ctx.scenario.to_string(),
         scenario_strictlimit: ctx.scenario_strictlimit,
         run: ctx.run,
+        start_phase,
         accel: ctx.accel,
         clock: ctx.clock,
         disk: ctx.disk,
@@ -171,6 +177,32 @@ pub fn build(ctx: RunContext<'_>, stream: &Stream) -> Result<RunRecord> {
         console_log: ctx.console_log,
         samples: ctx.samples,
     })
+}
+
+/// The guest's `start-phase` (`cycle_ms=C offset_ms=O start_ms=S`), which
+/// must be the phase the host asked for.
+fn start_phase(text: &str, asked: Phase) -> Result<StartPhase> {
+    let kv = numbers(text, "start-phase")?;
+    let get = |k: &str| {
+        kv.get(k)
+            .copied()
+            .with_context(|| format!("start-phase `{}` has no `{k}=`", text.trim()))
+    };
+    let p = StartPhase {
+        cycle_ms: u32::try_from(get("cycle_ms")?).context("start-phase cycle_ms")?,
+        offset_ms: u32::try_from(get("offset_ms")?).context("start-phase offset_ms")?,
+        start_ms: u64::try_from(get("start_ms")?).context("start-phase start_ms")?,
+    };
+    if (p.cycle_ms, p.offset_ms) != (asked.cycle_ms, asked.offset_ms) {
+        bail!(
+            "the guest started at phase {} of {} ms, but the host asked for {} of {} ms",
+            p.offset_ms,
+            p.cycle_ms,
+            asked.offset_ms,
+            asked.cycle_ms
+        );
+    }
+    Ok(p)
 }
 
 /// fio's result, which must report no error.
@@ -387,6 +419,8 @@ mod tests {
             console_warnings: Vec::new(),
             samples: None,
             detector,
+            // The recorded streams predate the phase wait.
+            phase: None,
         };
         build(ctx, stream)
     }

@@ -60,6 +60,30 @@ pub fn historical_cpu_model() -> String {
     "max".into()
 }
 
+/// Where a measurement started in the kernel's timer cycles: asked
+/// (`cycle_ms`, `offset_ms`) and as the guest saw it (`start_ms`, its
+/// uptime then).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StartPhase {
+    pub cycle_ms: u32,
+    pub offset_ms: u32,
+    pub start_ms: u64,
+}
+
+impl StartPhase {
+    /// Where in the cycle it did start.
+    pub fn actual_ms(&self) -> u32 {
+        (self.start_ms % u64::from(self.cycle_ms.max(1))) as u32
+    }
+
+    /// How late it started against the offset asked for, ms (the wait's
+    /// own resolution: `/proc/uptime`'s 10 ms and the sleep's timer).
+    pub fn late_ms(&self) -> u32 {
+        let c = self.cycle_ms.max(1);
+        (self.actual_ms() + c - self.offset_ms % c) % c
+    }
+}
+
 /// One boot of one variant in one scenario.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct RunRecord {
@@ -67,6 +91,10 @@ pub struct RunRecord {
     pub scenario: String,
     /// 0-based repetition of this cell.
     pub run: u32,
+    /// Where its measurement started in the kernel's timer cycles (scenarios
+    /// with `[phase]`; absent in records from before).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_phase: Option<StartPhase>,
     pub accel: Accel,
     /// Guest time: the host's, or QEMU's instruction count. Records from
     /// before the choice existed ran on the real clock.

@@ -94,6 +94,7 @@ impl HostTest {
         ResultsDir::new(&dir).write::<RunRecord>(&session, None)?;
         let stage = Stage::new(
             &dir.join("host-root"),
+            &util::project_root().join("qemu"),
             &programs,
             user.as_ref().map(|u| u.line.as_str()),
         )?;
@@ -178,6 +179,8 @@ impl HostTest {
             verify: scen.verify && !self.job.quick && run == 0,
             detector: Detector::Tracefs,
             disk: None,
+            // The host's timers are not the guest's: no phase to wait for.
+            phase: None,
         });
         let name = crate::guest::run_id::RunId::new(scen.name, HOST, run).stem();
         // A disk scenario's ext4 on a loop device over a sparse file, made
@@ -232,6 +235,7 @@ impl HostTest {
                 console_warnings: warnings(&log),
                 samples,
                 detector: Detector::Tracefs,
+                phase: None,
             },
             &ran.stream,
         )
