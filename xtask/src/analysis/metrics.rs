@@ -24,9 +24,16 @@ pub enum Kind {
 }
 
 impl Kind {
-    /// The runs' aggregate: harmonic mean for rates, arithmetic otherwise.
-    /// None for no values (and for a rate with a zero among them, whose
-    /// harmonic mean is undefined).
+    /// The name of [`Kind::aggregate`], as the reports label it.
+    pub fn aggregate_name(self) -> &'static str {
+        match self {
+            Kind::Rate => "harmonic mean",
+            _ => "mean",
+        }
+    }
+
+    /// The runs' aggregate, the one of this kind: harmonic mean for rates,
+    /// arithmetic otherwise. None for no values (and for a negative rate).
     pub fn aggregate(self, values: &[f64]) -> Option<f64> {
         if values.is_empty() {
             return None;
@@ -38,10 +45,14 @@ impl Kind {
     }
 }
 
-/// n / Σ(1/x); None if any x is not positive.
+/// n / Σ(1/x); None if any x is negative, and 0 (its limit) with a run
+/// that did no work.
 pub fn harmonic_mean(values: &[f64]) -> Option<f64> {
-    if values.is_empty() || values.iter().any(|&x| x <= 0.0) {
+    if values.is_empty() || values.iter().any(|&x| x < 0.0) {
         return None;
+    }
+    if values.contains(&0.0) {
+        return Some(0.0);
     }
     Some(values.len() as f64 / values.iter().map(|x| 1.0 / x).sum::<f64>())
 }
@@ -273,6 +284,13 @@ pub const ALL: &[Metric] = &[
         |r| Some(r.witness.throttle_sleeps as f64),
     ),
     m(
+        "memcg.max_events",
+        "memcg memory.max events",
+        "",
+        Kind::Count,
+        |r| r.memcg_events.get("max").map(|&v| v as f64),
+    ),
+    m(
         "bdi.BdiWritten_kB",
         "written back kB (BdiWritten)",
         "kB",
@@ -308,20 +326,6 @@ pub fn get(key: &str) -> &'static Metric {
     }
 }
 
-/// `a` against `base` for one metric: the %change of the aggregates, and
-/// whether it is significant (the bootstrap 95% interval of the change of the
-/// means excludes 0; it needs at least two runs on each side).
-pub fn change(metric: &Metric, base: &[f64], other: &[f64]) -> Option<(f64, bool)> {
-    let (b, x) = (metric.kind.aggregate(base)?, metric.kind.aggregate(other)?);
-    if b == 0.0 {
-        return None;
-    }
-    let significant = base.len() >= 2
-        && other.len() >= 2
-        && stats::change(base, other).is_some_and(|c| c.resolved());
-    Some(((x / b - 1.0) * 100.0, significant))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -340,20 +344,11 @@ mod tests {
         // 100 MiB/s and 300 MiB/s over the same bytes: 2 / (1/100 + 1/300) = 150.
         assert_eq!(Kind::Rate.aggregate(&[100.0, 300.0]), Some(150.0));
         assert_eq!(Kind::Count.aggregate(&[100.0, 300.0]), Some(200.0));
-        assert_eq!(Kind::Rate.aggregate(&[100.0, 0.0]), None);
+        // A run that wrote nothing: the harmonic mean's limit, 0.
+        assert_eq!(Kind::Rate.aggregate(&[100.0, 0.0]), Some(0.0));
+        assert_eq!(Kind::Rate.aggregate(&[100.0, -1.0]), None);
+        assert_eq!(Kind::Rate.aggregate_name(), "harmonic mean");
         assert_eq!(Kind::Share.aggregate(&[]), None);
-    }
-
-    #[test]
-    fn a_change_is_significant_only_outside_the_noise() {
-        let bw = get("fio.write_bw_MiB/s");
-        let (pct, sig) = change(bw, &[100.0, 101.0, 99.0], &[150.0, 151.0, 149.0]).unwrap();
-        assert!((pct - 50.0).abs() < 0.1 && sig, "{pct} {sig}");
-        let (_, sig) = change(bw, &[100.0, 140.0, 60.0], &[105.0, 150.0, 62.0]).unwrap();
-        assert!(!sig);
-        // One run a side: a change, never a significant one.
-        assert_eq!(change(bw, &[100.0], &[200.0]), Some((100.0, false)));
-        assert_eq!(change(bw, &[], &[200.0]), None);
     }
 
     #[test]

@@ -236,14 +236,14 @@ impl Boot {
         self.scenario.disk.then_some(self.machine.disk)
     }
 
+    /// Which run this boot is.
+    pub fn id(&self) -> crate::guest::run_id::RunId {
+        crate::guest::run_id::RunId::new(self.scenario.name, &self.kernel.meta.variant, self.run)
+    }
+
     /// `<variant>-<scenario>-<run>`: the stem of this boot's files.
     pub fn name(&self) -> String {
-        format!(
-            "{}-{}-{}",
-            self.kernel.meta.variant,
-            self.scenario.name,
-            self.run + 1
-        )
+        self.id().stem()
     }
 
     /// The `wbstall.*` parameters of the boot, read by the guest's init.

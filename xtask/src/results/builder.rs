@@ -489,6 +489,7 @@ mod tests {
         );
         assert!(
             v.cells[0].failures[0]
+                .to_string()
                 .contains("the detectors disagree on the sleeps without a flusher pass"),
             "{:?}",
             v.cells[0].failures

@@ -13,6 +13,7 @@ use crate::{
         job::Job,
         plan::Detector,
         qemu::{Accel, Clock},
+        run_id::RunId,
     },
     kernel::build::{PatchMeta, VariantMeta},
     results::{
@@ -190,6 +191,11 @@ pub struct RunRecord {
 pub const KUNIT_SUITE: &str = "wbstall";
 
 impl RunRecord {
+    /// Which run this is.
+    pub fn id(&self) -> RunId {
+        RunId::new(&self.scenario, &self.variant, self.run)
+    }
+
     /// `ms` of writer time as a share of the run's writer time (the shares
     /// of the sleep classes); `None` for a record without a writer time.
     pub fn share_of_writer_time(&self, ms: u64) -> Option<f64> {
@@ -203,20 +209,4 @@ impl RunRecord {
 /// of the sleep classes are of this.
 pub(crate) fn writer_ms(job: &Job, fio_wall_s: f64) -> f64 {
     f64::from(job.numjobs) * fio_wall_s * 1000.0
-}
-
-/// How a line about one run names it, `<scenario>/<variant> #<run>` (`run`
-/// 1-based, as the report numbers runs): the excluded runs and the boots
-/// without a record are listed as `<label>: <why>`.
-pub fn run_label(scenario: &str, variant: &str, run: u32) -> String {
-    format!("{scenario}/{variant} #{run}")
-}
-
-/// The scenario, variant and 1-based run that a `<label>: <why>` line of
-/// [`run_label`] names; `None` for a line that names no run.
-pub fn parse_run_label(line: &str) -> Option<(&str, &str, u32)> {
-    let (label, _) = line.split_once(": ")?;
-    let (cell, run) = label.rsplit_once(" #")?;
-    let (scenario, variant) = cell.split_once('/')?;
-    Some((scenario, variant, run.parse().ok()?))
 }

@@ -342,7 +342,9 @@ fn live_negative(sh: &Shell, baseline: &str) -> Result<()> {
             progress::emit(Event::Note(&format!(
                 "ci: the verdict of {} failed, as it must: {}",
                 out.dir.display(),
-                c.failures.join("; ")
+                (c.failures.iter().map(|f| f.to_string()))
+                    .collect::<Vec<_>>()
+                    .join("; ")
             )));
             Ok(())
         }
@@ -398,7 +400,9 @@ fn live_wrong_patch(sh: &Shell, baseline: &str) -> Result<()> {
         {
             progress::emit(Event::Note(&format!(
                 "ci: the patch under test failed, as it must: {}",
-                c.failures.join("; ")
+                (c.failures.iter().map(|f| f.to_string()))
+                    .collect::<Vec<_>>()
+                    .join("; ")
             )));
             Ok(())
         }

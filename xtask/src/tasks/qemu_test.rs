@@ -536,7 +536,7 @@ impl QemuTest {
             let failures = &mut session.failures;
             plan = resume::remaining(plan, &earlier, failures, self.retry_failed);
         }
-        let records = boot_all(sh, &dir, &plan, jobs_vm, expected, &mut session, earlier)?;
+        let records = boot_all(sh, &dir, &plan, jobs_vm, &mut session, earlier)?;
         match self.shard {
             Some(shard) => Ok(shard_outcome(shard, dir, &session, records.len())),
             None => finish(dir, &session, &records, expected),

@@ -132,8 +132,8 @@ pub fn judge_step(records: &[RunRecord], expected: &Expected, scenario: &str) ->
     let judged = |exit: i32, verdict: String| Judged {
         exit,
         verdict,
-        stall_share: cell.map(|c| c.stall_fraction),
-        mib_s: cell.map(|c| c.bw_mib_s),
+        stall_share: cell.map(|c| c.stall_fraction()),
+        mib_s: cell.map(|c| c.bw_mib_s()),
     };
     if as_ok.passed() {
         return judged(0, "ok".into());
@@ -143,7 +143,9 @@ pub fn judge_step(records: &[RunRecord], expected: &Expected, scenario: &str) ->
             125,
             format!(
                 "skip: the run is no evidence: {}",
-                as_ok.excluded.join("; ")
+                (as_ok.excluded.iter().map(|x| x.to_string()))
+                    .collect::<Vec<_>>()
+                    .join("; ")
             ),
         );
     }
@@ -164,13 +166,14 @@ pub fn judge_step(records: &[RunRecord], expected: &Expected, scenario: &str) ->
 
 /// Why a verdict did not pass, in one line.
 fn failures(v: &Verdict) -> String {
-    let all: Vec<&str> = v
-        .missing
+    let missing = v.missing.iter().map(|m| m.to_string());
+    let excluded = v.excluded.iter().map(|x| x.to_string());
+    let cells = v
+        .cells
         .iter()
-        .chain(&v.excluded)
-        .chain(v.cells.iter().flat_map(|c| &c.failures))
-        .map(String::as_str)
-        .collect();
+        .flat_map(|c| &c.failures)
+        .map(|f| f.to_string());
+    let all: Vec<String> = missing.chain(excluded).chain(cells).collect();
     all.join("; ")
 }
 
