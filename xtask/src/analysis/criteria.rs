@@ -41,9 +41,9 @@ pub fn margins(
         Class::Unclear => (Line::Stall, share - stall),
         Class::Idle | Class::Mixed => return None,
     };
-    let latency_ms = bound.and_then(|(limit, l)| match class {
+    let latency_ms = bound.and_then(|(limit, _)| match class {
         Class::Ok => Some(limit - max_call_ms),
-        Class::Stall if l.stall_reaches_limit => Some(max_call_ms - limit),
+        Class::Stall => Some(max_call_ms - limit),
         _ => None,
     });
     Some(Margins {

@@ -8,7 +8,11 @@
 //! mmtests does (the mean of rates over equal work is the harmonic one), the
 //! others by the arithmetic mean.
 
-use crate::{analysis::stats, results::record::RunRecord};
+use crate::{
+    analysis::stats,
+    guest::plan::Detector,
+    results::{record::RunRecord, tracefs::Cause},
+};
 
 /// What a metric measures, which decides how runs aggregate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,6 +80,27 @@ impl Metric {
     }
 }
 
+/// The share of writer time in stall sleeps of `cause`, by `detector`:
+/// None where that detector did not name causes (older records, a boot
+/// without the module).
+fn cause_share(r: &RunRecord, detector: Detector, cause: Cause) -> Option<f64> {
+    let ms = match detector {
+        Detector::Module => r.mechanism.get(&format!("{}_ms", cause.name()))?,
+        Detector::Tracefs => r.tracefs.as_ref()?.causes?.of(cause).1,
+    };
+    r.share_of_writer_time(ms).map(|f| f * 100.0)
+}
+
+/// The share of the bdi's written pages (`BdiWritten`, all its wbs) that no
+/// flusher pass wrote: what the writers flushed themselves (fio's
+/// `fadvise(DONTNEED)` at every loop with `invalidate=1`). None in records
+/// without the passes' pages.
+fn writers_own_writeback(r: &RunRecord) -> Option<f64> {
+    let pass_kb = r.tracefs.as_ref()?.bdi_pass_pages? as f64 * 4.0;
+    let written_kb = r.bdi_written_kb as f64;
+    (written_kb > 0.0).then(|| (100.0 * (1.0 - pass_kb / written_kb)).max(0.0))
+}
+
 /// A counter of the module's `stats` line, by its key.
 fn counter(r: &RunRecord, key: &str) -> Option<f64> {
     r.mechanism.get(key).map(|v| v as f64)
@@ -132,6 +157,34 @@ pub const ALL: &[Metric] = &[
         "%",
         Kind::Share,
         |r| r.tracefs_stall_fraction.map(|f| f * 100.0),
+    ),
+    m(
+        "wbstall.unrequested_share_%",
+        "stall: unrequested (nobody asked)",
+        "%",
+        Kind::Share,
+        |r| cause_share(r, Detector::Module, Cause::Unrequested),
+    ),
+    m(
+        "wbstall.declined_share_%",
+        "stall: declined (asked, nothing written)",
+        "%",
+        Kind::Share,
+        |r| cause_share(r, Detector::Module, Cause::Declined),
+    ),
+    m(
+        "tracefs.unrequested_share_%",
+        "stall: unrequested, tracefs detector",
+        "%",
+        Kind::Share,
+        |r| cause_share(r, Detector::Tracefs, Cause::Unrequested),
+    ),
+    m(
+        "tracefs.declined_share_%",
+        "stall: declined, tracefs detector",
+        "%",
+        Kind::Share,
+        |r| cause_share(r, Detector::Tracefs, Cause::Declined),
     ),
     m(
         "wbstall.stall_sleeps",
@@ -247,6 +300,34 @@ pub const ALL: &[Metric] = &[
         "",
         Kind::Count,
         |r| counter(r, "work_periodic"),
+    ),
+    m(
+        "tracefs.work_vmscan",
+        "passes reclaim began (vmscan)",
+        "",
+        Kind::Count,
+        |r| r.tracefs.as_ref().map(|t| t.work_vmscan as f64),
+    ),
+    m(
+        "tracefs.vmscan_pages",
+        "pages reclaim's passes wrote",
+        "pages",
+        Kind::Count,
+        |r| r.tracefs.as_ref().map(|t| t.vmscan_pages as f64),
+    ),
+    m(
+        "bdi.writers_own_writeback_%",
+        "written back outside the flusher (the writers' own flushes)",
+        "%",
+        Kind::Share,
+        writers_own_writeback,
+    ),
+    m(
+        "phase.start_ms",
+        "measurement start, ms into the phase cycle",
+        "ms",
+        Kind::Time,
+        |r| r.start_phase.map(|p| f64::from(p.actual_ms())),
     ),
     m(
         "vmstat.nr_dirtied",

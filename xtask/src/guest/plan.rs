@@ -287,7 +287,10 @@ pub fn run_params(r: &RunParams<'_>) -> Vec<(String, String)> {
         p(param::SAMPLE_MS, r.sample_ms.to_string()),
         p(param::VERIFY, u8::from(r.verify).to_string()),
         p(param::DETECTOR, r.detector.name().to_string()),
-        p(param::INVALIDATE, u8::from(r.scenario.invalidate).to_string()),
+        p(
+            param::INVALIDATE,
+            u8::from(r.scenario.invalidate).to_string(),
+        ),
     ];
     if let Some(ph) = r.phase {
         params.push(p(param::PHASE_CYCLE_MS, ph.cycle_ms.to_string()));
@@ -758,7 +761,8 @@ mod tests {
         let memcg = PhaseCycles {
             cycles_ms: &[2000, 5000],
         };
-        let offsets = |n: u32| -> Vec<u32> { (0..n).map(|k| spread(k, n, &memcg).offset_ms).collect() };
+        let offsets =
+            |n: u32| -> Vec<u32> { (0..n).map(|k| spread(k, n, &memcg).offset_ms).collect() };
         // Run 0 starts at the cycle's start; 3 runs sit a third of the way
         // into both the 2 s and the 5 s timer apart (to the 10 ms step).
         assert_eq!(offsets(1), [0]);
@@ -769,7 +773,10 @@ mod tests {
                 let want = k as f64 / 3.0;
                 let got = f64::from(x % c) / f64::from(c);
                 let d = (got - want).rem_euclid(1.0);
-                assert!(d.min(1.0 - d) < 0.1, "run {k} at {x} ms: {got} of {c} ms, want {want}");
+                assert!(
+                    d.min(1.0 - d) < 0.1,
+                    "run {k} at {x} ms: {got} of {c} ms, want {want}"
+                );
             }
         }
         // The cycle is the timers' least common multiple, every offset in it,

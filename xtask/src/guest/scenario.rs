@@ -63,9 +63,7 @@ impl PhaseCycles {
                 gcd(b, a % b)
             }
         }
-        self.cycles_ms
-            .iter()
-            .fold(1, |l, &c| l / gcd(l, c) * c)
+        self.cycles_ms.iter().fold(1, |l, &c| l / gcd(l, c) * c)
     }
 }
 
@@ -266,7 +264,10 @@ mod tests {
         // No fio-side flushes; runs spread over the 2 s and 5 s timers.
         assert!(!memcg.invalidate);
         let phase = memcg.phase.unwrap();
-        assert_eq!((phase.cycles_ms, phase.cycle_ms()), (&[2000, 5000][..], 10_000));
+        assert_eq!(
+            (phase.cycles_ms, phase.cycle_ms()),
+            (&[2000, 5000][..], 10_000)
+        );
         assert!(by_name("memcg-fadvise").unwrap().invalidate);
         assert!(by_name("fuse-strictlimit").unwrap().phase.is_none());
         // module-stress's scenario is there, but never measured.
@@ -321,7 +322,10 @@ mod tests {
         assert!(e.contains("no run.sh"), "{e}");
         fs::write(d.join("run.sh"), "scenario_run() { :; }\n").unwrap();
         // A phase needs its timers' periods.
-        for bad in ["[phase]\ncycles_ms = []\n", "[phase]\ncycles_ms = [2000, 0]\n"] {
+        for bad in [
+            "[phase]\ncycles_ms = []\n",
+            "[phase]\ncycles_ms = [2000, 0]\n",
+        ] {
             fs::write(
                 d.join("scenario.toml"),
                 format!("order = 1\nwhat = \"x\"\ndisk = false\nverify = false\nstrictlimit = false\nsize = \"1M\"\ninvalidate = true\n{bad}"),

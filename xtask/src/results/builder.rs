@@ -121,11 +121,7 @@ pub fn build(ctx: RunContext<'_>, stream: &Stream) -> Result<RunRecord> {
     let (vmstat, vmstat_delta) = vmstat(&need(stream::VMSTAT_BEFORE)?, &need(stream::VMSTAT)?)?;
     let (bdi_stats, bdi_written_kb) =
         written(&need(stream::BDI_STATS_BEFORE)?, &need(stream::BDI_STATS)?)?;
-    let memcg_events = memcg_events(&need, &writer_domain)?;
-    let start_phase = match ctx.phase {
-        Some(asked) => Some(start_phase(&need(stream::START_PHASE)?, asked)?),
-        None => None,
-    };
+    let start_phase = start_phase(&need, ctx.phase)?;
     Ok(RunRecord {
         variant: ctx.variant.variant.clone(),
         scenario: ctx.scenario.to_string(),
@@ -143,6 +139,7 @@ pub fn build(ctx: RunContext<'_>, stream: &Stream) -> Result<RunRecord> {
         fio,
         bdi,
         memcg_id,
+        memcg_events: memcg_events(&need, &writer_domain)?,
         writer_domain,
         cgroup_ino,
         stall_fraction: mechanism.stall_ms as f64 / writer_ms,
@@ -162,7 +159,6 @@ pub fn build(ctx: RunContext<'_>, stream: &Stream) -> Result<RunRecord> {
         bdi_written_kb,
         bdi_knobs,
         vm_knobs: numbers(&need(stream::VM_KNOBS)?, "vm-knobs")?,
-        memcg_events,
         vmstat,
         vmstat_delta,
         ktap: ktap(stream),
@@ -180,10 +176,16 @@ pub fn build(ctx: RunContext<'_>, stream: &Stream) -> Result<RunRecord> {
 }
 
 /// The guest's `start-phase` (`cycle_ms=C`, `offset_ms=O`, `start_ms=S`
-/// lines), which
-/// must be the phase the host asked for.
-fn start_phase(text: &str, asked: Phase) -> Result<StartPhase> {
-    let kv = numbers(text, "start-phase")?;
+/// lines) when the host asked for a phase, which must be that phase.
+fn start_phase(
+    need: &dyn Fn(&str) -> Result<String>,
+    asked: Option<Phase>,
+) -> Result<Option<StartPhase>> {
+    let Some(asked) = asked else {
+        return Ok(None);
+    };
+    let text = need(stream::START_PHASE)?;
+    let kv = numbers(&text, "start-phase")?;
     let get = |k: &str| {
         kv.get(k)
             .copied()
@@ -203,7 +205,7 @@ fn start_phase(text: &str, asked: Phase) -> Result<StartPhase> {
             asked.cycle_ms
         );
     }
-    Ok(p)
+    Ok(Some(p))
 }
 
 /// fio's result, which must report no error.
@@ -341,8 +343,8 @@ fn bdi_written(stats: &Counters) -> Result<i64> {
 /// whichever detector ran: the tracefs detector has no memcg id, and
 /// memory.max binds all the same); it must have its `max` line.
 fn memcg_events(need: &dyn Fn(&str) -> Result<String>, writer_domain: &str) -> Result<Counters> {
-    // Reclaim at memory.max would start writeback by itself: a memcg run
-    // without its events cannot show that it stayed clear of it.
+    // How often the writers' cgroup reached memory.max: counted, and
+    // refused only in records without the count of reclaim's writeback.
     if writer_domain != "memcg" {
         return Ok(Counters::new());
     }

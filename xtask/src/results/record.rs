@@ -75,13 +75,6 @@ impl StartPhase {
     pub fn actual_ms(&self) -> u32 {
         (self.start_ms % u64::from(self.cycle_ms.max(1))) as u32
     }
-
-    /// How late it started against the offset asked for, ms (the wait's
-    /// own resolution: `/proc/uptime`'s 10 ms and the sleep's timer).
-    pub fn late_ms(&self) -> u32 {
-        let c = self.cycle_ms.max(1);
-        (self.actual_ms() + c - self.offset_ms % c) % c
-    }
 }
 
 /// One boot of one variant in one scenario.

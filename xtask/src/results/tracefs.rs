@@ -65,7 +65,9 @@ pub fn drain_floor_pages() -> u64 {
 }
 
 fn parse_drain_floor(src: &str) -> Option<u64> {
-    let rest = src.split("pub(crate) const DRAIN_FLOOR_PAGES: u64 = ").nth(1)?;
+    let rest = src
+        .split("pub(crate) const DRAIN_FLOOR_PAGES: u64 = ")
+        .nth(1)?;
     rest.split(';').next()?.trim().replace('_', "").parse().ok()
 }
 
@@ -251,8 +253,6 @@ pub enum Cause {
 }
 
 impl Cause {
-    pub const ALL: [Cause; 2] = [Cause::Unrequested, Cause::Declined];
-
     /// The word in reports and expectations (`stall:unrequested`).
     pub fn name(self) -> &'static str {
         match self {
@@ -318,6 +318,9 @@ pub struct Detected {
     /// neither the throttle nor the flusher's own checks asked for.
     #[serde(default)]
     pub work_vmscan: u64,
+    /// Pages those passes wrote.
+    #[serde(default)]
+    pub vmscan_pages: u64,
     /// Pages the flusher's passes wrote: on the writer's wb, and on every wb
     /// of its bdi (beside the bdi's `BdiWritten`, what the writers' own
     /// flushes wrote is the difference). None in older records.
@@ -349,106 +352,156 @@ struct Pass {
     pid: u32,
     start_us: u64,
     nr_pages: i64,
+    vmscan: bool,
 }
 
 /// Classes every sleep of `wb` in `events` (in time order).
 pub fn detect(events: &[TraceEvent], wb: &Wb) -> Detected {
-    let floor = drain_floor_pages();
-    let mut d = Detected {
-        events: events.len() as u64,
-        span_ms: match (events.first(), events.last()) {
-            (Some(a), Some(b)) => (b.us - a.us) / 1000,
-            _ => 0,
+    let mut st = State {
+        wb,
+        floor: drain_floor_pages(),
+        d: Detected {
+            events: events.len() as u64,
+            span_ms: match (events.first(), events.last()) {
+                (Some(a), Some(b)) => (b.us - a.us) / 1000,
+                _ => 0,
+            },
+            causes: Some(Causes::default()),
+            pass_pages: Some(0),
+            bdi_pass_pages: Some(0),
+            ..Detected::default()
         },
-        causes: Some(Causes::default()),
-        pass_pages: Some(0),
-        bdi_pass_pages: Some(0),
-        ..Detected::default()
+        passes: Vec::new(),
+        wakes: Vec::new(),
+        written: None,
+        open: Vec::new(),
     };
-    // Passes in progress on any wb of the writer's bdi, by worker.
-    let mut passes: Vec<(Wb, Pass)> = Vec::new();
-    let mut wakes: Vec<u64> = Vec::new();
-    let mut written: Option<u64> = None;
-    let mut open: Vec<Open> = Vec::new();
     for e in events {
+        st.event(e);
+        st.class_ready();
+    }
+    st.d.unended_sleeps = st.open.len() as u64;
+    st.d
+}
+
+/// The detector between two events.
+struct State<'a> {
+    wb: &'a Wb,
+    floor: u64,
+    d: Detected,
+    /// Passes in progress on any wb of the writer's bdi.
+    passes: Vec<(Wb, Pass)>,
+    /// Background starts asked for the wb.
+    wakes: Vec<u64>,
+    /// The last global `written` count.
+    written: Option<u64>,
+    open: Vec<Open>,
+}
+
+impl State<'_> {
+    fn event(&mut self, e: &TraceEvent) {
+        let wb = self.wb;
         match &e.kind {
             EventKind::Global { written: now } => {
-                for o in open.iter_mut().filter(|o| o.end_us <= e.us) {
+                for o in self.open.iter_mut().filter(|o| o.end_us <= e.us) {
                     o.written_after.get_or_insert(*now);
                 }
-                written = Some(*now);
+                self.written = Some(*now);
             }
             EventKind::Start {
                 wb: w,
                 reason,
                 nr_pages,
-            } if w.bdi == wb.bdi => {
-                passes.retain(|(_, p)| p.pid != e.pid);
-                passes.push((
-                    w.clone(),
-                    Pass {
-                        pid: e.pid,
-                        start_us: e.us,
-                        nr_pages: *nr_pages,
-                    },
-                ));
-                if w == wb {
-                    match reason.as_str() {
-                        "background" => d.work_background += 1,
-                        "periodic" => d.work_periodic += 1,
-                        "vmscan" => d.work_vmscan += 1,
-                        _ => {}
-                    }
-                }
-            }
+            } if w.bdi == wb.bdi => self.pass_start(e, w, reason, *nr_pages),
             EventKind::Written { wb: w, nr_pages } if w.bdi == wb.bdi => {
-                let Some(i) = passes
-                    .iter()
-                    .position(|(pw, p)| p.pid == e.pid && pw == w)
-                else {
-                    continue;
-                };
-                let (_, pass) = passes.swap_remove(i);
-                let wrote = u64::try_from(pass.nr_pages.saturating_sub(*nr_pages)).unwrap_or(0);
-                d.bdi_pass_pages = d.bdi_pass_pages.map(|n| n + wrote);
-                if w == wb {
-                    d.pass_pages = d.pass_pages.map(|n| n + wrote);
-                    for o in open
-                        .iter_mut()
-                        .filter(|o| pass.start_us <= o.end_us && e.us >= o.start_us)
-                    {
-                        o.pass_pages += wrote;
-                    }
-                }
+                self.pass_end(e, w, *nr_pages)
             }
             EventKind::Wake(w) if w == wb => {
-                d.bg_starts += 1;
-                wakes.push(e.us);
+                self.d.bg_starts += 1;
+                self.wakes.push(e.us);
             }
             EventKind::Sleep {
                 wb: w,
                 paused_ms,
                 pause_ms,
-            } if w == wb && *pause_ms > 0 => {
-                d.throttle_sleeps += 1;
-                d.pause_ms += pause_ms;
-                d.max_pause_ms = d.max_pause_ms.max(*pause_ms);
-                d.max_call_ms = d.max_call_ms.max(paused_ms + pause_ms);
-                open.push(Open {
-                    start_us: e.us,
-                    end_us: e.us + pause_ms * 1000,
-                    call_us: e.us.saturating_sub(paused_ms * 1000),
-                    pause_ms: *pause_ms,
-                    pass_pages: 0,
-                    written_before: written,
-                    written_after: None,
-                });
-            }
+            } if w == wb && *pause_ms > 0 => self.sleep(e.us, *paused_ms, *pause_ms),
             _ => {}
         }
-        // A sleep is classed once its end has a global count and no pass on
-        // the wb that began before its end is still running.
-        open.retain(|o| {
+    }
+
+    fn pass_start(&mut self, e: &TraceEvent, w: &Wb, reason: &str, nr_pages: i64) {
+        self.passes.retain(|(_, p)| p.pid != e.pid);
+        self.passes.push((
+            w.clone(),
+            Pass {
+                pid: e.pid,
+                start_us: e.us,
+                nr_pages,
+                vmscan: reason == "vmscan",
+            },
+        ));
+        if w == self.wb {
+            match reason {
+                "background" => self.d.work_background += 1,
+                "periodic" => self.d.work_periodic += 1,
+                "vmscan" => self.d.work_vmscan += 1,
+                _ => {}
+            }
+        }
+    }
+
+    /// A pass ended: what it wrote goes to every open sleep it overlapped.
+    fn pass_end(&mut self, e: &TraceEvent, w: &Wb, nr_pages: i64) {
+        let Some(i) = self
+            .passes
+            .iter()
+            .position(|(pw, p)| p.pid == e.pid && pw == w)
+        else {
+            return;
+        };
+        let (_, pass) = self.passes.swap_remove(i);
+        let wrote = u64::try_from(pass.nr_pages.saturating_sub(nr_pages)).unwrap_or(0);
+        let d = &mut self.d;
+        d.bdi_pass_pages = d.bdi_pass_pages.map(|n| n + wrote);
+        if w != self.wb {
+            return;
+        }
+        d.pass_pages = d.pass_pages.map(|n| n + wrote);
+        if pass.vmscan {
+            d.vmscan_pages += wrote;
+        }
+        for o in self
+            .open
+            .iter_mut()
+            .filter(|o| pass.start_us <= o.end_us && e.us >= o.start_us)
+        {
+            o.pass_pages += wrote;
+        }
+    }
+
+    fn sleep(&mut self, us: u64, paused_ms: u64, pause_ms: u64) {
+        let d = &mut self.d;
+        d.throttle_sleeps += 1;
+        d.pause_ms += pause_ms;
+        d.max_pause_ms = d.max_pause_ms.max(pause_ms);
+        d.max_call_ms = d.max_call_ms.max(paused_ms + pause_ms);
+        self.open.push(Open {
+            start_us: us,
+            end_us: us + pause_ms * 1000,
+            call_us: us.saturating_sub(paused_ms * 1000),
+            pause_ms,
+            pass_pages: 0,
+            written_before: self.written,
+            written_after: None,
+        });
+    }
+
+    /// Classes each sleep whose end has a global count and that no pass of
+    /// the wb begun before its end is still running over.
+    fn class_ready(&mut self) {
+        let (wb, floor) = (self.wb, self.floor);
+        let (passes, wakes, d) = (&self.passes, &self.wakes, &mut self.d);
+        self.open.retain(|o| {
             let Some(after) = o.written_after else {
                 return true;
             };
@@ -472,8 +525,6 @@ pub fn detect(events: &[TraceEvent], wb: &Wb) -> Detected {
             false
         });
     }
-    d.unended_sleeps = open.len() as u64;
-    d
 }
 
 impl Detected {
@@ -611,7 +662,10 @@ mod tests {
             ),
             (1, 1, 0)
         );
-        assert_eq!((other.pass_pages, other.bdi_pass_pages), (Some(0), Some(1024)));
+        assert_eq!(
+            (other.pass_pages, other.bdi_pass_pages),
+            (Some(0), Some(1024))
+        );
     }
 
     fn at(us: u64, kind: EventKind) -> TraceEvent {
@@ -713,7 +767,11 @@ mod tests {
     fn one_stray_completion_does_not_make_a_sleep_draining() {
         let floor = drain_floor_pages();
         let with = |completed: u64| {
-            class_of(&[at(0, g(100)), at(10, sleep(0, 100)), at(200_000, g(100 + completed))])
+            class_of(&[
+                at(0, g(100)),
+                at(10, sleep(0, 100)),
+                at(200_000, g(100 + completed)),
+            ])
         };
         let (_, draining, causes) = with(1);
         assert_eq!((draining, causes.unrequested_sleeps), (0, 1));
@@ -731,7 +789,10 @@ mod tests {
             at(200_000, g(5)),
         ];
         let c = class_of(&before).2;
-        assert_eq!((c.unrequested_sleeps, c.unrequested_ms, c.declined_sleeps), (1, 50, 0));
+        assert_eq!(
+            (c.unrequested_sleeps, c.unrequested_ms, c.declined_sleeps),
+            (1, 50, 0)
+        );
         // The same start within the call: declined.
         let within = [
             at(0, g(5)),
@@ -740,7 +801,10 @@ mod tests {
             at(200_000, g(5)),
         ];
         let c = class_of(&within).2;
-        assert_eq!((c.unrequested_sleeps, c.declined_sleeps, c.declined_ms), (0, 1, 50));
+        assert_eq!(
+            (c.unrequested_sleeps, c.declined_sleeps, c.declined_ms),
+            (0, 1, 50)
+        );
         // Another wb's start is nobody's request for this one.
         let other = [
             at(0, g(5)),
@@ -758,7 +822,10 @@ mod tests {
             Some(1024)
         );
         assert_eq!(parse_drain_floor("const DRAIN_FLOOR: u64 = 3;"), None);
-        assert!(drain_floor_pages() > 1, "a single page is a stray completion");
+        assert!(
+            drain_floor_pages() > 1,
+            "a single page is a stray completion"
+        );
     }
 
     #[test]
