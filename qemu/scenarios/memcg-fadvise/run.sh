@@ -7,4 +7,5 @@
 # and they leave the memcg's statistics counting writeback that has completed:
 # the fixed kernels' 2 s "declined" waits. Kept for that (issue 34), not in
 # the default plan. Sourced by /init; defines scenario_run.
+# shellcheck source=../memcg-ext4/run.sh
 . "$WB_ROOT/scenarios/memcg-ext4/run.sh"

@@ -260,7 +260,7 @@ mod tests {
         assert!(named[0].strictlimit && !named[0].in_default_plan);
         let memcg = by_name("memcg-ext4").unwrap();
         assert!(memcg.disk && !memcg.strictlimit);
-        assert_eq!(memcg.params, [("memcg_max", "128M")]);
+        assert_eq!(memcg.params, [("memcg_max", "256M")]);
         // No fio-side flushes; runs spread over the 2 s and 5 s timers.
         assert!(!memcg.invalidate);
         let phase = memcg.phase.unwrap();

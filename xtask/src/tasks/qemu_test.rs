@@ -575,6 +575,7 @@ mod tests {
             "${WB_NUMJOBS}",
             "${WB_RAMP}",
             "${WB_RUNTIME}",
+            "${WB_INVALIDATE}",
         ] {
             assert!(text.contains(var), "missing {var}");
         }
