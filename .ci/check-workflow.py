@@ -8,8 +8,10 @@ be moved, a commit cannot), the kernel source must be given a Debian mirror
 (WBSTALL_DEBIAN_MIRROR: a runner's apt sources name none), and its shards must
 agree: the matrix lists 1..SHARDS, the shard step passes --shard I/SHARDS and a
 --clock (merged shards must share it), and the merge job needs the shard job
-and runs `cargo xtask merge`. actionlint checks the rest (`cargo xtask ci`).
-Exits 1 naming every problem."""
+and runs `cargo xtask merge`. The shard job's results are uploaded `if:
+always()` (a failing shard's evidence), and no cache key names the run (a new
+copy every run, never found again). actionlint checks the rest (`cargo xtask
+ci`). Exits 1 naming every problem."""
 
 import re
 import sys
@@ -76,6 +78,23 @@ kernels = jobs.get("kernels", {})
 mirror_env = {**(wf.get("env") or {}), **(kernels.get("env") or {})}
 if "WBSTALL_DEBIAN_MIRROR" not in mirror_env:
     problems.append("the kernels job has no WBSTALL_DEBIAN_MIRROR (a runner has no Debian mirror)")
+uploads = [s for s in shard.get("steps") or [] if "upload-artifact" in str(s.get("uses", ""))]
+if not uploads:
+    problems.append("the shard job uploads no results (actions/upload-artifact)")
+for s in uploads:
+    if "always()" not in str(s.get("if", "")):
+        problems.append(
+            "the shard job's upload of its results has no `if: always()`: a failing "
+            "shard's evidence would be lost"
+        )
+for name, job in jobs.items():
+    for s in job.get("steps") or []:
+        key = str((s.get("with") or {}).get("key", ""))
+        if "github.run_id" in key or "github.run_attempt" in key:
+            problems.append(
+                f"job {name}: the cache key `{key}` names the run: every run saves a new "
+                "copy that no later run finds by key (key it by its content)"
+            )
 merge = jobs.get("merge", {})
 if merge.get("needs") != "shard":
     problems.append("the merge job does not wait for the shard job")

@@ -264,10 +264,11 @@ signal_fuse_server() {
 }
 
 # fio_verify DIR WHAT: the bytes go through the FUSE mount on DIR: 8M written
-# and read back with checksums (WHAT names the mount in a failure).
+# and read back with checksums (WHAT names the mount in a failure). No state
+# file: an interrupted verify job would leave one in the working directory.
 fio_verify() {
 	fio --eta=never --name=verify --directory="$1" --ioengine=psync --rw=write --bs=128k \
-		--size=8M --verify=crc32c --do_verify=1 --direct=0 \
+		--size=8M --verify=crc32c --do_verify=1 --verify_state_save=0 --direct=0 \
 		--output-format=json --output=/tmp/fio-verify.json ||
 		fail "fio verify on $2 failed"
 	emit fio-verify /tmp/fio-verify.json
@@ -390,7 +391,7 @@ run_fio() {
 	# In the background, so that a test's fault (fault_start) can name fio's
 	# pid; its stderr kept, so that fio_check can name the cause of a failure.
 	WB_DIR=$dir WB_BS=$(need bs) WB_SIZE=$(need size) WB_NUMJOBS=$(need numjobs) \
-		WB_RAMP=$(need ramp) WB_RUNTIME=$(need runtime) \
+		WB_RAMP=$(need ramp) WB_RUNTIME=$(need runtime) WB_INVALIDATE=$(need invalidate) \
 		fio --eta=never --output-format=json --output="$out" "$WB_ROOT/jobs/writeback.fio" \
 		2>/tmp/fio.err &
 	pid=$!
@@ -464,7 +465,7 @@ WITNESS_WAKE="hist:keys=name,cgroup_ino:vals=hitcount"
 # host-test sizes it as $WB_TRACE_KB for native speed). WB_detector=tracefs: no module.
 # On the host (host-test), $TRACE is a tracing instance of xtask's: the host's
 # main buffer is left alone.
-TRACE_DETECTOR_EVENTS="balance_dirty_pages writeback_wake_background writeback_start writeback_pages_written global_dirty_state"
+TRACE_DETECTOR_EVENTS="balance_dirty_pages writeback_wake_background writeback_start writeback_written writeback_pages_written global_dirty_state"
 
 module_detector() {
 	[ "${WB_detector:-module}" = module ]
@@ -543,10 +544,35 @@ trace_collect() {
 	emit trace-stats /tmp/trace-stats
 }
 
+# phase_wait: with wbstall.phase_cycle_ms, wait until the guest's uptime mod
+# that cycle is wbstall.phase_ms, so that the measurement starts at the same
+# point of the kernel's timers (the memcg's 2 s statistics refresh, the 5 s
+# flusher) in the same run of every variant; send where it started.
+phase_wait() {
+	local cycle offset now wait
+	[ -n "${WB_phase_cycle_ms-}" ] || return 0
+	cycle=$(need phase_cycle_ms)
+	offset=$(need phase_ms)
+	now=$(uptime_ms)
+	wait=$(((offset - now % cycle + cycle) % cycle))
+	sleep "$((wait / 1000)).$(printf %03d $((wait % 1000)))"
+	printf "cycle_ms=%s\noffset_ms=%s\nstart_ms=%s\n" "$cycle" "$offset" "$(uptime_ms)" >/tmp/phase
+	emit start-phase /tmp/phase
+}
+
+# uptime_ms: the guest's uptime in ms (/proc/uptime, 10 ms resolution).
+uptime_ms() {
+	local up frac
+	read -r up _ </proc/uptime
+	frac=${up#*.}
+	echo $((${up%.*} * 1000 + ${frac#0} * 10))
+}
+
 # measure_start BDI CGROUP_DIR: zero the module's counters, start the witness
 # and the trace, and record the state the measurement starts from.
 measure_start() {
 	local bdi=$1 cg=$2
+	phase_wait
 	phase measure-start
 	[ -d "$TRACE_EVENTS/balance_dirty_pages" ] ||
 		fail "no $TRACE_EVENTS/balance_dirty_pages: tracefs or the writeback events are missing"

@@ -71,8 +71,13 @@ pub(crate) const UNKNOWN_NAME: &[u8] = b"(unknown)";
 /// Pages of the writer's wb that must complete writeback during a sleep (`WB_WRITTEN` rising by
 /// more than this) for a sleep without a writing pass to be [`SleepClass::Draining`]: one stray
 /// completion does not make a sleep draining. Printed in `summary` (`drain_floor_pages`); the
-/// host's tracefs detector uses the same floor and checks that the two agree.
-pub(crate) const DRAIN_FLOOR_PAGES: i64 = 8;
+/// host's tracefs detector reads this line (xtask/src/results/tracefs.rs), so both detectors
+/// class by the same floor.
+pub(crate) const DRAIN_FLOOR_PAGES: u64 = 8;
+
+/// [`DRAIN_FLOOR_PAGES`] as the counts' type.
+const DRAIN_FLOOR: i64 = DRAIN_FLOOR_PAGES as i64;
+const _: () = assert!(DRAIN_FLOOR >= 0 && DRAIN_FLOOR as u64 == DRAIN_FLOOR_PAGES);
 
 /// Per-slot counters, in the order of the `stats` line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -704,7 +709,7 @@ pub(crate) fn classify(
     let pass = start.running || end.running || passes_end != passes_start;
     if pass && end.submitted > start.submitted {
         SleepClass::Flushing
-    } else if end.written.saturating_sub(start.written) > DRAIN_FLOOR_PAGES {
+    } else if end.written.saturating_sub(start.written) > DRAIN_FLOOR {
         SleepClass::Draining
     } else if requested {
         SleepClass::Declined

@@ -315,7 +315,7 @@ mod suite {
         assert_eq!(
             classify(
                 QUIET,
-                facts(false, 100 + DRAIN_FLOOR_PAGES, 200),
+                facts(false, 100 + DRAIN_FLOOR_PAGES as i64, 200),
                 3,
                 3,
                 true
@@ -326,7 +326,7 @@ mod suite {
         assert_eq!(
             classify(
                 QUIET,
-                facts(false, 101 + DRAIN_FLOOR_PAGES, 200),
+                facts(false, 101 + DRAIN_FLOOR_PAGES as i64, 200),
                 3,
                 3,
                 true

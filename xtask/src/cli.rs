@@ -1,6 +1,24 @@
 //! What a developer sees of the command line, kept honest by tests: the
 //! task list, the flags each task offers, and how they read in `--help`.
 
+/// The groups of `--help`, in the order `qemu-test` shows them: what a
+/// measurement is made of first, the harness's own debugging last.
+pub mod heading {
+    /// Which kernels, from which source, built how.
+    pub const KERNELS: &str = "Kernels";
+    /// The machine QEMU makes.
+    pub const GUEST: &str = "Guest";
+    /// What runs in the guest: the scenarios, the runs, the fio job.
+    pub const JOB: &str = "Job";
+    /// What the runs are held to, and how they are classed and compared.
+    pub const JUDGING: &str = "Judging";
+    /// Where the results go, a session taken up again, a plan split up.
+    pub const SESSIONS: &str = "Sessions and fleets";
+    /// The harness itself debugged: another init, raw kernel arguments, the
+    /// fault hook.
+    pub const DEBUGGING: &str = "Debugging";
+}
+
 #[cfg(test)]
 mod tests {
     use clap::{CommandFactory, Parser};
@@ -88,6 +106,96 @@ mod tests {
         assert!(
             h.contains("--patch <FILE>") && !h.contains("variant-patch"),
             "{h}"
+        );
+    }
+
+    /// The flags that debug the harness itself, which no measurement needs.
+    const DEBUGGING_FLAGS: [&str; 2] = ["rdinit", "kernel-arg"];
+
+    /// The flags of `cmd` without a `--help` group, and those in the wrong
+    /// one: a debugging flag outside [`super::heading::DEBUGGING`], or
+    /// another flag in it.
+    fn misplaced(cmd: &clap::Command) -> Vec<String> {
+        let mut out = Vec::new();
+        for a in cmd.get_arguments() {
+            let (Some(long), false) = (a.get_long(), a.is_hide_set()) else {
+                continue;
+            };
+            if long == "help" {
+                continue;
+            }
+            let debugging = DEBUGGING_FLAGS.contains(&long);
+            match a.get_help_heading() {
+                None => out.push(format!("--{long} has no heading")),
+                Some(h) if (h == super::heading::DEBUGGING) != debugging => {
+                    out.push(format!("--{long} is under {h}"))
+                }
+                Some(_) => {}
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn every_qemu_test_flag_is_in_a_group_and_debugging_comes_last() {
+        let mut cli = Cli::command();
+        cli.build();
+        let cmd = cli.find_subcommand("qemu-test").unwrap();
+        assert_eq!(misplaced(cmd), Vec::<String>::new());
+        // The groups as the user reads them: the everyday ones first.
+        let h = help("qemu-test");
+        let groups: Vec<&str> = h
+            .lines()
+            .filter(|l| !l.starts_with(' ') && l.ends_with(':'))
+            .collect();
+        assert_eq!(
+            groups,
+            [
+                "Options:",
+                "Kernels:",
+                "Job:",
+                "Judging:",
+                "Sessions and fleets:",
+                "Guest:",
+                "Debugging:"
+            ]
+        );
+        let rdinit = h.find("--rdinit <PATH>").unwrap();
+        assert!(rdinit > h.find("Debugging:").unwrap(), "{h}");
+    }
+
+    #[test]
+    fn a_flag_without_a_group_or_in_the_wrong_one_is_named() {
+        use clap::Arg;
+        let cmd = clap::Command::new("t")
+            .arg(Arg::new("runs").long("runs"))
+            .arg(
+                Arg::new("rdinit")
+                    .long("rdinit")
+                    .help_heading(super::heading::GUEST),
+            )
+            .arg(
+                Arg::new("cpus")
+                    .long("cpus")
+                    .help_heading(super::heading::DEBUGGING),
+            )
+            .arg(
+                Arg::new("memory")
+                    .long("memory")
+                    .help_heading(super::heading::GUEST),
+            )
+            .arg(
+                Arg::new("kernel-arg")
+                    .long("kernel-arg")
+                    .help_heading(super::heading::DEBUGGING),
+            );
+        assert_eq!(
+            misplaced(&cmd),
+            [
+                "--runs has no heading",
+                "--rdinit is under Guest",
+                "--cpus is under Debugging"
+            ]
         );
     }
 }

@@ -33,15 +33,13 @@ pub enum Event<'a> {
     BootStart {
         index: usize,
         total: usize,
-        variant: &'a str,
-        scenario: &'a str,
-        run: u32,
+        /// The run, as its `RunId` prints (`memcg-ext4/v2 #2`).
+        run: &'a str,
     },
     /// A boot came back with a record.
     BootEnd {
-        variant: &'a str,
-        scenario: &'a str,
-        run: u32,
+        /// The run, as its `RunId` prints.
+        run: &'a str,
         mib_s: &'a str,
         stall_pct: f64,
         stall_sleeps: u64,
@@ -89,19 +87,8 @@ pub fn render(e: &Event) -> String {
              {machine}\nqemu-test: results in {}",
             dir.display()
         ),
-        Event::BootStart {
-            index,
-            total,
-            variant,
-            scenario,
-            run,
-        } => format!(
-            "[{index}/{total}] booting {variant} {scenario} #{}",
-            run + 1
-        ),
+        Event::BootStart { index, total, run } => format!("[{index}/{total}] booting {run}"),
         Event::BootEnd {
-            variant,
-            scenario,
             run,
             mib_s,
             stall_pct,
@@ -115,11 +102,10 @@ pub fn render(e: &Event) -> String {
             max_call_ms,
             secs,
         } => format!(
-            "  {variant} {scenario} #{}: {mib_s} MiB/s, stall share {stall_pct:.1}%{}, \
+            "  {run}: {mib_s} MiB/s, stall share {stall_pct:.1}%{}, \
              draining {draining_pct:.1}%{}, longest call {max_call_ms} ms \
              (stall_sleeps {stall_sleeps}, throttle_sleeps {}/{}, bg_starts {}/{} \
              {counter}/witness) in {secs:.0} s",
-            run + 1,
             trace_stall_pct.map_or(String::new(), |t| format!(" (trace {t:.1}%)")),
             trace_draining_pct.map_or(String::new(), |t| format!(" (trace {t:.1}%)")),
             throttle_sleeps.0,
@@ -299,9 +285,7 @@ mod tests {
     #[test]
     fn events_render_as_one_line_each() {
         let end = Event::BootEnd {
-            variant: "v1",
-            scenario: "fuse-strictlimit",
-            run: 0,
+            run: "fuse-strictlimit/v1 #1",
             mib_s: "75.9",
             stall_pct: 0.0,
             stall_sleeps: 0,
@@ -316,18 +300,16 @@ mod tests {
         };
         assert_eq!(
             render(&end),
-            "  v1 fuse-strictlimit #1: 75.9 MiB/s, stall share 0.0% (trace 0.0%), draining 1.3% \
+            "  fuse-strictlimit/v1 #1: 75.9 MiB/s, stall share 0.0% (trace 0.0%), draining 1.3% \
              (trace 1.3%), longest call 124 ms (stall_sleeps 0, throttle_sleeps 348/348, \
              bg_starts 2047/2047 module/witness) in 35 s"
         );
         let start = Event::BootStart {
             index: 3,
             total: 60,
-            variant: "v2",
-            scenario: "memcg-ext4",
-            run: 1,
+            run: "memcg-ext4/v2 #2",
         };
-        assert_eq!(render(&start), "[3/60] booting v2 memcg-ext4 #2");
+        assert_eq!(render(&start), "[3/60] booting memcg-ext4/v2 #2");
         assert_eq!(
             render(&Event::CiStepDone {
                 name: "unit tests",

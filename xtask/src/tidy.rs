@@ -1,7 +1,8 @@
 //! Repository rules kept honest by tests: the size of files and functions,
-//! who prints, the layering between folders and no circles between the files
-//! of one folder. Generated or data files are not Rust and are not counted;
-//! test modules are left out.
+//! who prints, the layering between folders, no circles between the files
+//! of one folder, renderers that read the judgement only, and what lies at
+//! the repository's root. Generated or data files are not Rust and are not
+//! counted; test modules are left out.
 
 #[cfg(test)]
 mod tests {
@@ -519,6 +520,87 @@ mod tests {
         );
     }
 
+    /// What the renderers (`report/`) may not use: they read the one
+    /// `analysis::judge::Judgement`, never recompute statistics or the
+    /// evidence rule.
+    const BEHIND_THE_JUDGEMENT: &[&[&str]] = &[&["analysis", "stats"], &["results", "problems"]];
+
+    /// Each use of [`BEHIND_THE_JUDGEMENT`] by a file of `report/`, as
+    /// `file uses a::b`.
+    fn past_the_judgement(sources: &[(String, String)]) -> Vec<String> {
+        let modules: Vec<Vec<String>> = sources.iter().map(|(rel, _)| module_of(rel)).collect();
+        let mut out = BTreeSet::new();
+        for ((rel, code), own) in sources.iter().zip(&modules) {
+            if own.first().map(String::as_str) != Some("report") {
+                continue;
+            }
+            let is_mod = rel.ends_with("/mod.rs");
+            for path in absolute_paths(own, is_mod, &modules, code) {
+                for banned in BEHIND_THE_JUDGEMENT {
+                    if path.len() >= banned.len() && path.iter().zip(*banned).all(|(a, b)| a == b) {
+                        out.insert(format!("{rel} uses {}", banned.join("::")));
+                    }
+                }
+            }
+        }
+        out.into_iter().collect()
+    }
+
+    #[test]
+    fn renderers_read_the_judgement_only() {
+        let found = past_the_judgement(&sources_with(code_without_tests));
+        assert!(
+            found.is_empty(),
+            "a renderer reaches past the judgement (read `analysis::judge::Judgement`; compute \
+             what it lacks in `analysis::judge`):\n{}",
+            found.join("\n")
+        );
+    }
+
+    #[test]
+    fn the_judgement_rule_rejects_a_renderer_that_computes_for_itself() {
+        let src = |rel: &str, code: &str| (format!("xtask/src/{rel}"), code.to_string());
+        let sources = [
+            src("analysis/mod.rs", "pub mod judge;\npub mod stats;\n"),
+            src("analysis/stats.rs", "pub fn median() {}\n"),
+            src("results/mod.rs", "pub mod problems;\n"),
+            src("results/problems.rs", "pub fn problems() {}\n"),
+            src(
+                "report/mod.rs",
+                "pub mod a;\npub mod b;\npub mod c;\npub mod d;\n",
+            ),
+            src(
+                "report/a.rs",
+                "use crate::analysis::stats::median;\nfn f() { median() }\n",
+            ),
+            src(
+                "report/b.rs",
+                "fn g() { crate::results::problems::problems() }\n",
+            ),
+            src(
+                "report/c.rs",
+                "use crate::analysis::{judge::Judgement, stats};\n",
+            ),
+            src(
+                "report/d.rs",
+                "use crate::analysis::judge::Judgement;\nfn h(j: &Judgement) {}\n",
+            ),
+            // Outside report/ the analysis may use its own statistics.
+            src(
+                "analysis/judge.rs",
+                "use super::stats;\nfn k() { stats::median() }\n",
+            ),
+        ];
+        assert_eq!(
+            past_the_judgement(&sources),
+            [
+                "xtask/src/report/a.rs uses analysis::stats",
+                "xtask/src/report/b.rs uses results::problems",
+                "xtask/src/report/c.rs uses analysis::stats",
+            ]
+        );
+    }
+
     #[test]
     fn the_circle_check_finds_a_circle_and_only_a_circle() {
         let src = |files: &[(&str, &str)]| -> Vec<(String, String)> {
@@ -605,5 +687,87 @@ mod tests {
             ]
         );
         assert!(f[1].2 > MAX_FN_LINES);
+    }
+
+    /// What may lie at the repository's root (a name, or a prefix ending in
+    /// `*`); anything else is a file a run or an editor left there.
+    const ROOT_ENTRIES: &[&str] = &[
+        ".cargo",
+        ".ci",
+        ".github",
+        ".gitignore",
+        "Cargo.lock",
+        "Cargo.toml",
+        "Kconfig.*",
+        "README.md",
+        "docs",
+        "patches",
+        "qemu",
+        "rust-module",
+        "xtask",
+    ];
+
+    /// The first components of `paths` that [`ROOT_ENTRIES`] does not allow.
+    fn strays<'a>(paths: impl IntoIterator<Item = &'a str>) -> BTreeSet<String> {
+        let allowed = |name: &str| {
+            ROOT_ENTRIES.iter().any(|e| match e.strip_suffix('*') {
+                Some(prefix) => name.starts_with(prefix),
+                None => name == *e,
+            })
+        };
+        paths
+            .into_iter()
+            .filter_map(|p| p.split('/').next())
+            .filter(|name| !allowed(name))
+            .map(str::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn the_root_holds_only_what_belongs_there() {
+        // What a commit would take: the tracked files and the untracked ones
+        // git does not ignore.
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(crate::util::project_root())
+            .args([
+                "ls-files",
+                "-z",
+                "--cached",
+                "--others",
+                "--exclude-standard",
+            ])
+            .output()
+            .expect("git is required for this test: apt-get install git");
+        assert!(
+            out.status.success(),
+            "git ls-files: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let listing = String::from_utf8(out.stdout).unwrap();
+        let paths: Vec<&str> = listing.split('\0').filter(|p| !p.is_empty()).collect();
+        assert!(paths.contains(&"README.md"), "git listed no README.md");
+        let found = strays(paths);
+        assert!(
+            found.is_empty(),
+            "files at the repository's root that belong elsewhere (remove them, or add \
+             the name to ROOT_ENTRIES if it belongs there): {found:?}"
+        );
+    }
+
+    #[test]
+    fn a_stray_file_at_the_root_is_named() {
+        let found = strays([
+            "README.md",
+            "Kconfig.debug",
+            "xtask/src/main.rs",
+            "local-verify-0-verify.state",
+            "docs/x.md",
+        ]);
+        assert_eq!(
+            found,
+            BTreeSet::from(["local-verify-0-verify.state".to_string()])
+        );
+        assert!(strays(["Kconfig"]).contains("Kconfig"));
     }
 }

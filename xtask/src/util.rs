@@ -112,6 +112,21 @@ pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// `tag.HOST.PID.N`: a name no other writer of a directory uses, whether it
+/// is another thread, another process, or a process on another machine of a
+/// shared file system (a Slurm node: pids repeat across nodes).
+pub fn unique_name(tag: &str) -> String {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let host = fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    format!(
+        "{tag}.{}.{}.{}",
+        sanitize(host.trim()),
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
 /// Writes `contents` to `path` through a temporary file and a rename, so that a
 /// crash never leaves a half-written file behind.
 pub fn write_atomic(path: &Path, contents: impl AsRef<[u8]>) -> Result<()> {
@@ -119,15 +134,9 @@ pub fn write_atomic(path: &Path, contents: impl AsRef<[u8]>) -> Result<()> {
         .parent()
         .with_context(|| format!("{} has no parent directory", path.display()))?;
     fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    // A name of this process and call: two writers of one file (two
-    // processes, two threads) never share a temporary file.
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    static N: AtomicUsize = AtomicUsize::new(0);
     let tmp = dir.join(format!(
-        ".{}.{}.{}.tmp",
-        path.file_name().unwrap_or_default().to_string_lossy(),
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
+        ".{}.tmp",
+        unique_name(&path.file_name().unwrap_or_default().to_string_lossy())
     ));
     fs::write(&tmp, contents).with_context(|| format!("writing {}", tmp.display()))?;
     fs::rename(&tmp, path).with_context(|| format!("renaming into {}", path.display()))?;
@@ -451,6 +460,19 @@ pub fn elf_is_static(bytes: &[u8]) -> Option<bool> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_unique_name_names_the_host_and_process_and_never_repeats() {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+        let (a, b) = (super::unique_name("build"), super::unique_name("build"));
+        let mine = format!(
+            "build.{}.{}.",
+            super::sanitize(host.trim()),
+            std::process::id()
+        );
+        assert!(a.starts_with(&mine) && b.starts_with(&mine), "{a} {b}");
+        assert_ne!(a, b);
+    }
 
     #[test]
     fn a_locked_directory_is_refused_by_pid_and_freed_on_drop() {

@@ -38,18 +38,38 @@ reload() {
 
 # in_bdp PID: the task sleeps in balance_dirty_pages() (its wchan; the function
 # may be inlined into balance_dirty_pages_ratelimited_flags()).
+# Read with the shell's own `read`: a cat would cost a fork per look, which on
+# the debug kernel is longer than a throttle sleep.
 in_bdp() {
-	case "$(cat "/proc/$1/wchan" 2>/dev/null)" in
+	local w=
+	read -r w <"/proc/$1/wchan" 2>/dev/null
+	case "$w" in
 	balance_dirty_pages*) return 0 ;;
 	esac
 	return 1
 }
 
+# kill_asleep PID: SIGKILL to PID the moment it is seen asleep in
+# balance_dirty_pages() (its sleeps are milliseconds: tried 100 times), else
+# anyway; true if it was asleep.
+kill_asleep() {
+	local i=0
+	while [ "$i" -lt 100 ]; do
+		if in_bdp "$1"; then
+			kill -KILL "$1" 2>/dev/null
+			return 0
+		fi
+		i=$((i + 1))
+	done
+	kill -KILL "$1" 2>/dev/null
+	return 1
+}
+
 # summary_value KEY: a number of the module's summary line.
 summary_value() {
-	local kv
-	# shellcheck disable=SC2013 # the summary is one line of words
-	for kv in $(cat /sys/kernel/debug/wbstall/summary); do
+	local kv line
+	read -r line </sys/kernel/debug/wbstall/summary || fail "cannot read wbstall/summary"
+	for kv in $line; do
 		case "$kv" in
 		"$1"=*) echo "${kv#*=}" && return 0 ;;
 		esac
@@ -114,8 +134,7 @@ memcg_churn() {
 			moved=$((moved + 1))
 		fi
 		for pid in $pids; do
-			in_bdp "$pid" && in_bdp_kills=$((in_bdp_kills + 1))
-			kill -KILL "$pid" 2>/dev/null
+			kill_asleep "$pid" && in_bdp_kills=$((in_bdp_kills + 1))
 		done
 		for pid in $pids; do
 			wait "$pid" 2>/dev/null

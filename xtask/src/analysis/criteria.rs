@@ -4,18 +4,57 @@
 
 use super::{
     expected::{Class, Criteria, Expected, Latency},
-    judgement::{run_prefix, CellVerdict, Verdict},
+    judgement::{CellVerdict, Failure, Line, Margins, Verdict},
 };
 use crate::{guest::plan::Detector, results::record::RunRecord};
 
 /// The knob that sets the periodic flusher's interval, recorded in every run.
 const WRITEBACK_INTERVAL: &str = "vm.dirty_writeback_centisecs";
 
-/// A run's periodic writeback interval in ms (`None`: the run lacks the knob).
-fn writeback_interval_ms(r: &RunRecord) -> Option<f64> {
+/// A run's latency bound in ms: the scenario's share of its periodic
+/// writeback interval (`None`: the run lacks the knob).
+pub fn latency_bound_ms(r: &RunRecord, l: &Latency) -> Option<f64> {
     r.vm_knobs
         .get(WRITEBACK_INTERVAL)
-        .map(|&cs| cs as f64 * 10.0)
+        .map(|&cs| cs as f64 * 10.0 * l.max_call_share_of_writeback_interval)
+}
+
+/// A judged run's distances to its class boundaries (None for an idle run):
+/// its share from the line of its class (`stall_fraction` for a stall,
+/// `ok_fraction` for ok, the nearer for an unclear run, negative), and its
+/// longest call from the latency bound where the bound judges its class. It
+/// is near a boundary when the share margin is below `ok_fraction` (the two
+/// detectors may differ by that much) or the latency margin below one pause.
+pub fn margins(
+    class: Class,
+    share: f64,
+    max_call_ms: f64,
+    max_pause_ms: f64,
+    bound: Option<(f64, &Latency)>,
+    criteria: &Criteria,
+) -> Option<Margins> {
+    let (stall, ok) = (criteria.stall_fraction, criteria.ok_fraction);
+    let (line, points) = match class {
+        Class::Stall => (Line::Stall, share - stall),
+        Class::Ok => (Line::Ok, ok - share),
+        Class::Unclear if share - ok <= stall - share => (Line::Ok, ok - share),
+        Class::Unclear => (Line::Stall, share - stall),
+        Class::Idle | Class::Mixed => return None,
+    };
+    let latency_ms = bound.and_then(|(limit, _)| match class {
+        Class::Ok => Some(limit - max_call_ms),
+        Class::Stall => Some(max_call_ms - limit),
+        _ => None,
+    });
+    Some(Margins {
+        line,
+        share_points: points * 100.0,
+        bound_ms: bound.map(|(limit, _)| limit),
+        latency_ms,
+        max_pause_ms,
+        near_share: points < ok,
+        near_latency: latency_ms.is_some_and(|m| m < max_pause_ms),
+    })
 }
 
 /// The module and the tracefs detector class the same sleeps: in every run
@@ -37,18 +76,19 @@ pub fn detectors_criterion(c: &mut CellVerdict, runs: &[&RunRecord], criteria: &
             r.tracefs_class,
             r.tracefs_draining_fraction,
         ) else {
-            c.failures.push(format!(
-                "{}the tracefs detector classed no sleep of this run: the module's class has no \
-                 second opinion",
-                run_prefix(r.run)
-            ));
+            let why = "the tracefs detector classed no sleep of this run: the module's class has \
+                       no second opinion";
+            c.failures.push(Failure {
+                run: Some(c.id(r.run)),
+                why: why.into(),
+            });
             continue;
         };
+        let mut why = Vec::new();
         if tc != r.class {
-            c.failures.push(format!(
-                "{}the detectors disagree: the module's stall share is {:.2}% ({}), the \
+            why.push(format!(
+                "the detectors disagree: the module's stall share is {:.2}% ({}), the \
                  tracefs detector's {:.2}% ({tc})",
-                run_prefix(r.run),
                 r.stall_fraction * 100.0,
                 r.class,
                 t * 100.0
@@ -56,27 +96,30 @@ pub fn detectors_criterion(c: &mut CellVerdict, runs: &[&RunRecord], criteria: &
         }
         let (m_idle, t_idle) = (r.stall_fraction + r.draining_fraction, t + td);
         if (m_idle - t_idle).abs() > within {
-            c.failures.push(format!(
-                "{}the detectors disagree on the sleeps without a flusher pass: the module's \
+            why.push(format!(
+                "the detectors disagree on the sleeps without a flusher pass: the module's \
                  stall + draining share is {:.2}%, the tracefs detector's {:.2}%, more than {:.0} \
                  point(s) apart (ok_fraction)",
-                run_prefix(r.run),
                 m_idle * 100.0,
                 t_idle * 100.0,
                 within * 100.0
             ));
         }
         if t > r.stall_fraction + within {
-            c.failures.push(format!(
-                "{}the tracefs detector counts {:.2}% of writer time in stall sleeps, the \
+            why.push(format!(
+                "the tracefs detector counts {:.2}% of writer time in stall sleeps, the \
                  module {:.2}%: the trace sees completions machine-wide, so a sleep it calls a \
                  stall the module cannot have seen drain (ok_fraction: {:.0} point(s))",
-                run_prefix(r.run),
                 t * 100.0,
                 r.stall_fraction * 100.0,
                 within * 100.0
             ));
         }
+        let id = c.id(r.run);
+        c.failures.extend(why.into_iter().map(|why| Failure {
+            run: Some(id.clone()),
+            why,
+        }));
     }
 }
 
@@ -84,54 +127,56 @@ pub fn detectors_criterion(c: &mut CellVerdict, runs: &[&RunRecord], criteria: &
 /// classes: the longest time a writer spent in one balance_dirty_pages()
 /// call (the tracepoint's `paused + pause`, ramp included), held by every
 /// run. A writer that waits for the periodic flusher spends seconds there.
+/// Read from each run's latency margin (`margins`): the one comparison.
 pub fn latency_criterion(c: &mut CellVerdict, runs: &[&RunRecord], l: &Latency) {
     let share = l.max_call_share_of_writeback_interval;
     let mut failures = Vec::new();
     for (r, rec) in c.run_verdicts.iter().zip(runs) {
-        let Some(interval_ms) = writeback_interval_ms(rec) else {
-            failures.push(format!(
-                "{}the record lacks {WRITEBACK_INTERVAL}: the latency criterion cannot be judged",
-                run_prefix(r.run)
+        let Some(m) = &r.margins else { continue };
+        let mut fail = |why: String| failures.push((r.run, why));
+        let Some(limit) = m.bound_ms else {
+            fail(format!(
+                "the record lacks {WRITEBACK_INTERVAL}: the latency criterion cannot be judged"
             ));
             continue;
         };
-        let limit = share * interval_ms;
         let bound = format!(
-            "{limit:.0} ms ({:.0}% of the {interval_ms:.0} ms writeback interval)",
-            share * 100.0
+            "{limit:.0} ms ({:.0}% of the {:.0} ms writeback interval)",
+            share * 100.0,
+            limit / share
         );
+        let short = m.latency_ms.is_some_and(|ms| ms <= 0.0);
         match r.class {
             Class::Ok => {
-                if r.max_call_ms >= limit {
-                    failures.push(format!(
-                        "{}ok by the sleep classes, but a writer spent {:.0} ms in one \
+                if short {
+                    fail(format!(
+                        "ok by the sleep classes, but a writer spent {:.0} ms in one \
                          balance_dirty_pages() call, at or above {bound}: writers waited for \
                          the periodic flusher",
-                        run_prefix(r.run),
                         r.max_call_ms
                     ));
                 }
                 if rec.witness.bg_starts == 0 {
-                    failures.push(format!(
-                        "{}ok by the sleep classes, but the tracefs witness saw no \
-                         background writeback start in the writers' domain",
-                        run_prefix(r.run)
-                    ));
+                    fail(
+                        "ok by the sleep classes, but the tracefs witness saw no background \
+                          writeback start in the writers' domain"
+                            .into(),
+                    );
                 }
             }
-            Class::Stall if l.stall_reaches_limit && r.max_call_ms < limit => {
-                failures.push(format!(
-                    "{}stall by the sleep classes, but no writer spent more than {:.0} ms in \
+            Class::Stall if m.latency_ms.is_some_and(|ms| ms < 0.0) => fail(format!(
+                "stall by the sleep classes, but no writer spent more than {:.0} ms in \
                  one balance_dirty_pages() call, below {bound}: no writer waited for the \
                  periodic flusher",
-                    run_prefix(r.run),
-                    r.max_call_ms
-                ))
-            }
+                r.max_call_ms
+            )),
             _ => {}
         }
     }
-    c.failures.extend(failures);
+    for (run, why) in failures {
+        let run = Some(c.id(run));
+        c.failures.push(Failure { run, why });
+    }
 }
 
 /// A stall must also cost throughput: every stalling run far below the
@@ -149,7 +194,7 @@ pub fn throughput_criterion(verdict: &mut Verdict, expected: &Expected) {
             .cells
             .iter()
             .filter(clean)
-            .map(|c| c.bw_mib_s)
+            .map(|c| c.bw_mib_s())
             .fold(f64::INFINITY, f64::min);
         let slowest_run = verdict
             .cells
@@ -168,23 +213,27 @@ pub fn throughput_criterion(verdict: &mut Verdict, expected: &Expected) {
         {
             verdict.throughput_ratio.insert(
                 format!("{}:{}", scenario, c.variant),
-                c.bw_mib_s / slowest_cell,
+                c.bw_mib_s() / slowest_cell,
             );
             let Some(limit) = limit else { continue };
+            let mut failures = Vec::new();
             for r in &c.run_verdicts {
                 let ratio = r.bw_mib_s / slowest_run;
                 if ratio >= *limit {
-                    c.failures.push(format!(
-                        "{}stall sleeps without the throughput cost: {:.1} MiB/s is {:.0}% \
-                         of the slowest clean run ({slowest_run:.1} MiB/s; a stall must be below \
-                         {:.0}%)",
-                        run_prefix(r.run),
-                        r.bw_mib_s,
-                        ratio * 100.0,
-                        limit * 100.0
-                    ));
+                    failures.push(Failure {
+                        run: Some(c.id(r.run)),
+                        why: format!(
+                            "stall sleeps without the throughput cost: {:.1} MiB/s is {:.0}% \
+                             of the slowest clean run ({slowest_run:.1} MiB/s; a stall must be \
+                             below {:.0}%)",
+                            r.bw_mib_s,
+                            ratio * 100.0,
+                            limit * 100.0
+                        ),
+                    });
                 }
             }
+            c.failures.extend(failures);
         }
     }
 }

@@ -3,41 +3,69 @@
 //! others listed with why. The verdict, the tables and the plots all read this
 //! one value.
 
+use super::judgement::Excluded;
 use crate::{
     analysis::expected::Expected,
     results::{
-        problems::problems,
-        record::{run_label, RunRecord},
+        problems::{disagreements, problems},
+        record::RunRecord,
+        witness::Tolerance,
     },
 };
 
-/// The records that are evidence, and the others with why not.
-#[derive(Debug, Clone, Default)]
-pub struct Evidence {
-    /// The usable records, in their order.
-    pub usable: Vec<RunRecord>,
-    /// `<scenario>/<variant> #<run>: <problems>` of each record left out.
-    pub excluded: Vec<String>,
+/// One record with what the evidence rule found in it.
+#[derive(Debug, Clone)]
+pub struct Checked<'a> {
+    pub record: &'a RunRecord,
+    /// Why it is not evidence; empty for a usable run.
+    pub problems: Vec<String>,
+    /// Its witness agrees with the detectors exactly, without the slack the
+    /// expectations allow (a description of the slack used).
+    pub exact_witness: bool,
 }
 
-impl Evidence {
+/// Every record, checked.
+#[derive(Debug, Clone, Default)]
+pub struct Evidence<'a> {
+    /// In the records' order.
+    pub runs: Vec<Checked<'a>>,
+}
+
+impl<'a> Evidence<'a> {
     /// Applies the evidence rule to `records` (the witness tolerance is
     /// `expected`'s).
-    pub fn of(records: &[RunRecord], expected: &Expected) -> Evidence {
-        let mut e = Evidence::default();
-        for r in records {
-            let p = problems(r, &expected.witness);
-            if p.is_empty() {
-                e.usable.push(r.clone());
-            } else {
-                e.excluded.push(format!(
-                    "{}: {}",
-                    run_label(&r.scenario, &r.variant, r.run + 1),
-                    p.join("; ")
-                ));
-            }
+    pub fn of(records: &'a [RunRecord], expected: &Expected) -> Evidence<'a> {
+        let exact = Tolerance { abs: 0, rel: 0.0 };
+        Evidence {
+            runs: records
+                .iter()
+                .map(|r| Checked {
+                    record: r,
+                    problems: problems(r, &expected.witness),
+                    exact_witness: disagreements(r, &exact).is_empty(),
+                })
+                .collect(),
         }
-        e
+    }
+
+    /// The usable records, in their order.
+    pub fn usable(&self) -> impl Iterator<Item = &'a RunRecord> + '_ {
+        self.runs
+            .iter()
+            .filter(|c| c.problems.is_empty())
+            .map(|c| c.record)
+    }
+
+    /// Each record left out, with why.
+    pub fn excluded(&self) -> Vec<Excluded> {
+        self.runs
+            .iter()
+            .filter(|c| !c.problems.is_empty())
+            .map(|c| Excluded {
+                run: c.record.id(),
+                problems: c.problems.clone(),
+            })
+            .collect()
     }
 }
 
@@ -59,7 +87,12 @@ mod tests {
                 bg_starts: r.mechanism.bg_starts,
                 ..Default::default()
             });
-            Evidence::of(&[r], &expected()).excluded
+            let records = [r];
+            Evidence::of(&records, &expected())
+                .excluded()
+                .iter()
+                .map(|x| x.to_string())
+                .collect::<Vec<_>>()
         };
         // At most one sleep per writer in progress when the counts were read.
         assert_eq!(with(4, 4), Vec::<String>::new());
@@ -83,19 +116,20 @@ mod tests {
             "[ 2.0] ------------[ cut here ]------------".into(),
             "[ 2.0] WARNING: mm/x.c:1 at balance_dirty_pages+0x1/0x2, CPU#0: fio/9".into(),
         ];
-        let e = Evidence::of(
-            &[rec("v1", "fuse-strictlimit", 100.0, 0.0), bad],
-            &expected(),
-        );
-        assert_eq!(e.usable.len(), 1);
-        assert_eq!(e.excluded.len(), 1);
+        let records = [rec("v1", "fuse-strictlimit", 100.0, 0.0), bad];
+        let e = Evidence::of(&records, &expected());
+        assert_eq!(e.usable().count(), 1);
+        let excluded = e.excluded();
+        assert_eq!(excluded.len(), 1);
+        assert_eq!(excluded[0].run, records[1].id());
         assert!(
-            e.excluded[0].starts_with(
+            excluded[0].to_string().starts_with(
                 "fuse-strictlimit/v1 #2: warning: dmesg has 2 warning line(s), first in \
                  balance_dirty_pages+0x1/0x2: [ 2.0] WARNING: mm/x.c:1"
             ),
-            "{:?}",
-            e.excluded
+            "{excluded:?}"
         );
+        // The witness agreed exactly in both.
+        assert!(e.runs.iter().all(|c| c.exact_witness));
     }
 }

@@ -77,16 +77,6 @@ pub struct Latency {
     /// stays below it (and its witness saw background starts), a `stall` run
     /// reaches it (its writers waited for the periodic flusher).
     pub max_call_share_of_writeback_interval: f64,
-    /// Whether a `stall` run must reach that share (default true). false where
-    /// something other than the periodic flusher can end a stall at any phase
-    /// (under a memcg: its statistics refresh, every 2 s): there only `ok`
-    /// runs are held to it, and a stall is the sleep classes' word.
-    #[serde(default = "stall_reaches_limit")]
-    pub stall_reaches_limit: bool,
-}
-
-fn stall_reaches_limit() -> bool {
-    true
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]

@@ -1,18 +1,21 @@
-//! What a judgement says, as `verdict.json` keeps it: every run's class
-//! (`RunVerdict`), every cell's (`CellVerdict`), and the whole (`Verdict`),
-//! with what was planned (`Planned`). `verdict` makes them, `criteria` adds
-//! the failures of the criteria beyond the class.
+//! What a judgement says, as `verdict.json` keeps it: every run's class and
+//! its margins to the class boundaries (`RunVerdict`, `Margins`), every
+//! cell's class, aggregates and failures (`CellVerdict`, `Failure`), and the
+//! whole (`Verdict`), with what was planned (`Planned`). `verdict` makes
+//! them, `criteria` adds the failures of the criteria beyond the class.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::expected::Class;
-use crate::results::session::Session;
+use super::{aggregate::Aggregates, expected::Class};
+use crate::{guest::run_id::RunId, results::session::Session};
 
 /// The version of `verdict.json`'s layout. 2: per-run classes, `judged`,
-/// `unjudged`, `passed`.
-pub const SCHEMA: u32 = 2;
+/// `unjudged`, `passed`. 3: runs 0-based, failures, missing, unjudged and
+/// excluded lines typed (`{run, why}`), per-cell `aggregates` (one per
+/// metric, of its kind) in place of medians, per-run `margins`.
+pub const SCHEMA: u32 = 3;
 
 /// What a session set out to measure: every variant in every scenario,
 /// `runs` times, or the scenario's own number of runs where `each` has one.
@@ -45,10 +48,63 @@ impl Planned {
     }
 }
 
+/// Which class boundary a run's share is measured from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Line {
+    /// `stall_fraction`: a stall run's share is at or above it.
+    Stall,
+    /// `ok_fraction`: an ok run's share is below it.
+    Ok,
+}
+
+impl std::fmt::Display for Line {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Line::Stall => "stall",
+            Line::Ok => "ok",
+        })
+    }
+}
+
+/// How far a judged run is from its class boundaries, and whether that is
+/// within the measurement's own tolerance ("near").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Margins {
+    /// The line the share is measured from: the stall line for a stall run,
+    /// the ok line for an ok run, the nearer one for an unclear run.
+    pub line: Line,
+    /// Points of writer time from that line, positive on the run's side of
+    /// it; negative for an unclear run, on the wrong side of both.
+    pub share_points: f64,
+    /// The latency bound of the run's scenario, ms (`[latency.<scenario>]`
+    /// of the writeback interval); None where the scenario has none or the
+    /// run lacks the interval.
+    pub bound_ms: Option<f64>,
+    /// ms between the longest call and the bound, positive on the class's
+    /// side (below it for ok, at or above it for a stall held to it); None
+    /// where the bound does not judge this run's class.
+    pub latency_ms: Option<f64>,
+    /// The run's longest single pause (`max_pause_ms`): one sleep more or
+    /// less moves its longest call by up to this.
+    pub max_pause_ms: f64,
+    /// The share margin is below `ok_fraction` (the detectors may differ by
+    /// that much).
+    pub near_share: bool,
+    /// The latency margin is below one pause.
+    pub near_latency: bool,
+}
+
+impl Margins {
+    pub fn near(&self) -> bool {
+        self.near_share || self.near_latency
+    }
+}
+
 /// One run's judgement.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunVerdict {
-    /// 1-based, as the report numbers runs.
+    /// 0-based, as the plan counts runs ([`CellVerdict::id`] names it).
     pub run: u32,
     pub class: Class,
     pub stall_fraction: f64,
@@ -69,6 +125,28 @@ pub struct RunVerdict {
     /// The longest time a writer spent in one balance_dirty_pages() call,
     /// ms, as the run's detector counted it (ramp included).
     pub max_call_ms: f64,
+    /// Its distances to its class boundaries; None for an idle run (never
+    /// throttled: no share to judge).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub margins: Option<Margins>,
+}
+
+/// A reason a cell fails: about one of its runs, or about the cell.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Failure {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<RunId>,
+    pub why: String,
+}
+
+/// `run #2: <why>`, or `<why>` for the cell's own.
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.run {
+            Some(r) => write!(f, "run {}: {}", r.short(), self.why),
+            None => f.write_str(&self.why),
+        }
+    }
 }
 
 /// One cell's judgement.
@@ -80,18 +158,10 @@ pub struct CellVerdict {
     pub runs: usize,
     /// Usable runs whose writers were never throttled.
     pub idle_runs: usize,
-    /// Median share of the runs (a description; each run is judged on its own).
-    pub stall_fraction: f64,
-    /// The tracefs detector's median share, where every run has one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tracefs_stall_fraction: Option<f64>,
-    /// Median draining share (a description).
-    pub draining_fraction: f64,
-    /// The runs' write MiB/s aggregated as every rate is (the harmonic mean,
-    /// `metrics::Kind::Rate`), as the 0-day tables show it.
-    pub bw_mib_s: f64,
-    /// Median of fio's clat max, ms.
-    pub clat_max_ms: f64,
+    /// Every metric over the usable runs, aggregated by its kind (the
+    /// harmonic mean for rates, the mean otherwise): a description; each run
+    /// is judged on its own.
+    pub aggregates: Aggregates,
     /// The longest balance_dirty_pages() call of any run, ms.
     pub max_call_ms: f64,
     /// Every run's class when they agree, else `mixed`.
@@ -102,22 +172,35 @@ pub struct CellVerdict {
     /// Whether the cell had an expectation to be judged by.
     pub judged: bool,
     /// Why the cell fails, if it does.
-    pub failures: Vec<String>,
+    pub failures: Vec<Failure>,
 }
 
-/// How a cell's failure about one run (1-based) begins: `run #2: `.
-pub fn run_prefix(run: u32) -> String {
-    format!("run #{run}: ")
-}
+/// The metric keys of the cell's headline aggregates.
+pub const BW: &str = "fio.write_bw_MiB/s";
+pub const STALL_SHARE: &str = "wbstall.stall_share_%";
 
 impl CellVerdict {
-    /// The cell's failures about run `run` (1-based), as the criteria
-    /// name them ([`run_prefix`]).
-    pub fn failures_of_run(&self, run: u32) -> Vec<&String> {
-        let prefix = run_prefix(run);
+    /// Which run `run` (0-based) of this cell is.
+    pub fn id(&self, run: u32) -> RunId {
+        RunId::new(&self.scenario, &self.variant, run)
+    }
+
+    /// The runs' write MiB/s, aggregated as every rate is (the harmonic
+    /// mean); 0 for a cell without a value.
+    pub fn bw_mib_s(&self) -> f64 {
+        self.aggregates.value(BW).unwrap_or(0.0)
+    }
+
+    /// The runs' mean stall share, as a fraction.
+    pub fn stall_fraction(&self) -> f64 {
+        self.aggregates.value(STALL_SHARE).unwrap_or(0.0) / 100.0
+    }
+
+    /// The cell's failures about run `run` (0-based).
+    pub fn failures_of_run(&self, run: u32) -> Vec<&Failure> {
         self.failures
             .iter()
-            .filter(|f| f.starts_with(&prefix))
+            .filter(|f| f.run.as_ref().is_some_and(|id| id.run == run))
             .collect()
     }
 
@@ -133,9 +216,52 @@ impl CellVerdict {
     pub fn run_classes(&self) -> String {
         self.run_verdicts
             .iter()
-            .map(|r| format!("#{} {} ({:.1}%)", r.run, r.class, r.stall_fraction * 100.0))
+            .map(|r| {
+                format!(
+                    "{} {} ({:.1}%)",
+                    self.id(r.run).short(),
+                    r.class,
+                    r.stall_fraction * 100.0
+                )
+            })
             .collect::<Vec<_>>()
             .join(", ")
+    }
+
+    /// The runs near a class boundary, with their margins.
+    pub fn near_runs(&self) -> impl Iterator<Item = (&RunVerdict, &Margins)> {
+        self.run_verdicts
+            .iter()
+            .filter_map(|r| Some((r, r.margins.as_ref().filter(|m| m.near())?)))
+    }
+}
+
+/// A planned or measured cell that is not judged, and why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CellNote {
+    pub scenario: String,
+    pub variant: String,
+    pub why: String,
+}
+
+/// `<scenario>/<variant>: <why>`.
+impl std::fmt::Display for CellNote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}: {}", self.scenario, self.variant, self.why)
+    }
+}
+
+/// A run left out of the verdict: not usable as evidence, and why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Excluded {
+    pub run: RunId,
+    pub problems: Vec<String>,
+}
+
+/// `<run>: <problem>; <problem>`.
+impl std::fmt::Display for Excluded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.run, self.problems.join("; "))
     }
 }
 
@@ -150,16 +276,16 @@ pub struct Verdict {
     #[serde(default)]
     pub passed: bool,
     pub cells: Vec<CellVerdict>,
-    /// Regressed/fixed-style ratios: per scenario, the median throughput of the
-    /// stalling cells over that of the slowest non-stalling one.
+    /// Regressed/fixed-style ratios: per scenario, the harmonic-mean
+    /// throughput of the stalling cells over that of the slowest clean one.
     pub throughput_ratio: BTreeMap<String, f64>,
     /// Planned cells with no usable run.
-    pub missing: Vec<String>,
+    pub missing: Vec<CellNote>,
     /// Measured cells without an expectation, and why.
     #[serde(default)]
-    pub unjudged: Vec<String>,
+    pub unjudged: Vec<CellNote>,
     /// Runs left out of the verdict, and why.
-    pub excluded: Vec<String>,
+    pub excluded: Vec<Excluded>,
 }
 
 impl Verdict {
@@ -172,16 +298,17 @@ impl Verdict {
     }
 
     /// The missing, unjudged and excluded lines that are about `variant`.
-    pub fn lines_of(&self, variant: &str) -> Vec<&String> {
-        let cell_of = |line: &String, sep: char| {
-            line.split_once(sep)
-                .and_then(|(cell, _)| cell.split_once('/'))
-                .is_some_and(|(_, v)| v == variant)
-        };
-        let listed = self.missing.iter().chain(&self.unjudged);
-        listed
-            .filter(|l| cell_of(l, ':'))
-            .chain(self.excluded.iter().filter(|x| cell_of(x, ' ')))
+    pub fn lines_of(&self, variant: &str) -> Vec<String> {
+        let notes = self.missing.iter().chain(&self.unjudged);
+        notes
+            .filter(|n| n.variant == variant)
+            .map(|n| n.to_string())
+            .chain(
+                self.excluded
+                    .iter()
+                    .filter(|x| x.run.variant == variant)
+                    .map(|x| x.to_string()),
+            )
             .collect()
     }
 
@@ -194,6 +321,13 @@ impl Verdict {
                 .iter()
                 .filter(|c| c.variant == variant)
                 .all(|c| c.judged && c.failures.is_empty())
+    }
+
+    /// The cell (`scenario`, `variant`), if it was measured.
+    pub fn cell(&self, scenario: &str, variant: &str) -> Option<&CellVerdict> {
+        self.cells
+            .iter()
+            .find(|c| c.scenario == scenario && c.variant == variant)
     }
 
     /// Cells judged against an expectation, and cells measured without one.

@@ -8,7 +8,11 @@
 //! mmtests does (the mean of rates over equal work is the harmonic one), the
 //! others by the arithmetic mean.
 
-use crate::{analysis::stats, results::record::RunRecord};
+use crate::{
+    analysis::stats,
+    guest::plan::Detector,
+    results::{record::RunRecord, tracefs::Cause},
+};
 
 /// What a metric measures, which decides how runs aggregate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,9 +28,16 @@ pub enum Kind {
 }
 
 impl Kind {
-    /// The runs' aggregate: harmonic mean for rates, arithmetic otherwise.
-    /// None for no values (and for a rate with a zero among them, whose
-    /// harmonic mean is undefined).
+    /// The name of [`Kind::aggregate`], as the reports label it.
+    pub fn aggregate_name(self) -> &'static str {
+        match self {
+            Kind::Rate => "harmonic mean",
+            _ => "mean",
+        }
+    }
+
+    /// The runs' aggregate, the one of this kind: harmonic mean for rates,
+    /// arithmetic otherwise. None for no values (and for a negative rate).
     pub fn aggregate(self, values: &[f64]) -> Option<f64> {
         if values.is_empty() {
             return None;
@@ -38,10 +49,14 @@ impl Kind {
     }
 }
 
-/// n / Σ(1/x); None if any x is not positive.
+/// n / Σ(1/x); None if any x is negative, and 0 (its limit) with a run
+/// that did no work.
 pub fn harmonic_mean(values: &[f64]) -> Option<f64> {
-    if values.is_empty() || values.iter().any(|&x| x <= 0.0) {
+    if values.is_empty() || values.iter().any(|&x| x < 0.0) {
         return None;
+    }
+    if values.contains(&0.0) {
+        return Some(0.0);
     }
     Some(values.len() as f64 / values.iter().map(|x| 1.0 / x).sum::<f64>())
 }
@@ -63,6 +78,27 @@ impl Metric {
     pub fn values(&self, runs: &[&RunRecord]) -> Vec<f64> {
         runs.iter().filter_map(|r| (self.extract)(r)).collect()
     }
+}
+
+/// The share of writer time in stall sleeps of `cause`, by `detector`:
+/// None where that detector did not name causes (older records, a boot
+/// without the module).
+fn cause_share(r: &RunRecord, detector: Detector, cause: Cause) -> Option<f64> {
+    let ms = match detector {
+        Detector::Module => r.mechanism.get(&format!("{}_ms", cause.name()))?,
+        Detector::Tracefs => r.tracefs.as_ref()?.causes?.of(cause).1,
+    };
+    r.share_of_writer_time(ms).map(|f| f * 100.0)
+}
+
+/// The share of the bdi's written pages (`BdiWritten`, all its wbs) that no
+/// flusher pass wrote: what the writers flushed themselves (fio's
+/// `fadvise(DONTNEED)` at every loop with `invalidate=1`). None in records
+/// without the passes' pages.
+fn writers_own_writeback(r: &RunRecord) -> Option<f64> {
+    let pass_kb = r.tracefs.as_ref()?.bdi_pass_pages? as f64 * 4.0;
+    let written_kb = r.bdi_written_kb as f64;
+    (written_kb > 0.0).then(|| (100.0 * (1.0 - pass_kb / written_kb)).max(0.0))
 }
 
 /// A counter of the module's `stats` line, by its key.
@@ -121,6 +157,34 @@ pub const ALL: &[Metric] = &[
         "%",
         Kind::Share,
         |r| r.tracefs_stall_fraction.map(|f| f * 100.0),
+    ),
+    m(
+        "wbstall.unrequested_share_%",
+        "stall: unrequested (nobody asked)",
+        "%",
+        Kind::Share,
+        |r| cause_share(r, Detector::Module, Cause::Unrequested),
+    ),
+    m(
+        "wbstall.declined_share_%",
+        "stall: declined (asked, nothing written)",
+        "%",
+        Kind::Share,
+        |r| cause_share(r, Detector::Module, Cause::Declined),
+    ),
+    m(
+        "tracefs.unrequested_share_%",
+        "stall: unrequested, tracefs detector",
+        "%",
+        Kind::Share,
+        |r| cause_share(r, Detector::Tracefs, Cause::Unrequested),
+    ),
+    m(
+        "tracefs.declined_share_%",
+        "stall: declined, tracefs detector",
+        "%",
+        Kind::Share,
+        |r| cause_share(r, Detector::Tracefs, Cause::Declined),
     ),
     m(
         "wbstall.stall_sleeps",
@@ -238,6 +302,34 @@ pub const ALL: &[Metric] = &[
         |r| counter(r, "work_periodic"),
     ),
     m(
+        "tracefs.work_vmscan",
+        "passes reclaim began (vmscan)",
+        "",
+        Kind::Count,
+        |r| r.tracefs.as_ref().map(|t| t.work_vmscan as f64),
+    ),
+    m(
+        "tracefs.vmscan_pages",
+        "pages reclaim's passes wrote",
+        "pages",
+        Kind::Count,
+        |r| r.tracefs.as_ref().map(|t| t.vmscan_pages as f64),
+    ),
+    m(
+        "bdi.writers_own_writeback_%",
+        "written back outside the flusher (the writers' own flushes)",
+        "%",
+        Kind::Share,
+        writers_own_writeback,
+    ),
+    m(
+        "phase.start_ms",
+        "measurement start, ms into the phase cycle",
+        "ms",
+        Kind::Time,
+        |r| r.start_phase.map(|p| f64::from(p.actual_ms())),
+    ),
+    m(
         "vmstat.nr_dirtied",
         "nr_dirtied",
         "pages",
@@ -271,6 +363,13 @@ pub const ALL: &[Metric] = &[
         "",
         Kind::Count,
         |r| Some(r.witness.throttle_sleeps as f64),
+    ),
+    m(
+        "memcg.max_events",
+        "memcg memory.max events",
+        "",
+        Kind::Count,
+        |r| r.memcg_events.get("max").map(|&v| v as f64),
     ),
     m(
         "bdi.BdiWritten_kB",
@@ -308,20 +407,6 @@ pub fn get(key: &str) -> &'static Metric {
     }
 }
 
-/// `a` against `base` for one metric: the %change of the aggregates, and
-/// whether it is significant (the bootstrap 95% interval of the change of the
-/// means excludes 0; it needs at least two runs on each side).
-pub fn change(metric: &Metric, base: &[f64], other: &[f64]) -> Option<(f64, bool)> {
-    let (b, x) = (metric.kind.aggregate(base)?, metric.kind.aggregate(other)?);
-    if b == 0.0 {
-        return None;
-    }
-    let significant = base.len() >= 2
-        && other.len() >= 2
-        && stats::change(base, other).is_some_and(|c| c.resolved());
-    Some(((x / b - 1.0) * 100.0, significant))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -340,20 +425,11 @@ mod tests {
         // 100 MiB/s and 300 MiB/s over the same bytes: 2 / (1/100 + 1/300) = 150.
         assert_eq!(Kind::Rate.aggregate(&[100.0, 300.0]), Some(150.0));
         assert_eq!(Kind::Count.aggregate(&[100.0, 300.0]), Some(200.0));
-        assert_eq!(Kind::Rate.aggregate(&[100.0, 0.0]), None);
+        // A run that wrote nothing: the harmonic mean's limit, 0.
+        assert_eq!(Kind::Rate.aggregate(&[100.0, 0.0]), Some(0.0));
+        assert_eq!(Kind::Rate.aggregate(&[100.0, -1.0]), None);
+        assert_eq!(Kind::Rate.aggregate_name(), "harmonic mean");
         assert_eq!(Kind::Share.aggregate(&[]), None);
-    }
-
-    #[test]
-    fn a_change_is_significant_only_outside_the_noise() {
-        let bw = get("fio.write_bw_MiB/s");
-        let (pct, sig) = change(bw, &[100.0, 101.0, 99.0], &[150.0, 151.0, 149.0]).unwrap();
-        assert!((pct - 50.0).abs() < 0.1 && sig, "{pct} {sig}");
-        let (_, sig) = change(bw, &[100.0, 140.0, 60.0], &[105.0, 150.0, 62.0]).unwrap();
-        assert!(!sig);
-        // One run a side: a change, never a significant one.
-        assert_eq!(change(bw, &[100.0], &[200.0]), Some((100.0, false)));
-        assert_eq!(change(bw, &[], &[200.0]), None);
     }
 
     #[test]

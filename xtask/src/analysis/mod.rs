@@ -1,15 +1,21 @@
 //! Stage 4, the analysis: which runs are evidence (`evidence`), the records
-//! grouped by cell (`matrix`), the
-//! registry of reported metrics (`metrics`),
-//! statistics over runs (`stats`), the hypotheses of `qemu/expected.toml`
-//! (`expected`), the verdict against them (`verdict`: what it says is
-//! `judgement`, its criteria beyond the class are `criteria`).
+//! grouped by cell (`matrix`), the registry of reported metrics (`metrics`),
+//! their aggregates per cell (`aggregate`), statistics over runs (`stats`)
+//! and the changes they measure (`change`), the hypotheses of
+//! `qemu/expected.toml` (`expected`), the verdict against them (`verdict`:
+//! what it says is `judgement`, its criteria beyond the class are
+//! `criteria`), and all of it computed once for a report (`judge`).
 
+pub mod aggregate;
+pub mod change;
 pub mod criteria;
 pub mod evidence;
 pub mod expected;
+pub mod judge;
 pub mod judgement;
 pub mod matrix;
 pub mod metrics;
 pub mod stats;
 pub mod verdict;
+
+pub use judge::judge;

@@ -1,9 +1,10 @@
-//! Statistics for repeated runs: mean, standard deviation, and a bootstrap 95%
-//! confidence interval for the %change between two cells. The resampling uses a
-//! fixed-seed generator, so a report renders the same numbers every time.
+//! Statistics for repeated runs: mean, standard deviation, and percentile
+//! bootstrap 95% intervals (of an aggregate, and of the %change of an
+//! aggregate between two cells). The resampling uses a fixed-seed generator,
+//! so a report renders the same numbers every time. Only the analysis calls
+//! these: the renderers read what `analysis::judge` computed with them.
 
-use serde::{Deserialize, Serialize};
-
+use super::change::{Change, RESAMPLES};
 use crate::guest::{plan::Runs, qemu::Clock, scenario::Scenario};
 
 /// The median of some numbers (0 for none).
@@ -56,57 +57,6 @@ impl Rng {
     }
 }
 
-/// %change of `b` against `a` (ratio of means), with a percentile-bootstrap 95%
-/// confidence interval: both samples are resampled with replacement.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Change {
-    pub pct: f64,
-    pub lo: f64,
-    pub hi: f64,
-}
-
-impl Change {
-    /// True when the interval excludes 0: the difference is resolved.
-    pub fn resolved(&self) -> bool {
-        self.lo > 0.0 || self.hi < 0.0
-    }
-
-    pub fn width(&self) -> f64 {
-        self.hi - self.lo
-    }
-}
-
-/// How a %change reads against the A/A control of its scenario (the same
-/// kernel booted twice), in every report that states one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Resolution {
-    /// The interval excludes 0 and the change lies outside the A/A interval.
-    Resolved,
-    /// The interval excludes 0, but so does the A/A control's.
-    NoisyControl,
-    /// The interval excludes 0, but the change lies inside the A/A interval.
-    InsideFloor,
-    /// The interval includes 0.
-    NotResolved,
-}
-
-impl Change {
-    /// This change judged against `aa`, the scenario's A/A change (if measured).
-    pub fn against(&self, aa: Option<&Change>) -> Resolution {
-        if !self.resolved() {
-            Resolution::NotResolved
-        } else if aa.is_some_and(Change::resolved) {
-            Resolution::NoisyControl
-        } else if aa.is_some_and(|f| f.lo <= self.pct && self.pct <= f.hi) {
-            Resolution::InsideFloor
-        } else {
-            Resolution::Resolved
-        }
-    }
-}
-
-pub const RESAMPLES: usize = 5000;
-
 /// The precision a default plan aims at: the 95% interval of the %change
 /// between two cells (A/A included) within ± this many points.
 pub const TARGET_POINTS: f64 = 0.5;
@@ -120,15 +70,21 @@ pub fn runs_for(sd_pct: f64, target: f64) -> u32 {
     (n.ceil() as u32).max(2)
 }
 
-/// A percentile-bootstrap 95% confidence interval of the mean.
-pub fn mean_ci(v: &[f64]) -> Option<(f64, f64)> {
+/// A percentile-bootstrap 95% confidence interval of `aggregate` over `v`
+/// (the aggregate of each resample, resamples without one left out).
+pub fn interval(v: &[f64], aggregate: impl Fn(&[f64]) -> Option<f64>) -> Option<(f64, f64)> {
     if v.is_empty() {
         return None;
     }
     let mut rng = Rng(0xD1B5_4A32_D192_ED03);
-    let mut boots: Vec<f64> = (0..RESAMPLES)
-        .map(|_| (0..v.len()).map(|_| v[rng.index(v.len())]).sum::<f64>() / v.len() as f64)
-        .collect();
+    let mut sample = vec![0.0; v.len()];
+    let mut boots: Vec<f64> = Vec::with_capacity(RESAMPLES);
+    for _ in 0..RESAMPLES {
+        for x in sample.iter_mut() {
+            *x = v[rng.index(v.len())];
+        }
+        boots.extend(aggregate(&sample));
+    }
     if boots.is_empty() {
         return None;
     }
@@ -137,19 +93,29 @@ pub fn mean_ci(v: &[f64]) -> Option<(f64, f64)> {
     Some((at(0.025), at(0.975)))
 }
 
-pub fn change(a: &[f64], b: &[f64]) -> Option<Change> {
-    let (ma, mb) = (mean(a), mean(b));
-    if a.is_empty() || b.is_empty() || ma <= 0.0 {
+/// %change of `b`'s `aggregate` against `a`'s, with a percentile-bootstrap
+/// 95% confidence interval: both samples are resampled with replacement.
+/// None where either side has no positive aggregate.
+pub fn change(a: &[f64], b: &[f64], aggregate: impl Fn(&[f64]) -> Option<f64>) -> Option<Change> {
+    let (ma, mb) = (aggregate(a)?, aggregate(b)?);
+    if ma <= 0.0 {
         return None;
     }
     let pct = (mb / ma - 1.0) * 100.0;
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let (mut ra, mut rb) = (vec![0.0; a.len()], vec![0.0; b.len()]);
     let mut boots: Vec<f64> = Vec::with_capacity(RESAMPLES);
     for _ in 0..RESAMPLES {
-        let ra: f64 = (0..a.len()).map(|_| a[rng.index(a.len())]).sum::<f64>() / a.len() as f64;
-        let rb: f64 = (0..b.len()).map(|_| b[rng.index(b.len())]).sum::<f64>() / b.len() as f64;
-        if ra > 0.0 {
-            boots.push((rb / ra - 1.0) * 100.0);
+        for x in ra.iter_mut() {
+            *x = a[rng.index(a.len())];
+        }
+        for x in rb.iter_mut() {
+            *x = b[rng.index(b.len())];
+        }
+        if let (Some(ma), Some(mb)) = (aggregate(&ra), aggregate(&rb)) {
+            if ma > 0.0 {
+                boots.push((mb / ma - 1.0) * 100.0);
+            }
         }
     }
     if boots.is_empty() {
@@ -214,6 +180,10 @@ pub fn runs_for_floors(scenarios: &[Scenario], clock: Clock) -> (Runs, String) {
 mod tests {
     use super::*;
 
+    fn mean_of(v: &[f64]) -> Option<f64> {
+        (!v.is_empty()).then(|| mean(v))
+    }
+
     #[test]
     fn runs_follow_from_the_floor() {
         assert_eq!(runs_for(0.0, 0.5), 2);
@@ -242,7 +212,7 @@ mod tests {
     fn a_clear_difference_is_resolved() {
         let a = [100.0, 102.0, 98.0, 101.0];
         let b = [150.0, 149.0, 152.0, 151.0];
-        let c = change(&a, &b).unwrap();
+        let c = change(&a, &b, mean_of).unwrap();
         assert!((c.pct - 50.124_688).abs() < 1e-3, "{c:?}");
         assert!(c.resolved() && c.lo > 40.0 && c.hi < 60.0, "{c:?}");
     }
@@ -251,26 +221,26 @@ mod tests {
     fn overlapping_samples_are_not_resolved() {
         let a = [100.0, 90.0, 110.0];
         let b = [105.0, 95.0, 100.0];
-        let c = change(&a, &b).unwrap();
+        let c = change(&a, &b, mean_of).unwrap();
         assert!(!c.resolved(), "{c:?}");
         assert!(c.lo < c.pct && c.pct < c.hi);
     }
 
     #[test]
     fn the_mean_lies_in_its_interval() {
-        let (lo, hi) = mean_ci(&[10.0, 12.0, 11.0, 13.0]).unwrap();
+        let (lo, hi) = interval(&[10.0, 12.0, 11.0, 13.0], mean_of).unwrap();
         assert!(lo <= 11.5 && 11.5 <= hi && lo >= 10.0 && hi <= 13.0);
-        assert_eq!(mean_ci(&[5.0]), Some((5.0, 5.0)));
-        assert_eq!(mean_ci(&[]), None);
+        assert_eq!(interval(&[5.0], mean_of), Some((5.0, 5.0)));
+        assert_eq!(interval(&[], mean_of), None);
     }
 
     #[test]
     fn the_interval_is_reproducible() {
         let a = [1.0, 2.0, 3.0];
         let b = [2.0, 3.0, 4.0];
-        assert_eq!(change(&a, &b), change(&a, &b));
-        assert_eq!(change(&[], &b), None);
-        assert_eq!(change(&[0.0], &b), None);
+        assert_eq!(change(&a, &b, mean_of), change(&a, &b, mean_of));
+        assert_eq!(change(&[], &b, mean_of), None);
+        assert_eq!(change(&[0.0], &b, mean_of), None);
     }
     #[test]
     fn the_runs_of_a_full_plan_follow_from_the_floors_it_measured() {

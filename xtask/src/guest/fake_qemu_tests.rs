@@ -239,6 +239,7 @@ pub fn fake_plan(t: &testdir::Dir, runs: u32, timeout: Duration) -> Plan {
             verify: false,
             sample_ms: 0,
             timeout,
+            phase: None,
             machine: Machine {
                 accel: Accel::Tcg,
                 clock: Clock::Real,

@@ -77,14 +77,16 @@ pub fn guest_fio(sh: &Shell) -> Result<PathBuf> {
         "building fio {version} static for the guest (once; kept in {})",
         bin.parent().unwrap_or(&cache).display()
     )));
+    // Names of this process alone: the cache may be shared by the nodes of
+    // a cluster, each building at once.
     let work = cache
         .join("fio")
-        .join(format!(".build.{}", std::process::id()));
+        .join(format!(".{}", util::unique_name("build")));
     let built = build(sh, &cache, &version, &work);
     let out = built.and_then(|b| {
         let dir = bin.parent().context("the cache path has a parent")?;
         fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        let tmp = dir.join(".fio.tmp");
+        let tmp = dir.join(format!(".{}.tmp", util::unique_name("fio")));
         fs::copy(&b, &tmp).with_context(|| format!("copying {}", b.display()))?;
         fs::rename(&tmp, &bin).with_context(|| format!("writing {}", bin.display()))?;
         Ok(bin)

@@ -16,47 +16,63 @@ use std::{
 use anyhow::{bail, Context, Result};
 
 use crate::{
-    guest::stream::{self, End, Stream},
+    guest::{
+        initramfs,
+        stream::{self, End, Stream},
+    },
     util,
 };
 
-/// The staging directory: what the guest finds under /wbstall, as links
-/// into the repository, and the programs it has on its PATH (`bin/`).
+/// The staging directory: what the guest finds under /wbstall, and the
+/// programs it has on its PATH (`bin/`), all copied in. Never links into the
+/// repository or the build: `qemu/host-init` mounts its own tmpfs on /tmp,
+/// /run and /mnt, which hides a checkout there, but keeps the staging
+/// directory itself in view. Removed when dropped.
 pub struct Stage {
     pub root: PathBuf,
 }
 
 impl Stage {
-    /// Makes `root` with `lib.sh`, `scenarios/` and `jobs/` linked from the
-    /// repository's `qemu/`, `bin/` with `programs` (name, path) linked in,
+    /// Makes `root` with the scripts of the repository's `qemu/` directory
+    /// `qemu` ([`initramfs::scripts`]), `bin/` with `programs` (name, path),
     /// and `fuse-server` holding `fuse_server` (the user's command) if given.
     pub fn new(
         root: &Path,
+        qemu: &Path,
         programs: &[(&str, PathBuf)],
         fuse_server: Option<&str>,
     ) -> Result<Stage> {
-        let qemu = util::project_root().join("qemu");
-        let bin = root.join("bin");
-        fs::create_dir_all(&bin).with_context(|| format!("creating {}", bin.display()))?;
-        for item in ["lib.sh", "scenarios", "jobs"] {
-            link(&qemu.join(item), &root.join(item))?;
+        let stage = Stage {
+            root: root.to_path_buf(),
+        };
+        for (rel, src) in initramfs::scripts(qemu)? {
+            copy(&src, &root.join(rel))?;
         }
         for (name, path) in programs {
-            link(path, &bin.join(name))?;
+            copy(path, &root.join("bin").join(name))?;
         }
         if let Some(line) = fuse_server {
             fs::write(root.join("fuse-server"), format!("{line}\n"))
                 .context("writing the staging directory's fuse-server")?;
         }
-        Ok(Stage {
-            root: root.to_path_buf(),
-        })
+        Ok(stage)
     }
 }
 
-fn link(from: &Path, to: &Path) -> Result<()> {
-    std::os::unix::fs::symlink(from, to)
-        .with_context(|| format!("linking {} to {}", to.display(), from.display()))
+impl Drop for Stage {
+    fn drop(&mut self) {
+        // Copies only: the run's results are elsewhere in the results directory.
+        let _ = fs::remove_dir_all(&self.root);
+    }
+}
+
+/// Copies the file `from` (a link's target) to `to`, with its permissions.
+fn copy(from: &Path, to: &Path) -> Result<()> {
+    let dir = to.parent().context("a staged file has a directory")?;
+    fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    fs::copy(from, to)
+        .map(drop)
+        .with_context(|| format!("copying {} to {}", from.display(), to.display()))
 }
 
 /// One run: its scenario's `wbstall.*` parameters, and where its files go.
@@ -121,23 +137,11 @@ pub fn run(stage: &Stage, tracing: (&Path, &[PathBuf]), r: &HostRun<'_>) -> Resu
     let log_path = r.dir.join(&log_name);
     let log =
         fs::File::create(&log_path).with_context(|| format!("creating {}", log_path.display()))?;
-    let init = util::project_root().join("qemu/host-init");
-    let mut command = Command::new("unshare");
+    let mut command = init_command(stage, tracing, r, &results);
     command
-        .args(["--mount", "--propagation", "private", "--", "/bin/sh"])
-        .arg(&init)
-        .envs(environment(
-            r.params,
-            &stage.root,
-            tracing,
-            &results,
-            r.trace_kb,
-        ))
-        .envs(r.disk_dev.map(|d| ("WB_DISK_DEV", d)))
         .stdin(Stdio::null())
         .stdout(log.try_clone().context("duplicating the log handle")?)
-        .stderr(log)
-        .process_group(0);
+        .stderr(log);
     crate::reaper::leash_with(&mut command, libc::SIGKILL);
     let started = Instant::now();
     let child = command
@@ -181,6 +185,33 @@ pub fn run(stage: &Stage, tracing: (&Path, &[PathBuf]), r: &HostRun<'_>) -> Resu
     }
 }
 
+/// `qemu/host-init` under `unshare`, in a process group of its own, started
+/// in the run's directory: whatever a program leaves in its working
+/// directory stays with the run, never in the user's.
+fn init_command(
+    stage: &Stage,
+    tracing: (&Path, &[PathBuf]),
+    r: &HostRun<'_>,
+    results: &Path,
+) -> Command {
+    let init = util::project_root().join("qemu/host-init");
+    let mut command = Command::new("unshare");
+    command
+        .args(["--mount", "--propagation", "private", "--", "/bin/sh"])
+        .arg(&init)
+        .envs(environment(
+            r.params,
+            &stage.root,
+            tracing,
+            results,
+            r.trace_kb,
+        ))
+        .envs(r.disk_dev.map(|d| ("WB_DISK_DEV", d)))
+        .current_dir(r.dir)
+        .process_group(0);
+    command
+}
+
 fn last_line(text: &str) -> &str {
     text.lines()
         .rev()
@@ -203,6 +234,118 @@ impl Drop for Group {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every file of the staging directory, relative to it, and whether any is
+    /// a symbolic link.
+    fn staged(root: &Path) -> (Vec<String>, bool) {
+        let mut files = Vec::new();
+        let mut links = false;
+        let mut dirs = vec![root.to_path_buf()];
+        while let Some(d) = dirs.pop() {
+            for e in fs::read_dir(&d).unwrap() {
+                let p = e.unwrap().path();
+                let t = fs::symlink_metadata(&p).unwrap().file_type();
+                links |= t.is_symlink();
+                if t.is_dir() {
+                    dirs.push(p);
+                } else {
+                    let rel = p.strip_prefix(root).unwrap().display().to_string();
+                    files.push(rel);
+                }
+            }
+        }
+        files.sort();
+        (files, links)
+    }
+
+    #[test]
+    fn the_staging_directory_outlives_a_checkout_that_host_init_hides() {
+        use std::os::unix::fs::PermissionsExt;
+        // A checkout under /tmp (std's temp_dir), which host-init covers with
+        // its own tmpfs: removing it after staging stands for that mount.
+        let tmp = crate::util::testdir::Dir::new("stage");
+        let checkout = tmp.path().join("checkout");
+        let qemu = util::project_root().join("qemu");
+        let scripts = initramfs::scripts(&qemu).unwrap();
+        for (rel, src) in &scripts {
+            copy(src, &checkout.join("qemu").join(rel)).unwrap();
+        }
+        let prog = checkout.join("target/wbstall-fuse");
+        fs::create_dir_all(checkout.join("target")).unwrap();
+        fs::write(&prog, b"#!/bin/sh\n").unwrap();
+        fs::set_permissions(&prog, fs::Permissions::from_mode(0o755)).unwrap();
+        let root = tmp.path().join("results/host-root");
+        let stage = Stage::new(
+            &root,
+            &checkout.join("qemu"),
+            &[("wbstall-fuse", prog)],
+            Some("/usr/bin/srv -f"),
+        )
+        .unwrap();
+        fs::remove_dir_all(&checkout).unwrap();
+
+        let (files, links) = staged(&root);
+        assert!(!links, "the staging directory links out of itself");
+        let mut want: Vec<String> = scripts.iter().map(|(rel, _)| rel.clone()).collect();
+        want.extend(["bin/wbstall-fuse".into(), "fuse-server".into()]);
+        want.sort();
+        assert_eq!(files, want);
+        for (rel, src) in &scripts {
+            assert_eq!(
+                fs::read(root.join(rel)).unwrap(),
+                fs::read(src).unwrap(),
+                "{rel}"
+            );
+        }
+        let bin = fs::metadata(root.join("bin/wbstall-fuse")).unwrap();
+        assert_eq!(bin.permissions().mode() & 0o777, 0o755);
+        assert_eq!(
+            fs::read_to_string(root.join("fuse-server")).unwrap(),
+            "/usr/bin/srv -f\n"
+        );
+        drop(stage);
+        assert!(!root.exists(), "the copies outlive the run");
+    }
+
+    #[test]
+    fn host_init_runs_in_the_run_s_directory() {
+        let tmp = crate::util::testdir::Dir::new("stage-cwd");
+        let stage = Stage::new(
+            &tmp.path().join("host-root"),
+            &util::project_root().join("qemu"),
+            &[],
+            None,
+        )
+        .unwrap();
+        let dir = tmp.path().join("results");
+        let run = HostRun {
+            params: &[],
+            dir: &dir,
+            name: "host-fuse-strictlimit-1".into(),
+            timeout: Duration::from_secs(1),
+            trace_kb: 1,
+            disk_dev: None,
+        };
+        let c = init_command(&stage, (Path::new("/t"), &[]), &run, &dir.join("r.bin"));
+        assert_eq!(c.get_current_dir(), Some(dir.as_path()));
+        assert_eq!(c.get_program(), "unshare");
+    }
+
+    #[test]
+    fn a_program_that_is_not_there_is_named() {
+        let tmp = crate::util::testdir::Dir::new("stage-missing");
+        let root = tmp.path().join("host-root");
+        let err = Stage::new(
+            &root,
+            &util::project_root().join("qemu"),
+            &[("fio", tmp.path().join("no-fio"))],
+            None,
+        )
+        .err()
+        .expect("a missing program is an error");
+        assert!(format!("{err:#}").contains("no-fio"), "{err:#}");
+        assert!(!root.exists(), "a failed staging leaves its copies");
+    }
 
     #[test]
     fn the_parameters_become_wb_variables_beside_the_host_mode_s_own() {

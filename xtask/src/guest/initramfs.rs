@@ -296,11 +296,6 @@ fn items(sh: &Shell, external: &External) -> Result<Vec<Item>> {
             perm: 0o755,
             src: root.join("qemu/init"),
         },
-        Item {
-            dest: "wbstall/lib.sh".into(),
-            perm: 0o644,
-            src: root.join("qemu/lib.sh"),
-        },
     ];
     for (name, src) in GUEST_BINS.iter().zip(build_guest_bins(sh)?) {
         items.push(Item {
@@ -309,18 +304,12 @@ fn items(sh: &Shell, external: &External) -> Result<Vec<Item>> {
             src,
         });
     }
-    for sub in ["scenarios", "jobs"] {
-        let d = root.join("qemu").join(sub);
-        let mut files = Vec::new();
-        tree_files(&d, &d, &mut files)?;
-        files.sort();
-        for (rel, p) in files {
-            items.push(Item {
-                dest: format!("wbstall/{sub}/{rel}"),
-                perm: 0o644,
-                src: p,
-            });
-        }
+    for (rel, src) in scripts(&root.join("qemu"))? {
+        items.push(Item {
+            dest: format!("wbstall/{rel}"),
+            perm: 0o644,
+            src,
+        });
     }
     let mut shared = guest_fio(sh)?;
     for (program, dest, package) in HOST_PROGRAMS {
@@ -399,6 +388,25 @@ pub fn base(sh: &Shell, external: &External) -> Result<PathBuf> {
 /// The initramfs of one variant: the base archive followed by one holding
 /// `/lib/modules/wbstall.ko`.
 /// Every file below `dir`, as (path relative to `base`, path).
+/// What the scripts find under `/wbstall` (host-test's staging directory on
+/// the host), from the repository's `qemu/` directory `qemu`: (path under
+/// `/wbstall`, source), sorted: `lib.sh`, every file of `scenarios/` and `jobs/`.
+pub fn scripts(qemu: &Path) -> Result<Vec<(String, PathBuf)>> {
+    let mut out = vec![("lib.sh".to_string(), qemu.join("lib.sh"))];
+    for sub in ["scenarios", "jobs"] {
+        let d = qemu.join(sub);
+        let mut files = Vec::new();
+        tree_files(&d, &d, &mut files)?;
+        files.sort();
+        out.extend(
+            files
+                .into_iter()
+                .map(|(rel, p)| (format!("{sub}/{rel}"), p)),
+        );
+    }
+    Ok(out)
+}
+
 fn tree_files(base: &Path, dir: &Path, out: &mut Vec<(String, PathBuf)>) -> Result<()> {
     for e in fs::read_dir(dir).with_context(|| format!("listing {}", dir.display()))? {
         let p = e?.path();

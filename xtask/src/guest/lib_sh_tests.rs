@@ -50,3 +50,15 @@ fn an_unknown_fault_is_refused_naming_the_known_ones() {
         "wbstall.fault=kill-all: the test hook knows kill-fuse, kill-fio, oom and disk-full"
     );
 }
+
+#[test]
+fn the_verify_job_saves_no_state_file() {
+    // fio writes `local-verify-0-verify.state` into its working directory
+    // when the job is interrupted, unless told not to.
+    let script = "fio() { case \" $* \" in *' --verify_state_save=0 '*) ;; \
+                  *) fail \"fio saves its verify state: $*\" ;; esac; }; emit() { :; }; \
+                  fio_verify /mnt/verify the-mount";
+    assert_eq!(failed_with(script), "passed");
+    let without = script.replace("--verify_state_save=0", "--verify_state_save=1");
+    assert!(failed_with(&without).starts_with("fio saves its verify state"));
+}

@@ -2,7 +2,8 @@
 //! scenario needs of it (`scenario`), QEMU's argv and the boot itself (`qemu`),
 //! what a boot's end means (`outcome`),
 //! the framed results stream the guest writes back (`stream`), and the names
-//! both sides use for its streams and boot parameters (`protocol`).
+//! both sides use for its streams and boot parameters (`protocol`), and which
+//! run a value is about (`run_id`).
 
 pub mod boot;
 pub mod disk;
@@ -16,6 +17,7 @@ pub mod outcome;
 pub mod plan;
 pub mod protocol;
 pub mod qemu;
+pub mod run_id;
 pub mod scenario;
 pub mod splat;
 pub mod stream;

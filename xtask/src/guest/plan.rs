@@ -133,6 +133,57 @@ pub struct Boot {
     pub timeout: Duration,
     pub machine: Machine,
     pub detector: Detector,
+    /// Where in the kernel's timer cycles the measurement starts (scenarios
+    /// with `[phase]`): the guest waits for it.
+    pub phase: Option<Phase>,
+}
+
+/// A measurement's start, as an offset into a cycle of the guest's clock
+/// (`/proc/uptime`): the guest waits until uptime mod `cycle_ms` is
+/// `offset_ms`, then starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Phase {
+    pub cycle_ms: u32,
+    pub offset_ms: u32,
+}
+
+/// Step of the offsets [`spread`] chooses from: the guest's uptime has 10 ms
+/// resolution (`/proc/uptime`).
+pub const PHASE_STEP_MS: u32 = 10;
+
+/// Run `run` of `runs`: the offset into the common cycle of `cycles` whose
+/// phase in every one of them is closest to `run / runs` of it (the largest
+/// of the circular distances, as a share of each period, is smallest; ties:
+/// the earliest). So a cell's runs are spread over each timer's period, and
+/// the same run has the same phase on every variant.
+pub fn spread(run: u32, runs: u32, cycles: &crate::guest::scenario::PhaseCycles) -> Phase {
+    let cycle_ms = cycles.cycle_ms();
+    let want = f64::from(run % runs.max(1)) / f64::from(runs.max(1));
+    let miss = |x: u32| -> f64 {
+        cycles
+            .cycles_ms
+            .iter()
+            .map(|&c| {
+                let d = (f64::from(x % c) / f64::from(c) - want).rem_euclid(1.0);
+                d.min(1.0 - d)
+            })
+            .fold(0.0, f64::max)
+    };
+    let offset_ms = (0..cycle_ms / PHASE_STEP_MS)
+        .map(|i| i * PHASE_STEP_MS)
+        .fold((0, f64::INFINITY), |best, x| {
+            let m = miss(x);
+            if m < best.1 - 1e-12 {
+                (x, m)
+            } else {
+                best
+            }
+        })
+        .0;
+    Phase {
+        cycle_ms,
+        offset_ms,
+    }
 }
 
 impl Boot {
@@ -158,6 +209,7 @@ impl Boot {
             sample_ms: 0,
             machine,
             detector: Detector::default(),
+            phase: None,
         }
     }
 
@@ -184,14 +236,14 @@ impl Boot {
         self.scenario.disk.then_some(self.machine.disk)
     }
 
+    /// Which run this boot is.
+    pub fn id(&self) -> crate::guest::run_id::RunId {
+        crate::guest::run_id::RunId::new(self.scenario.name, &self.kernel.meta.variant, self.run)
+    }
+
     /// `<variant>-<scenario>-<run>`: the stem of this boot's files.
     pub fn name(&self) -> String {
-        format!(
-            "{}-{}-{}",
-            self.kernel.meta.variant,
-            self.scenario.name,
-            self.run + 1
-        )
+        self.id().stem()
     }
 
     /// The `wbstall.*` parameters of the boot, read by the guest's init.
@@ -203,6 +255,7 @@ impl Boot {
             verify: self.verify,
             detector: self.detector,
             disk: self.disk(),
+            phase: self.phase,
         })
     }
 }
@@ -216,6 +269,7 @@ pub struct RunParams<'a> {
     pub detector: Detector,
     /// The disk under the scenario's file system, when it has one.
     pub disk: Option<Disk>,
+    pub phase: Option<Phase>,
 }
 
 /// The `wbstall.*` parameters of a run (`wbstall.key=value` on a guest's
@@ -233,7 +287,15 @@ pub fn run_params(r: &RunParams<'_>) -> Vec<(String, String)> {
         p(param::SAMPLE_MS, r.sample_ms.to_string()),
         p(param::VERIFY, u8::from(r.verify).to_string()),
         p(param::DETECTOR, r.detector.name().to_string()),
+        p(
+            param::INVALIDATE,
+            u8::from(r.scenario.invalidate).to_string(),
+        ),
     ];
+    if let Some(ph) = r.phase {
+        params.push(p(param::PHASE_CYCLE_MS, ph.cycle_ms.to_string()));
+        params.push(p(param::PHASE_MS, ph.offset_ms.to_string()));
+    }
     if let Some(disk) = r.disk {
         params.push(p(param::DISK, disk.param().to_string()));
     }
@@ -523,7 +585,7 @@ mod tests {
         let all = scenario::all().unwrap();
         let e = check_clock(&m, &all).unwrap_err().to_string();
         assert!(
-            e.contains("with --disk host: memcg-ext4, ext4-global write to a virtio-blk disk")
+            e.contains("with --disk host: memcg-ext4, ext4-global, memcg-fadvise write to a virtio-blk disk")
                 && e.contains("use --disk null")
                 && e.contains("run them with --clock real")
                 && e.contains("--scenario fuse-strictlimit --scenario fuse-nostrict"),
@@ -693,6 +755,47 @@ mod tests {
         assert_eq!(default_jobs_vm(16, Clock::Real), 1);
     }
 
+    #[test]
+    fn runs_are_spread_over_each_timer_and_paired_across_variants() {
+        use crate::guest::scenario::PhaseCycles;
+        let memcg = PhaseCycles {
+            cycles_ms: &[2000, 5000],
+        };
+        let offsets =
+            |n: u32| -> Vec<u32> { (0..n).map(|k| spread(k, n, &memcg).offset_ms).collect() };
+        // Run 0 starts at the cycle's start; 3 runs sit a third of the way
+        // into both the 2 s and the 5 s timer apart (to the 10 ms step).
+        assert_eq!(offsets(1), [0]);
+        let three = offsets(3);
+        assert_eq!(three[0], 0);
+        for (k, x) in three.iter().enumerate() {
+            for c in [2000u32, 5000] {
+                let want = k as f64 / 3.0;
+                let got = f64::from(x % c) / f64::from(c);
+                let d = (got - want).rem_euclid(1.0);
+                assert!(
+                    d.min(1.0 - d) < 0.1,
+                    "run {k} at {x} ms: {got} of {c} ms, want {want}"
+                );
+            }
+        }
+        // The cycle is the timers' least common multiple, every offset in it,
+        // on the uptime's 10 ms grid; the same run gets the same offset
+        // whatever else is in the plan (a variant's run k is at k's phase).
+        for n in 1..=12 {
+            for (k, x) in offsets(n).into_iter().enumerate() {
+                assert!(x < 10_000 && x % PHASE_STEP_MS == 0, "{x}");
+                assert_eq!(spread(k as u32, n, &memcg).offset_ms, x);
+            }
+        }
+        // Distinct runs get distinct phases.
+        let mut ten = offsets(10);
+        ten.sort_unstable();
+        ten.dedup();
+        assert_eq!(ten.len(), 10);
+        assert_eq!(spread(0, 2, &memcg).cycle_ms, 10_000);
+    }
+
     fn boot_fixture() -> Boot {
         Boot {
             kernel: Built {
@@ -712,6 +815,7 @@ mod tests {
             verify: true,
             sample_ms: 100,
             timeout: Duration::from_secs(1),
+            phase: None,
             machine: Machine {
                 accel: Accel::Tcg,
                 clock: Clock::Real,

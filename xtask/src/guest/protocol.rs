@@ -68,6 +68,10 @@ pub mod stream {
         )
     )]
     pub const MEMCG_LIMITS: &str = "memcg-limits";
+    /// Where the measurement started in the kernel's timer cycles:
+    /// `cycle_ms=C`, `offset_ms=O`, `start_ms=S` lines (S: uptime at the start, 10 ms
+    /// resolution). Only scenarios with `[phase]` send it.
+    pub const START_PHASE: &str = "start-phase";
     /// The kernel log at the end.
     pub const DMESG: &str = "dmesg";
     /// What the guest ran on (clocksource, ...).
@@ -124,6 +128,7 @@ pub mod stream {
         MEMCG_EVENTS,
         MEMCG_STAT,
         MEMCG_LIMITS,
+        START_PHASE,
         DMESG,
         GUEST_ENV,
         SAMPLES,
@@ -150,6 +155,11 @@ pub mod param {
     pub const SAMPLE_MS: &str = "sample_ms";
     pub const VERIFY: &str = "verify";
     pub const DETECTOR: &str = "detector";
+    /// fio's `invalidate` (the scenario's `invalidate`, 0 or 1).
+    pub const INVALIDATE: &str = "invalidate";
+    /// The measurement starts when uptime mod `phase_cycle_ms` is `phase_ms`.
+    pub const PHASE_CYCLE_MS: &str = "phase_cycle_ms";
+    pub const PHASE_MS: &str = "phase_ms";
     /// The disk scenarios' device: `null` or `host` (`guest::disk::Disk`).
     pub const DISK: &str = "disk";
     /// `module-stress`: how many rmmod/insmod cycles.
@@ -216,6 +226,9 @@ pub mod param {
         SAMPLE_MS,
         VERIFY,
         DETECTOR,
+        INVALIDATE,
+        PHASE_CYCLE_MS,
+        PHASE_MS,
         DISK,
         CYCLES,
         CHURN,

@@ -26,6 +26,15 @@ pub struct Scenario {
     pub strictlimit: bool,
     /// Per-job file size (fio --size) unless --size says otherwise.
     pub size: &'static str,
+    /// fio's `invalidate`: whether fio drops each file's page cache when it
+    /// opens it, i.e. at every loop of a time-based job. On ext4 7.3 that
+    /// `posix_fadvise(DONTNEED)` writes the file back in fio's own process,
+    /// which is writeback nobody's throttle or flusher asked for.
+    pub invalidate: bool,
+    /// The kernel's timer cycles the measurement's start is spread over
+    /// (`[phase]`): run k of a cell starts at an offset into their common
+    /// cycle, the same for every variant. None: started when set up.
+    pub phase: Option<PhaseCycles>,
     /// In a plan that names no scenario (`default = false`: only when named).
     pub in_default_plan: bool,
     /// More `wbstall.*` parameters for the guest script.
@@ -34,6 +43,34 @@ pub struct Scenario {
     /// virtual clock, in % of its mean (`[floor] virtual_sd_pct`): how many
     /// runs a cell needs follows from it. None: not measured.
     pub floor_sd_pct: Option<f64>,
+}
+
+/// `[phase]` of `scenario.toml`: the periods, in ms, of the kernel's timers
+/// that decide where in a run a wait ends (the memcg's statistics refresh,
+/// `FLUSH_TIME` = 2 s; the flusher's `dirty_writeback_centisecs` = 5 s).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PhaseCycles {
+    pub cycles_ms: &'static [u32],
+}
+
+impl PhaseCycles {
+    /// Their common cycle: the least common multiple.
+    pub fn cycle_ms(&self) -> u32 {
+        fn gcd(a: u32, b: u32) -> u32 {
+            if b == 0 {
+                a
+            } else {
+                gcd(b, a % b)
+            }
+        }
+        self.cycles_ms.iter().fold(1, |l, &c| l / gcd(l, c) * c)
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PhaseToml {
+    cycles_ms: Vec<u32>,
 }
 
 /// `[floor]` of `scenario.toml`.
@@ -60,6 +97,9 @@ struct ScenarioToml {
     verify: bool,
     strictlimit: bool,
     size: String,
+    invalidate: bool,
+    #[serde(default)]
+    phase: Option<PhaseToml>,
     #[serde(default)]
     params: BTreeMap<String, String>,
     #[serde(default)]
@@ -117,6 +157,16 @@ pub fn load_dir(dir: &Path) -> Result<Vec<(Scenario, bool)>> {
             .into_iter()
             .map(|(k, v)| (leak(k), leak(v)))
             .collect();
+        let phase = match t.phase {
+            Some(p) if p.cycles_ms.is_empty() || p.cycles_ms.contains(&0) => bail!(
+                "{}: [phase] cycles_ms needs one or more periods in ms, none of them 0",
+                toml_path.display()
+            ),
+            Some(p) => Some(PhaseCycles {
+                cycles_ms: Box::leak(p.cycles_ms.into_boxed_slice()),
+            }),
+            None => None,
+        };
         let scenario = Scenario {
             name: leak(name),
             what: leak(t.what),
@@ -124,6 +174,8 @@ pub fn load_dir(dir: &Path) -> Result<Vec<(Scenario, bool)>> {
             verify: t.verify,
             strictlimit: t.strictlimit,
             size: leak(t.size),
+            invalidate: t.invalidate,
+            phase,
             in_default_plan: t.default,
             params: Box::leak(params.into_boxed_slice()),
             floor_sd_pct: t.floor.map(|f| f.virtual_sd_pct),
@@ -196,7 +248,8 @@ mod tests {
                 "fuse-nostrict",
                 "memcg-ext4",
                 "ext4-global",
-                "fuse-passthrough"
+                "fuse-passthrough",
+                "memcg-fadvise"
             ]
         );
         // A plan that names none gets those of the default plan; the others
@@ -207,7 +260,16 @@ mod tests {
         assert!(named[0].strictlimit && !named[0].in_default_plan);
         let memcg = by_name("memcg-ext4").unwrap();
         assert!(memcg.disk && !memcg.strictlimit);
-        assert_eq!(memcg.params, [("memcg_max", "128M")]);
+        assert_eq!(memcg.params, [("memcg_max", "256M")]);
+        // No fio-side flushes; runs spread over the 2 s and 5 s timers.
+        assert!(!memcg.invalidate);
+        let phase = memcg.phase.unwrap();
+        assert_eq!(
+            (phase.cycles_ms, phase.cycle_ms()),
+            (&[2000, 5000][..], 10_000)
+        );
+        assert!(by_name("memcg-fadvise").unwrap().invalidate);
+        assert!(by_name("fuse-strictlimit").unwrap().phase.is_none());
         // module-stress's scenario is there, but never measured.
         assert!(registry()
             .unwrap()
@@ -253,11 +315,25 @@ mod tests {
         );
         fs::write(
             d.join("scenario.toml"),
-            "order = 1\nwhat = \"x\"\ndisk = false\nverify = false\nstrictlimit = false\nsize = \"1M\"\n",
+            "order = 1\nwhat = \"x\"\ndisk = false\nverify = false\nstrictlimit = false\nsize = \"1M\"\ninvalidate = true\n",
         )
         .unwrap();
         let e = format!("{:#}", load_dir(t.path()).unwrap_err());
         assert!(e.contains("no run.sh"), "{e}");
+        fs::write(d.join("run.sh"), "scenario_run() { :; }\n").unwrap();
+        // A phase needs its timers' periods.
+        for bad in [
+            "[phase]\ncycles_ms = []\n",
+            "[phase]\ncycles_ms = [2000, 0]\n",
+        ] {
+            fs::write(
+                d.join("scenario.toml"),
+                format!("order = 1\nwhat = \"x\"\ndisk = false\nverify = false\nstrictlimit = false\nsize = \"1M\"\ninvalidate = true\n{bad}"),
+            )
+            .unwrap();
+            let e = format!("{:#}", load_dir(t.path()).unwrap_err());
+            assert!(e.contains("cycles_ms needs one or more periods"), "{e}");
+        }
         fs::write(d.join("run.sh"), "scenario_run() { :; }\n").unwrap();
         fs::write(d.join("scenario.toml"), "order = 1\nwaht = \"x\"\n").unwrap();
         let e = format!("{:#}", load_dir(t.path()).unwrap_err());

@@ -16,6 +16,7 @@ use crate::{
 /// fragments. Every kernel of a non-default configuration lands in a
 /// directory of its own, named by a tag.
 #[derive(Debug, Clone, Default, PartialEq, Eq, clap::Args)]
+#[command(next_help_heading = crate::cli::heading::KERNELS)]
 pub struct Flavour {
     /// Debug kernels (Kconfig.debug on top of Kconfig.fragment: lockdep, KASAN,
     /// hung-task and soft-lockup detectors), in a build directory of their own

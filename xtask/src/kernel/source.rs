@@ -43,6 +43,7 @@ const ALL_SUITES: &[&str] = &[
 
 /// Where the kernel source comes from.
 #[derive(Debug, Clone, Default, clap::Args)]
+#[command(next_help_heading = crate::cli::heading::KERNELS)]
 pub struct SourceArgs {
     /// Build from your own kernel tree instead of Debian's linux-source-7.3. The
     /// tree is never modified: its tracked and untracked (not ignored) files are

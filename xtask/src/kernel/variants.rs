@@ -283,6 +283,7 @@ pub struct UnderTest {
 
 /// Which variants a command works on.
 #[derive(Debug, Clone, Default, clap::Args)]
+#[command(next_help_heading = crate::cli::heading::KERNELS)]
 pub struct Selection {
     /// A variant from patches/variants.toml (repeatable). Default: all of them.
     #[arg(long = "variant", value_name = "NAME")]

@@ -1,18 +1,20 @@
-//! What the renderers share: numbers written alike, the A/A control's name,
-//! the roles a session was run with.
+//! What the renderers share: numbers written alike, changes and margins
+//! read alike, the A/A control's name.
 
-use crate::{
-    analysis::{
-        matrix::Matrix,
-        metrics::{self, Kind, Metric},
-        stats::median,
-    },
-    results::record::RunRecord,
+use crate::analysis::{
+    aggregate::Aggregate,
+    judge::MetricChange,
+    judgement::{CellVerdict, Line, Margins},
+    matrix::Matrix,
+    metrics::{self, Kind, Metric},
 };
 
-/// The median of `f` over `runs`.
-pub fn med(runs: &[&RunRecord], f: impl Fn(&RunRecord) -> f64) -> f64 {
-    median(&runs.iter().map(|r| f(r)).collect::<Vec<_>>())
+/// An aggregate as every table writes it, `0.875 ±3%`; `-` for none.
+pub fn aggregate(a: Option<&Aggregate>) -> String {
+    match a {
+        Some(a) => format!("{} ±{:.0}%", num(a.value), a.stddev_pct),
+        None => "-".into(),
+    }
 }
 
 /// A number with about three significant digits.
@@ -32,18 +34,6 @@ pub fn num(v: f64) -> String {
 /// The name of the A/A control of a variant.
 pub fn aa_name(variant: &str) -> String {
     format!("{variant}{}", crate::analysis::expected::AA_SUFFIX)
-}
-
-/// The variant roles a session was run with; a session recorded before roles
-/// were kept is read with today's `patches/variants.toml`.
-pub fn session_roles(
-    session: &crate::results::session::Session,
-) -> anyhow::Result<crate::kernel::variants::Roles> {
-    use crate::kernel::variants::{Variants, VARIANTS_FILE};
-    match &session.roles {
-        Some(r) => Ok(r.clone()),
-        None => Ok(Variants::load(&crate::util::project_root().join(VARIANTS_FILE))?.roles),
-    }
 }
 
 /// A relative change in percent, `+4.2%`; from a tenfold increase on, the
@@ -88,22 +78,62 @@ pub fn change(kind: Kind, base: f64, other: f64) -> String {
     }
 }
 
-/// A metric's change between two sets of runs ([`change`] of their
-/// aggregates), marked `*` where the bootstrap 95% interval excludes 0 (two
-/// runs a side at least); `-` where a side has no aggregate.
-pub fn metric_change(metric: &Metric, base: &[f64], other: &[f64]) -> String {
-    let (Some(b), Some(x)) = (metric.kind.aggregate(base), metric.kind.aggregate(other)) else {
+/// A metric's change ([`change`] of its aggregates), marked `*` where its
+/// bootstrap 95% interval excludes 0 (two runs a side at least); `-` where a
+/// side has no aggregate.
+pub fn metric_change(c: Option<&MetricChange>) -> String {
+    let Some((c, b, x)) = c.and_then(|c| Some((c, c.base?, c.other?))) else {
         return "-".into();
     };
-    let significant = base.len() >= 2
-        && other.len() >= 2
-        && crate::analysis::stats::change(base, other).is_some_and(|c| c.resolved());
-    let text = change(metric.kind, b, x);
-    if significant && text != "-" {
+    let text = change(c.metric.kind, b, x);
+    if c.significant() && text != "-" {
         format!("{text}*")
     } else {
         text
     }
+}
+
+/// One run's margins, `+78.9 pts from the stall line, +5294 ms from the
+/// latency bound`, with `(near)` where it is near.
+pub fn margins(m: &Margins) -> String {
+    let mut out = format!("{:+.2} pts from the {} line", m.share_points, m.line);
+    if let Some(ms) = m.latency_ms {
+        out.push_str(&format!(", {ms:+.0} ms from the latency bound"));
+    }
+    if m.near() {
+        out.push_str(" (near)");
+    }
+    out
+}
+
+/// What a cell's runs near a class boundary are, one sentence each: `run 2
+/// is 0.03 points from the stall line (the detectors may differ by 1)`.
+pub fn near_lines(c: &CellVerdict, ok_fraction: f64) -> Vec<String> {
+    let mut out = Vec::new();
+    for (r, m) in c.near_runs() {
+        let run = format!("run {}", c.id(r.run).number());
+        if m.near_share {
+            let side = match (m.share_points < 0.0, m.line) {
+                (true, _) => "on the wrong side of",
+                (false, Line::Stall) => "above",
+                (false, Line::Ok) => "below",
+            };
+            out.push(format!(
+                "{run} is {:.3} points {side} the {} line (the detectors may differ by {:.0})",
+                m.share_points.abs(),
+                m.line,
+                ok_fraction * 100.0
+            ));
+        }
+        if let (true, Some(ms), Some(bound)) = (m.near_latency, m.latency_ms, m.bound_ms) {
+            out.push(format!(
+                "{run}'s longest call is {ms:+.0} ms from the latency bound ({bound:.0} ms), \
+                 within one pause ({:.0} ms)",
+                m.max_pause_ms
+            ));
+        }
+    }
+    out
 }
 
 /// `n` and the noun that goes with it: `1 run`, `3 runs`.
@@ -141,6 +171,8 @@ pub struct Rows {
     pub shown: Vec<&'static Metric>,
     /// (a row, the earlier row it equals in every run of every variant).
     pub same: Vec<(&'static Metric, &'static Metric)>,
+    /// Rows no run of these variants has a value of.
+    pub absent: Vec<&'static Metric>,
 }
 
 impl Rows {
@@ -156,10 +188,15 @@ impl Rows {
         let mut rows = Rows {
             shown: Vec::new(),
             same: Vec::new(),
+            absent: Vec::new(),
         };
         let mut seen: Vec<(&'static Metric, Vec<Vec<f64>>)> = Vec::new();
         for metric in metrics::report_order() {
             let v = values(metric);
+            if v.iter().all(Vec::is_empty) {
+                rows.absent.push(metric);
+                continue;
+            }
             let zero = v.iter().flatten().all(|&x| x == 0.0);
             match seen.iter().find(|(_, w)| !zero && *w == v) {
                 Some((earlier, _)) => rows.same.push((metric, *earlier)),
@@ -174,8 +211,12 @@ impl Rows {
 
     /// What the table leaves out, in a sentence; None where it shows all.
     pub fn note(&self) -> Option<String> {
+        let absent = (!self.absent.is_empty()).then(|| {
+            let keys: Vec<&str> = self.absent.iter().map(|m| m.key).collect();
+            format!("No run has {}.", keys.join(", "))
+        });
         if self.same.is_empty() {
-            return None;
+            return absent;
         }
         let pairs: Vec<String> = self
             .same
@@ -183,7 +224,7 @@ impl Rows {
             .map(|(a, b)| format!("{} (= {})", a.key, b.key))
             .collect();
         let tracefs = self.same.iter().any(|(a, _)| a.key.starts_with("tracefs."));
-        Some(format!(
+        let same = format!(
             "Left out, equal in every run to an earlier row{}: {}.",
             if tracefs {
                 " (where the tracefs detector agreed with the module)"
@@ -191,7 +232,11 @@ impl Rows {
                 ""
             },
             pairs.join(", ")
-        ))
+        );
+        Some(match absent {
+            Some(a) => format!("{same} {a}"),
+            None => same,
+        })
     }
 }
 
@@ -230,11 +275,31 @@ mod tests {
 
     #[test]
     fn a_significant_change_is_starred() {
-        let bg = crate::analysis::metrics::get("wbstall.bg_starts");
-        assert_eq!(metric_change(bg, &[0.0, 0.0], &[3000.0, 3300.0]), "new");
-        let bw = crate::analysis::metrics::get("fio.write_bw_MiB/s");
-        assert_eq!(metric_change(bw, &[1.0, 1.1], &[40.0, 41.0]), "38.7x*");
-        assert_eq!(metric_change(bw, &[], &[40.0]), "-");
+        let c = |key: &str, base: Option<f64>, other: Option<f64>, runs, lo: f64| MetricChange {
+            metric: crate::analysis::metrics::get(key),
+            base,
+            other,
+            interval: Some(crate::analysis::change::Change {
+                pct: 1.0,
+                lo,
+                hi: lo + 1.0,
+            }),
+            runs,
+        };
+        // From 0 no ratio has an interval (`stats::change` gives none).
+        let mut bg = c("wbstall.bg_starts", Some(0.0), Some(3150.0), (2, 2), 1.0);
+        bg.interval = None;
+        assert_eq!(metric_change(Some(&bg)), "new");
+        let bw = c("fio.write_bw_MiB/s", Some(1.05), Some(40.5), (2, 2), 1.0);
+        assert_eq!(metric_change(Some(&bw)), "38.6x*");
+        // One run a side: never significant; an interval with 0 in it: not.
+        let one = c("fio.write_bw_MiB/s", Some(1.05), Some(40.5), (1, 2), 1.0);
+        assert_eq!(metric_change(Some(&one)), "38.6x");
+        let wide = c("fio.write_bw_MiB/s", Some(1.05), Some(40.5), (2, 2), -0.5);
+        assert_eq!(metric_change(Some(&wide)), "38.6x");
+        let none = c("fio.write_bw_MiB/s", None, Some(40.0), (0, 2), 1.0);
+        assert_eq!(metric_change(Some(&none)), "-");
+        assert_eq!(metric_change(None), "-");
     }
 
     #[test]

@@ -6,8 +6,9 @@
 //! - a build per variant: compiler, configuration, `build_seconds`;
 //! - a test per cell, `wbstall.<scenario>.<variant>`, and one per planned run,
 //!   `wbstall.<scenario>.<variant>.run<N>`, with the MiB/s as its `number`
-//!   and the verdict's run (the stall share as `misc.verdict.stall_fraction`)
-//!   in `misc`; statuses from the verdict ([`run_statuses`]);
+//!   and the verdict's run (the stall share as `misc.verdict.stall_fraction`,
+//!   its distances to the class boundaries as `misc.verdict.margins`) in
+//!   `misc`; statuses from the verdict ([`run_statuses`]);
 //! - an issue per failed cell (its hypothesis does not hold), with an incident
 //!   on the cell's test and on each failed run's.
 //!
@@ -20,10 +21,14 @@ use anyhow::{bail, ensure, Context, Result};
 use serde_json::{json, Value};
 
 use crate::{
-    analysis::judgement::{CellVerdict, Planned, RunVerdict, Verdict},
+    analysis::{
+        judge::Judgement,
+        judgement::{CellVerdict, Planned, RunVerdict},
+    },
     deps::{Toolchain, Version},
+    guest::run_id::RunId,
     kernel::build::{PatchMeta, VariantMeta},
-    results::{dir::ResultsDir, record::parse_run_label, session::Session},
+    results::{dir::ResultsDir, session::Session},
 };
 
 /// The CI system the data comes from: every id starts with it.
@@ -56,27 +61,22 @@ pub enum Status {
 /// A planned run's status, its judgement if it has one, and why.
 #[derive(Debug)]
 pub struct RunStatus<'a> {
-    /// 1-based.
-    pub run: u32,
+    pub run: RunId,
     pub status: Status,
     pub verdict: Option<&'a RunVerdict>,
     pub why: Vec<String>,
 }
 
-/// Lines about single runs, by the (scenario, variant, run) they name.
-pub type ByRun<'a> = BTreeMap<(&'a str, &'a str, u32), Vec<&'a str>>;
+/// Why single runs have no usable record, by the run.
+pub type ByRun = BTreeMap<RunId, Vec<String>>;
 
-/// `lines` (`<scenario>/<variant> #<run>: <why>`) by the run they name; a line
-/// that names none is an error.
-pub fn by_run<'a>(lines: &'a [String], what: &str) -> Result<ByRun<'a>> {
+/// `why` of each run, gathered by the run.
+pub fn by_run<'a>(lines: impl IntoIterator<Item = (&'a RunId, String)>) -> ByRun {
     let mut out = ByRun::new();
-    for l in lines {
-        let Some(key) = parse_run_label(l) else {
-            bail!("the {what} line `{l}` names no run (`<scenario>/<variant> #<run>: <why>`)");
-        };
-        out.entry(key).or_default().push(l);
+    for (run, why) in lines {
+        out.entry(run.clone()).or_default().push(why);
     }
-    Ok(out)
+    out
 }
 
 /// Every run of one cell, planned or seen, with its status: a usable run is
@@ -87,16 +87,16 @@ pub fn run_statuses<'a>(
     cell: Option<&'a CellVerdict>,
     (scenario, variant): (&str, &str),
     planned: u32,
-    excluded: &ByRun<'a>,
-    failed: &ByRun<'a>,
+    excluded: &ByRun,
+    failed: &ByRun,
 ) -> Result<Vec<RunStatus<'a>>> {
-    let listed = |m: &ByRun<'a>| -> Vec<u32> {
+    let listed = |m: &ByRun| -> Vec<u32> {
         m.keys()
-            .filter(|(s, v, _)| *s == scenario && *v == variant)
-            .map(|k| k.2)
+            .filter(|id| id.in_cell(scenario, variant))
+            .map(|id| id.run)
             .collect()
     };
-    let mut runs: BTreeSet<u32> = (1..=planned).collect();
+    let mut runs: BTreeSet<u32> = (0..planned).collect();
     runs.extend(
         cell.iter()
             .flat_map(|c| c.run_verdicts.iter().map(|r| r.run)),
@@ -104,12 +104,9 @@ pub fn run_statuses<'a>(
     runs.extend(listed(excluded).into_iter().chain(listed(failed)));
     let mut out = Vec::new();
     for run in runs {
-        let key = (scenario, variant, run);
+        let key = RunId::new(scenario, variant, run);
         let usable = cell.and_then(|c| Some((c, c.run_verdicts.iter().find(|r| r.run == run)?)));
-        let lines = |m: &ByRun<'a>| {
-            m.get(&key)
-                .map(|l| l.iter().map(|s| s.to_string()).collect())
-        };
+        let lines = |m: &ByRun| m.get(&key).cloned();
         let (status, verdict, why) = match (usable, lines(excluded), lines(failed)) {
             (Some((c, r)), None, None) => usable_status(c, r),
             (None, Some(why), None) | (None, None, Some(why)) => (Status::Error, None, why),
@@ -121,12 +118,12 @@ pub fn run_statuses<'a>(
                 )],
             ),
             _ => bail!(
-                "{scenario}/{variant} #{run} is listed more than once (a usable run, a run left \
-                 out, a boot without a record): the results directory contradicts itself"
+                "{key} is listed more than once (a usable run, a run left out, a boot without a \
+                 record): the results directory contradicts itself"
             ),
         };
         out.push(RunStatus {
-            run,
+            run: key,
             status,
             verdict,
             why,
@@ -140,7 +137,9 @@ fn usable_status<'a>(
     c: &'a CellVerdict,
     r: &'a RunVerdict,
 ) -> (Status, Option<&'a RunVerdict>, Vec<String>) {
-    let mut why: Vec<String> = c.failures_of_run(r.run).into_iter().cloned().collect();
+    let mut why: Vec<String> = (c.failures_of_run(r.run).into_iter())
+        .map(|f| f.why.clone())
+        .collect();
     let status = match (c.expected, c.run_passed(r)) {
         (Some(_), Some(true)) => Status::Pass,
         (Some(e), Some(false)) => {
@@ -171,9 +170,8 @@ pub fn cell_status(cell: Option<&CellVerdict>, runs: &[RunStatus]) -> Status {
 pub fn of_dir(dir: &std::path::Path) -> Result<Value> {
     let (session, records) = ResultsDir::new(dir).load()?;
     let expected = crate::analysis::verdict::session_expectations(&session, None)?;
-    let verdict = crate::analysis::verdict::judge(&records, &expected, &Planned::of(&session));
-    document(&session, &verdict)
-        .with_context(|| format!("making the KCIDB document of {}", dir.display()))
+    let j = crate::analysis::judge(&session, &records, &expected)?;
+    document(&j).with_context(|| format!("making the KCIDB document of {}", dir.display()))
 }
 
 /// The document as written to `kcidb.json`.
@@ -181,8 +179,9 @@ pub fn text(doc: &Value) -> Result<String> {
     Ok(serde_json::to_string_pretty(doc).context("writing the KCIDB document")? + "\n")
 }
 
-/// The KCIDB document of a session and its verdict.
-pub fn document(session: &Session, verdict: &Verdict) -> Result<Value> {
+/// The KCIDB document of a judged session.
+pub fn document(j: &Judgement) -> Result<Value> {
+    let session = j.session;
     ensure!(
         !session.started.is_empty(),
         "session.json records no start time (`started`): the KCIDB ids are made of it"
@@ -195,7 +194,7 @@ pub fn document(session: &Session, verdict: &Verdict) -> Result<Value> {
             .push(checkout(&ids, v).with_context(|| format!("the checkout of {}", v.variant))?);
         builds.push(build(&ids, v).with_context(|| format!("the build of {}", v.variant))?);
     }
-    let t = tests(session, verdict, &ids)?;
+    let t = tests(j, &ids)?;
     Ok(json!({
         "version": {"major": VERSION.0, "minor": VERSION.1},
         "checkouts": checkouts,
@@ -342,24 +341,22 @@ fn test_path(nodes: &[&str]) -> Result<String> {
 
 /// Every planned cell's test and its runs', in plan order, and the issues of
 /// the failed cells.
-fn tests(session: &Session, verdict: &Verdict, ids: &Ids) -> Result<Tests> {
+fn tests(j: &Judgement, ids: &Ids) -> Result<Tests> {
+    let (session, verdict) = (j.session, &j.verdict);
     let plan = Planned::of(session);
-    let excluded = by_run(&verdict.excluded, "excluded run")?;
-    let failed = by_run(&session.failures, "failed boot")?;
-    for (s, v, run) in excluded.keys().chain(failed.keys()) {
+    let excluded = by_run((verdict.excluded.iter()).map(|x| (&x.run, x.problems.join("; "))));
+    let failed = by_run(session.failures.iter().map(|f| (&f.run, f.why.clone())));
+    for id in excluded.keys().chain(failed.keys()) {
         ensure!(
-            plan.scenarios.contains(&s.to_string()) && plan.variants.contains(&v.to_string()),
-            "{s}/{v} #{run} is not in the session's plan"
+            plan.scenarios.contains(&id.scenario) && plan.variants.contains(&id.variant),
+            "{id} is not in the session's plan"
         );
     }
     let env = environment(session)?;
     let mut out = Tests::default();
     for s in &plan.scenarios {
         for v in &plan.variants {
-            let cell = verdict
-                .cells
-                .iter()
-                .find(|c| &c.scenario == s && &c.variant == v);
+            let cell = verdict.cell(s, v);
             let runs = run_statuses(cell, (s, v), plan.runs_of(s), &excluded, &failed)?;
             let path = test_path(&[ROOT, s, v])?;
             let test = Test {
@@ -371,7 +368,7 @@ fn tests(session: &Session, verdict: &Verdict, ids: &Ids) -> Result<Tests> {
             out.tests.push(test.cell(&path, status, cell, &runs)?);
             let mut failed_tests = vec![path.clone()];
             for r in &runs {
-                let run_path = format!("{path}.run{}", r.run);
+                let run_path = format!("{path}.run{}", r.run.number());
                 out.tests.push(test.run(&run_path, r)?);
                 if r.status == Status::Fail {
                     failed_tests.push(run_path);
@@ -455,15 +452,11 @@ impl Test<'_> {
             .remove("run_verdicts");
         let comment = match c.expected {
             Some(e) if c.failures.is_empty() => format!("observed {}, expected {e}", c.observed),
-            Some(e) => format!(
-                "observed {}, expected {e}: {}",
-                c.observed,
-                c.failures.join("; ")
-            ),
+            Some(e) => format!("observed {}, expected {e}: {}", c.observed, failures(c)),
             None => format!("observed {}, no expectation", c.observed),
         };
         let mut t = self.base(path, status, comment, json!({ "verdict": v }));
-        t["number"] = json!({"value": c.bw_mib_s, "unit": UNIT});
+        t["number"] = json!({"value": c.bw_mib_s(), "unit": UNIT});
         Ok(t)
     }
 
@@ -474,15 +467,25 @@ impl Test<'_> {
             return Ok(self.base(path, r.status, comment, json!({ "why": r.why })));
         };
         let comment = format!(
-            "{}: {:.1}% of writer time in stall sleeps",
+            "{}: {:.1}% of writer time in stall sleeps{}",
             v.class,
-            v.stall_fraction * 100.0
+            v.stall_fraction * 100.0,
+            v.margins.as_ref().map_or(String::new(), |m| format!(
+                "; {}",
+                super::format::margins(m)
+            ))
         );
         let misc = json!({"verdict": serde_json::to_value(v)?, "why": r.why});
         let mut t = self.base(path, r.status, comment, misc);
         t["number"] = json!({"value": v.bw_mib_s, "unit": UNIT});
         Ok(t)
     }
+}
+
+/// A cell's failures, in one line.
+fn failures(c: &CellVerdict) -> String {
+    let all: Vec<String> = c.failures.iter().map(|f| f.to_string()).collect();
+    all.join("; ")
 }
 
 /// A failed cell's issue (its hypothesis does not hold), and its incidents:
@@ -498,7 +501,7 @@ fn issue(out: &mut Tests, ids: &Ids, path: &str, c: &CellVerdict, paths: &[Strin
             "{} on {} fails its expectation `{expected}`",
             c.variant, c.scenario
         ),
-        "comment": c.failures.join("; "),
+        "comment": failures(c),
         "misc": {"expected": expected, "observed": c.observed},
     }));
     for p in paths {
@@ -518,17 +521,20 @@ fn issue(out: &mut Tests, ids: &Ids, path: &str, c: &CellVerdict, paths: &[Strin
 mod tests {
     use super::*;
     use crate::{
-        analysis::verdict::{
-            judge,
-            tests::{expected, plan, rec},
+        analysis::{
+            judgement::Verdict,
+            verdict::{
+                judge,
+                tests::{expected, plan, rec},
+            },
         },
-        results::record::RunRecord,
+        results::{record::RunRecord, session::BootFailure},
     };
 
     /// The statuses of every run of `variant`'s fuse-strictlimit cell, and the cell's.
-    fn statuses(v: &Verdict, failures: &[String], variant: &str) -> (Vec<Status>, Status) {
-        let excluded = by_run(&v.excluded, "excluded run").unwrap();
-        let failed = by_run(failures, "failed boot").unwrap();
+    fn statuses(v: &Verdict, failures: &[BootFailure], variant: &str) -> (Vec<Status>, Status) {
+        let excluded = by_run(v.excluded.iter().map(|x| (&x.run, x.problems.join("; "))));
+        let failed = by_run(failures.iter().map(|f| (&f.run, f.why.clone())));
         let cell = v.cells.iter().find(|c| c.variant == variant);
         let scenario = "fuse-strictlimit";
         let runs = run_statuses(cell, (scenario, variant), 4, &excluded, &failed).unwrap();
@@ -563,7 +569,11 @@ mod tests {
         p.variants
             .extend(["v2".to_string(), "upstream".to_string()]);
         let v = judge(&records, &expected(), &p);
-        let failures = ["fuse-strictlimit/v1 #4: QEMU exited with 1".to_string()];
+        let failure = |variant: &str, run: u32, why: &str| BootFailure {
+            run: RunId::new("fuse-strictlimit", variant, run),
+            why: why.into(),
+        };
+        let failures = [failure("v1", 3, "QEMU exited with 1")];
         use Status::*;
         // #2 is ok where the hypothesis says stall; #3 and #4 never ran.
         assert_eq!(
@@ -580,7 +590,7 @@ mod tests {
             (vec![Done, Miss, Miss, Miss], Done)
         );
         assert_eq!(statuses(&v, &failures, "v2"), (vec![Miss; 4], Miss));
-        let boot_failed = ["fuse-strictlimit/upstream #2: no kernel".to_string()];
+        let boot_failed = [failure("upstream", 1, "no kernel")];
         assert_eq!(
             statuses(&v, &boot_failed, "upstream"),
             (vec![Miss, Error, Miss, Miss], Error)
@@ -607,9 +617,6 @@ mod tests {
     /// What the KCIDB document cannot say is an error, not a default.
     #[test]
     fn what_the_document_cannot_say_is_an_error() {
-        let line = ["the boot of v1 failed".to_string()];
-        let e = by_run(&line, "failed boot").unwrap_err().to_string();
-        assert!(e.contains("names no run"), "{e}");
         let e = test_path(&[ROOT, "fuse", "v1.1"]).unwrap_err().to_string();
         assert!(e.contains("`v1.1` cannot be a node"), "{e}");
         assert_eq!(
@@ -618,7 +625,9 @@ mod tests {
         );
         assert!(compiler(&Toolchain::default()).is_err());
         assert!(sha256("ABC", "x").is_err());
-        let e = document(&Session::default(), &Verdict::default()).unwrap_err();
+        let (session, e) = (Session::default(), expected());
+        let j = crate::analysis::verdict::tests::judged(&session, &[], &e, 1);
+        let e = document(&j).unwrap_err();
         assert!(e.to_string().contains("no start time"), "{e}");
     }
 

@@ -10,13 +10,12 @@ use std::fmt::Write;
 use super::format::{self, metric_change, num, Rows};
 use crate::{
     analysis::{
+        aggregate::Aggregate,
+        change::Resolution,
         expected::{Class, AA_SUFFIX},
-        judgement::Verdict,
-        matrix::Matrix,
-        metrics,
-        stats::{self, stddev, Resolution},
+        judge::Judgement,
+        judgement::{Verdict, BW},
     },
-    kernel::variants::Roles,
     results::session::Session,
 };
 
@@ -24,7 +23,8 @@ use crate::{
 pub const WIDTH: usize = 72;
 
 /// The whole mail (subject line first).
-pub fn mail(session: &Session, m: &Matrix<'_>, verdict: &Verdict, roles: &Roles) -> String {
+pub fn mail(j: &Judgement) -> String {
+    let (session, verdict) = (j.session, &j.verdict);
     let mut o = String::new();
     let base = session.variants.first().map(|v| &v.base);
     let version = base.map_or("?".to_string(), |b| b.kernel_version.clone());
@@ -38,10 +38,10 @@ pub fn mail(session: &Session, m: &Matrix<'_>, verdict: &Verdict, roles: &Roles)
         }
     );
     o.push('\n');
-    findings(&mut o, m, verdict, roles);
+    findings(&mut o, j);
     setup_block(&mut o, session);
-    for s in &m.scenarios {
-        scenario_table(&mut o, m, s, roles);
+    for s in &j.matrix.scenarios {
+        scenario_table(&mut o, j, s);
     }
     reproduce(&mut o, session);
     summary(&mut o, session, verdict);
@@ -50,18 +50,18 @@ pub fn mail(session: &Session, m: &Matrix<'_>, verdict: &Verdict, roles: &Roles)
 
 /// The baseline's throughput against the reference's, judged as the report
 /// judges it: against the interval and the scenario's A/A control.
-fn bw_finding(o: &mut String, m: &Matrix, s: &str, roles: &Roles) {
-    let bw = metrics::get("fio.write_bw_MiB/s");
-    let vals = |v: &str| bw.values(m.cell(s, v));
-    let (reference, baseline) = (vals(&roles.reference), vals(&roles.baseline));
-    let Some((pct, _)) = metrics::change(bw, &reference, &baseline) else {
+fn bw_finding(o: &mut String, j: &Judgement, s: &str) {
+    let roles = &j.roles;
+    let change = |from: &str, to: &str| j.change(s, BW, from, to);
+    let Some(c) = change(&roles.reference, &roles.baseline) else {
         return;
     };
-    let aa = stats::change(
-        &reference,
-        &vals(&format!("{}{AA_SUFFIX}", roles.reference)),
-    );
-    let judged = match stats::change(&reference, &baseline).map(|c| c.against(aa.as_ref())) {
+    let (Some(base), Some(other)) = (c.base, c.other) else {
+        return;
+    };
+    let aa = change(&roles.reference, &format!("{}{AA_SUFFIX}", roles.reference))
+        .and_then(|a| a.interval);
+    let judged = match c.interval.map(|i| i.against(aa.as_ref())) {
         Some(Resolution::Resolved) => " (significant, beyond the A/A noise)",
         Some(Resolution::InsideFloor) => " (inside the A/A noise)",
         Some(Resolution::NoisyControl) => " (not resolvable: the A/A control differs too)",
@@ -69,23 +69,26 @@ fn bw_finding(o: &mut String, m: &Matrix, s: &str, roles: &Roles) {
     };
     let _ = write!(
         o,
-        "; {} (harmonic mean) {} against {}: {}{judged}",
-        bw.unit,
+        "; {} ({}) {} against {}: {}{judged}",
+        c.metric.unit,
+        c.metric.kind.aggregate_name(),
         roles.baseline,
         roles.reference,
-        format::pct(pct),
+        format::change(c.metric.kind, base, other),
     );
 }
 
-/// One headline per scenario: which variants stall, and the cost.
-fn findings(o: &mut String, m: &Matrix, verdict: &Verdict, roles: &Roles) {
+/// One headline per scenario: which variants stall (their mean share), and
+/// the cost; the runs near a class boundary.
+fn findings(o: &mut String, j: &Judgement) {
+    let verdict = &j.verdict;
     o.push_str("Findings:\n\n");
-    for s in &m.scenarios {
+    for s in &j.matrix.scenarios {
         let cells: Vec<_> = verdict.cells.iter().filter(|c| &c.scenario == s).collect();
         let stalling: Vec<String> = cells
             .iter()
             .filter(|c| c.observed == Class::Stall)
-            .map(|c| format!("{} ({:.1}%)", c.variant, c.stall_fraction * 100.0))
+            .map(|c| format!("{} ({:.1}%)", c.variant, c.stall_fraction() * 100.0))
             .collect();
         let line = if stalling.is_empty() {
             format!("- {s}: no variant stalls")
@@ -97,7 +100,7 @@ fn findings(o: &mut String, m: &Matrix, verdict: &Verdict, roles: &Roles) {
             )
         };
         o.push_str(&line);
-        bw_finding(o, m, s, roles);
+        bw_finding(o, j, s);
         let wrong: Vec<String> = cells
             .iter()
             .filter(|c| !c.failures.is_empty())
@@ -114,8 +117,16 @@ fn findings(o: &mut String, m: &Matrix, verdict: &Verdict, roles: &Roles) {
             let _ = write!(o, "; NOT AS EXPECTED: {}", wrong.join(", "));
         }
         o.push('\n');
+        for c in &cells {
+            for l in format::near_lines(c, j.expected.criteria.ok_fraction) {
+                let _ = writeln!(o, "  near a boundary: {}: {l}", c.variant);
+            }
+        }
     }
-    for x in verdict.missing.iter().chain(&verdict.excluded) {
+    for x in &verdict.missing {
+        let _ = writeln!(o, "- FAIL {x}");
+    }
+    for x in &verdict.excluded {
         let _ = writeln!(o, "- FAIL {x}");
     }
     o.push('\n');
@@ -195,29 +206,25 @@ pub(super) fn setup_block(o: &mut String, session: &Session) {
     o.push('\n');
 }
 
-/// `mean ±%stddev` of one side, aggregated by the metric's kind.
-fn side(metric: &metrics::Metric, x: &[f64]) -> (String, String) {
-    match metric.kind.aggregate(x) {
+/// `mean ±%stddev` of one side, the aggregate of the metric's kind.
+fn side(a: Option<&Aggregate>) -> (String, String) {
+    match a {
         None => ("-".into(), String::new()),
-        Some(v) => {
-            let sd = if v != 0.0 {
-                stddev(x) / v.abs() * 100.0
-            } else {
-                0.0
-            };
-            (num(v), format!("±{sd:>3.0}%"))
-        }
+        Some(a) => (num(a.value), format!("±{:>3.0}%", a.stddev_pct)),
     }
 }
 
 /// The 0-day table of one scenario: baseline against reference, in report
 /// order, less the rows that repeat another; a key too long for the line is
 /// cut (`..`), never moved off its numbers.
-fn scenario_table(o: &mut String, m: &Matrix, s: &str, roles: &Roles) {
-    let (b, r) = (m.cell(s, &roles.baseline), m.cell(s, &roles.reference));
-    if b.is_empty() || r.is_empty() {
+fn scenario_table(o: &mut String, j: &Judgement, s: &str) {
+    let roles = &j.roles;
+    let (Some(b), Some(r)) = (
+        j.aggregates(s, &roles.baseline),
+        j.aggregates(s, &roles.reference),
+    ) else {
         return;
-    }
+    };
     let _ = writeln!(
         o,
         "{s}: {} (base) against {}\n",
@@ -233,12 +240,11 @@ fn scenario_table(o: &mut String, m: &Matrix, s: &str, roles: &Roles) {
         "{:>13} {:>10} {:>13}  metric",
         "mean ±%stddev", "change", "mean ±%stddev"
     );
-    let rows = Rows::of(m, s, &[&roles.baseline, &roles.reference]);
+    let rows = Rows::of(&j.matrix, s, &[&roles.baseline, &roles.reference]);
     for metric in &rows.shown {
-        let (x, y) = (metric.values(b), metric.values(r));
-        let (bv, bsd) = side(metric, &x);
-        let (rv, rsd) = side(metric, &y);
-        let ch = metric_change(metric, &x, &y);
+        let (bv, bsd) = side(b.get(metric.key));
+        let (rv, rsd) = side(r.get(metric.key));
+        let ch = metric_change(j.change(s, metric.key, &roles.baseline, &roles.reference));
         let numbers = format!("{bv:>7} {bsd:>5} {ch:>10} {rv:>7} {rsd:>5}");
         let room = WIDTH - numbers.chars().count() - 2;
         let _ = writeln!(o, "{numbers}  {}", format::truncate(metric.key, room));

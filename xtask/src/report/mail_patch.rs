@@ -12,25 +12,14 @@ use super::{
     mail,
 };
 use crate::{
-    analysis::{
-        expected::AA_SUFFIX,
-        judgement::Verdict,
-        matrix::Matrix,
-        metrics,
-        stats::{self, Resolution},
-    },
-    kernel::variants::{Roles, UnderTest},
-    results::session::Session,
+    analysis::{change::Resolution, expected::AA_SUFFIX, judge::Judgement, judgement::Verdict},
+    kernel::variants::UnderTest,
+    results::session::{BootFailure, Session},
 };
 
 /// The whole mail about `u` (subject line first).
-pub fn mail(
-    session: &Session,
-    m: &Matrix<'_>,
-    verdict: &Verdict,
-    roles: &Roles,
-    u: &UnderTest,
-) -> String {
+pub fn mail(j: &Judgement, u: &UnderTest) -> String {
+    let (session, verdict, roles) = (j.session, &j.verdict, &j.roles);
     let passed = verdict.variant_passed(&u.variant);
     let subject = u.subjects.join("; ");
     let mut o = String::new();
@@ -44,15 +33,15 @@ pub fn mail(
             "the patch FAILS its expectations"
         }
     );
-    findings(&mut o, verdict, u, &session.failures);
+    findings(&mut o, j, u, &session.failures);
     mail::setup_block(&mut o, session);
     let mut against = vec![u.base.as_str()];
     if u.base != roles.reference {
         against.push(&roles.reference);
     }
-    for s in &m.scenarios {
+    for s in &j.matrix.scenarios {
         for base in &against {
-            moved_table(&mut o, m, s, base, &u.variant, roles);
+            moved_table(&mut o, j, s, base, &u.variant);
         }
     }
     reproduce(&mut o, session, u);
@@ -62,32 +51,34 @@ pub fn mail(
 
 /// Per scenario: the patch's class, every run, and why it fails; then its
 /// boots without a record (`failures`: an oops, a hang), each in full.
-fn findings(o: &mut String, verdict: &Verdict, u: &UnderTest, failures: &[String]) {
+fn findings(o: &mut String, j: &Judgement, u: &UnderTest, failures: &[BootFailure]) {
     o.push_str("Findings:\n\n");
+    let verdict = &j.verdict;
     for c in verdict.cells.iter().filter(|c| c.variant == u.variant) {
         let expected = c
             .expected
             .map_or("no expectation".to_string(), |e| format!("expected {e}"));
+        let clat = c.aggregates.value("fio.clat_max_ms");
         let _ = writeln!(
             o,
-            "- {}: {} ({expected}); runs {}; {} MiB/s, clat max {:.0} ms",
+            "- {}: {} ({expected}); runs {}; {} MiB/s (harmonic mean), clat max {} ms (mean)",
             c.scenario,
             c.observed,
             c.run_classes(),
-            num(c.bw_mib_s),
-            c.clat_max_ms
+            num(c.bw_mib_s()),
+            clat.map_or("-".into(), |v| format!("{v:.0}"))
         );
         for f in &c.failures {
             let _ = writeln!(o, "  FAIL {f}");
+        }
+        for l in format::near_lines(c, j.expected.criteria.ok_fraction) {
+            let _ = writeln!(o, "  near a boundary: {l}");
         }
     }
     for x in verdict.lines_of(&u.variant) {
         let _ = writeln!(o, "  FAIL {x}");
     }
-    let of_patch = |f: &&String| {
-        crate::results::record::parse_run_label(f).is_some_and(|(_, v, _)| v == u.variant)
-    };
-    for f in failures.iter().filter(of_patch) {
+    for f in failures.iter().filter(|f| f.run.variant == u.variant) {
         let _ = writeln!(o, "  FAIL boot {f}");
     }
     o.push('\n');
@@ -95,36 +86,36 @@ fn findings(o: &mut String, verdict: &Verdict, u: &UnderTest, failures: &[String
 
 /// `base` against `patched` in scenario `s`: only the metrics whose change
 /// is resolved beyond the scenario's A/A control; says so when none is.
-fn moved_table(o: &mut String, m: &Matrix, s: &str, base: &str, patched: &str, roles: &Roles) {
-    let (b, p) = (m.cell(s, base), m.cell(s, patched));
-    if b.is_empty() || p.is_empty() {
+fn moved_table(o: &mut String, j: &Judgement, s: &str, base: &str, patched: &str) {
+    if j.aggregates(s, base).is_none() || j.aggregates(s, patched).is_none() {
         return;
     }
-    let aa_runs = m.cell(s, &format!("{}{AA_SUFFIX}", roles.reference));
-    let ref_runs = m.cell(s, &roles.reference);
+    let reference = &j.roles.reference;
+    let aa = format!("{reference}{AA_SUFFIX}");
     // Without an A/A control nothing can be told from noise.
-    let floorless = aa_runs.is_empty() || ref_runs.is_empty();
+    let floorless = j.aggregates(s, &aa).is_none() || j.aggregates(s, reference).is_none();
     let mut rows = Vec::new();
-    for metric in metrics::report_order() {
-        let (x, y) = (metric.values(b), metric.values(p));
-        let Some(ch) = stats::change(&x, &y) else {
+    for ch in j.changes(s, base, patched) {
+        let Some(interval) = ch.interval else {
             continue;
         };
         // An A/A pair with nothing to compare (a share of 0 twice) has no
         // spread: the change is judged by its own interval.
-        let aa = stats::change(&metric.values(ref_runs), &metric.values(aa_runs));
-        if floorless || ch.against(aa.as_ref()) != Resolution::Resolved {
+        let floor = j
+            .change(s, ch.metric.key, reference, &aa)
+            .and_then(|a| a.interval);
+        if floorless || interval.against(floor.as_ref()) != Resolution::Resolved {
             continue;
         }
-        let (Some(bv), Some(pv)) = (metric.kind.aggregate(&x), metric.kind.aggregate(&y)) else {
+        let (Some(bv), Some(pv)) = (ch.base, ch.other) else {
             continue;
         };
         rows.push(format!(
             "{:>13} {:>10} {:>13}  {}",
             num(bv),
-            format::change(metric.kind, bv, pv),
+            format::change(ch.metric.kind, bv, pv),
             num(pv),
-            format::truncate(metric.key, mail::WIDTH - 40)
+            format::truncate(ch.metric.key, mail::WIDTH - 40)
         ));
     }
     let _ = writeln!(
@@ -236,7 +227,6 @@ fn thread_lines(o: &mut String, session: &Session, verdict: &Verdict, u: &UnderT
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::results::record::RunRecord;
 
     #[test]
     fn the_reproducer_has_no_local_path_and_builds() {
@@ -250,11 +240,11 @@ mod tests {
     }
 
     /// A session of a patch under test on fuse-strictlimit, 2 runs a cell,
-    /// the patch's runs stalling with share `patch_stall`.
-    fn judged(patch_stall: f64) -> (Session, Vec<RunRecord>, Verdict, Roles, UnderTest) {
+    /// the patch's runs stalling with share `patch_stall`; its mail.
+    fn judged(patch_stall: f64, failures: Vec<BootFailure>) -> String {
         use crate::analysis::{
             expected::ExpectArgs,
-            verdict::tests::{expected, plan, rec},
+            verdict::tests::{expected, judged, rec},
         };
         let mut records = Vec::new();
         for run in 0..2 {
@@ -280,7 +270,6 @@ mod tests {
             &["fuse-strictlimit"],
             &ExpectArgs::default(),
         );
-        let verdict = crate::analysis::verdict::judge(&records, &e, &plan(&records, 2));
         let u = UnderTest {
             variant: "patch-fix".into(),
             base: "regressed".into(),
@@ -293,16 +282,15 @@ mod tests {
             harness: Some("abc123".into()),
             runs: 2,
             under_test: vec![u.clone()],
+            failures,
             ..Session::default()
         };
-        let roles = crate::report::format::session_roles(&session).unwrap();
-        (session, records, verdict, roles, u)
+        mail(&judged(&session, &records, &e, 2), &u)
     }
 
     #[test]
     fn the_mail_of_a_failing_patch_says_why_and_offers_no_tested_by() {
-        let (session, records, verdict, roles, u) = judged(0.69);
-        let text = mail(&session, &Matrix::new(&records), &verdict, &roles, &u);
+        let text = judged(0.69, Vec::new());
         assert!(
             text.starts_with("Subject: Re: mm: start writeback for memcg domains\n"),
             "{text}"
@@ -344,14 +332,21 @@ mod tests {
 
     #[test]
     fn the_mail_names_the_patchs_failed_boots_and_no_other_variants() {
-        let (mut session, records, verdict, roles, u) = judged(0.69);
-        session.failures = vec![
-            "fuse-strictlimit/patch-fix #3: oops: the guest kernel oopsed: kernel BUG at \
-             mm/page-writeback.c:1958! in balance_dirty_pages+0x672/0x680"
-                .into(),
-            "fuse-strictlimit/upstream #3: hang: the guest hung".into(),
-        ];
-        let text = mail(&session, &Matrix::new(&records), &verdict, &roles, &u);
+        let failure = |variant: &str, why: &str| BootFailure {
+            run: crate::guest::run_id::RunId::new("fuse-strictlimit", variant, 2),
+            why: why.into(),
+        };
+        let text = judged(
+            0.69,
+            vec![
+                failure(
+                    "patch-fix",
+                    "oops: the guest kernel oopsed: kernel BUG at mm/page-writeback.c:1958! in \
+                     balance_dirty_pages+0x672/0x680",
+                ),
+                failure("upstream", "hang: the guest hung"),
+            ],
+        );
         assert!(
             text.contains("FAIL boot fuse-strictlimit/patch-fix #3: oops:")
                 && text.contains("balance_dirty_pages+0x672/0x680"),
@@ -362,8 +357,7 @@ mod tests {
 
     #[test]
     fn the_mail_of_a_passing_patch_carries_a_tested_by_for_it() {
-        let (session, records, verdict, roles, u) = judged(0.0);
-        let text = mail(&session, &Matrix::new(&records), &verdict, &roles, &u);
+        let text = judged(0.0, Vec::new());
         assert!(
             text.contains("no stall in any scenario, as expected"),
             "{text}"

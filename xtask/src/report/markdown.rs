@@ -5,22 +5,22 @@
 use std::fmt::Write;
 
 use super::{
-    format::{self, metric_change, num, pct_interval, Rows},
+    format::{self, metric_change, pct_interval, Rows},
     terminal::ratio_text,
 };
 use crate::{
     analysis::{
-        expected::Expected,
-        judgement::Verdict,
-        matrix::Matrix,
-        stats::{change, mean, median, stddev},
+        change::{Change, Resolution, RESAMPLES},
+        expected::{Expected, AA_SUFFIX},
+        judge::Judgement,
+        judgement::{CellVerdict, Verdict, BW},
     },
     guest::fuse_server,
-    kernel::variants::{Comparison, Roles},
-    results::{phases, session::Session},
+    kernel::variants::Comparison,
+    results::session::Session,
 };
 
-fn change_text(c: Option<crate::analysis::stats::Change>) -> String {
+fn change_text(c: Option<Change>) -> String {
     match c {
         Some(c) => pct_interval(c.pct, c.lo, c.hi),
         None => "-".into(),
@@ -48,80 +48,104 @@ fn under_test(o: &mut String, session: &Session, verdict: &Verdict) {
     }
 }
 
-/// The report, in Markdown.
-pub fn markdown(
-    session: &Session,
-    m: &Matrix<'_>,
-    verdict: &Verdict,
-    plots: &[(String, String)],
-    expected: &Expected,
-    roles: &Roles,
-) -> String {
-    let (variants, scenarios) = (&m.variants, &m.scenarios);
-    let main: Vec<&String> = variants.iter().filter(|v| !v.ends_with("-aa")).collect();
+/// The report, in Markdown: the judgement, with the plots made of it.
+pub fn markdown(j: &Judgement, plots: &[(String, String)]) -> String {
+    let (session, verdict, m) = (j.session, &j.verdict, &j.matrix);
+    let main: Vec<&String> = m
+        .variants
+        .iter()
+        .filter(|v| !v.ends_with(AA_SUFFIX))
+        .collect();
     let mut o = String::new();
     header(&mut o, session);
     under_test(&mut o, session, verdict);
-    verdict_matrix(&mut o, verdict, &main, scenarios);
-    verdict_notes(&mut o, session, verdict, expected);
-    for s in scenarios {
+    verdict_matrix(&mut o, verdict, &main, &m.scenarios);
+    verdict_notes(&mut o, session, verdict, j.expected);
+    margins(&mut o, verdict, j.expected);
+    for s in &m.scenarios {
         let info = session.scenarios.iter().find(|i| &i.name == s);
         let _ = writeln!(o, "\n## {s}\n");
         if let Some(i) = info {
             let _ = writeln!(o, "{}. Job: `{}`.\n", i.what, i.job.command_line());
         }
-        throughput_stats(&mut o, m, s, roles);
-        zero_day_table(&mut o, m, s, &main);
+        throughput_stats(&mut o, j, s);
+        zero_day_table(&mut o, j, s, &main);
     }
     plots_section(&mut o, plots);
     environment(&mut o, session);
-    if let Some(t) = time_per_boot(m) {
+    if let Some(t) = time_per_boot(j) {
         let _ = writeln!(o, "{t}");
     }
     o
 }
 
-/// Where a boot's time went, per scenario: each phase's median over the
+/// Where a boot's time went, per scenario: each phase's mean over the
 /// boots that sent their phases (guest seconds: under the virtual clock,
-/// guest time is not the host's), and the median wall time of a boot on the
+/// guest time is not the host's), and the mean wall time of a boot on the
 /// host.
-fn time_per_boot(m: &Matrix<'_>) -> Option<String> {
-    let mut lines = Vec::new();
-    for s in &m.scenarios {
-        let records: Vec<_> = m
-            .variants
-            .iter()
-            .flat_map(|v| m.cell(s, v))
-            .filter(|r| !r.phases.is_empty())
-            .collect();
-        let Some(first) = records.first() else {
-            continue;
-        };
-        let mut parts = Vec::new();
-        for (name, _) in phases::durations(&first.phases) {
-            let secs: Vec<f64> = records
-                .iter()
-                .filter_map(|r| {
-                    let d = phases::durations(&r.phases);
-                    d.into_iter().find(|(n, _)| *n == name).map(|(_, s)| s)
-                })
+fn time_per_boot(j: &Judgement) -> Option<String> {
+    let lines: Vec<String> = (j.time_per_boot.iter())
+        .map(|t| {
+            let parts: Vec<String> = (t.phases.iter())
+                .map(|(name, s)| format!("{name} {s:.1}"))
                 .collect();
-            parts.push(format!("{name} {:.1}", median(&secs)));
-        }
-        let wall: Vec<f64> = records.iter().map(|r| r.wall_secs).collect();
-        lines.push(format!(
-            "  - {s} ({} boots): {} (guest s); {:.1} s wall on the host.",
-            records.len(),
-            parts.join(", "),
-            median(&wall)
-        ));
-    }
+            format!(
+                "  - {} ({} boots): {} (guest s); {:.1} s wall on the host.",
+                t.scenario,
+                t.boots,
+                parts.join(", "),
+                t.wall_s
+            )
+        })
+        .collect();
     (!lines.is_empty()).then(|| {
         format!(
-            "- Time per boot, phase by phase (medians):\n{}",
+            "- Time per boot, phase by phase (means):\n{}",
             lines.join("\n")
         )
     })
+}
+
+/// Every judged run's distance to its class boundaries, and the runs near
+/// one.
+fn margins(o: &mut String, verdict: &Verdict, expected: &Expected) {
+    let _ = writeln!(
+        o,
+        "\n## Margins\n\nEach run's distance to the boundary of its class: its stall share from \
+         the stall line ({:.0}%, a stall run) or the ok line ({:.0}%, an ok run; an unclear run \
+         is negative from the nearer), in points of writer time, and its longest \
+         balance_dirty_pages() call from the latency bound of its scenario, in ms, where the \
+         bound judges its class. A run is near when its share margin is below ok_fraction (the \
+         two detectors may differ by that much) or its latency margin below its longest single \
+         pause.\n\n| cell | runs |\n|---|---|",
+        expected.criteria.stall_fraction * 100.0,
+        expected.criteria.ok_fraction * 100.0
+    );
+    for c in &verdict.cells {
+        let runs: Vec<String> = (c.run_verdicts.iter())
+            .map(|r| {
+                let m = r.margins.as_ref().map_or("idle".into(), format::margins);
+                format!("{} {}: {m}", c.id(r.run).short(), r.class)
+            })
+            .collect();
+        let _ = writeln!(o, "| {}/{} | {} |", c.scenario, c.variant, runs.join("; "));
+    }
+    let near: Vec<String> = verdict
+        .cells
+        .iter()
+        .flat_map(|c| near(c, expected))
+        .collect();
+    if !near.is_empty() {
+        let _ = writeln!(o, "\nRuns near a class boundary:\n\n{}", near.join("\n"));
+    }
+}
+
+/// `- memcg-ext4/v1: run 2 is 0.03 points above the stall line ...`.
+fn near(c: &CellVerdict, expected: &Expected) -> Vec<String> {
+    format::near_lines(c, expected.criteria.ok_fraction)
+        .into_iter()
+        .map(|l| format!("- {}/{}: {l}", c.scenario, c.variant))
+        .collect()
 }
 
 fn header(o: &mut String, session: &Session) {
@@ -159,11 +183,7 @@ fn verdict_matrix(o: &mut String, verdict: &Verdict, main: &[&String], scenarios
     for s in scenarios {
         let _ = write!(o, "| {s} |");
         for v in main {
-            let cell = verdict
-                .cells
-                .iter()
-                .find(|c| &c.variant == *v && &c.scenario == s);
-            let text = match cell {
+            let text = match verdict.cell(s, v) {
                 Some(c) => {
                     let mark = match c.expected {
                         Some(_) if c.failures.is_empty() => " ✓",
@@ -290,56 +310,54 @@ fn verdict_notes(o: &mut String, session: &Session, verdict: &Verdict, expected:
 
     let _ = writeln!(
         o,
-        "\nIntervals below are percentile-bootstrap 95% intervals of the ratio of means \
-         ({} resamples; runs per cell: {}). With few runs the bootstrap understates the \
+        "\nIntervals below are percentile-bootstrap 95% intervals of the ratio of the \
+         aggregates (harmonic means for MiB/s; {} resamples; runs per cell: {}). With few runs the bootstrap understates the \
          uncertainty, since it cannot see variation the runs did not show; the A/A control \
          (the same kernel booted twice) is the better yardstick. Treat a throughput \
          difference as real only when it is outside its interval and well beyond the A/A \
          difference of the same scenario.",
-        crate::analysis::stats::RESAMPLES,
+        RESAMPLES,
         session.runs_per_cell()
     );
 }
 
-/// Throughput per variant with intervals against the baseline and the
-/// reference, the A/A noise floor, and the compared pairs of `roles`.
-fn throughput_stats(o: &mut String, m: &Matrix, s: &str, roles: &Roles) {
-    let variants = &m.variants;
-    let bw = |v: &str| -> Vec<f64> { m.cell(s, v).iter().map(|r| r.fio.bw_mib_s).collect() };
+/// Throughput per variant (its aggregate, the harmonic mean) with intervals
+/// against the baseline and the reference, the A/A noise floor, and the
+/// compared pairs of the roles.
+fn throughput_stats(o: &mut String, j: &Judgement, s: &str) {
+    let (variants, roles) = (&j.matrix.variants, &j.roles);
+    let interval = |from: &str, to: &str| j.change(s, BW, from, to).and_then(|c| c.interval);
     let _ = writeln!(
         o,
-        "| variant | runs | median MiB/s | mean ± stddev | change vs {} [95% CI] | change vs {} [95% CI] |\n|---|---|---|---|---|---|",
+        "| variant | runs | MiB/s, harmonic mean ±%stddev | change vs {} [95% CI] | change vs {} [95% CI] |\n|---|---|---|---|---|",
         roles.baseline, roles.reference
     );
     for v in variants {
-        let x = bw(v);
-        if x.is_empty() {
+        let Some(a) = j.aggregates(s, v).and_then(|a| a.get(BW)) else {
             continue;
-        }
+        };
         let vs = |base: &str| {
-            if base == v.as_str() || bw(base).is_empty() {
+            if base == v.as_str() || j.aggregates(s, base).is_none() {
                 "-".to_string()
             } else {
-                change_text(change(&bw(base), &x))
+                change_text(interval(base, v))
             }
         };
         let _ = writeln!(
             o,
-            "| {v} | {} | {} | {} ± {} | {} | {} |",
-            x.len(),
-            num(median(&x)),
-            num(mean(&x)),
-            num(stddev(&x)),
+            "| {v} | {} | {} | {} | {} |",
+            a.runs,
+            format::aggregate(Some(a)),
             vs(&roles.baseline),
             vs(&roles.reference),
         );
     }
     o.push('\n');
     // The A/A control first: it says how far this scenario's noise reaches.
-    let mut floor: Option<crate::analysis::stats::Change> = None;
-    for v in variants.iter().filter(|v| v.ends_with("-aa")) {
-        let base = v.trim_end_matches("-aa");
-        if let Some(c) = change(&bw(base), &bw(v)) {
+    let mut floor: Option<Change> = None;
+    for v in variants.iter().filter(|v| v.ends_with(AA_SUFFIX)) {
+        let base = v.trim_end_matches(AA_SUFFIX);
+        if let Some(c) = interval(base, v) {
             floor = Some(c);
             let _ = writeln!(
                 o,
@@ -356,7 +374,7 @@ fn throughput_stats(o: &mut String, m: &Matrix, s: &str, roles: &Roles) {
         }
     }
     for pair in &roles.compare {
-        compare_pair(o, pair, &bw(&pair.a), &bw(&pair.b), s, floor);
+        compare_pair(o, pair, interval(&pair.b, &pair.a), s, floor);
     }
 }
 
@@ -364,15 +382,13 @@ fn throughput_stats(o: &mut String, m: &Matrix, s: &str, roles: &Roles) {
 fn compare_pair(
     o: &mut String,
     pair: &Comparison,
-    a: &[f64],
-    b: &[f64],
+    c: Option<Change>,
     s: &str,
-    floor: Option<crate::analysis::stats::Change>,
+    floor: Option<Change>,
 ) {
-    let Some(c) = change(b, a) else {
+    let Some(c) = c else {
         return;
     };
-    use crate::analysis::stats::Resolution;
     let verdict = match c.against(floor.as_ref()) {
         Resolution::Resolved => {
             "resolved: the interval excludes 0 and the change lies outside the A/A interval"
@@ -403,10 +419,10 @@ fn compare_pair(
 }
 
 /// 0-day style: base ±%stddev | %change | other ±%stddev | ... | metric, one
-/// row per metric in report order, aggregated by its kind (harmonic mean for
-/// rates), less the rows that repeat another; a `*` marks a change whose
-/// bootstrap 95% interval excludes 0.
-fn zero_day_table(o: &mut String, m: &Matrix, s: &str, main: &[&String]) {
+/// row per metric in report order, each the aggregate of its kind (harmonic
+/// mean for rates), less the rows that repeat another; a `*` marks a change
+/// whose bootstrap 95% interval excludes 0.
+fn zero_day_table(o: &mut String, j: &Judgement, s: &str, main: &[&String]) {
     let base = main.first().map(|v| v.as_str()).unwrap_or("");
     let _ = write!(o, "| {base} ±%stddev |");
     for v in main.iter().skip(1) {
@@ -418,25 +434,13 @@ fn zero_day_table(o: &mut String, m: &Matrix, s: &str, main: &[&String]) {
     }
     o.push_str("---|\n");
     let names: Vec<&str> = main.iter().map(|v| v.as_str()).collect();
-    let rows = Rows::of(m, s, &names);
-    let base_runs = m.cell(s, base);
+    let rows = Rows::of(&j.matrix, s, &names);
+    let cell = |v: &str, key: &str| format::aggregate(j.aggregates(s, v).and_then(|a| a.get(key)));
     for metric in &rows.shown {
-        let b = metric.values(base_runs);
-        let cellfmt = |x: &[f64]| match metric.kind.aggregate(x) {
-            None => "-".to_string(),
-            Some(m) => {
-                let sd = if m != 0.0 {
-                    stddev(x) / m.abs() * 100.0
-                } else {
-                    0.0
-                };
-                format!("{} ±{:.0}%", num(m), sd)
-            }
-        };
-        let _ = write!(o, "| {} |", cellfmt(&b));
+        let _ = write!(o, "| {} |", cell(base, metric.key));
         for v in main.iter().skip(1) {
-            let x = metric.values(m.cell(s, v));
-            let _ = write!(o, " {} | {} |", metric_change(metric, &b, &x), cellfmt(&x));
+            let ch = metric_change(j.change(s, metric.key, base, v));
+            let _ = write!(o, " {ch} | {} |", cell(v, metric.key));
         }
         let _ = writeln!(o, " {} |", metric.key);
     }

@@ -1,5 +1,7 @@
-//! Rendering results: the side-by-side table `qemu-test` prints (variants as
-//! columns, throughput and the mechanism as rows), and the verdict lines.
+//! Rendering a judgement (`analysis::judge`): the side-by-side table
+//! `qemu-test` prints (variants as columns, throughput and the mechanism as
+//! rows) and the verdict lines, the Markdown report, the mails, the KCIDB
+//! document and the plots. Every renderer reads the one `Judgement`.
 
 pub mod format;
 pub mod kcidb;
@@ -9,68 +11,48 @@ pub mod markdown;
 pub mod plots;
 pub mod terminal;
 
-use crate::{
-    analysis::{evidence::Evidence, judgement::Verdict},
-    results::{dir::ResultsDir, record::RunRecord},
-};
-use format::session_roles;
+use anyhow::Context;
 
-/// Renders a results directory: `verdict.json`, `report.md`, the mail
-/// (`report.mail.txt`) and the SVG plots. Returns the verdict and the evidence
-/// it was judged on (the runs the tables and plots summarise).
-pub fn render(
-    dir: &std::path::Path,
-    session: &crate::results::session::Session,
-    records: &[RunRecord],
-    expected: &crate::analysis::expected::Expected,
-) -> anyhow::Result<(Verdict, Evidence)> {
-    use anyhow::Context;
-    let evidence = Evidence::of(records, expected);
-    let verdict = crate::analysis::verdict::judge_evidence(
-        &evidence,
-        expected,
-        &crate::analysis::judgement::Planned::of(session),
-    );
+use crate::{analysis::judge::Judgement, results::dir::ResultsDir};
+
+/// Renders a judged results directory: `verdict.json`, `report.md`, the mail
+/// (`report.mail.txt`) and the SVG plots.
+pub fn render(dir: &std::path::Path, j: &Judgement) -> anyhow::Result<()> {
     let rd = ResultsDir::new(dir);
     crate::util::write_atomic(
         &rd.file(ResultsDir::VERDICT),
-        serde_json::to_string_pretty(&verdict)?,
+        serde_json::to_string_pretty(&j.verdict)?,
     )?;
     // Tables and plots summarise the runs the verdict used.
-    let m = crate::analysis::matrix::Matrix::new(&evidence.usable);
     let mut plots = Vec::new();
-    if !evidence.usable.is_empty() {
-        plots::throughput(&m, &rd.file(ResultsDir::THROUGHPUT_SVG))
+    if !j.matrix.scenarios.is_empty() {
+        plots::throughput(j, &rd.file(ResultsDir::THROUGHPUT_SVG))
             .context("plotting throughput")?;
         plots.push((
             "Throughput per cell".to_string(),
             ResultsDir::THROUGHPUT_SVG.to_string(),
         ));
     }
-    for s in &m.scenarios {
+    for s in &j.matrix.scenarios {
         let (file, path) = rd.timeseries_svg(s);
-        if plots::timeseries(dir, &m, s, &path)
+        if plots::timeseries(dir, j, s, &path)
             .with_context(|| format!("plotting the time series of {s}"))?
         {
             plots.push((format!("Time series, {s}"), file));
         }
     }
-    let roles = session_roles(session)?;
-    let md = markdown::markdown(session, &m, &verdict, &plots, expected, &roles);
-    crate::util::write_atomic(&rd.file(ResultsDir::REPORT), md)?;
+    crate::util::write_atomic(&rd.file(ResultsDir::REPORT), markdown::markdown(j, &plots))?;
     // With patches under test, the mail is about them, one after the other.
-    let text = if session.under_test.is_empty() {
-        mail::mail(session, &m, &verdict, &roles)
+    let text = if j.session.under_test.is_empty() {
+        mail::mail(j)
     } else {
-        session
-            .under_test
-            .iter()
-            .map(|u| mail_patch::mail(session, &m, &verdict, &roles, u))
+        (j.session.under_test.iter())
+            .map(|u| mail_patch::mail(j, u))
             .collect::<Vec<_>>()
             .join("\n")
     };
     crate::util::write_atomic(&rd.file(ResultsDir::MAIL), text)?;
-    Ok((verdict, evidence))
+    Ok(())
 }
 
 #[cfg(test)]
@@ -81,18 +63,14 @@ mod tests {
         terminal::{table, verdict_lines},
     };
     use crate::{
-        analysis::{
-            matrix::Matrix,
-            verdict::tests::{expected, plan, rec},
+        analysis::verdict::tests::{expected, judged, rec},
+        guest::run_id::RunId,
+        results::{
+            record::RunRecord,
+            session::{BootFailure, Session},
         },
-        results::session::Session,
         util::testdir,
     };
-
-    /// The roles of the repository's variants file.
-    fn roles() -> crate::kernel::variants::Roles {
-        session_roles(&Session::default()).unwrap()
-    }
 
     fn records() -> Vec<RunRecord> {
         let mut out = Vec::new();
@@ -141,9 +119,9 @@ mod tests {
 
     #[test]
     fn the_table_puts_variants_side_by_side() {
-        let r = records();
-        let v = crate::analysis::verdict::judge(&r, &expected(), &plan(&r, 3));
-        let t = table(&Matrix::new(&r), &v);
+        let (r, e, mut session) = (records(), expected(), Session::default());
+        let j = judged(&session, &r, &e, 3);
+        let t = table(&j);
         let header = t
             .lines()
             .find(|l| l.starts_with("fuse-strictlimit"))
@@ -162,11 +140,15 @@ mod tests {
         );
         assert!(t.contains("stall (stall)"), "{t}");
         assert!(t.contains("slowest clean variant"), "{t}");
-        assert!(verdict_lines(&v, &[], &[]).starts_with("PASS"));
+        assert!(verdict_lines(&j).starts_with("PASS"));
         // A boot without a record (here an oops) fails the summary, whatever
         // the cells that were measured say.
-        let oops = ["fuse-strictlimit/patch-bug #1: oops: the guest kernel oopsed".to_string()];
-        let text = verdict_lines(&v, &[], &oops);
+        session.failures = vec![BootFailure {
+            run: RunId::new("fuse-strictlimit", "patch-bug", 0),
+            why: "oops: the guest kernel oopsed".into(),
+        }];
+        let j = judged(&session, &r, &e, 3);
+        let text = verdict_lines(&j);
         assert!(!text.contains("PASS"), "{text}");
         assert!(
             text.contains("FAIL run fuse-strictlimit/patch-bug #1: oops:")
@@ -177,15 +159,11 @@ mod tests {
 
     #[test]
     fn the_markdown_report_has_the_matrix_the_statistics_and_the_environment() {
-        let r = records();
-        let v = crate::analysis::verdict::judge(&r, &expected(), &plan(&r, 3));
+        let (r, e, session) = (records(), expected(), Session::default());
+        let j = judged(&session, &r, &e, 3);
         let md = markdown(
-            &Session::default(),
-            &Matrix::new(&r),
-            &v,
+            &j,
             &[("Throughput per cell".into(), "throughput.svg".into())],
-            &expected(),
-            &roles(),
         );
         assert!(
             md.contains(
@@ -218,9 +196,9 @@ mod tests {
         }
         // One run's trace saw a throttle sleep more than the module: its row shows.
         r[0].witness.throttle_sleeps += 1;
-        let v = crate::analysis::verdict::judge(&r, &expected(), &plan(&r, 3));
-        let m = Matrix::new(&r);
-        let md = markdown(&Session::default(), &m, &v, &[], &expected(), &roles());
+        let (e, session) = (expected(), Session::default());
+        let j = judged(&session, &r, &e, 3);
+        let md = markdown(&j, &[]);
         let at = |key: &str| md.find(&format!(" | {key} |\n")).unwrap_or(usize::MAX);
         let order = [
             "fio.write_bw_MiB/s",
@@ -240,7 +218,7 @@ mod tests {
             "{md}"
         );
         // The mail keeps the long key on its numbers' line, cut to 72 columns.
-        let text = mail::mail(&Session::default(), &m, &v, &roles());
+        let text = mail::mail(&j);
         assert!(
             text.lines().all(|l| l.chars().count() <= mail::WIDTH),
             "{text}"
@@ -264,28 +242,25 @@ mod tests {
     #[test]
     fn plots_are_well_formed_svg() {
         let dir = testdir::Dir::new("plots");
-        let r = records();
+        let (r, e, session) = (records(), expected(), Session::default());
+        let j = judged(&session, &r, &e, 3);
         for v in ["regressed", "v1"] {
             let samples = "S t=1.0\nT bdi=0:45 memcg_id=0 domain=global age_ms=1 thresh=1 bg_thresh=1 dirty=1 limit=1 wb_dirty=900 wb_thresh=948 wb_bg_thresh=473 pos_ratio=0 dirty_ratelimit=1 task_ratelimit=0 pause_ms=48\n\
                            C bdi=0:45 memcg_id=0 strictlimit=1 bg_starts=0 throttle_events=1 throttle_sleeps=1 stall_sleeps=1 pause_ms=48 max_pause_ms=48 work_background=0 work_periodic=0 work_sync=0 work_other=0\n\
                            B BdiReclaimable=3600\nS t=1.1\nB BdiReclaimable=3700\n";
             std::fs::write(dir.path().join(format!("{v}-0.samples.txt")), samples).unwrap();
         }
-        plots::throughput(&Matrix::new(&r), &dir.path().join("t.svg")).unwrap();
+        plots::throughput(&j, &dir.path().join("t.svg")).unwrap();
         assert!(plots::timeseries(
             dir.path(),
-            &Matrix::new(&r),
+            &j,
             "fuse-strictlimit",
             &dir.path().join("s.svg")
         )
         .unwrap());
-        assert!(!plots::timeseries(
-            dir.path(),
-            &Matrix::new(&r),
-            "memcg-ext4",
-            &dir.path().join("m.svg")
-        )
-        .unwrap());
+        assert!(
+            !plots::timeseries(dir.path(), &j, "memcg-ext4", &dir.path().join("m.svg")).unwrap()
+        );
         let s = std::fs::read_to_string(dir.path().join("s.svg")).unwrap();
         assert!(s.contains("regressed / fuse-strictlimit, run 1: "), "{s}");
         for f in ["t.svg", "s.svg"] {
@@ -311,15 +286,8 @@ mod tests {
                 r.push(x);
             }
         }
-        let v = crate::analysis::verdict::judge(&r, &expected(), &plan(&r, 3));
-        let md = markdown(
-            &Session::default(),
-            &Matrix::new(&r),
-            &v,
-            &[],
-            &expected(),
-            &roles(),
-        );
+        let (e, session) = (expected(), Session::default());
+        let md = markdown(&judged(&session, &r, &e, 3), &[]);
         // v1 is +10% over v2 with an interval that excludes 0, but the same
         // kernel booted twice spreads over more than that.
         assert!(
@@ -346,9 +314,8 @@ mod tests {
             r
         };
         let finding = |r: &[RunRecord]| {
-            let v = crate::analysis::verdict::judge(r, &expected(), &plan(r, 3));
-            let text =
-                mail::mail(&Session::default(), &Matrix::new(r), &v, &roles()).replace('\n', " ");
+            let (e, session) = (expected(), Session::default());
+            let text = mail::mail(&judged(&session, r, &e, 3)).replace('\n', " ");
             let at = text
                 .find("- fuse-nostrict:")
                 .expect("a finding for the scenario");
@@ -411,12 +378,9 @@ mod tests {
         let read = |name: &str| std::fs::read_to_string(dir.path().join(name)).unwrap();
         let (session, records) = ResultsDir::new(dir.path()).load().unwrap();
         let expected = crate::analysis::verdict::session_expectations(&session, None).unwrap();
-        let (verdict, evidence) = render(dir.path(), &session, &records, &expected).unwrap();
-        let terminal = format!(
-            "{}\n{}",
-            table(&Matrix::new(&evidence.usable), &verdict),
-            verdict_lines(&verdict, &[], &session.failures)
-        );
+        let j = crate::analysis::judge(&session, &records, &expected).unwrap();
+        render(dir.path(), &j).unwrap();
+        let terminal = format!("{}\n{}", table(&j), verdict_lines(&j));
         // WBSTALL_BLESS=1 writes what renders now as the new golden files
         // (after a regenerated example, or a change of output with a reason).
         if std::env::var_os("WBSTALL_BLESS").is_some() {

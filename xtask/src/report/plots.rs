@@ -9,11 +9,7 @@ use anyhow::{anyhow, Result};
 use plotters::{coord::Shift, prelude::*};
 
 use crate::{
-    analysis::{
-        matrix::Matrix,
-        metrics,
-        stats::{mean, mean_ci},
-    },
+    analysis::{judge::Judgement, judgement::BW, matrix::Matrix, metrics},
     report::format,
     results::record::RunRecord,
     results::samples,
@@ -32,9 +28,9 @@ fn err<E: std::fmt::Debug>(e: E) -> anyhow::Error {
     anyhow!("plotting: {e:?}")
 }
 
-/// Throughput per variant, one panel per scenario: every run as a dot, the mean
-/// with its bootstrap 95% interval as a whisker. Log scale: a stall is orders
-/// of magnitude, not percent.
+/// Throughput per variant, one panel per scenario: every run as a dot, the
+/// cell's aggregate (the harmonic mean) with its bootstrap 95% interval as a
+/// whisker. Log scale: a stall is orders of magnitude, not percent.
 /// Per variant (by index), the runs' bandwidths in one scenario, floored for
 /// the log axis.
 fn bandwidths(m: &Matrix, scenario: &str, bw: &metrics::Metric) -> Vec<(usize, Vec<f64>)> {
@@ -53,7 +49,8 @@ fn bandwidths(m: &Matrix, scenario: &str, bw: &metrics::Metric) -> Vec<(usize, V
         .collect()
 }
 
-pub fn throughput(m: &Matrix<'_>, out: &Path) -> Result<()> {
+pub fn throughput(j: &Judgement, out: &Path) -> Result<()> {
+    let m = &j.matrix;
     let (variants, scenarios) = (&m.variants, &m.scenarios);
     let panel_h = 300u32;
     let root =
@@ -69,8 +66,9 @@ pub fn throughput(m: &Matrix<'_>, out: &Path) -> Result<()> {
         let mut chart = ChartBuilder::on(area)
             .caption(
                 format!(
-                    "{scenario}: fio write {} (log); dots: runs, whisker: mean, bootstrap 95%",
-                    bw.unit
+                    "{scenario}: fio write {} (log); dots: runs, whisker: {}, bootstrap 95%",
+                    bw.unit,
+                    bw.kind.aggregate_name()
                 ),
                 ("sans-serif", 18),
             )
@@ -110,13 +108,17 @@ pub fn throughput(m: &Matrix<'_>, out: &Path) -> Result<()> {
                     )
                 }))
                 .map_err(err)?;
-            let (clo, chi) = mean_ci(bws).unwrap_or((mean(bws), mean(bws)));
+            let whisker = j
+                .aggregates(scenario, &variants[*i])
+                .and_then(|a| a.get(BW));
+            let Some(a) = whisker else { continue };
+            let (clo, chi) = a.interval.unwrap_or((a.value, a.value));
             chart
                 .draw_series(std::iter::once(ErrorBar::new_vertical(
                     x + 0.2,
                     clo.max(lo),
-                    mean(bws),
-                    chi,
+                    a.value.max(lo),
+                    chi.max(lo),
                     color.stroke_width(2),
                     12,
                 )))
@@ -129,8 +131,8 @@ pub fn throughput(m: &Matrix<'_>, out: &Path) -> Result<()> {
 
 /// The time series of one scenario: a legend above, then one panel per
 /// variant (its first run with samples), all on the same axes.
-pub fn timeseries(dir: &Path, m: &Matrix<'_>, scenario: &str, out: &Path) -> Result<bool> {
-    let runs = first_runs(dir, m, scenario)?;
+pub fn timeseries(dir: &Path, j: &Judgement, scenario: &str, out: &Path) -> Result<bool> {
+    let runs = first_runs(dir, &j.matrix, scenario)?;
     if runs.is_empty() {
         return Ok(false);
     }
@@ -257,7 +259,7 @@ fn panel(
                 "{} / {}, run {}: {} {}, stall share {:.1}%",
                 r.variant,
                 scenario,
-                r.run + 1,
+                r.id().number(),
                 (bw.extract)(r).map_or("-".into(), format::num),
                 bw.unit,
                 (share.extract)(r).unwrap_or(f64::NAN)

@@ -1,12 +1,29 @@
 //! What `qemu-test` prints: the side-by-side table (variants as columns,
-//! throughput and the mechanism as rows) and the verdict lines.
+//! throughput and the mechanism as rows: each metric's aggregate, the one
+//! of its kind that report.md shows too), the runs near a class boundary,
+//! and the verdict lines.
 
-use super::format::{med, num};
+use super::format::{self, num};
 use crate::{
-    analysis::{judgement::Verdict, matrix::Matrix, metrics, stats::median},
+    analysis::{aggregate::Aggregates, judge::Judgement, judgement::CellVerdict, metrics},
     kernel::variants::UnderTest,
     results::{debugfs, record::RunRecord},
 };
+
+/// What a row reads of one cell: its usable runs, their aggregates and
+/// whether each run's witness agreed exactly.
+struct Cell<'a> {
+    runs: &'a [&'a RunRecord],
+    agg: Option<&'a Aggregates>,
+    exact_witness: usize,
+}
+
+impl Cell<'_> {
+    /// A metric's aggregate, as the tables write numbers (`-` for none).
+    fn value(&self, key: &str) -> String {
+        self.agg.and_then(|a| a.value(key)).map_or("-".into(), num)
+    }
+}
 
 /// The writer's last threshold snapshot of a run.
 fn snapshot(r: &RunRecord) -> Option<&debugfs::KvLine> {
@@ -15,18 +32,18 @@ fn snapshot(r: &RunRecord) -> Option<&debugfs::KvLine> {
 
 /// A value of the last run's threshold snapshot: `none` where the writer
 /// never reached a throttle decision (no snapshot), `?` where the key is absent.
-fn snap_value(c: &[&RunRecord], key: &str) -> String {
-    match c.last().map(|r| snapshot(r)) {
+fn snap_value(c: &Cell, key: &str) -> String {
+    match c.runs.last().map(|r| snapshot(r)) {
         Some(Some(s)) => debugfs::value(s, key).map_or("?".into(), |v| v.to_string()),
         _ => "none".into(),
     }
 }
 
-/// A row of the table: a metric of the registry (its label, the median of
-/// the runs), or a line of text made from the runs.
+/// A row of the table: a metric of the registry (its label, its aggregate
+/// over the runs), or a line of text made from the cell.
 enum Row {
     Metric(&'static str),
-    Text(&'static str, fn(&[&RunRecord]) -> String),
+    Text(&'static str, fn(&Cell) -> String),
 }
 
 impl Row {
@@ -37,28 +54,26 @@ impl Row {
         }
     }
 
-    fn value(&self, c: &[&RunRecord]) -> String {
+    fn value(&self, c: &Cell) -> String {
         match self {
             Row::Text(_, f) => f(c),
             Row::Metric(key) => {
                 let m = metrics::get(key);
-                let v = m.values(c);
-                if v.is_empty() {
-                    return "-".into();
-                }
                 match m.kind {
-                    metrics::Kind::Share => format!("{:.1}{}", median(&v), m.unit),
-                    _ => num(median(&v)),
+                    metrics::Kind::Share if c.agg.and_then(|a| a.value(key)).is_some() => {
+                        format!("{}{}", c.value(key), m.unit)
+                    }
+                    _ => c.value(key),
                 }
             }
         }
     }
 }
 
-/// The rows, medians over the runs of a cell: the numbers that answer the
-/// question first (`metrics::HEADLINE`), then the rest of the mechanism.
+/// The rows: the numbers that answer the question first
+/// (`metrics::HEADLINE`), then the rest of the mechanism.
 const ROWS: &[Row] = &[
-    Row::Text("runs (medians below)", |c| c.len().to_string()),
+    Row::Text("runs (aggregates below)", |c| c.runs.len().to_string()),
     Row::Metric("fio.write_bw_MiB/s"),
     Row::Metric("wbstall.stall_share_%"),
     Row::Metric("wbstall.bg_starts"),
@@ -77,26 +92,19 @@ const ROWS: &[Row] = &[
     Row::Text("witness bg_starts/throttle_sleeps", |c| {
         format!(
             "{}/{}",
-            num(med(c, |r| r.witness.bg_starts as f64)),
-            num(med(c, |r| r.witness.throttle_sleeps as f64))
+            c.value("tracefs.writeback_wake_background"),
+            c.value("tracefs.balance_dirty_pages_pause>0")
         )
     }),
     Row::Text("witness agrees (runs, no slack)", |c| {
-        let t = crate::results::witness::Tolerance { abs: 0, rel: 0.0 };
-        let exact = c
-            .iter()
-            .filter(|r| crate::results::problems::disagreements(r, &t).is_empty())
-            .count();
-        format!("{exact}/{} exact", c.len())
+        format!("{}/{} exact", c.exact_witness, c.runs.len())
     }),
-    Row::Text("written back MiB (BdiWritten)", |c| {
-        num(med(c, |r| r.bdi_written_kb as f64 / 1024.0))
-    }),
+    Row::Metric("bdi.BdiWritten_kB"),
     Row::Text("work background/periodic", |c| {
         format!(
             "{}/{}",
-            num(med(c, |r| r.mechanism.work_background as f64)),
-            num(med(c, |r| r.mechanism.work_periodic as f64))
+            c.value("wbstall.work_background"),
+            c.value("wbstall.work_periodic")
         )
     }),
     Row::Text("wb_thresh/wb_bg_thresh pages", |c| {
@@ -110,7 +118,8 @@ const ROWS: &[Row] = &[
         snap_value(c, "bg_thresh")
     }),
     Row::Text("vm.dirty_bytes/background_bytes", |c| {
-        c.last()
+        c.runs
+            .last()
             .map(|r| {
                 let k = |n: &str| {
                     r.vm_knobs.get(n).map_or("?".to_string(), |&v| {
@@ -125,16 +134,10 @@ const ROWS: &[Row] = &[
             })
             .unwrap_or_default()
     }),
-    Row::Text("memcg memory.max events", |c| {
-        if c.iter().all(|r| r.memcg_events.is_empty()) {
-            return "-".into();
-        }
-        num(med(c, |r| {
-            r.memcg_events.get("max").copied().unwrap_or(0) as f64
-        }))
-    }),
+    Row::Metric("memcg.max_events"),
     Row::Text("strict_limit/max_ratio", |c| {
-        c.last()
+        c.runs
+            .last()
             .map(|r| {
                 let k = |n: &str| r.bdi_knobs.get(n).cloned().unwrap_or_else(|| "-".into());
                 format!("{}/{}", k("strict_limit"), k("max_ratio"))
@@ -158,8 +161,29 @@ pub fn ratio_text(ratio: f64) -> String {
     }
 }
 
-/// The side-by-side table, one block per scenario.
-pub fn table(m: &Matrix<'_>, verdict: &Verdict) -> String {
+/// The rows of a cell's verdict: its closest run's share margin, and its
+/// class against its expectation.
+type CellRow = (&'static str, fn(&CellVerdict) -> String);
+const VERDICT_ROWS: [CellRow; 2] = [
+    ("closest share margin, pts", |c| {
+        let closest = (c.run_verdicts.iter())
+            .filter_map(|r| r.margins.as_ref())
+            .min_by(|a, b| a.share_points.total_cmp(&b.share_points));
+        closest.map_or("-".into(), |m| {
+            let near = if m.near() { " near" } else { "" };
+            format!("{:+.2}{near}", m.share_points)
+        })
+    }),
+    ("verdict (expected)", |c| match c.expected {
+        Some(e) => format!("{} ({e})", c.observed),
+        None => format!("{} (-)", c.observed),
+    }),
+];
+
+/// The side-by-side table, one block per scenario, then the runs near a
+/// class boundary.
+pub fn table(j: &Judgement) -> String {
+    let (m, verdict) = (&j.matrix, &j.verdict);
     let mut out = String::new();
     for scenario in &m.scenarios {
         let present = m.variants_in(scenario);
@@ -169,29 +193,53 @@ pub fn table(m: &Matrix<'_>, verdict: &Verdict) -> String {
             out.push_str(&format!(" {v:>14}"));
         }
         out.push('\n');
+        let cells: Vec<Cell> = present
+            .iter()
+            .map(|v| {
+                let runs = m.cell(scenario, v);
+                let exact_witness = (j.evidence.runs.iter())
+                    .filter(|c| c.exact_witness && c.problems.is_empty())
+                    .filter(|c| c.record.id().in_cell(scenario, v))
+                    .count();
+                Cell {
+                    runs,
+                    agg: j.aggregates(scenario, v),
+                    exact_witness,
+                }
+            })
+            .collect();
         for row in ROWS {
             out.push_str(&format!("{:<width$}", row.label()));
-            for v in &present {
-                out.push_str(&format!(" {:>14}", row.value(m.cell(scenario, v))));
+            for c in &cells {
+                out.push_str(&format!(" {:>14}", row.value(c)));
             }
             out.push('\n');
         }
-        out.push_str(&format!("{:<width$}", "verdict (expected)"));
-        for v in &present {
-            let c = verdict
-                .cells
-                .iter()
-                .find(|c| &c.variant == *v && &c.scenario == scenario);
-            let text = match c {
-                Some(c) => match c.expected {
-                    Some(e) => format!("{} ({e})", c.observed),
-                    None => format!("{} (-)", c.observed),
-                },
-                None => "-".into(),
-            };
-            out.push_str(&format!(" {text:>14}"));
+        for (label, text) in VERDICT_ROWS {
+            out.push_str(&format!("{label:<width$}"));
+            for v in &present {
+                let t = verdict.cell(scenario, v).map_or("-".into(), text);
+                out.push_str(&format!(" {t:>14}"));
+            }
+            out.push('\n');
         }
+    }
+    out.push_str(
+        "\nValues: the runs' harmonic mean for rates (MiB/s, IOPS), their mean for the rest, as \
+         report.md's tables.\n",
+    );
+    let near: Vec<String> = (verdict.cells.iter())
+        .flat_map(|c| {
+            format::near_lines(c, j.expected.criteria.ok_fraction)
+                .into_iter()
+                .map(move |l| format!("near a boundary: {}/{}: {l}", c.scenario, c.variant))
+        })
+        .collect();
+    if !near.is_empty() {
         out.push('\n');
+        for l in near {
+            out.push_str(&format!("{l}\n"));
+        }
     }
     if !verdict.throughput_ratio.is_empty() {
         out.push('\n');
@@ -208,7 +256,8 @@ pub fn table(m: &Matrix<'_>, verdict: &Verdict) -> String {
 /// The verdict's summary lines, the boots without a record (`failures`:
 /// an oops, a hang, no result) among them: the last line says PASS only when
 /// every planned boot has a record and every cell matches.
-pub fn verdict_lines(verdict: &Verdict, under_test: &[UnderTest], failures: &[String]) -> String {
+pub fn verdict_lines(j: &Judgement) -> String {
+    let (verdict, under_test, failures) = (&j.verdict, &j.session.under_test, j.failures());
     let mut out = String::new();
     for c in &verdict.cells {
         for f in &c.failures {
@@ -253,17 +302,8 @@ pub fn verdict_lines(verdict: &Verdict, under_test: &[UnderTest], failures: &[St
 
 /// What a judged session prints: the table of the usable runs, the verdict
 /// lines, the boots that produced no record, and where the report is.
-pub fn summary(
-    dir: &std::path::Path,
-    session: &crate::results::session::Session,
-    evidence: &crate::analysis::evidence::Evidence,
-    verdict: &Verdict,
-) -> String {
-    let mut out = format!(
-        "{}\n{}",
-        table(&Matrix::new(&evidence.usable), verdict),
-        verdict_lines(verdict, &session.under_test, &session.failures)
-    );
+pub fn summary(dir: &std::path::Path, j: &Judgement) -> String {
+    let mut out = format!("{}\n{}", table(j), verdict_lines(j));
     out.push_str(&format!(
         "report: {}\n",
         dir.join(crate::results::dir::ResultsDir::REPORT).display()
@@ -272,7 +312,7 @@ pub fn summary(
 }
 
 /// The patch under test's own line: its cells' classes, and whether it passes.
-fn patch_line(verdict: &Verdict, u: &UnderTest) -> String {
+fn patch_line(verdict: &crate::analysis::judgement::Verdict, u: &UnderTest) -> String {
     let cells: Vec<_> = verdict
         .cells
         .iter()

@@ -7,7 +7,7 @@ use crate::{
         boot::Booted,
         disk::Disk,
         job::Job,
-        plan::{Boot, Detector},
+        plan::{Boot, Detector, Phase},
     },
     kernel::build::VariantMeta,
     results::warnings::warnings,
@@ -34,6 +34,8 @@ pub struct RunContext<'a> {
     pub console_warnings: Vec<String>,
     pub samples: Option<String>,
     pub detector: Detector,
+    /// Where the measurement was asked to start in the kernel's timer cycles.
+    pub phase: Option<Phase>,
 }
 
 impl<'a> RunContext<'a> {
@@ -56,6 +58,7 @@ impl<'a> RunContext<'a> {
             console_warnings: warnings(&booted.console),
             samples: booted.samples.clone(),
             detector: b.detector,
+            phase: b.phase,
         }
     }
 }

@@ -263,6 +263,9 @@ pub const VMSTAT_KEYS: &[&str] = &[
     "nr_dirty_background_threshold",
     "nr_file_pages",
     "nr_free_pages",
+    // Pages reclaim wrote itself (pageout()): writeback nobody's throttle or
+    // flusher asked for.
+    "nr_vmscan_write",
 ];
 
 #[cfg(test)]

@@ -108,7 +108,7 @@ fn trace_mechanism(t: &tracefs::Detected, witness: &Witness, strictlimit: bool) 
         max_call_ms: t.max_call_ms,
         work_background: t.work_background,
         work_periodic: t.work_periodic,
-        causes: None,
+        causes: t.causes,
         entries: None,
         drain_floor_pages: None,
         more: BTreeMap::new(),

@@ -8,7 +8,10 @@ use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::results::debugfs::{self, KvLine};
+use crate::results::{
+    debugfs::{self, KvLine},
+    tracefs::Causes,
+};
 
 /// The module's counters for the writer's BDI (and memcg), the mechanism.
 /// Read from a `stats` line by field name: a key the module did not print is
@@ -39,10 +42,11 @@ pub struct Mechanism {
     pub max_call_ms: u64,
     pub work_background: u64,
     pub work_periodic: u64,
-    /// The stall sleeps by cause; `None` from a detector that does not name
-    /// causes (the tracefs detector, until it does).
+    /// The stall sleeps by cause (was background writeback asked for the
+    /// writer's wb during the call?), both detectors' type; `None` in records
+    /// from before the causes.
     #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
-    pub causes: Option<StallCauses>,
+    pub causes: Option<Causes>,
     /// How the module's sleeps in progress ended (the module only).
     #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
     pub entries: Option<EntryEnds>,
@@ -55,19 +59,6 @@ pub struct Mechanism {
     /// it added later), by name: the metric registry reports them by key.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub more: BTreeMap<String, u64>,
-}
-
-/// The stall sleeps by cause: was background writeback asked for the
-/// writer's wb between the start of the `balance_dirty_pages()` call and the
-/// sleep's end? Both causes are in `stall_sleeps`/`stall_ms`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StallCauses {
-    /// Nobody asked: the signature of 64dd89ae01f2.
-    pub unrequested_sleeps: u64,
-    pub unrequested_ms: u64,
-    /// Asked, and no pass wrote pages of the wb.
-    pub declined_sleeps: u64,
-    pub declined_ms: u64,
 }
 
 /// How the module's entries of sleeps in progress ended, where not simply
@@ -163,7 +154,7 @@ mod tests {
         let m = Mechanism::from_record(&fuse_line()).unwrap();
         assert_eq!(
             m.causes,
-            Some(StallCauses {
+            Some(Causes {
                 unrequested_sleeps: 8989,
                 unrequested_ms: 1_795_600,
                 declined_sleeps: 1,
@@ -226,7 +217,7 @@ mod tests {
 
     #[test]
     fn a_record_without_the_module_has_no_causes() {
-        // What the tracefs detector writes, and run records from before format 3.
+        // Run records from before format 3, the module's or the trace's.
         let m: Mechanism = serde_json::from_str(
             r#"{"strictlimit":1,"bg_starts":0,"throttle_events":3,"throttle_sleeps":2,
                 "flushing_sleeps":0,"flushing_ms":0,"draining_sleeps":0,"draining_ms":0,

@@ -13,6 +13,7 @@ use crate::{
         job::Job,
         plan::Detector,
         qemu::{Accel, Clock},
+        run_id::RunId,
     },
     kernel::build::{PatchMeta, VariantMeta},
     results::{
@@ -59,6 +60,23 @@ pub fn historical_cpu_model() -> String {
     "max".into()
 }
 
+/// Where a measurement started in the kernel's timer cycles: asked
+/// (`cycle_ms`, `offset_ms`) and as the guest saw it (`start_ms`, its
+/// uptime then).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StartPhase {
+    pub cycle_ms: u32,
+    pub offset_ms: u32,
+    pub start_ms: u64,
+}
+
+impl StartPhase {
+    /// Where in the cycle it did start.
+    pub fn actual_ms(&self) -> u32 {
+        (self.start_ms % u64::from(self.cycle_ms.max(1))) as u32
+    }
+}
+
 /// One boot of one variant in one scenario.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct RunRecord {
@@ -66,6 +84,10 @@ pub struct RunRecord {
     pub scenario: String,
     /// 0-based repetition of this cell.
     pub run: u32,
+    /// Where its measurement started in the kernel's timer cycles (scenarios
+    /// with `[phase]`; absent in records from before).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_phase: Option<StartPhase>,
     pub accel: Accel,
     /// Guest time: the host's, or QEMU's instruction count. Records from
     /// before the choice existed ran on the real clock.
@@ -162,6 +184,11 @@ pub struct RunRecord {
 pub const KUNIT_SUITE: &str = "wbstall";
 
 impl RunRecord {
+    /// Which run this is.
+    pub fn id(&self) -> RunId {
+        RunId::new(&self.scenario, &self.variant, self.run)
+    }
+
     /// `ms` of writer time as a share of the run's writer time (the shares
     /// of the sleep classes); `None` for a record without a writer time.
     pub fn share_of_writer_time(&self, ms: u64) -> Option<f64> {
@@ -175,20 +202,4 @@ impl RunRecord {
 /// of the sleep classes are of this.
 pub(crate) fn writer_ms(job: &Job, fio_wall_s: f64) -> f64 {
     f64::from(job.numjobs) * fio_wall_s * 1000.0
-}
-
-/// How a line about one run names it, `<scenario>/<variant> #<run>` (`run`
-/// 1-based, as the report numbers runs): the excluded runs and the boots
-/// without a record are listed as `<label>: <why>`.
-pub fn run_label(scenario: &str, variant: &str, run: u32) -> String {
-    format!("{scenario}/{variant} #{run}")
-}
-
-/// The scenario, variant and 1-based run that a `<label>: <why>` line of
-/// [`run_label`] names; `None` for a line that names no run.
-pub fn parse_run_label(line: &str) -> Option<(&str, &str, u32)> {
-    let (label, _) = line.split_once(": ")?;
-    let (cell, run) = label.rsplit_once(" #")?;
-    let (scenario, variant) = cell.split_once('/')?;
-    Some((scenario, variant, run.parse().ok()?))
 }

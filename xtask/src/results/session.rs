@@ -8,6 +8,7 @@ use crate::{
         job::Job,
         plan::{plan_position, Shard},
         qemu::{Accel, Clock},
+        run_id::RunId,
     },
     kernel::build as kernel,
     kernel::variants,
@@ -52,7 +53,7 @@ pub struct Session {
     pub expected_file: String,
     pub expected: Option<String>,
     /// Boots that produced no record, and why.
-    pub failures: Vec<String>,
+    pub failures: Vec<BootFailure>,
     /// The variant roles of `patches/variants.toml` at the time; absent in
     /// sessions recorded before they were kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -79,6 +80,63 @@ pub struct Session {
     /// When `qemu-test --resume` went on with the session, each time.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub resumed: Vec<String>,
+}
+
+/// A boot that produced no record: which run, and why (an oops, a hang, no
+/// result).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "compat::Failure")]
+pub struct BootFailure {
+    pub run: RunId,
+    pub why: String,
+}
+
+/// `<run>: <why>`.
+impl std::fmt::Display for BootFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.run, self.why)
+    }
+}
+
+/// Sessions from before failures were typed kept each as the line
+/// `<scenario>/<variant> #<run>: <why>`: read once here, never written.
+mod compat {
+    use super::{BootFailure, RunId};
+
+    #[derive(serde::Deserialize)]
+    #[serde(untagged)]
+    pub enum Failure {
+        Typed { run: RunId, why: String },
+        Line(String),
+    }
+
+    impl TryFrom<Failure> for BootFailure {
+        type Error = String;
+
+        fn try_from(f: Failure) -> Result<BootFailure, String> {
+            match f {
+                Failure::Typed { run, why } => Ok(BootFailure { run, why }),
+                Failure::Line(line) => {
+                    let named = || {
+                        let (label, why) = line.split_once(": ")?;
+                        let (cell, run) = label.rsplit_once(" #")?;
+                        let (scenario, variant) = cell.split_once('/')?;
+                        let run = run.parse::<u32>().ok()?.checked_sub(1)?;
+                        Some(BootFailure {
+                            run: RunId::new(scenario, variant, run),
+                            why: why.to_string(),
+                        })
+                    };
+                    named().ok_or_else(|| {
+                        format!(
+                            "the boot failure `{line}` names no run (`<scenario>/<variant> \
+                             #<run>: <why>`)"
+                        )
+                    })
+                }
+            }
+        }
+    }
 }
 
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -119,5 +177,30 @@ impl Session {
                 n,
             )
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_boot_failure_is_kept_typed_and_read_from_the_old_line() {
+        let f = BootFailure {
+            run: RunId::new("fuse-strictlimit", "v1", 1),
+            why: "hang: the guest hung".into(),
+        };
+        let json = serde_json::to_string(&f).unwrap();
+        assert_eq!(serde_json::from_str::<BootFailure>(&json).unwrap(), f);
+        assert_eq!(
+            f.to_string(),
+            "fuse-strictlimit/v1 #2: hang: the guest hung"
+        );
+        // A session from before: the same failure as its line.
+        let old: BootFailure =
+            serde_json::from_str("\"fuse-strictlimit/v1 #2: hang: the guest hung\"").unwrap();
+        assert_eq!(old, f);
+        let e = serde_json::from_str::<BootFailure>("\"the boot of v1 failed\"").unwrap_err();
+        assert!(e.to_string().contains("names no run"), "{e}");
     }
 }

@@ -9,7 +9,10 @@
 //! balance_dirty_pages  if pause > 0   a throttle sleep: bdi, cgroup_ino, paused (ms since
 //!                                     the call began), pause (ms)
 //! writeback_wake_background           a background writeback start was requested
-//! writeback_start                     a flusher pass began (bdi, cgroup_ino, reason)
+//! writeback_start                     a flusher pass began (bdi, cgroup_ino, reason,
+//!                                     nr_pages: what its work may still write)
+//! writeback_written                   that pass ended (nr_pages again: the difference is
+//!                                     what the pass wrote)
 //! writeback_pages_written             the flusher left wb_do_writeback() (no bdi: by pid)
 //! global_dirty_state                  every throttle loop's (and flusher check's) view of
 //!                                     the global counters: writeback, written
@@ -20,25 +23,53 @@
 //! from its event `t0` to `t0 + pause`. Each is classed as the module does
 //! ([`SleepClass`]):
 //!
-//! - `flushing`: a flusher pass ran on the writer's wb during it (a worker had
-//!   begun a pass on the wb and not yet left `wb_do_writeback()`, which is when
-//!   `WB_writeback_running` is cleared, at `t0`; or a pass began before its end);
-//! - `draining`: no pass, but writeback completed during it: the global
-//!   `written` count of the last `global_dirty_state` at or before `t0` (the
-//!   writer's own, from the same loop iteration) is below that of the first one
-//!   at or after its end;
-//! - `stall`: neither.
+//! - `flushing`: a flusher pass on the writer's wb overlapped the sleep and
+//!   wrote pages (its `writeback_start` at or before the sleep's end, its
+//!   `writeback_written` at or after its start, `nr_pages` lower at the end).
+//!   A pass that found nothing to write (v2's unconditional start wakes the
+//!   flusher whether or not the wb is over its background threshold) does
+//!   not make a sleep flushing;
+//! - `draining`: no such pass, but more than [`drain_floor_pages`] pages
+//!   completed writeback during it: the global `written` count of the last
+//!   `global_dirty_state` at or before `t0` (the writer's own, from the same
+//!   loop iteration) against that of the first one at or after its end;
+//! - `stall`: neither, named by its cause ([`Cause`]): `unrequested` when no
+//!   `writeback_wake_background` for the wb came between the call's start
+//!   (`t0 - paused`) and the sleep's end (nobody asked: 64dd89ae01f2's
+//!   signature), `declined` when one did (asked, and nothing was written).
 //!
 //! The module reads the writer's wb's own `WB_WRITTEN`; the trace has only the
 //! global count, so where another device's writeback completes during a stall
 //! sleep, the trace says `draining` and the module `stall`, and the agreement
 //! check leaves the run out rather than trust either. A sleep that ends after
-//! the trace's last `global_dirty_state` is `unended`, not classed.
+//! the trace's last `global_dirty_state`, or that a pass still in progress at
+//! the trace's end overlapped, is `unended`, not classed.
 
-use std::collections::BTreeMap;
+use std::{collections::BTreeMap, sync::OnceLock};
 
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
+
+/// Pages that must complete writeback during a sleep with no pass before it
+/// is `draining`: one stray completion (a journal block, the last page of
+/// an earlier pass) does not make a device the bottleneck. The module owns
+/// the number (`DRAIN_FLOOR_PAGES` in rust-module/table.rs, also printed in
+/// its `summary`); this is the same constant, read from the module's source
+/// so that the two detectors can never class by different floors.
+pub fn drain_floor_pages() -> u64 {
+    static FLOOR: OnceLock<u64> = OnceLock::new();
+    *FLOOR.get_or_init(|| {
+        parse_drain_floor(include_str!("../../../rust-module/table.rs"))
+            .expect("rust-module/table.rs defines `pub(crate) const DRAIN_FLOOR_PAGES: u64 = N;`")
+    })
+}
+
+fn parse_drain_floor(src: &str) -> Option<u64> {
+    let rest = src
+        .split("pub(crate) const DRAIN_FLOOR_PAGES: u64 = ")
+        .nth(1)?;
+    rest.split(';').next()?.trim().replace('_', "").parse().ok()
+}
 
 /// One trace line.
 #[derive(Debug, Clone, PartialEq)]
@@ -60,6 +91,13 @@ pub enum EventKind {
     Start {
         wb: Wb,
         reason: String,
+        /// What the pass's work may still write (`work->nr_pages`).
+        nr_pages: i64,
+    },
+    /// `writeback_written`: the pass that this worker began last ended.
+    Written {
+        wb: Wb,
+        nr_pages: i64,
     },
     PagesWritten,
     /// `global_dirty_state`: the global `written` count (pages whose
@@ -77,10 +115,11 @@ pub struct Wb {
 }
 
 /// The events the detector needs, by the names the kernel gives them.
-pub const EVENTS: [&str; 5] = [
+pub const EVENTS: [&str; 6] = [
     "balance_dirty_pages",
     "writeback_wake_background",
     "writeback_start",
+    "writeback_written",
     "writeback_pages_written",
     "global_dirty_state",
 ];
@@ -133,6 +172,11 @@ fn event(head: &str, name: &str, body: &str) -> Result<TraceEvent> {
         "writeback_start" => EventKind::Start {
             wb: fields.wb()?,
             reason: fields.get("reason")?.to_string(),
+            nr_pages: fields.signed("nr_pages")?,
+        },
+        "writeback_written" => EventKind::Written {
+            wb: fields.wb()?,
+            nr_pages: fields.signed("nr_pages")?,
         },
         "global_dirty_state" => EventKind::Global {
             written: fields.num("written")?,
@@ -174,6 +218,11 @@ impl<'a> Fields<'a> {
             Err(_) => bail!("`{k}={v}` is not a number"),
         }
     }
+    fn signed(&self, k: &str) -> Result<i64> {
+        let v = self.get(k)?;
+        v.parse()
+            .with_context(|| format!("`{k}={v}` is not a number"))
+    }
     fn wb(&self) -> Result<Wb> {
         Ok(Wb {
             bdi: self.bdi.context("no `bdi NAME:`")?.to_string(),
@@ -187,7 +236,58 @@ impl<'a> Fields<'a> {
 pub enum SleepClass {
     Flushing,
     Draining,
-    Stall,
+    Stall(Cause),
+}
+
+/// Why a stall sleep was one: whether anybody asked for writeback of the
+/// writer's wb during its `balance_dirty_pages()` call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Cause {
+    /// No background start was asked for: the throttle waited for a
+    /// writeback nobody had requested (64dd89ae01f2's signature).
+    Unrequested,
+    /// A start was asked for, and no pass wrote pages of the wb: the flusher
+    /// declined (its background check found the wb under its threshold).
+    Declined,
+}
+
+impl Cause {
+    /// The word in reports and expectations (`stall:unrequested`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Cause::Unrequested => "unrequested",
+            Cause::Declined => "declined",
+        }
+    }
+}
+
+/// Stall sleeps by [`Cause`]: each stall sleep is in exactly one.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Causes {
+    pub unrequested_sleeps: u64,
+    pub unrequested_ms: u64,
+    pub declined_sleeps: u64,
+    pub declined_ms: u64,
+}
+
+impl Causes {
+    /// Sleeps and ms of `cause`.
+    pub fn of(&self, cause: Cause) -> (u64, u64) {
+        match cause {
+            Cause::Unrequested => (self.unrequested_sleeps, self.unrequested_ms),
+            Cause::Declined => (self.declined_sleeps, self.declined_ms),
+        }
+    }
+
+    fn count(&mut self, cause: Cause, pause_ms: u64) {
+        let (n, ms) = match cause {
+            Cause::Unrequested => (&mut self.unrequested_sleeps, &mut self.unrequested_ms),
+            Cause::Declined => (&mut self.declined_sleeps, &mut self.declined_ms),
+        };
+        *n += 1;
+        *ms += pause_ms;
+    }
 }
 
 /// The tracefs detector's counts for one writeback domain.
@@ -205,11 +305,29 @@ pub struct Detected {
     pub draining_ms: u64,
     pub stall_sleeps: u64,
     pub stall_ms: u64,
+    /// The stall sleeps by cause. None in records written before the causes
+    /// were classed (their stall sleeps have no cause to report).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub causes: Option<Causes>,
     /// Sleeps that end after the trace's last `global_dirty_state`: not classed.
     pub unended_sleeps: u64,
     pub bg_starts: u64,
     pub work_background: u64,
     pub work_periodic: u64,
+    /// Passes on the wb begun by reclaim (`reason=vmscan`): writeback that
+    /// neither the throttle nor the flusher's own checks asked for.
+    #[serde(default)]
+    pub work_vmscan: u64,
+    /// Pages those passes wrote.
+    #[serde(default)]
+    pub vmscan_pages: u64,
+    /// Pages the flusher's passes wrote: on the writer's wb, and on every wb
+    /// of its bdi (beside the bdi's `BdiWritten`, what the writers' own
+    /// flushes wrote is the difference). None in older records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pass_pages: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bdi_pass_pages: Option<u64>,
     /// Events of all domains in the trace, and the trace's span in ms.
     pub events: u64,
     pub span_ms: u64,
@@ -217,86 +335,196 @@ pub struct Detected {
 
 /// A sleep of the writer's wb, waiting for its end to be classed.
 struct Open {
+    start_us: u64,
     end_us: u64,
+    /// When its `balance_dirty_pages()` call began (`t0 - paused`).
+    call_us: u64,
     pause_ms: u64,
-    /// A pass ran on the wb at its start or has begun since.
-    flushing: bool,
-    /// The global `written` count before it.
-    written: Option<u64>,
+    /// Pages written by the wb's passes that overlapped it (so far).
+    pass_pages: u64,
+    /// The global `written` count before it, and the first at or after its end.
+    written_before: Option<u64>,
+    written_after: Option<u64>,
+}
+
+/// A pass of a flusher worker on the writer's wb, in progress.
+struct Pass {
+    pid: u32,
+    start_us: u64,
+    nr_pages: i64,
+    vmscan: bool,
 }
 
 /// Classes every sleep of `wb` in `events` (in time order).
 pub fn detect(events: &[TraceEvent], wb: &Wb) -> Detected {
-    let mut d = Detected {
-        events: events.len() as u64,
-        span_ms: match (events.first(), events.last()) {
-            (Some(a), Some(b)) => (b.us - a.us) / 1000,
-            _ => 0,
+    let mut st = State {
+        wb,
+        floor: drain_floor_pages(),
+        d: Detected {
+            events: events.len() as u64,
+            span_ms: match (events.first(), events.last()) {
+                (Some(a), Some(b)) => (b.us - a.us) / 1000,
+                _ => 0,
+            },
+            causes: Some(Causes::default()),
+            pass_pages: Some(0),
+            bdi_pass_pages: Some(0),
+            ..Detected::default()
         },
-        ..Detected::default()
+        passes: Vec::new(),
+        wakes: Vec::new(),
+        written: None,
+        open: Vec::new(),
     };
-    // Flusher workers (pid) in wb_do_writeback() for this wb.
-    let mut running: Vec<u32> = Vec::new();
-    let mut written: Option<u64> = None;
-    let mut open: Vec<Open> = Vec::new();
     for e in events {
+        st.event(e);
+        st.class_ready();
+    }
+    st.d.unended_sleeps = st.open.len() as u64;
+    st.d
+}
+
+/// The detector between two events.
+struct State<'a> {
+    wb: &'a Wb,
+    floor: u64,
+    d: Detected,
+    /// Passes in progress on any wb of the writer's bdi.
+    passes: Vec<(Wb, Pass)>,
+    /// Background starts asked for the wb.
+    wakes: Vec<u64>,
+    /// The last global `written` count.
+    written: Option<u64>,
+    open: Vec<Open>,
+}
+
+impl State<'_> {
+    fn event(&mut self, e: &TraceEvent) {
+        let wb = self.wb;
         match &e.kind {
-            // Sleeps that ended by now are classed by the first global
-            // count at or after their end.
             EventKind::Global { written: now } => {
-                let now = *now;
-                open.retain(|o| {
-                    if o.end_us > e.us {
-                        return true;
-                    }
-                    let class = if o.flushing {
-                        SleepClass::Flushing
-                    } else if o.written.is_some_and(|w| now > w) {
-                        SleepClass::Draining
-                    } else {
-                        SleepClass::Stall
-                    };
-                    d.count(class, o.pause_ms);
-                    false
-                });
-                written = Some(now);
+                for o in self.open.iter_mut().filter(|o| o.end_us <= e.us) {
+                    o.written_after.get_or_insert(*now);
+                }
+                self.written = Some(*now);
             }
-            EventKind::Start { wb: w, reason } if w == wb => {
-                if !running.contains(&e.pid) {
-                    running.push(e.pid);
-                }
-                for o in open.iter_mut().filter(|o| e.us <= o.end_us) {
-                    o.flushing = true;
-                }
-                match reason.as_str() {
-                    "background" => d.work_background += 1,
-                    "periodic" => d.work_periodic += 1,
-                    _ => {}
-                }
+            EventKind::Start {
+                wb: w,
+                reason,
+                nr_pages,
+            } if w.bdi == wb.bdi => self.pass_start(e, w, reason, *nr_pages),
+            EventKind::Written { wb: w, nr_pages } if w.bdi == wb.bdi => {
+                self.pass_end(e, w, *nr_pages)
             }
-            EventKind::PagesWritten => running.retain(|p| *p != e.pid),
-            EventKind::Wake(w) if w == wb => d.bg_starts += 1,
+            EventKind::Wake(w) if w == wb => {
+                self.d.bg_starts += 1;
+                self.wakes.push(e.us);
+            }
             EventKind::Sleep {
                 wb: w,
                 paused_ms,
                 pause_ms,
-            } if w == wb && *pause_ms > 0 => {
-                d.throttle_sleeps += 1;
-                d.pause_ms += pause_ms;
-                d.max_pause_ms = d.max_pause_ms.max(*pause_ms);
-                d.max_call_ms = d.max_call_ms.max(paused_ms + pause_ms);
-                open.push(Open {
-                    end_us: e.us + pause_ms * 1000,
-                    pause_ms: *pause_ms,
-                    flushing: !running.is_empty(),
-                    written,
-                });
-            }
+            } if w == wb && *pause_ms > 0 => self.sleep(e.us, *paused_ms, *pause_ms),
             _ => {}
         }
     }
-    d.unended_sleeps = open.len() as u64;
-    d
+
+    fn pass_start(&mut self, e: &TraceEvent, w: &Wb, reason: &str, nr_pages: i64) {
+        self.passes.retain(|(_, p)| p.pid != e.pid);
+        self.passes.push((
+            w.clone(),
+            Pass {
+                pid: e.pid,
+                start_us: e.us,
+                nr_pages,
+                vmscan: reason == "vmscan",
+            },
+        ));
+        if w == self.wb {
+            match reason {
+                "background" => self.d.work_background += 1,
+                "periodic" => self.d.work_periodic += 1,
+                "vmscan" => self.d.work_vmscan += 1,
+                _ => {}
+            }
+        }
+    }
+
+    /// A pass ended: what it wrote goes to every open sleep it overlapped.
+    fn pass_end(&mut self, e: &TraceEvent, w: &Wb, nr_pages: i64) {
+        let Some(i) = self
+            .passes
+            .iter()
+            .position(|(pw, p)| p.pid == e.pid && pw == w)
+        else {
+            return;
+        };
+        let (_, pass) = self.passes.swap_remove(i);
+        let wrote = u64::try_from(pass.nr_pages.saturating_sub(nr_pages)).unwrap_or(0);
+        let d = &mut self.d;
+        d.bdi_pass_pages = d.bdi_pass_pages.map(|n| n + wrote);
+        if w != self.wb {
+            return;
+        }
+        d.pass_pages = d.pass_pages.map(|n| n + wrote);
+        if pass.vmscan {
+            d.vmscan_pages += wrote;
+        }
+        for o in self
+            .open
+            .iter_mut()
+            .filter(|o| pass.start_us <= o.end_us && e.us >= o.start_us)
+        {
+            o.pass_pages += wrote;
+        }
+    }
+
+    fn sleep(&mut self, us: u64, paused_ms: u64, pause_ms: u64) {
+        let d = &mut self.d;
+        d.throttle_sleeps += 1;
+        d.pause_ms += pause_ms;
+        d.max_pause_ms = d.max_pause_ms.max(pause_ms);
+        d.max_call_ms = d.max_call_ms.max(paused_ms + pause_ms);
+        self.open.push(Open {
+            start_us: us,
+            end_us: us + pause_ms * 1000,
+            call_us: us.saturating_sub(paused_ms * 1000),
+            pause_ms,
+            pass_pages: 0,
+            written_before: self.written,
+            written_after: None,
+        });
+    }
+
+    /// Classes each sleep whose end has a global count and that no pass of
+    /// the wb begun before its end is still running over.
+    fn class_ready(&mut self) {
+        let (wb, floor) = (self.wb, self.floor);
+        let (passes, wakes, d) = (&self.passes, &self.wakes, &mut self.d);
+        self.open.retain(|o| {
+            let Some(after) = o.written_after else {
+                return true;
+            };
+            if passes
+                .iter()
+                .any(|(pw, p)| pw == wb && p.start_us <= o.end_us)
+            {
+                return true;
+            }
+            let completed = o.written_before.map_or(0, |b| after.saturating_sub(b));
+            let class = if o.pass_pages > 0 {
+                SleepClass::Flushing
+            } else if completed > floor {
+                SleepClass::Draining
+            } else if wakes.iter().any(|&t| o.call_us <= t && t <= o.end_us) {
+                SleepClass::Stall(Cause::Declined)
+            } else {
+                SleepClass::Stall(Cause::Unrequested)
+            };
+            d.count(class, o.pause_ms);
+            false
+        });
+    }
 }
 
 impl Detected {
@@ -304,13 +532,17 @@ impl Detected {
         let (n, ms) = match class {
             SleepClass::Flushing => (&mut self.flushing_sleeps, &mut self.flushing_ms),
             SleepClass::Draining => (&mut self.draining_sleeps, &mut self.draining_ms),
-            SleepClass::Stall => (&mut self.stall_sleeps, &mut self.stall_ms),
+            SleepClass::Stall(cause) => {
+                self.causes
+                    .get_or_insert_with(Causes::default)
+                    .count(cause, pause_ms);
+                (&mut self.stall_sleeps, &mut self.stall_ms)
+            }
         };
         *n += 1;
         *ms += pause_ms;
     }
 }
-
 /// The detector's counts for the writer's `wb` from a boot's `trace-events`
 /// and `trace-stats`; a trace that lost events is refused.
 pub fn from_files(trace: &str, stats: &str, wb: &Wb) -> Result<Detected> {
@@ -359,7 +591,7 @@ mod tests {
     #[test]
     fn parses_the_events_it_needs_and_skips_the_rest() {
         let ev = parse(&fixture(), "trace.txt").unwrap();
-        assert_eq!(ev.len(), 16, "{ev:#?}");
+        assert_eq!(ev.len(), 17, "{ev:#?}");
         assert_eq!(ev[0].kind, EventKind::Global { written: 1000 });
         assert_eq!(
             ev[1],
@@ -373,22 +605,42 @@ mod tests {
                 }
             }
         );
-        assert!(matches!(&ev[6].kind, EventKind::Start { reason, .. } if reason == "background"));
+        assert!(
+            matches!(&ev[6].kind, EventKind::Start { reason, nr_pages: 1024, .. } if reason == "background")
+        );
         assert_eq!(ev[6].pid, 31);
-        assert_eq!(ev[14].pid, 300, "a comm with a dash: {:?}", ev[14]);
+        assert_eq!(
+            ev[8].kind,
+            EventKind::Written {
+                wb: wb("0:45", 1),
+                nr_pages: 0
+            }
+        );
+        assert_eq!(ev[15].pid, 300, "a comm with a dash: {:?}", ev[15]);
     }
 
     #[test]
     fn classes_each_sleep_by_what_happened_until_its_end() {
         let ev = parse(&fixture(), "trace.txt").unwrap();
         let d = detect(&ev, &wb("0:45", 1));
-        // 12.0 s, 200 ms: no pass, written unchanged by 12.26 s: stall.
-        // 12.3 s, 40 ms: a start was asked for at 12.25 s, but no pass began
-        // and nothing completed by 12.4 s: stall. 12.5 s: a pass is running:
-        // flushing. 13.0 s, 100 ms: no pass, written 1500 -> 1900 by 13.15 s:
-        // draining. 13.3 s: no global count after its end: unended.
+        // 12.0 s, 200 ms: no pass, written unchanged by 12.26 s, and the one
+        // start (12.25 s) came after its end: an unrequested stall. 12.3 s,
+        // 40 ms, in a call begun at 12.2 s: a start was asked for at 12.25 s,
+        // but no pass wrote and nothing completed by 12.4 s: declined.
+        // 12.5 s: a pass of 12.45-12.59 s wrote 1024 pages: flushing. 13.0 s,
+        // 100 ms: no pass, written 1500 -> 1900 by 13.15 s: draining. 13.3 s:
+        // no global count after its end: unended.
         assert_eq!(d.throttle_sleeps, 5);
         assert_eq!((d.stall_sleeps, d.stall_ms), (2, 200 + 40));
+        assert_eq!(
+            d.causes,
+            Some(Causes {
+                unrequested_sleeps: 1,
+                unrequested_ms: 200,
+                declined_sleeps: 1,
+                declined_ms: 40
+            })
+        );
         assert_eq!((d.flushing_sleeps, d.flushing_ms), (1, 20));
         assert_eq!((d.draining_sleeps, d.draining_ms), (1, 100));
         assert_eq!(d.unended_sleeps, 1);
@@ -398,6 +650,7 @@ mod tests {
         assert_eq!(d.max_call_ms, 3200);
         assert_eq!(d.bg_starts, 1);
         assert_eq!(d.work_background, 1);
+        assert_eq!((d.pass_pages, d.bdi_pass_pages), (Some(1024), Some(1024)));
         // Another domain (a memcg wb of the same bdi) saw only its own sleep:
         // written rose from 1800 to 1900 while it slept.
         let other = detect(&ev, &wb("0:45", 77));
@@ -409,40 +662,170 @@ mod tests {
             ),
             (1, 1, 0)
         );
+        assert_eq!(
+            (other.pass_pages, other.bdi_pass_pages),
+            (Some(0), Some(1024))
+        );
+    }
+
+    fn at(us: u64, kind: EventKind) -> TraceEvent {
+        TraceEvent { us, pid: 1, kind }
+    }
+
+    fn sleep(paused_ms: u64, pause_ms: u64) -> EventKind {
+        EventKind::Sleep {
+            wb: wb("0:45", 1),
+            paused_ms,
+            pause_ms,
+        }
+    }
+
+    fn start(nr_pages: i64) -> EventKind {
+        EventKind::Start {
+            wb: wb("0:45", 1),
+            reason: "background".into(),
+            nr_pages,
+        }
+    }
+
+    fn written(nr_pages: i64) -> EventKind {
+        EventKind::Written {
+            wb: wb("0:45", 1),
+            nr_pages,
+        }
+    }
+
+    fn g(written: u64) -> EventKind {
+        EventKind::Global { written }
+    }
+
+    fn class_of(events: &[TraceEvent]) -> (u64, u64, Causes) {
+        let d = detect(events, &wb("0:45", 1));
+        assert_eq!(d.unended_sleeps, 0, "{d:?}");
+        (d.flushing_sleeps, d.draining_sleeps, d.causes.unwrap())
     }
 
     #[test]
-    fn a_pass_that_begins_during_a_sleep_makes_it_flushing_and_a_later_one_does_not() {
-        let at = |us: u64, kind: EventKind| TraceEvent { us, pid: 1, kind };
-        let sleep = EventKind::Sleep {
-            wb: wb("0:45", 1),
-            paused_ms: 0,
-            pause_ms: 100,
-        };
-        let start = EventKind::Start {
-            wb: wb("0:45", 1),
-            reason: "background".into(),
-        };
-        let g = |written| EventKind::Global { written };
+    fn a_pass_that_writes_during_a_sleep_makes_it_flushing_and_a_later_one_does_not() {
         let during = [
             at(0, g(5)),
-            at(10, sleep.clone()),
-            at(50_000, start.clone()),
+            at(10, sleep(0, 100)),
+            at(50_000, start(1000)),
+            at(90_000, written(200)),
             at(200_000, g(5)),
         ];
-        assert_eq!(detect(&during, &wb("0:45", 1)).flushing_sleeps, 1);
+        assert_eq!(class_of(&during).0, 1);
         let after = [
             at(0, g(5)),
-            at(10, sleep),
-            at(150_000, start),
-            at(200_000, g(9)),
+            at(10, sleep(0, 100)),
+            at(150_000, start(1000)),
+            at(180_000, written(0)),
+            at(200_000, g(900)),
         ];
-        let d = detect(&after, &wb("0:45", 1));
         // The pass began after the sleep's end (100.01 ms): it did not end
         // the sleep. Completions are counted up to the first global count
         // after the end, so the pages it wrote show as draining here; the
         // module reads its count at the sleep's end exactly.
-        assert_eq!((d.flushing_sleeps, d.draining_sleeps), (0, 1));
+        assert_eq!(class_of(&after).0, 0);
+        assert_eq!(class_of(&after).1, 1);
+    }
+
+    #[test]
+    fn an_empty_pass_does_not_make_a_sleep_flushing() {
+        // v2's unconditional start: asked, the flusher ran a pass on the wb
+        // across the whole sleep, and it wrote nothing.
+        // The call began at 10 ms (t0 - paused), the start was asked at 12.
+        let empty = [
+            at(0, g(5)),
+            at(12_000, EventKind::Wake(wb("0:45", 1))),
+            at(12_500, start(i64::MAX)),
+            at(20_000, sleep(10, 100)),
+            at(150_000, written(i64::MAX)),
+            at(200_000, g(5)),
+        ];
+        let (flushing, draining, causes) = class_of(&empty);
+        assert_eq!((flushing, draining), (0, 0));
+        assert_eq!((causes.declined_sleeps, causes.unrequested_sleeps), (1, 0));
+    }
+
+    #[test]
+    fn a_sleep_waits_for_a_pass_still_running_at_its_end() {
+        // The pass's pages are known only at its writeback_written.
+        let mut ev = vec![
+            at(0, g(5)),
+            at(10, start(1000)),
+            at(20, sleep(0, 10)),
+            at(20_000, g(5)),
+        ];
+        assert_eq!(detect(&ev, &wb("0:45", 1)).unended_sleeps, 1);
+        ev.push(at(300_000, written(990)));
+        ev.push(at(300_001, g(5)));
+        assert_eq!(class_of(&ev).0, 1);
+    }
+
+    #[test]
+    fn one_stray_completion_does_not_make_a_sleep_draining() {
+        let floor = drain_floor_pages();
+        let with = |completed: u64| {
+            class_of(&[
+                at(0, g(100)),
+                at(10, sleep(0, 100)),
+                at(200_000, g(100 + completed)),
+            ])
+        };
+        let (_, draining, causes) = with(1);
+        assert_eq!((draining, causes.unrequested_sleeps), (0, 1));
+        assert_eq!(with(floor).1, 0, "the floor itself is not above the floor");
+        assert_eq!(with(floor + 1).1, 1);
+    }
+
+    #[test]
+    fn an_unrequested_stall_reads_as_one_and_a_start_before_the_call_does_not_count() {
+        // A start at 1 ms, before the call that began at 5 ms (t0 - paused).
+        let before = [
+            at(0, g(5)),
+            at(1_000, EventKind::Wake(wb("0:45", 1))),
+            at(105_000, sleep(100, 50)),
+            at(200_000, g(5)),
+        ];
+        let c = class_of(&before).2;
+        assert_eq!(
+            (c.unrequested_sleeps, c.unrequested_ms, c.declined_sleeps),
+            (1, 50, 0)
+        );
+        // The same start within the call: declined.
+        let within = [
+            at(0, g(5)),
+            at(6_000, EventKind::Wake(wb("0:45", 1))),
+            at(105_000, sleep(100, 50)),
+            at(200_000, g(5)),
+        ];
+        let c = class_of(&within).2;
+        assert_eq!(
+            (c.unrequested_sleeps, c.declined_sleeps, c.declined_ms),
+            (0, 1, 50)
+        );
+        // Another wb's start is nobody's request for this one.
+        let other = [
+            at(0, g(5)),
+            at(6_000, EventKind::Wake(wb("0:45", 2))),
+            at(105_000, sleep(100, 50)),
+            at(200_000, g(5)),
+        ];
+        assert_eq!(class_of(&other).2.unrequested_sleeps, 1);
+    }
+
+    #[test]
+    fn the_drain_floor_is_the_modules() {
+        assert_eq!(
+            parse_drain_floor("x\npub(crate) const DRAIN_FLOOR_PAGES: u64 = 1_024;\n"),
+            Some(1024)
+        );
+        assert_eq!(parse_drain_floor("const DRAIN_FLOOR: u64 = 3;"), None);
+        assert!(
+            drain_floor_pages() > 1,
+            "a single page is a stray completion"
+        );
     }
 
     #[test]

@@ -13,7 +13,9 @@ use crate::{
         boot, fuse_server, initramfs,
         job::{self, Job},
         plan::{Boot, Detector},
-        protocol, scenario,
+        protocol,
+        run_id::RunId,
+        scenario,
     },
     kernel::{
         source::SourceArgs,
@@ -109,9 +111,7 @@ impl BenchFuse {
                 progress::emit(Event::BootStart {
                     index: bw[0].len() + bw[1].len() + 1,
                     total,
-                    variant: name,
-                    scenario: scen.name,
-                    run,
+                    run: &RunId::new(scen.name, name, run).to_string(),
                 });
                 let booted = boot::boot(sh, &dir, &b)?;
                 let text = booted

@@ -23,9 +23,8 @@ use crate::{
         builder,
         context::RunContext,
         dir::ResultsDir,
-        problems::problems,
-        record::{run_label, RunRecord},
-        session::Session,
+        record::RunRecord,
+        session::{BootFailure, Session},
     },
 };
 
@@ -39,25 +38,21 @@ pub fn boot_all(
     dir: &Path,
     plan: &Plan,
     jobs_vm: usize,
-    expected: &Expected,
     session: &mut Session,
     earlier: Vec<RunRecord>,
 ) -> Result<Vec<RunRecord>> {
     let total = plan.boots.len();
     // Per boot of the plan: its record, or why it has none.
-    let mut ends: Vec<Option<Result<RunRecord, String>>> = (0..total).map(|_| None).collect();
+    let mut ends: Vec<Option<Result<RunRecord, BootFailure>>> = (0..total).map(|_| None).collect();
     let earlier_failures = session.failures.clone();
     let started = |i: usize| {
-        let b = &plan.boots[i];
         progress::emit(Event::BootStart {
             index: i + 1,
             total,
-            variant: &b.kernel.meta.variant,
-            scenario: b.scenario.name,
-            run: b.run,
+            run: &plan.boots[i].id().to_string(),
         });
     };
-    let all = |ends: &[Option<Result<RunRecord, String>>], session: &Session| {
+    let all = |ends: &[Option<Result<RunRecord, BootFailure>>], session: &Session| {
         let (records, failures) = in_plan_order(ends);
         let mut all: Vec<RunRecord> = earlier.iter().chain(records).cloned().collect();
         session.sort_in_plan_order(&mut all);
@@ -70,7 +65,7 @@ pub fn boot_all(
         // A boot that ends because a signal stops xtask (Ctrl-C killed its
         // QEMU) is no failure: nothing is written, `--resume` boots it again.
         crate::reaper::yield_to_signal();
-        let end = boot_ended(&plan.boots[i], booted, expected);
+        let end = boot_ended(&plan.boots[i], booted);
         let recorded = end.is_ok();
         ends[i] = Some(end);
         let (records, failures) = all(&ends, session);
@@ -81,7 +76,7 @@ pub fn boot_all(
 }
 
 /// The records and the failures of the boots that ended so far, in plan order.
-pub fn in_plan_order<T>(ends: &[Option<Result<T, String>>]) -> (Vec<&T>, Vec<String>) {
+pub fn in_plan_order<T, E: Clone>(ends: &[Option<Result<T, E>>]) -> (Vec<&T>, Vec<E>) {
     let ended = || ends.iter().flatten();
     (
         ended().filter_map(|e| e.as_ref().ok()).collect(),
@@ -90,33 +85,30 @@ pub fn in_plan_order<T>(ends: &[Option<Result<T, String>>]) -> (Vec<&T>, Vec<Str
 }
 
 /// The record of a boot that ended, or why it has none; says which.
-fn boot_ended(
-    b: &Boot,
-    booted: Result<boot::Booted>,
-    expected: &Expected,
-) -> Result<RunRecord, String> {
+fn boot_ended(b: &Boot, booted: Result<boot::Booted>) -> Result<RunRecord, BootFailure> {
     let rec = booted.and_then(|booted| builder::build(RunContext::of(b, &booted), &booted.stream));
     match rec {
         Ok(rec) => {
-            recorded(&rec, expected);
+            recorded(&rec);
             Ok(rec)
         }
         Err(e) => {
-            let label = run_label(b.scenario.name, &b.kernel.meta.variant, b.run + 1);
-            let msg = format!("{label}: {e:#}");
-            progress::emit(Event::BootFailed(&msg));
-            Err(msg)
+            let failure = BootFailure {
+                run: b.id(),
+                why: format!("{e:#}"),
+            };
+            progress::emit(Event::BootFailed(&failure.to_string()));
+            Err(failure)
         }
     }
 }
 
-/// Says what a run's record came to: its line, and each problem that leaves
-/// it out.
-pub fn recorded(rec: &RunRecord, expected: &Expected) {
+/// Says what a run's record came to, as it comes back. Whether it is
+/// evidence is judged once, with the session (`analysis::judge`), and said
+/// with the verdict.
+pub fn recorded(rec: &RunRecord) {
     progress::emit(Event::BootEnd {
-        variant: &rec.variant,
-        scenario: &rec.scenario,
-        run: rec.run,
+        run: &rec.id().to_string(),
         mib_s: &report::format::num(rec.fio.bw_mib_s),
         stall_pct: rec.stall_fraction * 100.0,
         stall_sleeps: rec.mechanism.stall_sleeps,
@@ -138,9 +130,6 @@ pub fn recorded(rec: &RunRecord, expected: &Expected) {
         max_call_ms: rec.mechanism.max_call_ms,
         secs: rec.wall_secs,
     });
-    for p in problems(rec, &expected.witness) {
-        progress::emit(Event::Unusable(&p));
-    }
 }
 
 /// What a `qemu-test` run came to.
@@ -148,7 +137,7 @@ pub struct Outcome {
     pub dir: PathBuf,
     pub verdict: Verdict,
     /// Boots that produced no record.
-    pub failures: Vec<String>,
+    pub failures: Vec<BootFailure>,
     /// A shard: not judged on its own.
     pub sharded: bool,
 }
@@ -166,14 +155,12 @@ pub fn finish(
     records: &[RunRecord],
     expected: &Expected,
 ) -> Result<Outcome> {
-    let (verdict, evidence) = report::render(&dir, session, records, expected)?;
-    print!(
-        "{}",
-        report::terminal::summary(&dir, session, &evidence, &verdict)
-    );
+    let j = crate::analysis::judge(session, records, expected)?;
+    report::render(&dir, &j)?;
+    print!("{}", report::terminal::summary(&dir, &j));
     Ok(Outcome {
+        verdict: j.verdict.clone(),
         dir,
-        verdict,
         failures: session.failures.clone(),
         sharded: false,
     })

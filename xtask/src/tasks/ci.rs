@@ -4,7 +4,7 @@
 //! broken one rejected), SIGTERM to a build mid-make (no child may survive), then every
 //! variant built and judged by a quick `qemu-test` on FUSE, a kernel that
 //! BUG()s (its boot an `oops`, the reference beside it measured), one live
-//! run that the verdict must reject, and on the debug kernel 100 rmmod/insmod cycles of
+//! run that the verdict must reject, and on the debug kernel 20 rmmod/insmod cycles of
 //! the module under writers with a reader held open across rmmod, then memcg writeback
 //! domains churned under throttled writers (`module-stress`), and the
 //! quick plan as `cargo xtask slurm` jobs on a one-node Slurm cluster.
@@ -178,26 +178,7 @@ fn live_steps(sh: &Shell) -> Result<()> {
         ),
         || live_wrong_patch(sh, &baseline),
     )?;
-    // On the debug kernel (KASAN, lockdep, debug objects), which this step
-    // builds: a cold build of its own directory (docs/measurements.md).
-    let reference = roles.reference.clone();
-    step(
-        &format!(
-            "module-stress --debug-kernel on {reference} (100 rmmod/insmod cycles under              writers, a reader across rmmod, 20 memcg wbs churned under throttled writers)"
-        ),
-        || {
-            args::<ModuleStress>(&[
-                "--debug-kernel",
-                "--variant",
-                &reference,
-                "--cycles",
-                "100",
-                "--churn",
-                "20",
-            ])?
-            .run(sh)
-        },
-    )?;
+    module_stress_step(sh, &roles.reference)?;
     // The path without the module: GCC, no CONFIG_RUST, the guest without
     // wbstall.ko, every sleep classed from the trace events alone.
     step(
@@ -221,6 +202,29 @@ fn live_steps(sh: &Shell) -> Result<()> {
     )?;
     step(SLURM_STEP, || super::ci_slurm::slurm_matrix(sh, &roles))?;
     Ok(())
+}
+
+/// module-stress on the debug kernel (KASAN, lockdep, debug objects), which
+/// this step builds: a cold build of its own directory (docs/measurements.md).
+fn module_stress_step(sh: &Shell, reference: &str) -> Result<()> {
+    step(
+        &format!(
+            "module-stress --debug-kernel on {reference} (20 rmmod/insmod cycles under \
+             writers, a reader across rmmod, 10 memcg wbs churned under throttled writers)"
+        ),
+        || {
+            args::<ModuleStress>(&[
+                "--debug-kernel",
+                "--variant",
+                reference,
+                "--cycles",
+                "20",
+                "--churn",
+                "10",
+            ])?
+            .run(sh)
+        },
+    )
 }
 
 /// The running kernel, no QEMU: judged as the fixed kernels are (this host's
@@ -359,7 +363,9 @@ fn live_negative(sh: &Shell, baseline: &str) -> Result<()> {
             progress::emit(Event::Note(&format!(
                 "ci: the verdict of {} failed, as it must: {}",
                 out.dir.display(),
-                c.failures.join("; ")
+                (c.failures.iter().map(|f| f.to_string()))
+                    .collect::<Vec<_>>()
+                    .join("; ")
             )));
             Ok(())
         }
@@ -415,7 +421,9 @@ fn live_wrong_patch(sh: &Shell, baseline: &str) -> Result<()> {
         {
             progress::emit(Event::Note(&format!(
                 "ci: the patch under test failed, as it must: {}",
-                c.failures.join("; ")
+                (c.failures.iter().map(|f| f.to_string()))
+                    .collect::<Vec<_>>()
+                    .join("; ")
             )));
             Ok(())
         }

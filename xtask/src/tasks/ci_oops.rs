@@ -7,7 +7,9 @@ use anyhow::{bail, Result};
 use xshell::Shell;
 
 use crate::{
+    guest::run_id::RunId,
     progress::{self, Event},
+    results::session::BootFailure,
     tasks::{args, qemu_test::QemuTest},
     util,
 };
@@ -52,12 +54,16 @@ pub fn live_oops(sh: &Shell, reference: &str) -> Result<()> {
 /// The one boot without a record must be the fixture's, classed `oops` and
 /// naming balance_dirty_pages(); the reference must have passed. Returns
 /// that boot's line.
-fn check(failures: &[String], reference_passed: bool) -> Result<&String> {
-    let [line] = failures else {
+fn check(failures: &[BootFailure], reference_passed: bool) -> Result<String> {
+    let [failure] = failures else {
         bail!("expected one boot without a record (the BUG fixture's), got {failures:?}");
     };
-    let label = format!("fuse-strictlimit/{BUG_VARIANT} #1: oops: ");
-    if !line.starts_with(&label) || !line.contains("in balance_dirty_pages+0x") {
+    let line = failure.to_string();
+    let fixture = RunId::new("fuse-strictlimit", BUG_VARIANT, 0);
+    if failure.run != fixture
+        || !failure.why.starts_with("oops: ")
+        || !failure.why.contains("in balance_dirty_pages+0x")
+    {
         bail!("the BUG fixture's boot is not classed `oops` in balance_dirty_pages(): {line}");
     }
     if !reference_passed {
@@ -72,22 +78,31 @@ mod tests {
 
     #[test]
     fn only_an_oops_of_the_fixture_beside_a_passing_reference_will_do() {
-        let oops = "fuse-strictlimit/patch-bug-when-throttled #1: oops: the guest kernel \
-                    oopsed: kernel BUG at mm/page-writeback.c:1958! in \
-                    balance_dirty_pages+0x672/0x680 (QEMU exited)"
-            .to_string();
+        let failure = |variant: &str, why: &str| BootFailure {
+            run: RunId::new("fuse-strictlimit", variant, 0),
+            why: why.into(),
+        };
+        let oops = failure(
+            BUG_VARIANT,
+            "oops: the guest kernel oopsed: kernel BUG at mm/page-writeback.c:1958! in \
+             balance_dirty_pages+0x672/0x680 (QEMU exited)",
+        );
         assert!(check(std::slice::from_ref(&oops), true).is_ok());
         // The reference failed or went unmeasured.
         assert!(check(std::slice::from_ref(&oops), false).is_err());
         // The cause misnamed, as before the Oops was looked for.
-        let misnamed = "fuse-strictlimit/patch-bug-when-throttled #1: reading fio's result: \
-                        fio's JSON is malformed or truncated"
-            .to_string();
+        let misnamed = failure(
+            BUG_VARIANT,
+            "reading fio's result: fio's JSON is malformed or truncated",
+        );
         let e = check(&[misnamed], true).unwrap_err().to_string();
         assert!(e.contains("not classed `oops`"), "{e}");
+        // Another run's oops is not the fixture's.
+        let elsewhere = failure("upstream", &oops.why);
+        assert!(check(&[elsewhere], true).is_err());
         // No failed boot at all, or the reference's boot failed too.
         assert!(check(&[], true).is_err());
-        let other = "fuse-strictlimit/upstream #1: hang: the guest hung".to_string();
+        let other = failure("upstream", "hang: the guest hung");
         assert!(check(&[oops, other], true).is_err());
     }
 }

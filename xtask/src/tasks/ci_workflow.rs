@@ -183,6 +183,32 @@ mod tests {
     }
 
     #[test]
+    fn the_check_wants_a_failing_shard_s_results_kept_and_no_cache_per_run() {
+        if !has_python_yaml("the_check_wants_a_failing_shard_s_results_kept_and_no_cache_per_run") {
+            return;
+        }
+        let sh = Shell::new().unwrap();
+        let dir = testdir::Dir::new("workflow-keep");
+        let upload =
+            "        # A failing shard's results are its evidence.\n        if: always()\n";
+        let e = shape(&sh, &edited(&dir, upload, ""))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("the shard job's upload of its results has no `if: always()`"),
+            "{e}"
+        );
+        let key = "key: rust-${{ runner.os }}-${{ hashFiles('Cargo.lock') }}";
+        let e = shape(&sh, &edited(&dir, key, "key: rust-${{ github.run_id }}"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("job kernels: the cache key `rust-${{ github.run_id }}` names the run"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn actionlint_passes_the_workflow_and_rejects_a_broken_one() {
         let Ok(bin) = venv_dir().map(|v| v.join("bin/actionlint")) else {
             return;

@@ -8,6 +8,7 @@ use clap::ValueEnum;
 use xshell::Shell;
 
 use crate::{
+    cli::heading,
     deps,
     guest::{
         disk::{self, Disk, DiskKind},
@@ -41,7 +42,7 @@ pub enum ClockMode {
 pub struct GuestArgs {
     /// Accelerator. Default: kvm where /dev/kvm opens and the CPU has vmx/svm,
     /// else tcg (qemu -accel tcg,thread=multi).
-    #[arg(long, value_enum)]
+    #[arg(long, value_enum, help_heading = heading::GUEST)]
     pub accel: Option<Accel>,
     /// Guest time: `virtual` (QEMU -icount under TCG: time counts
     /// instructions, on one host thread per guest, so host load does not move
@@ -49,48 +50,41 @@ pub struct GuestArgs {
     /// Default: virtual under TCG, real under KVM (which cannot count
     /// instructions). The virtual clock cannot show what depends on real
     /// device or host timing: see the README.
-    #[arg(long, value_enum)]
+    #[arg(long, value_enum, help_heading = heading::GUEST)]
     pub clock: Option<ClockMode>,
     /// With the virtual clock: each instruction is 2^N ns of guest time
     /// (4: a guest CPU of 62.5 million instructions per guest second; lower is
     /// faster, closer to native speed, and slower to run).
-    #[arg(long, default_value_t = qemu::DEFAULT_ICOUNT_SHIFT, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=10))]
+    #[arg(long, default_value_t = qemu::DEFAULT_ICOUNT_SHIFT, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=10), help_heading = heading::GUEST)]
     pub icount_shift: u32,
     /// QEMU's -cpu model under TCG (KVM always uses -cpu host).
-    #[arg(long, value_name = "MODEL", default_value = qemu::DEFAULT_TCG_CPU)]
+    #[arg(long, value_name = "MODEL", default_value = qemu::DEFAULT_TCG_CPU, help_heading = heading::GUEST)]
     pub cpu_model: String,
-    /// One more kernel command-line argument (repeatable), e.g. `tsc=reliable`;
-    /// recorded in the session. wbstall's own (console=, rdinit=, wbstall.*)
-    /// cannot be overridden, except the test hook `wbstall.fault=KIND`
-    /// (kill-fuse, kill-fio, oom: a fault injected 2 s into fio; disk-full: the
-    /// ext4 scenarios' disk filled before it).
-    #[arg(long = "kernel-arg", value_name = "ARG")]
-    pub kernel_args: Vec<String>,
     /// The disk under the disk scenarios' ext4: `null` (null_blk in the guest,
     /// memory-backed, its bandwidth capped on the guest's clock: under
     /// --clock virtual its service time is guest time) or `host` (virtio-blk
     /// over an image file on the host: completions take host time).
-    #[arg(long, value_enum, default_value_t = DiskKind::Null)]
+    #[arg(long, value_enum, default_value_t = DiskKind::Null, help_heading = heading::GUEST)]
     pub disk: DiskKind,
     /// With --disk null: a bandwidth cap in MiB/s (null_blk's `mbps`, refilled
     /// every 20 ms: pages complete in bursts). Default: 0, no cap.
-    #[arg(long, value_name = "MIBS", value_parser = clap::value_parser!(u32).range(0..=40960))]
+    #[arg(long, value_name = "MIBS", value_parser = clap::value_parser!(u32).range(0..=40960), help_heading = heading::GUEST)]
     pub disk_mbps: Option<u32>,
     /// Guest CPUs (qemu -smp).
-    #[arg(long, default_value_t = 2, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
+    #[arg(long, default_value_t = 2, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64), help_heading = heading::GUEST)]
     pub cpus: u32,
     /// Guest memory (qemu -m), as vng takes it: `2G`, `2048M`, or a bare
     /// number of MiB; from 256M to 64G. Held in MiB.
-    #[arg(long, default_value = "2G", value_name = "SIZE", value_parser = parse_memory)]
+    #[arg(long, default_value = "2G", value_name = "SIZE", value_parser = parse_memory, help_heading = heading::GUEST)]
     pub memory: u32,
     /// Use the kernels already built instead of building: those of this
     /// source and configuration, in target/wbstall/kernels, or in
     /// target/wbstall/kernels-<tag> with --kernel-src, --debian-source,
     /// --debug-kernel, --no-rust, --config or --kconfig-add.
-    #[arg(long)]
+    #[arg(long, help_heading = heading::KERNELS)]
     pub no_build: bool,
     /// Parallel make jobs for the build (make -j). Default: the number of CPUs.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", help_heading = heading::KERNELS)]
     pub jobs: Option<usize>,
     /// The kernels' configuration (--debug-kernel, --config, --kconfig-add).
     #[command(flatten)]
@@ -98,8 +92,15 @@ pub struct GuestArgs {
     /// What classes the writers' sleeps: `module` (the wbstall module) or
     /// `tracefs` (the kernel's writeback trace events; no module needed).
     /// Default: the module when the kernel has one, else tracefs (said).
-    #[arg(long, value_enum)]
+    #[arg(long, value_enum, help_heading = heading::JUDGING)]
     pub detector: Option<Detector>,
+    /// One more kernel command-line argument (repeatable), e.g. `tsc=reliable`;
+    /// recorded in the session. wbstall's own (console=, rdinit=, wbstall.*)
+    /// cannot be overridden, except the test hook `wbstall.fault=KIND`
+    /// (kill-fuse, kill-fio, oom: a fault injected 2 s into fio; disk-full: the
+    /// ext4 scenarios' disk filled before it).
+    #[arg(long = "kernel-arg", value_name = "ARG", help_heading = heading::DEBUGGING)]
+    pub kernel_args: Vec<String>,
     /// Run PATH from the initramfs as init instead of wbstall's /init (kernel
     /// rdinit=), to debug the harness: a path that does not exist makes the
     /// guest kernel panic, /bin/cat makes it wait for ever.
@@ -107,7 +108,9 @@ pub struct GuestArgs {
         long,
         value_name = "PATH",
         default_value = DEFAULT_INIT,
-        hide_default_value = true
+        hide_default_value = true,
+        help_heading = heading::DEBUGGING
+
     )]
     pub rdinit: String,
 }

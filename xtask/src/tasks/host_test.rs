@@ -94,6 +94,7 @@ impl HostTest {
         ResultsDir::new(&dir).write::<RunRecord>(&session, None)?;
         let stage = Stage::new(
             &dir.join("host-root"),
+            &util::project_root().join("qemu"),
             &programs,
             user.as_ref().map(|u| u.line.as_str()),
         )?;
@@ -123,25 +124,27 @@ impl HostTest {
             .flat_map(|r| scenarios.iter().map(move |s| (r, *s)))
             .enumerate()
         {
+            let id = crate::guest::run_id::RunId::new(scen.name, HOST, run);
             progress::emit(Event::BootStart {
                 index: i + 1,
                 total,
-                variant: HOST,
-                scenario: scen.name,
-                run,
+                run: &id.to_string(),
             });
             match self.one(&at, scen, run) {
                 Ok(rec) => {
-                    recorded(&rec, &expected);
+                    recorded(&rec);
                     records.push(rec);
                 }
                 Err(e) => {
                     // A signal stopped the run: the reaper puts the host back
                     // and exits; this is not the run's failure.
                     crate::reaper::yield_to_signal();
-                    let msg = format!("{}/{HOST} #{}: {e:#}", scen.name, run + 1);
-                    progress::emit(Event::BootFailed(&msg));
-                    session.failures.push(msg);
+                    let failure = crate::results::session::BootFailure {
+                        run: id,
+                        why: format!("{e:#}"),
+                    };
+                    progress::emit(Event::BootFailed(&failure.to_string()));
+                    session.failures.push(failure);
                 }
             }
             for line in restorer.between_runs()? {
@@ -176,8 +179,10 @@ impl HostTest {
             verify: scen.verify && !self.job.quick && run == 0,
             detector: Detector::Tracefs,
             disk: None,
+            // The host's timers are not the guest's: no phase to wait for.
+            phase: None,
         });
-        let name = format!("{HOST}-{}-{}", scen.name, run + 1);
+        let name = crate::guest::run_id::RunId::new(scen.name, HOST, run).stem();
         // A disk scenario's ext4 on a loop device over a sparse file, made
         // for the run and dropped after it.
         let disk = match scen.disk {
@@ -230,6 +235,7 @@ impl HostTest {
                 console_warnings: warnings(&log),
                 samples,
                 detector: Detector::Tracefs,
+                phase: None,
             },
             &ran.stream,
         )

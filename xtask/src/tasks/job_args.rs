@@ -1,9 +1,12 @@
 //! The fio job's flags, shared by the tasks that run the scenarios
 //! (`qemu-test`, `host-test`): one owner of their meaning and defaults.
 
+use anyhow::{bail, Result};
+
 use crate::{
     guest::{
         job::{self, Job},
+        plan::{self, Phase},
         scenario::Scenario,
     },
     results::session::ScenarioInfo,
@@ -11,6 +14,7 @@ use crate::{
 
 /// The job's shape (fio's options) and the sampler beside it.
 #[derive(Debug, Clone, clap::Args)]
+#[command(next_help_heading = crate::cli::heading::JOB)]
 pub struct JobArgs {
     /// A short job for CI: fio --runtime=5 --ramp_time=2 (unless given), no verify pass.
     #[arg(long)]
@@ -32,6 +36,13 @@ pub struct JobArgs {
     /// Interval of the in-guest sampler in ms (0: off).
     #[arg(long, default_value_t = 100, value_name = "MS")]
     pub sample_ms: u32,
+    /// Start every run's measurement MS into its scenario's phase cycle (the
+    /// `[phase]` timers of its scenario.toml: memcg-ext4's 2 s statistics
+    /// refresh and 5 s flusher), to replay one run. Default: run k of N
+    /// starts k/N of the way into each of those periods, the same on every
+    /// variant. Scenarios without `[phase]` start when set up.
+    #[arg(long, value_name = "MS")]
+    pub phase: Option<u32>,
 }
 
 impl JobArgs {
@@ -47,6 +58,31 @@ impl JobArgs {
 }
 
 impl JobArgs {
+    /// Where run `run` of `runs` of `scen` starts its measurement: `--phase`,
+    /// or spread over the scenario's timer cycles; None without `[phase]`.
+    pub fn phase_of(&self, scen: Scenario, run: u32, runs: u32) -> Result<Option<Phase>> {
+        let Some(cycles) = scen.phase else {
+            return Ok(None);
+        };
+        let Some(offset_ms) = self.phase else {
+            return Ok(Some(plan::spread(run, runs, &cycles)));
+        };
+        let cycle_ms = cycles.cycle_ms();
+        if offset_ms >= cycle_ms {
+            bail!(
+                "--phase {offset_ms}: {}'s phase cycle is {cycle_ms} ms (its [phase] timers, \
+                 {:?} ms); give an offset from 0 to {}",
+                scen.name,
+                cycles.cycles_ms,
+                cycle_ms - 1
+            );
+        }
+        Ok(Some(Phase {
+            cycle_ms,
+            offset_ms,
+        }))
+    }
+
     /// The session's record of `scenarios`: each one's job, and its runs.
     pub fn infos(&self, scenarios: &[Scenario], runs: impl Fn(&str) -> u32) -> Vec<ScenarioInfo> {
         scenarios

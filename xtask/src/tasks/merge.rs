@@ -55,9 +55,10 @@ impl Merge {
             }
         }
         let expected = verdict::session_expectations(&session, None)?;
-        let (v, evidence) = report::render(&self.out, &session, &records, &expected)?;
-        print!("{}", summary(&self.out, &session, &evidence, &v));
-        if !session.failures.is_empty() || !v.passed() {
+        let j = crate::analysis::judge(&session, &records, &expected)?;
+        report::render(&self.out, &j)?;
+        print!("{}", summary(&self.out, &j));
+        if !j.passed() {
             bail!("the verdict of the merged shards fails: see the FAIL lines above");
         }
         Ok(())
@@ -189,7 +190,7 @@ pub fn merge(shards: &[ShardData]) -> Result<(Session, Vec<RunRecord>)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{analysis::matrix::Matrix, guest::plan::Shard, util::testdir};
+    use crate::{analysis::judge, guest::plan::Shard, util::testdir};
 
     fn example() -> (Session, Vec<RunRecord>) {
         ResultsDir::new(util::project_root().join("docs/example-report"))
@@ -242,14 +243,12 @@ mod tests {
             serde_json::to_string(&judged).unwrap(),
             serde_json::to_string(&whole).unwrap()
         );
-        let usable = |r: &[RunRecord]| crate::analysis::evidence::Evidence::of(r, &expected).usable;
-        assert_eq!(
-            crate::report::terminal::table(&Matrix::new(&usable(&merged)), &judged),
-            crate::report::terminal::table(&Matrix::new(&usable(&records)), &whole)
-        );
+        let table = |s, r| crate::report::terminal::table(&judge(s, r, &expected).unwrap());
+        assert_eq!(table(&merged_session, &merged), table(&session, &records));
         // Rendered into a directory, too.
         let t = testdir::Dir::new("merge");
-        report::render(t.path(), &merged_session, &merged, &expected).unwrap();
+        let j = judge(&merged_session, &merged, &expected).unwrap();
+        report::render(t.path(), &j).unwrap();
         assert!(t.path().join(ResultsDir::REPORT).is_file());
     }
 

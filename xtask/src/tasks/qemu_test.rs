@@ -24,6 +24,7 @@ use crate::{
         expected::{self, load_expectations, ExpectArgs, Expected},
         stats,
     },
+    cli::heading,
     deps,
     guest::{
         fuse_server::{self, External, UserServer},
@@ -50,11 +51,9 @@ pub struct QemuTest {
     pub selection: Selection,
     #[command(flatten)]
     pub source: SourceArgs,
-    #[command(flatten)]
-    pub guest: GuestArgs,
     /// Scenario to run (repeatable). Default: those of the default plan
     /// (all but fuse-passthrough, which runs when named or with --fuse-server).
-    #[arg(long = "scenario", value_name = "NAME")]
+    #[arg(long = "scenario", value_name = "NAME", help_heading = heading::JOB)]
     pub scenarios: Vec<String>,
     /// Your own FUSE server in the fuse-passthrough scenario instead of
     /// libfuse's passthrough_ll: PROGRAM (a path, or a name on PATH) and its
@@ -62,70 +61,73 @@ pub struct QemuTest {
     /// /run/pt-src is an empty tmpfs directory it may serve. It and the
     /// libraries ldd lists go into the guest. A mount without the writeback
     /// cache cannot show the bug: such runs are left out, said why.
-    #[arg(long, value_name = "'PROGRAM ARGS'")]
+    #[arg(long, value_name = "'PROGRAM ARGS'", help_heading = heading::JOB)]
     pub fuse_server: Option<String>,
     /// Boots per variant and scenario, interleaved (ABBA) across variants.
     /// Default: 3, or 1 with --quick.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100))]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100), help_heading = heading::JOB)]
     pub runs: Option<u32>,
     #[command(flatten)]
     pub job: JobArgs,
     /// Seconds before a guest is declared hung and killed. Default: 120 + ramp + runtime.
-    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..), help_heading = heading::JOB)]
     pub timeout: Option<u64>,
     /// The variant booted a second time as its own A/A control, to measure the
     /// noise floor (only with --runs >= 2). Default: upstream when selected.
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", help_heading = heading::JUDGING)]
     pub aa: Option<String>,
     /// Do not run the A/A control.
-    #[arg(long)]
+    #[arg(long, help_heading = heading::JUDGING)]
     pub no_aa: bool,
     /// The hypotheses to judge against. Default: qemu/expected.toml.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", help_heading = heading::JUDGING)]
     pub expected: Option<PathBuf>,
     /// What the patch under test (--patch, --rev) must do: `CLASS` in every scenario,
     /// or `SCENARIO=CLASS` (repeatable; CLASS is ok, stall or idle). Default:
     /// what the expectations file says of the reference variant (a fix must
     /// behave as the shipped fix does).
-    #[arg(long = "expect", value_name = "[SCENARIO=]CLASS")]
+    #[arg(long = "expect", value_name = "[SCENARIO=]CLASS", help_heading = heading::JUDGING)]
     pub expect: Vec<String>,
     /// A against B: the %change of every metric with its interval, beside the
     /// A/A noise floor (repeatable; any two measured variants, --patch ones
     /// included, e.g. `--compare patch-fix upstream`).
-    #[arg(long, num_args = 2, value_names = ["A", "B"], action = clap::ArgAction::Append)]
+    #[arg(long, num_args = 2, value_names = ["A", "B"], action = clap::ArgAction::Append, help_heading = heading::JUDGING)]
     pub compare: Vec<String>,
     /// Run only the I-th of N deterministic slices of the plan (each keeps its
     /// boots in ABBA order), for a CI job matrix; `cargo xtask merge` joins the
     /// N result directories and judges them.
-    #[arg(long, value_name = "I/N")]
+    #[arg(long, value_name = "I/N", help_heading = heading::SESSIONS)]
     pub shard: Option<plan::Shard>,
     /// Guests booted at once, started in plan order as earlier ones end;
     /// records stay in plan order. At most the host's CPUs / --cpus (one host
     /// thread per guest with the virtual clock). Throughput numbers stay
     /// comparable only on the virtual clock. Default: one per host CPU on the
     /// virtual clock, 1 on the real one.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", help_heading = heading::SESSIONS)]
     pub jobs_vm: Option<usize>,
     /// Print the plan and exit, building and booting nothing: the kernels to
     /// build or reuse, the scenarios and runs per cell, the number of boots,
     /// and the time they take by docs/measurements.md's times per boot.
-    #[arg(long, alias = "plan")]
+    #[arg(long, alias = "plan", help_heading = heading::SESSIONS)]
     pub dry_run: bool,
     /// Make the results directory (a new <timestamp> directory) inside DIR.
     /// Default: target/wbstall/results. `cargo xtask slurm` gives each shard
     /// its own, so the merge job finds each shard's results.
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", help_heading = heading::SESSIONS)]
     pub results_in: Option<PathBuf>,
     /// Go on with the interrupted session in DIR (a results directory): its
     /// own flags, its kernels (checked by hash, never rebuilt), only the boots
     /// it has no record of; then the whole session is judged. Give no other
     /// flag but --retry-failed.
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", help_heading = heading::SESSIONS)]
     pub resume: Option<PathBuf>,
     /// With --resume: boot again the boots that failed (by default a failed
     /// boot is done, its failure kept in the session).
-    #[arg(long, requires = "resume")]
+    #[arg(long, requires = "resume", help_heading = heading::SESSIONS)]
     pub retry_failed: bool,
+    /// Last: the debugging flags, at the end of `--help`, are GuestArgs'.
+    #[command(flatten)]
+    pub guest: GuestArgs,
 }
 
 /// What a session is made of, every input checked: what `measure` builds
@@ -306,7 +308,7 @@ impl QemuTest {
         scenarios: &[Scenario],
         runs: &Runs,
         machine: &Machine,
-    ) -> Plan {
+    ) -> Result<Plan> {
         let boots = self
             .cells(kernels, scenarios, runs)
             .into_iter()
@@ -319,15 +321,16 @@ impl QemuTest {
                     self.job.of(scen),
                     machine.clone(),
                 );
-                Boot {
+                Ok(Boot {
                     verify: scen.verify && !self.job.quick && run == 0,
                     sample_ms: self.job.sample_ms,
                     timeout: self.timeout.map_or(b.timeout, Duration::from_secs),
+                    phase: self.job.phase_of(scen, run, runs.of(scen.name))?,
                     ..b
-                }
+                })
             })
-            .collect();
-        Plan { boots }
+            .collect::<Result<_>>()?;
+        Ok(Plan { boots })
     }
 
     fn session(&self, tc: &deps::Toolchain, built: &[Built], i: &Inputs) -> Result<Session> {
@@ -527,13 +530,13 @@ impl QemuTest {
             progress::emit(Event::Note(note));
         }
         let detectors = self.guest.detectors(&built)?;
-        let plan = self.plan(&built, &initrds(&base, &built)?, scenarios, runs, machine);
+        let plan = self.plan(&built, &initrds(&base, &built)?, scenarios, runs, machine)?;
         let mut plan = plan::with_detectors(plan, &detectors);
         if resuming {
             let failures = &mut session.failures;
             plan = resume::remaining(plan, &earlier, failures, self.retry_failed);
         }
-        let records = boot_all(sh, &dir, &plan, jobs_vm, expected, &mut session, earlier)?;
+        let records = boot_all(sh, &dir, &plan, jobs_vm, &mut session, earlier)?;
         match self.shard {
             Some(shard) => Ok(shard_outcome(shard, dir, &session, records.len())),
             None => finish(dir, &session, &records, expected),
@@ -572,6 +575,7 @@ mod tests {
             "${WB_NUMJOBS}",
             "${WB_RAMP}",
             "${WB_RUNTIME}",
+            "${WB_INVALIDATE}",
         ] {
             assert!(text.contains(var), "missing {var}");
         }

@@ -46,14 +46,15 @@ impl ReportCmd {
         let (session, records) = dir.load()?;
         let expected =
             crate::analysis::verdict::session_expectations(&session, self.expected.as_deref())?;
-        let (verdict, evidence) = render(&self.dir, &session, &records, &expected)?;
+        let j = crate::analysis::judge(&session, &records, &expected)?;
+        render(&self.dir, &j)?;
         match self.format {
             Format::Mail => {
                 print!("{}", dir.read(ResultsDir::MAIL)?);
                 return Ok(());
             }
             Format::Kcidb => {
-                let doc = crate::report::kcidb::document(&session, &verdict)
+                let doc = crate::report::kcidb::document(&j)
                     .with_context(|| format!("the KCIDB document of {}", self.dir.display()))?;
                 let text = crate::report::kcidb::text(&doc)?;
                 crate::util::write_atomic(&dir.file(ResultsDir::KCIDB), &text)?;
@@ -62,8 +63,8 @@ impl ReportCmd {
             }
             Format::Text => {}
         }
-        print!("{}", summary(&self.dir, &session, &evidence, &verdict));
-        if !session.failures.is_empty() || !verdict.passed() {
+        print!("{}", summary(&self.dir, &j));
+        if !j.passed() {
             anyhow::bail!(
                 "the verdict of {} fails: see the FAIL lines above",
                 self.dir.display()

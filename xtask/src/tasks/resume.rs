@@ -15,8 +15,8 @@ use crate::{
     progress::{self, Event},
     results::{
         dir::ResultsDir,
-        record::{parse_run_label, RunRecord},
-        session::Session,
+        record::RunRecord,
+        session::{BootFailure, Session},
     },
     tasks::merge,
     util,
@@ -160,24 +160,16 @@ pub fn check_kernels(r: &Resumed, built: &[Built]) -> Result<()> {
 pub fn remaining(
     plan: Plan,
     records: &[RunRecord],
-    failures: &mut Vec<String>,
+    failures: &mut Vec<BootFailure>,
     retry_failed: bool,
 ) -> Plan {
     let total = plan.boots.len();
-    let failed = |v: &str, s: &str, run: u32| {
-        failures
-            .iter()
-            .any(|f| parse_run_label(f) == Some((s, v, run + 1)))
-    };
-    let recorded = |v: &str, s: &str, run: u32| {
-        records
-            .iter()
-            .any(|r| r.variant == v && r.scenario == s && r.run == run)
-    };
     let boots: Vec<_> = (plan.boots.into_iter())
         .filter(|b| {
-            let (v, s) = (b.kernel.meta.variant.as_str(), b.scenario.name);
-            !recorded(v, s, b.run) && (retry_failed || !failed(v, s, b.run))
+            let id = b.id();
+            let recorded = records.iter().any(|r| r.id() == id);
+            let failed = failures.iter().any(|f| f.run == id);
+            !recorded && (retry_failed || !failed)
         })
         .collect();
     let failed_before = failures.len();
@@ -257,20 +249,11 @@ mod tests {
     }
 
     /// Boots `plan` into `dir` as a fresh session would.
-    fn fresh(t: &testdir::Dir, dir: &Path, plan: &Plan, expected: &expected::Expected) {
+    fn fresh(t: &testdir::Dir, dir: &Path, plan: &Plan) {
         let mut s = session(plan);
         std::fs::create_dir_all(dir).unwrap();
         ResultsDir::new(dir).write::<RunRecord>(&s, None).unwrap();
-        boot_all(
-            &fake(t, &guest("")),
-            dir,
-            plan,
-            1,
-            expected,
-            &mut s,
-            Vec::new(),
-        )
-        .unwrap();
+        boot_all(&fake(t, &guest("")), dir, plan, 1, &mut s, Vec::new()).unwrap();
     }
 
     /// Resumes `dir` against `plan`, as `qemu-test --resume` does; the verdict
@@ -281,11 +264,11 @@ mod tests {
         plan: &Plan,
         retry: bool,
         e: &expected::Expected,
-    ) -> (String, Vec<String>) {
+    ) -> (String, Vec<BootFailure>) {
         let r = open(dir).unwrap();
         let mut s = r.session.clone();
         let left = remaining(plan.clone(), &r.records, &mut s.failures, retry);
-        boot_all(sh, dir, &left, 1, e, &mut s, r.records.clone()).unwrap();
+        boot_all(sh, dir, &left, 1, &mut s, r.records.clone()).unwrap();
         drop(r);
         let (s, records) = ResultsDir::new(dir).load().unwrap();
         let v = verdict::judge(&records, e, &Planned::of(&s));
@@ -310,12 +293,12 @@ mod tests {
         let e = expectations();
         let plan = plan(&t, 4);
         let (whole, stopped) = (t.path().join("whole"), t.path().join("stopped"));
-        fresh(&t, &whole, &plan, &e);
+        fresh(&t, &whole, &plan);
         // What a Ctrl-C after the second boot leaves: two records, written
         // after each boot.
         let mut first = plan.clone();
         first.boots.truncate(2);
-        fresh(&t, &stopped, &first, &e);
+        fresh(&t, &stopped, &first);
         let (_, before) = ResultsDir::new(&stopped).load().unwrap();
         assert_eq!(before.len(), 2);
         // The resumed boots are the last two only: the fake notes each boot.
@@ -352,11 +335,12 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let mut s = session(&plan);
         let sh = fake(&t, &guest("v-fuse-strictlimit-2"));
-        boot_all(&sh, &dir, &plan, 1, &e, &mut s, Vec::new()).unwrap();
+        boot_all(&sh, &dir, &plan, 1, &mut s, Vec::new()).unwrap();
         let (without, failures) = resume(&sh, &dir, &plan, false, &e);
         assert_eq!(failures.len(), 1, "the failure is kept: {failures:?}");
-        assert!(
-            failures[0].starts_with("fuse-strictlimit/v #2: "),
+        assert_eq!(
+            failures[0].run,
+            crate::guest::run_id::RunId::new("fuse-strictlimit", "v", 1),
             "{failures:?}"
         );
         assert!(!without.contains(", 1)"), "{without}");
@@ -368,10 +352,9 @@ mod tests {
     #[test]
     fn a_changed_kernel_an_old_session_and_a_held_directory_are_refused_by_name() {
         let t = testdir::Dir::new("resume-refused");
-        let e = expectations();
         let plan = plan(&t, 1);
         let dir = t.path().join("d");
-        fresh(&t, &dir, &plan, &e);
+        fresh(&t, &dir, &plan);
         let r = open(&dir).unwrap();
         // Held: a second resume of the same directory is refused, by pid.
         let held = open(&dir).unwrap_err().to_string();

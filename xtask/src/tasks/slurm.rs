@@ -14,6 +14,7 @@ use xshell::{cmd, Shell};
 use crate::{
     kernel::{build, variants::Variants},
     progress::{self, Event},
+    results::dir::ResultsDir,
     tasks::{parse_args, qemu_test::QemuTest},
     util::{self, sh_quote},
 };
@@ -33,7 +34,9 @@ pub struct Slurm {
     /// The partition the jobs run in (sbatch --partition). Default: the cluster's.
     #[arg(long, value_name = "NAME")]
     pub partition: Option<String>,
-    /// Time limit of each shard (sbatch --time, e.g. 1:00:00). Default: the partition's.
+    /// Time limit of each shard (sbatch --time, e.g. 1:00:00); 120 s before it the
+    /// shard gets SIGTERM (sbatch --signal) and stops cleanly, its session left to
+    /// `qemu-test --resume`. Default: the partition's.
     #[arg(long, value_name = "TIME")]
     pub time: Option<String>,
     /// Where the scripts, the jobs' logs, the shards' results and the merged
@@ -55,7 +58,10 @@ pub struct Slurm {
 pub struct Jobs {
     /// The checkout the jobs run in (sbatch --chdir).
     pub root: PathBuf,
-    /// The xtask binary that wrote the scripts; the jobs run it.
+    /// The xtask binary that wrote the scripts, copied to `xtask`.
+    pub built: PathBuf,
+    /// The jobs' own copy of it (`DIR/bin/xtask`): a later `cargo xtask` in
+    /// the checkout rebuilds target/debug/xtask under running jobs.
     pub xtask: PathBuf,
     /// Scripts, logs/, shard-I/ and merged/.
     pub dir: PathBuf,
@@ -82,6 +88,18 @@ pub struct Submitted {
 /// What QEMU needs beside the guest's memory, per guest, in MiB.
 const QEMU_OVERHEAD_MIB: u32 = 512;
 
+/// The merge job's memory and time (sbatch --mem, --time): `report` of the
+/// 50 boots of docs/example-report peaked at 19 MiB and took 1.8 s here.
+const MERGE_MEM_MIB: u32 = 1024;
+const MERGE_TIME: &str = "0:10:00";
+
+/// What sbatch sends a shard before its time limit, and how long before
+/// (sbatch --signal=B:SIG@SECS): xtask stops cleanly on SIGTERM (its guests
+/// and their processes stopped, the session left to `--resume`), sooner than
+/// Slurm's own SIGTERM, which leaves KillWait (30 s by default) before SIGKILL.
+const STOP_SIGNAL: &str = "TERM";
+const STOP_SECS: u32 = 120;
+
 /// The qemu-test flags the script sets itself, and the flag of this task to use instead.
 const OWN_FLAGS: &[(&str, &str)] = &[
     ("--shard", "--shards N"),
@@ -105,18 +123,7 @@ impl Slurm {
             return Ok(());
         }
         let s = jobs.submit(sh)?;
-        println!(
-            "slurm: job array {} (shards 1..{}) and merge job {} (after every shard \
-             succeeded)\n  follow them: squeue -j {},{}; logs in {}\n  the merged \
-             results: {}",
-            s.array,
-            jobs.shards,
-            s.merge,
-            s.array,
-            s.merge,
-            jobs.dir.join("logs").display(),
-            jobs.merged().display()
-        );
+        println!("{}", submitted(&jobs, &s));
         Ok(())
     }
 
@@ -166,7 +173,8 @@ impl Slurm {
         };
         let jobs = Jobs {
             root: util::project_root(),
-            xtask: crate::util::xtask_exe()?,
+            built: util::xtask_exe()?,
+            xtask: dir.join("bin/xtask"),
             dir,
             kernels,
             variants,
@@ -251,6 +259,9 @@ impl Jobs {
             format!("--cpus-per-task={}", self.cpus_per_task),
             format!("--mem={}M", self.mem_mib),
             format!("--output={}/logs/shard-%a.log", self.dir.display()),
+            // Requeued after a node failure, a task resumes its session.
+            "--requeue".to_string(),
+            format!("--signal=B:{STOP_SIGNAL}@{STOP_SECS}"),
         ];
         options.extend(self.time.iter().map(|t| format!("--time={t}")));
         let variants: Vec<String> = self.variants.iter().map(|v| sh_quote(v)).collect();
@@ -265,13 +276,24 @@ impl Jobs {
              exit 1\n    \
              fi\n\
              done\n\
+             out={dir}/shard-\"$SLURM_ARRAY_TASK_ID\"\n\
+             # Requeued (a node failure; SLURM_RESTART_COUNT counts the restarts): the\n\
+             # session the task began goes on, so that merge finds one per shard.\n\
+             if [ \"${{SLURM_RESTART_COUNT:-0}}\" -gt 0 ]; then\n    \
+             for session in \"$out\"/*/{session}; do\n        \
+             if [ -f \"$session\" ]; then\n            \
+             exec {xtask} qemu-test --resume \"${{session%/{session}}}\"\n        \
+             fi\n    \
+             done\n\
+             fi\n\
              exec {xtask} qemu-test --shard \"$SLURM_ARRAY_TASK_ID/{n}\" --jobs-vm {cpus} \\\n    \
-             --results-in {dir}/shard-\"$SLURM_ARRAY_TASK_ID\" \\\n    \
+             --results-in \"$out\" \\\n    \
              {flags}\n",
             variants = variants.join(" "),
             xtask = self.xtask.display(),
             cpus = self.cpus_per_task,
             dir = self.dir.display(),
+            session = ResultsDir::SESSION,
             flags = flags.join(" "),
         );
         self.script(
@@ -286,13 +308,31 @@ impl Jobs {
         let options = [
             "--job-name=wbstall-merge".to_string(),
             "--cpus-per-task=1".to_string(),
+            format!("--mem={MERGE_MEM_MIB}M"),
+            format!("--time={MERGE_TIME}"),
             format!("--output={}/logs/merge.log", self.dir.display()),
+            // Run again, it would find its own half-written merged/.
+            "--no-requeue".to_string(),
         ];
         let body = format!(
-            "exec {} merge --out {} {}/shard-*/*\n",
-            self.xtask.display(),
-            self.merged().display(),
-            self.dir.display()
+            "# Every shard's session: a directory a requeued task left before its\n\
+             # {session} was written holds none, and is not a session.\n\
+             dirs=()\n\
+             for session in {dir}/shard-*/*/{session}; do\n    \
+             if [ -f \"$session\" ]; then\n        \
+             dirs+=(\"${{session%/{session}}}\")\n    \
+             fi\n\
+             done\n\
+             if [ ${{#dirs[@]}} -eq 0 ]; then\n    \
+             echo \"wbstall: no shard's {session} in {dir}/shard-*: see the shards' logs in \
+             {dir}/logs\" >&2\n    \
+             exit 1\n\
+             fi\n\
+             exec {xtask} merge --out {merged} \"${{dirs[@]}}\"\n",
+            xtask = self.xtask.display(),
+            merged = self.merged().display(),
+            dir = self.dir.display(),
+            session = ResultsDir::SESSION,
         );
         self.script(
             "joins and judges the shards' results (sbatch --dependency=afterok:<array>)",
@@ -311,6 +351,18 @@ impl Jobs {
             );
         }
         std::fs::create_dir_all(&logs).with_context(|| format!("creating {}", logs.display()))?;
+        let bin = self
+            .xtask
+            .parent()
+            .context("the jobs' xtask has a directory")?;
+        std::fs::create_dir_all(bin).with_context(|| format!("creating {}", bin.display()))?;
+        std::fs::copy(&self.built, &self.xtask).with_context(|| {
+            format!(
+                "copying {} to {} for the jobs",
+                self.built.display(),
+                self.xtask.display()
+            )
+        })?;
         let shards = self.dir.join(Self::SHARDS_SCRIPT);
         let merge = self.dir.join(Self::MERGE_SCRIPT);
         util::write_atomic(&shards, self.shards_script())?;
@@ -344,6 +396,25 @@ impl Jobs {
     }
 }
 
+/// What the user is told of the jobs sbatch took: where to follow them, and
+/// how their ends are read once they have left the queue.
+fn submitted(jobs: &Jobs, s: &Submitted) -> String {
+    format!(
+        "slurm: job array {a} (shards 1..{n}) and merge job {m} (after every shard \
+         succeeded)\n  follow them: squeue -j {a},{m}; logs in {logs}\n  once they have \
+         ended: sacct -D -j {a},{m} --format={SACCT_FORMAT}\n  the merged results: {merged}",
+        a = s.array,
+        n = jobs.shards,
+        m = s.merge,
+        logs = jobs.dir.join("logs").display(),
+        merged = jobs.merged().display()
+    )
+}
+
+/// The fields `sacct` shows of the jobs: each task's end and node, and with
+/// `-D` every run of a requeued one.
+const SACCT_FORMAT: &str = "JobID,State,ExitCode,Elapsed,NodeList,MaxRSS";
+
 /// The job id of `sbatch --parsable`'s answer: `ID` or `ID;CLUSTER`.
 fn job_id(out: &str) -> Result<u32> {
     let id = out.trim().split(';').next().unwrap_or_default();
@@ -358,7 +429,8 @@ mod tests {
     fn jobs() -> Jobs {
         Jobs {
             root: "/shared/wbstall".into(),
-            xtask: "/shared/wbstall/target/debug/xtask".into(),
+            built: "/shared/wbstall/target/debug/xtask".into(),
+            xtask: "/shared/wbstall/target/wbstall/slurm/run1/bin/xtask".into(),
             dir: "/shared/wbstall/target/wbstall/slurm/run1".into(),
             kernels: "/shared/wbstall/target/wbstall/kernels".into(),
             variants: vec!["regressed".into(), "upstream".into()],
@@ -387,12 +459,14 @@ mod tests {
 #SBATCH --cpus-per-task=1
 #SBATCH --mem=2560M
 #SBATCH --output=/shared/wbstall/target/wbstall/slurm/run1/logs/shard-%a.log
+#SBATCH --requeue
+#SBATCH --signal=B:TERM@120
 #SBATCH --time=1:00:00
 #SBATCH --chdir=/shared/wbstall
 #SBATCH --partition=batch
 set -euo pipefail
-if [ ! -x /shared/wbstall/target/debug/xtask ]; then
-    echo "wbstall: /shared/wbstall/target/debug/xtask is not on $(hostname): run cargo xtask slurm from a checkout every node mounts at the same path" >&2
+if [ ! -x /shared/wbstall/target/wbstall/slurm/run1/bin/xtask ]; then
+    echo "wbstall: /shared/wbstall/target/wbstall/slurm/run1/bin/xtask is not on $(hostname): run cargo xtask slurm from a checkout every node mounts at the same path" >&2
     exit 1
 fi
 # The kernels are built once, in this checkout (cargo xtask build-kernel).
@@ -402,8 +476,18 @@ for v in regressed upstream; do
         exit 1
     fi
 done
-exec /shared/wbstall/target/debug/xtask qemu-test --shard "$SLURM_ARRAY_TASK_ID/2" --jobs-vm 1 \
-    --results-in /shared/wbstall/target/wbstall/slurm/run1/shard-"$SLURM_ARRAY_TASK_ID" \
+out=/shared/wbstall/target/wbstall/slurm/run1/shard-"$SLURM_ARRAY_TASK_ID"
+# Requeued (a node failure; SLURM_RESTART_COUNT counts the restarts): the
+# session the task began goes on, so that merge finds one per shard.
+if [ "${SLURM_RESTART_COUNT:-0}" -gt 0 ]; then
+    for session in "$out"/*/session.json; do
+        if [ -f "$session" ]; then
+            exec /shared/wbstall/target/wbstall/slurm/run1/bin/xtask qemu-test --resume "${session%/session.json}"
+        fi
+    done
+fi
+exec /shared/wbstall/target/wbstall/slurm/run1/bin/xtask qemu-test --shard "$SLURM_ARRAY_TASK_ID/2" --jobs-vm 1 \
+    --results-in "$out" \
     --no-build --quick --fuse-server 'passthrough_ll -o writeback'
 "#;
 
@@ -412,15 +496,30 @@ exec /shared/wbstall/target/debug/xtask qemu-test --shard "$SLURM_ARRAY_TASK_ID/
 # Written again by the next `cargo xtask slurm`; do not edit.
 #SBATCH --job-name=wbstall-merge
 #SBATCH --cpus-per-task=1
+#SBATCH --mem=1024M
+#SBATCH --time=0:10:00
 #SBATCH --output=/shared/wbstall/target/wbstall/slurm/run1/logs/merge.log
+#SBATCH --no-requeue
 #SBATCH --chdir=/shared/wbstall
 #SBATCH --partition=batch
 set -euo pipefail
-if [ ! -x /shared/wbstall/target/debug/xtask ]; then
-    echo "wbstall: /shared/wbstall/target/debug/xtask is not on $(hostname): run cargo xtask slurm from a checkout every node mounts at the same path" >&2
+if [ ! -x /shared/wbstall/target/wbstall/slurm/run1/bin/xtask ]; then
+    echo "wbstall: /shared/wbstall/target/wbstall/slurm/run1/bin/xtask is not on $(hostname): run cargo xtask slurm from a checkout every node mounts at the same path" >&2
     exit 1
 fi
-exec /shared/wbstall/target/debug/xtask merge --out /shared/wbstall/target/wbstall/slurm/run1/merged /shared/wbstall/target/wbstall/slurm/run1/shard-*/*
+# Every shard's session: a directory a requeued task left before its
+# session.json was written holds none, and is not a session.
+dirs=()
+for session in /shared/wbstall/target/wbstall/slurm/run1/shard-*/*/session.json; do
+    if [ -f "$session" ]; then
+        dirs+=("${session%/session.json}")
+    fi
+done
+if [ ${#dirs[@]} -eq 0 ]; then
+    echo "wbstall: no shard's session.json in /shared/wbstall/target/wbstall/slurm/run1/shard-*: see the shards' logs in /shared/wbstall/target/wbstall/slurm/run1/logs" >&2
+    exit 1
+fi
+exec /shared/wbstall/target/wbstall/slurm/run1/bin/xtask merge --out /shared/wbstall/target/wbstall/slurm/run1/merged "${dirs[@]}"
 "#;
 
     #[test]
@@ -529,5 +628,119 @@ exec /shared/wbstall/target/debug/xtask merge --out /shared/wbstall/target/wbsta
         assert!(jobs().check_paths().is_ok());
         assert_eq!(job_id("4242;cluster\n").unwrap(), 4242);
         assert!(job_id("sbatch: error").is_err());
+    }
+
+    /// A stand-in xtask at `path` that prints its arguments, one a line.
+    fn stand_in(path: &std::path::Path) {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, "#!/bin/sh\nprintf '%s\\n' \"$@\"\n").unwrap();
+        std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+    }
+
+    #[test]
+    fn a_requeued_task_resumes_its_session_and_the_merge_takes_it_once() {
+        let t = util::testdir::Dir::new("slurm-requeue");
+        let kernels = t.path().join("kernels");
+        for v in ["regressed", "upstream"] {
+            std::fs::create_dir_all(kernels.join(v)).unwrap();
+            std::fs::write(kernels.join(v).join("variant.json"), "{}").unwrap();
+        }
+        let dir = t.path().join("run");
+        let j = Jobs {
+            xtask: dir.join("bin/xtask"),
+            kernels,
+            dir: dir.clone(),
+            ..jobs()
+        };
+        stand_in(&j.xtask);
+        let task2 = [("SLURM_ARRAY_TASK_ID", "2")];
+        // The first run of task 2 starts its shard; it began a session and
+        // its node failed (the stand-in leaves what qemu-test left).
+        let out = run_script(&j.shards_script(), &task2);
+        assert!(out.status.success());
+        assert!(String::from_utf8_lossy(&out.stdout).starts_with("qemu-test\n--shard\n2/2\n"));
+        let first = dir.join("shard-2/20261203T100000Z");
+        std::fs::create_dir_all(&first).unwrap();
+        std::fs::write(first.join(ResultsDir::SESSION), "{}").unwrap();
+        // An earlier run that died before its session.json left an empty one.
+        std::fs::create_dir_all(dir.join("shard-2/20261203T095900Z")).unwrap();
+        // Requeued, the task goes on with that session, nothing else.
+        let restarted = [("SLURM_ARRAY_TASK_ID", "2"), ("SLURM_RESTART_COUNT", "1")];
+        let out = run_script(&j.shards_script(), &restarted);
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            format!("qemu-test\n--resume\n{}\n", first.display())
+        );
+        // Requeued before any session was begun: a new one.
+        let out = run_script(
+            &j.shards_script(),
+            &[("SLURM_ARRAY_TASK_ID", "1"), ("SLURM_RESTART_COUNT", "1")],
+        );
+        assert!(String::from_utf8_lossy(&out.stdout).starts_with("qemu-test\n--shard\n1/2\n"));
+        // The merge gets each shard's one session.
+        let shard1 = dir.join("shard-1/20261203T100001Z");
+        std::fs::create_dir_all(&shard1).unwrap();
+        std::fs::write(shard1.join(ResultsDir::SESSION), "{}").unwrap();
+        let out = run_script(&j.merge_script(), &[]);
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            format!(
+                "merge\n--out\n{}\n{}\n{}\n",
+                j.merged().display(),
+                shard1.display(),
+                first.display()
+            )
+        );
+    }
+
+    #[test]
+    fn a_merge_without_any_shard_session_says_where_the_logs_are() {
+        let t = util::testdir::Dir::new("slurm-merge-none");
+        let dir = t.path().join("run");
+        let j = Jobs {
+            xtask: dir.join("bin/xtask"),
+            dir: dir.clone(),
+            ..jobs()
+        };
+        stand_in(&j.xtask);
+        std::fs::create_dir_all(dir.join("shard-1/20261203T095900Z")).unwrap();
+        let out = run_script(&j.merge_script(), &[]);
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("no shard's session.json") && err.contains("/logs"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn the_jobs_run_their_own_copy_of_xtask() {
+        let t = util::testdir::Dir::new("slurm-copy");
+        let built = t.path().join("target/debug/xtask");
+        stand_in(&built);
+        let dir = t.path().join("run");
+        let j = Jobs {
+            built: built.clone(),
+            xtask: dir.join("bin/xtask"),
+            dir: dir.clone(),
+            ..jobs()
+        };
+        j.write().unwrap();
+        // A later build in the checkout changes nothing under the jobs.
+        std::fs::write(&built, "rebuilt").unwrap();
+        let copy = std::fs::read_to_string(&j.xtask).unwrap();
+        assert!(copy.starts_with("#!/bin/sh"), "{copy}");
+        assert!(j
+            .shards_script()
+            .contains(&format!("exec {} qemu-test", j.xtask.display())));
+        assert!(j
+            .merge_script()
+            .contains(&format!("exec {} merge", j.xtask.display())));
+        let said = submitted(&j, &Submitted { array: 7, merge: 8 });
+        assert!(
+            said.contains("sacct -D -j 7,8 --format=JobID,State"),
+            "{said}"
+        );
     }
 }
