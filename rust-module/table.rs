@@ -51,7 +51,10 @@ pub(crate) const UNKNOWN_NAME: &[u8] = b"(unknown)";
 /// the sleep is `draining`: one stray completion does not make the device the bottleneck. The
 /// host's tracefs detector reads this line (xtask/src/results/tracefs.rs), so both detectors
 /// class by the same floor.
-#[allow(dead_code, reason = "the host reads it; the module's classes use it next")]
+#[allow(
+    dead_code,
+    reason = "the host reads it; the module's classes use it next"
+)]
 pub(crate) const DRAIN_FLOOR_PAGES: u64 = 8;
 
 /// Tries a probe makes at a contended compare-exchange (`max_pause_ms`) before giving up.
