@@ -664,12 +664,16 @@ unsafe extern "C" fn probe_writeback_start(
     let info = unsafe { ffi::WbInfo::read(wb) };
     // SAFETY: The tracepoint passes a live `work` (caller's guarantee).
     let reason = unsafe { ffi::work_reason(work) };
+    // SAFETY: The tracepoint passes a live `wb` (caller's guarantee). Read as at a sleep's
+    // start (the count a pass's pages are measured from comes out high, never invented).
+    let submitted = unsafe { ffi::facts_at_start(wb) }.submitted;
     TABLE.on_writeback_start(
         info.key,
         // SAFETY: The bdi is live for the whole probe call.
         || unsafe { info.name() },
         info.strictlimit,
         reason,
+        submitted,
     );
 }
 

@@ -484,6 +484,9 @@ pub(crate) struct Slot {
     /// `writeback_start` events since the slot was claimed (never reset): a sleep saw a pass
     /// begin when this moved between its start and its end.
     passes: Atomic<u64>,
+    /// The wb's submitted count (`WB_WRITEBACK + WB_WRITTEN`) at the last `writeback_start`;
+    /// [`NO_PASS_BASE`] until one is seen.
+    pass_base: Atomic<i64>,
     /// jiffies of the last `writeback_wake_background`, valid once `bg_seen` is set (release).
     bg_last: Atomic<Jiffies>,
     bg_seen: Atomic<bool>,
@@ -499,6 +502,7 @@ impl Slot {
             name: [const { Atomic::new(0) }; NAME_WORDS],
             strictlimit: Atomic::new(false),
             passes: Atomic::new(0),
+            pass_base: Atomic::new(NO_PASS_BASE),
             bg_last: Atomic::new(0),
             bg_seen: Atomic::new(false),
             counters: [const { Atomic::new(0) }; NR_COUNTERS],
@@ -585,6 +589,17 @@ impl Slot {
         self.passes.load(Acquire)
     }
 
+    /// What a sleep that begins with `facts` counts a pass's pages from: the submitted count
+    /// at the start of the pass in progress (`running`), if its `writeback_start` was seen, else
+    /// the sleep's own.
+    pub(crate) fn pass_base(&self, facts: &WbFacts) -> i64 {
+        if facts.running {
+            self.pass_base.load(Relaxed).min(facts.submitted)
+        } else {
+            facts.submitted
+        }
+    }
+
     /// Whether a background writeback start was requested for this slot at or after `since`
     /// and at or before `until` (jiffies, compared wrap-safe as `time_after_eq()` does). Only
     /// the last request is kept: if it lies before `since`, none came since.
@@ -608,12 +623,18 @@ pub(crate) fn time_after_eq(a: Jiffies, b: Jiffies) -> bool {
     (a.wrapping_sub(b) as isize) >= 0
 }
 
+/// [`Slot::pass_base`] before the slot has seen a pass begin: no lower than any count.
+pub(crate) const NO_PASS_BASE: i64 = i64::MAX;
+
 /// How a throttle sleep is counted, from what held at its start and at its end.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum SleepClass {
     /// A flusher pass ran on the writer's wb during the sleep (`WB_writeback_running` at its
-    /// start or at its end, or a `writeback_start` on the wb in between) and pages of the wb
-    /// were put under writeback meanwhile (its submitted count rose).
+    /// start or at its end, or a `writeback_start` on the wb in between) and it wrote pages: the
+    /// wb's submitted count rose by the sleep's end since the pass running at the sleep's start
+    /// began (since the sleep's start if none was). A pass that wrote and then waits on the
+    /// device through the sleep is flushing, as the tracefs detector sees it (a pass that wrote,
+    /// from its own `nr_pages`); one that wrote nothing is not.
     Flushing,
     /// No pass that wrote, but more than [`DRAIN_FLOOR_PAGES`] pages of the writer's wb
     /// completed writeback during the sleep: the device was draining what had been submitted.
@@ -689,9 +710,10 @@ impl WbFacts {
     }
 }
 
-/// Classes one sleep. `passes_*`: the slot's `writeback_start` count at the start and at the
-/// end; `requested`: a background start was asked for the wb between the call's start and the
-/// sleep's end.
+/// Classes one sleep. `pass_base`: the submitted count a pass's pages are counted from
+/// ([`Slot::pass_base`]; never above `start.submitted`); `passes_*`: the slot's
+/// `writeback_start` count at the start and at the end; `requested`: a background start was
+/// asked for the wb between the call's start and the sleep's end.
 ///
 /// The counts are read so that a rise is understated, not invented ([`WbFacts::at_start`],
 /// [`WbFacts::at_end`]): each is the kernel's exact per-CPU sum, and of the two counters the one
@@ -702,12 +724,13 @@ impl WbFacts {
 pub(crate) fn classify(
     start: WbFacts,
     end: WbFacts,
+    pass_base: i64,
     passes_start: u64,
     passes_end: u64,
     requested: bool,
 ) -> SleepClass {
     let pass = start.running || end.running || passes_end != passes_start;
-    if pass && end.submitted > start.submitted {
+    if pass && end.submitted > pass_base.min(start.submitted) {
         SleepClass::Flushing
     } else if end.written.saturating_sub(start.written) > DRAIN_FLOOR {
         SleepClass::Draining
@@ -802,6 +825,8 @@ struct Pending {
     running: Atomic<bool>,
     written: Atomic<i64>,
     submitted: Atomic<i64>,
+    /// [`Slot::pass_base`] at the sleep's start.
+    pass_base: Atomic<i64>,
     passes: Atomic<u64>,
     /// The task was already woken when it entered its sleep's schedule.
     woken: Atomic<bool>,
@@ -822,6 +847,7 @@ impl Pending {
             running: Atomic::new(false),
             written: Atomic::new(0),
             submitted: Atomic::new(0),
+            pass_base: Atomic::new(0),
             passes: Atomic::new(0),
             woken: Atomic::new(false),
             wb: Atomic::new(0),
@@ -1056,6 +1082,7 @@ impl Table {
         entry.running.store(ev.facts.running, Relaxed);
         entry.written.store(ev.facts.written, Relaxed);
         entry.submitted.store(ev.facts.submitted, Relaxed);
+        entry.pass_base.store(slot.pass_base(&ev.facts), Relaxed);
         entry.passes.store(slot.passes(), Relaxed);
         entry.woken.store(false, Relaxed);
         entry.wb.store(wb, Relaxed);
@@ -1151,6 +1178,7 @@ impl Table {
         let class = classify(
             start,
             end,
+            entry.pass_base.load(Relaxed),
             entry.passes.load(Relaxed),
             slot.passes(),
             requested,
@@ -1260,12 +1288,15 @@ impl Table {
         name: impl FnOnce() -> Name,
         strictlimit: bool,
         reason: u32,
+        submitted: i64,
     ) {
         let Some(slot) = self.slot(key, name) else {
             return;
         };
         slot.set_strictlimit(strictlimit);
-        slot.passes.add(1, Relaxed);
+        // Before the count, so that a sleep that sees this pass begin has its base.
+        slot.pass_base.store(submitted, Relaxed);
+        slot.passes.fetch_add(1, Release);
         slot.add(work_counter(reason), 1);
     }
 

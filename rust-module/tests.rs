@@ -17,6 +17,7 @@ mod suite {
         table::{
             classify,
             jiffies_to_ms,
+            NO_PASS_BASE,
             signed_jiffies_to_ms,
             time_after_eq,
             work_counter,
@@ -275,33 +276,78 @@ mod suite {
         // were put under writeback: flushing, whatever completed.
         let wrote = facts(false, 100, 264);
         assert_eq!(
-            classify(facts(true, 100, 200), wrote, 3, 3, false),
+            classify(facts(true, 100, 200), wrote, NO_PASS_BASE, 3, 3, false),
             SleepClass::Flushing
         );
         assert_eq!(
-            classify(QUIET, facts(true, 100, 201), 3, 3, false),
+            classify(QUIET, facts(true, 100, 201), NO_PASS_BASE, 3, 3, false),
             SleepClass::Flushing
         );
         assert_eq!(
-            classify(QUIET, facts(false, 900, 1000), 3, 4, true),
+            classify(QUIET, facts(false, 900, 1000), NO_PASS_BASE, 3, 4, true),
             SleepClass::Flushing
         );
         // Negative: an empty pass (v2's kick wakes the flusher, which finds nothing) does not
         // make a sleep flushing, at either end or in between: a stall.
         assert_eq!(
-            classify(facts(true, 100, 200), QUIET, 3, 3, false),
+            classify(facts(true, 100, 200), QUIET, NO_PASS_BASE, 3, 3, false),
             SleepClass::Unrequested
         );
         assert_eq!(
-            classify(QUIET, facts(true, 100, 200), 3, 3, true),
+            classify(QUIET, facts(true, 100, 200), NO_PASS_BASE, 3, 3, true),
             SleepClass::Declined
         );
-        assert_eq!(classify(QUIET, QUIET, 3, 9, true), SleepClass::Declined);
+        assert_eq!(classify(QUIET, QUIET, NO_PASS_BASE, 3, 9, true), SleepClass::Declined);
         // Negative: pages written without a pass (someone else's fsync) are not a flusher's.
         assert_eq!(
-            classify(QUIET, facts(false, 100, 500), 3, 3, false),
+            classify(QUIET, facts(false, 100, 500), NO_PASS_BASE, 3, 3, false),
             SleepClass::Unrequested
         );
+    }
+
+    #[test]
+    fn a_pass_that_wrote_and_then_waits_on_the_device_is_flushing() {
+        // The pass in progress at the sleep's start began at submitted 150 and had put 50
+        // pages of the wb under writeback by then; through the sleep it submits nothing while
+        // 64 pages complete: the flusher is working for the writer, as the trace sees it.
+        let (start, end) = (facts(true, 100, 200), facts(true, 164, 200));
+        assert_eq!(classify(start, end, 150, 3, 3, false), SleepClass::Flushing);
+        // Negative: had that pass begun at 200, it wrote nothing: draining.
+        assert_eq!(classify(start, end, 200, 3, 3, false), SleepClass::Draining);
+        // Negative: a base is never above the sleep's own count.
+        assert_eq!(
+            classify(start, facts(true, 100, 200), 900, 3, 3, false),
+            SleepClass::Unrequested
+        );
+    }
+
+    #[test]
+    fn a_sleep_counts_a_pass_from_its_writeback_start() -> Result {
+        let t = Table::boxed(HZ)?;
+        let k = key(5, 0);
+        // A pass begins at submitted 150 and is running when the writer goes to sleep at 200.
+        t.on_writeback_start(k, name("0:45"), true, 0, 150);
+        let running = facts(true, 100, 200);
+        let ev = throttle(20, 0, running, 1000);
+        assert_eq!(
+            sleep(&t, k, 7, &ev, facts(true, 164, 200), 1020),
+            Some(SleepClass::Flushing)
+        );
+        // Negative: the same counts with no pass running at the sleep's start or end and none
+        // begun: the old pass's pages are not this sleep's (draining).
+        let ev = throttle(20, 0, QUIET, 2000);
+        assert_eq!(
+            sleep(&t, k, 7, &ev, facts(false, 164, 200), 2020),
+            Some(SleepClass::Draining)
+        );
+        // Negative: a new pass that begins at 200 and writes nothing: draining, not flushing.
+        t.on_writeback_start(k, name("0:45"), true, 0, 200);
+        let ev = throttle(20, 0, running, 3000);
+        assert_eq!(
+            sleep(&t, k, 7, &ev, facts(true, 164, 200), 3020),
+            Some(SleepClass::Draining)
+        );
+        Ok(())
     }
 
     #[test]
@@ -309,13 +355,13 @@ mod suite {
         assert_eq!(DRAIN_FLOOR_PAGES, 8);
         // Negative: one stray completion does not make a sleep draining, nor does the floor.
         assert_eq!(
-            classify(QUIET, facts(false, 101, 200), 3, 3, false),
+            classify(QUIET, facts(false, 101, 200), NO_PASS_BASE, 3, 3, false),
             SleepClass::Unrequested
         );
         assert_eq!(
             classify(
                 QUIET,
-                facts(false, 100 + DRAIN_FLOOR_PAGES as i64, 200),
+                facts(false, 100 + DRAIN_FLOOR_PAGES as i64, 200), NO_PASS_BASE,
                 3,
                 3,
                 true
@@ -326,7 +372,7 @@ mod suite {
         assert_eq!(
             classify(
                 QUIET,
-                facts(false, 101 + DRAIN_FLOOR_PAGES as i64, 200),
+                facts(false, 101 + DRAIN_FLOOR_PAGES as i64, 200), NO_PASS_BASE,
                 3,
                 3,
                 true
@@ -335,12 +381,12 @@ mod suite {
         );
         // An empty pass with completions above the floor: draining, not flushing.
         assert_eq!(
-            classify(facts(true, 100, 200), facts(true, 164, 200), 3, 4, false),
+            classify(facts(true, 100, 200), facts(true, 164, 200), NO_PASS_BASE, 3, 4, false),
             SleepClass::Draining
         );
         // A count that reads lower at the end is no completion.
         assert_eq!(
-            classify(facts(false, 137, 200), QUIET, 3, 3, false),
+            classify(facts(false, 137, 200), QUIET, NO_PASS_BASE, 3, 3, false),
             SleepClass::Unrequested
         );
     }
@@ -390,7 +436,7 @@ mod suite {
         });
         assert_eq!((end.written, end.submitted), (104, 136));
         // 8 pages completed in all and none was submitted: the empty pass is no flush.
-        assert_eq!(classify(start, end, 1, 1, false), SleepClass::Unrequested);
+        assert_eq!(classify(start, end, NO_PASS_BASE, 1, 1, false), SleepClass::Unrequested);
         // The bound: at the start, a completion that lowered WB_WRITEBACK before the first read
         // and raises WB_WRITTEN only after the second is missed by both (low by its pages).
         let mut mid = Wb {
@@ -410,7 +456,7 @@ mod suite {
             Stat::Writeback => 36 - 4 + 16,
             Stat::Written => 108,
         });
-        assert_eq!(classify(start, wrote, 1, 1, false), SleepClass::Flushing);
+        assert_eq!(classify(start, wrote, NO_PASS_BASE, 1, 1, false), SleepClass::Flushing);
     }
 
     #[test]
@@ -492,7 +538,7 @@ mod suite {
         let ev = throttle(20, 0, QUIET, 1071);
         assert!(t.on_throttle(k, name("0:45"), 8, WB, &ev).stored);
         assert_eq!(t.on_sched_entry(8, THROTTLE_SLEEP, 1071), None);
-        t.on_writeback_start(k, name("0:45"), true, 0);
+        t.on_writeback_start(k, name("0:45"), true, 0, 200);
         let woke = t.on_sched_exit(8, true, 1091, |_| facts(false, 100, 264));
         assert_eq!(woke.class, Some(SleepClass::Flushing));
         // The disk completes pages of the wb during the sleep, no pass: draining.
@@ -510,10 +556,10 @@ mod suite {
                 release: None
             }
         );
-        t.on_writeback_start(k, name("0:45"), true, 3);
-        t.on_writeback_start(k, name("0:45"), true, 2);
-        t.on_writeback_start(k, name("0:45"), true, 1);
-        t.on_writeback_start(k, name("0:45"), true, 8);
+        t.on_writeback_start(k, name("0:45"), true, 3, 264);
+        t.on_writeback_start(k, name("0:45"), true, 2, 264);
+        t.on_writeback_start(k, name("0:45"), true, 1, 264);
+        t.on_writeback_start(k, name("0:45"), true, 8, 264);
         assert_eq!(t.in_flight(), 0);
 
         let s = t.find(k);
@@ -884,7 +930,7 @@ mod suite {
         t.on_wake_background(k, name("254:0"), false, 40);
         let done = t.on_throttle(k, name("254:0"), 1, WB, &throttle(25, 30, QUIET, 41));
         assert!(done.stored);
-        t.on_writeback_start(k, name("254:0"), false, 0);
+        t.on_writeback_start(k, name("254:0"), false, 0, 0);
         for i in 0..NR_SLOTS as u64 {
             t.on_wake_background(key(100 + i, 0), name("8:0"), false, 42);
         }
