@@ -17,13 +17,13 @@ use std::{
 use anyhow::{bail, Context, Result};
 use xshell::{cmd, Shell};
 
-use super::{args, qemu_test::QemuTest, slurm::Slurm};
 use crate::{
     analysis::judgement::Verdict,
     kernel::variants::Roles,
     progress::{self, Event},
     reaper,
     results::dir::ResultsDir,
+    tasks::{args, qemu_test::QemuTest, slurm::Slurm},
     util,
 };
 
