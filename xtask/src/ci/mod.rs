@@ -166,7 +166,7 @@ fn live_steps(sh: &Shell) -> Result<()> {
     host_steps(sh)?;
     step(
         "qemu-test --quick --scenario fuse-strictlimit (every variant)",
-        || args::<QemuTest>(&["--quick", "--scenario", "fuse-strictlimit"])?.run(sh),
+        || args::parse::<QemuTest>(&["--quick", "--scenario", "fuse-strictlimit"])?.run(sh),
     )?;
     // Right after the reference was built last: only the fixture's file is
     // switched and compiled; its boot ends at the Oops.
@@ -193,7 +193,7 @@ fn live_steps(sh: &Shell) -> Result<()> {
     )?;
     step(
         "module-stress (100 rmmod/insmod cycles under writers, a reader across rmmod)",
-        || args::<ModuleStress>(&["--cycles", "100", "--no-build"])?.run(sh),
+        || args::parse::<ModuleStress>(&["--cycles", "100", "--no-build"])?.run(sh),
     )?;
     // The path without the module: GCC, no CONFIG_RUST, the guest without
     // wbstall.ko, every sleep classed from the trace events alone.
@@ -203,7 +203,7 @@ fn live_steps(sh: &Shell) -> Result<()> {
             roles.reference
         ),
         || {
-            args::<QemuTest>(&[
+            args::parse::<QemuTest>(&[
                 "--quick",
                 "--no-rust",
                 "--variant",
@@ -225,7 +225,7 @@ fn live_steps(sh: &Shell) -> Result<()> {
 fn host_steps(sh: &Shell) -> Result<()> {
     step(
         "host-test --quick on the running kernel (fuse-strictlimit, fuse-nostrict)",
-        || args::<HostTest>(&["--quick"])?.run(sh),
+        || args::parse::<HostTest>(&["--quick"])?.run(sh),
     )?;
     for (signal, name, scenario) in [
         (libc::SIGINT, "SIGINT", "fuse-nostrict"),
@@ -266,7 +266,7 @@ fn quick_cells(sh: &Shell, roles: &Roles) -> Result<()> {
             argv.extend(["--variant", v]);
         }
         step(&format!("qemu-test {} ({what})", argv.join(" ")), || {
-            args::<QemuTest>(&argv)?.run(sh)
+            args::parse::<QemuTest>(&argv)?.run(sh)
         })?;
     }
     Ok(())

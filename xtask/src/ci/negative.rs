@@ -26,7 +26,7 @@ pub fn live_negative(sh: &Shell, baseline: &str) -> Result<()> {
     std::fs::write(&file, flip_fuse(&text, baseline)?)
         .with_context(|| format!("writing {}", file.display()))?;
     let file = file.display().to_string();
-    let out = args::<QemuTest>(&[
+    let out = args::parse::<QemuTest>(&[
         "--quick",
         "--no-build",
         "--variant",
@@ -73,7 +73,7 @@ pub const WRONG_PATCH: &str = "docs/own-patch/memcg-bg-thresh.patch";
 pub fn live_wrong_patch(sh: &Shell, baseline: &str) -> Result<()> {
     let patch = util::project_root().join(WRONG_PATCH);
     let patch = patch.display().to_string();
-    let out = args::<QemuTest>(&[
+    let out = args::parse::<QemuTest>(&[
         "--quick",
         "--patch",
         &patch,

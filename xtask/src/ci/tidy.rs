@@ -718,6 +718,67 @@ mod tests {
         assert!(f[1].2 > MAX_FN_LINES);
     }
 
+    /// What may sit directly in `tasks/` besides the commands: its `mod.rs`,
+    /// and `args/`, the flag groups the commands share.
+    const TASKS_BESIDE_THE_COMMANDS: &[&str] = &["mod.rs", "args"];
+
+    /// The entries directly in `tasks/` (a file `x.rs`, a folder `x`) that
+    /// are not a command: `main.rs`'s `enum Task` names no `tasks::x::`, and
+    /// [`TASKS_BESIDE_THE_COMMANDS`] does not allow them.
+    fn not_commands<'a>(entries: impl IntoIterator<Item = &'a str>, main: &str) -> Vec<String> {
+        let task_enum = main
+            .split_once("enum Task {")
+            .and_then(|(_, rest)| rest.split_once("\n}"))
+            .map_or("", |(body, _)| body);
+        let commands: BTreeSet<String> = task_enum
+            .split("tasks::")
+            .skip(1)
+            .map(|r| r.chars().take_while(|c| is_ident(*c)).collect())
+            .collect();
+        let mut out: Vec<String> = entries
+            .into_iter()
+            .filter(|e| !TASKS_BESIDE_THE_COMMANDS.contains(e))
+            .filter(|e| !commands.contains(e.trim_end_matches(".rs")))
+            .map(str::to_string)
+            .collect();
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn each_file_or_folder_of_tasks_is_a_command() {
+        let root = crate::util::project_root().join("xtask/src");
+        let entries: Vec<String> = std::fs::read_dir(root.join("tasks"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        let main = std::fs::read_to_string(root.join("main.rs")).unwrap();
+        assert!(main.contains("enum Task {"), "main.rs has no `enum Task`");
+        let found = not_commands(entries.iter().map(String::as_str), &main);
+        assert!(
+            found.is_empty(),
+            "files of tasks/ that are no command of `cargo xtask` (move them into the \
+             folder of the command that uses them, or into args/ if they are flags \
+             several commands share): {found:?}"
+        );
+    }
+
+    #[test]
+    fn a_helper_directly_in_tasks_is_named() {
+        let main = "enum Task {\n    Deps(tasks::deps::Deps),\n    \
+                    QemuTest(Box<tasks::qemu_test::QemuTest>),\n}\n\
+                    fn run() { tasks::boot_all::boot_all() }\n";
+        let entries = [
+            "mod.rs",
+            "args",
+            "deps.rs",
+            "qemu_test",
+            "boot_all.rs",
+            "bisect",
+        ];
+        assert_eq!(not_commands(entries, main), ["bisect", "boot_all.rs"]);
+    }
+
     /// What may lie at the repository's root (a name, or a prefix ending in
     /// `*`); anything else is a file a run or an editor left there.
     const ROOT_ENTRIES: &[&str] = &[

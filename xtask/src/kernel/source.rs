@@ -781,7 +781,9 @@ mod tests {
     #[test]
     fn debian_mirror_is_a_flag_of_the_debian_source_only() {
         let parse = |argv: &[&str]| {
-            crate::tasks::parse_args::<SourceArgs>(std::iter::once("x").chain(argv.iter().copied()))
+            crate::tasks::args::try_parse_from::<SourceArgs>(
+                std::iter::once("x").chain(argv.iter().copied()),
+            )
         };
         let a = parse(&["--debian-mirror", "http://m.example/debian"]).unwrap();
         assert_eq!(a.debian_mirror.as_deref(), Some("http://m.example/debian"));

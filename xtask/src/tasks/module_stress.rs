@@ -6,7 +6,7 @@ use std::{fs, time::Duration};
 use anyhow::{bail, Result};
 use xshell::Shell;
 
-use super::guest_args::GuestArgs;
+use super::args::guest::GuestArgs;
 use crate::{
     guest::{
         protocol,
@@ -118,8 +118,11 @@ mod tests {
     #[test]
     fn no_rust_is_refused_naming_the_fix() {
         // Hidden from --help, and refused before anything is built.
-        let m = crate::tasks::parse_args::<super::ModuleStress>(["module-stress", "--no-rust"])
-            .unwrap();
+        let m = crate::tasks::args::try_parse_from::<super::ModuleStress>([
+            "module-stress",
+            "--no-rust",
+        ])
+        .unwrap();
         let e = m
             .run(&xshell::Shell::new().unwrap())
             .unwrap_err()

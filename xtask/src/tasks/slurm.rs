@@ -15,7 +15,7 @@ use crate::{
     kernel::{build, variants::Variants},
     progress::{self, Event},
     results::dir::ResultsDir,
-    tasks::{parse_args, qemu_test::QemuTest},
+    tasks::{args, qemu_test::QemuTest},
     util::{self, sh_quote},
 };
 
@@ -131,7 +131,7 @@ impl Slurm {
     /// flags parse, the kernels are built, the paths fit an #SBATCH line.
     pub fn jobs(&self) -> Result<Jobs> {
         let argv = std::iter::once("qemu-test").chain(self.qemu_test.iter().map(String::as_str));
-        let q = parse_args::<QemuTest>(argv)
+        let q = args::try_parse_from::<QemuTest>(argv)
             .map_err(|e| anyhow::anyhow!("{e}"))
             .context("the qemu-test flags after `--`")?;
         for (flag, ours) in OWN_FLAGS {
@@ -599,7 +599,7 @@ exec /shared/wbstall/target/wbstall/slurm/run1/bin/xtask merge --out /shared/wbs
     fn flags_the_script_sets_and_unplain_paths_are_refused_with_the_fix() {
         let slurm = |argv: &[&str]| {
             let argv = ["slurm"].iter().chain(argv).copied();
-            parse_args::<Slurm>(argv).unwrap()
+            args::try_parse_from::<Slurm>(argv).unwrap()
         };
         let e = slurm(&["--", "--quick", "--shard", "1/2"])
             .jobs()

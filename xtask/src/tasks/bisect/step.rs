@@ -33,7 +33,7 @@ use crate::{
     },
     progress::{self, Event},
     results::{builder, context::RunContext, problems::problems, record::RunRecord},
-    tasks::guest_args::GuestArgs,
+    tasks::args::guest::GuestArgs,
     util,
 };
 

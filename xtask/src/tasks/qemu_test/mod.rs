@@ -1,6 +1,13 @@
 //! `cargo xtask qemu-test`: build the variants, plan every boot, boot each
 //! one per scenario under QEMU, turn what came back into records, and judge
-//! them against `qemu/expected.toml`.
+//! them against `qemu/expected.toml`. Its parts: the `roles` a session is
+//! reported by, the `dry_run` preview, `resume`, and `boot_all`, which boots a
+//! plan into a results directory (host-test records its runs with it too).
+
+pub mod boot_all;
+mod dry_run;
+mod resume;
+mod roles;
 
 use std::{
     collections::BTreeMap,
@@ -12,12 +19,9 @@ use std::{
 use anyhow::{bail, Context, Result};
 use xshell::Shell;
 
-use super::{
+use self::{
     boot_all::{boot_all, finish, initrds, shard_outcome, Outcome},
-    dry_run::{self, Preview},
-    guest_args::GuestArgs,
-    job_args::JobArgs,
-    resume,
+    dry_run::Preview,
 };
 use crate::{
     analysis::{
@@ -41,6 +45,7 @@ use crate::{
     },
     progress::{self, Event},
     results::{dir::ResultsDir, record::RunRecord, session::Session},
+    tasks::args::{self, guest::GuestArgs, job::JobArgs},
     util,
 };
 
@@ -455,7 +460,7 @@ impl QemuTest {
     fn resumed(mut self, dir: &Path) -> Result<(QemuTest, resume::Resumed)> {
         let retry_failed = std::mem::take(&mut self.retry_failed);
         self.resume = None;
-        let bare = super::parse_args::<QemuTest>(["qemu-test"]).context("the default flags")?;
+        let bare = args::try_parse_from::<QemuTest>(["qemu-test"]).context("the default flags")?;
         if format!("{self:?}") != format!("{bare:?}") {
             bail!(
                 "--resume {}: the session's own flags are used: give no other flag but \
@@ -466,7 +471,7 @@ impl QemuTest {
         let r = resume::open(dir)?;
         let flags = resume::flags(&r)?;
         let argv = std::iter::once("qemu-test").chain(flags.iter().map(String::as_str));
-        let mut q = super::parse_args::<QemuTest>(argv)
+        let mut q = args::try_parse_from::<QemuTest>(argv)
             .with_context(|| format!("parsing the flags {} recorded", dir.display()))?;
         q.guest.no_build = true;
         q.retry_failed = retry_failed;
@@ -586,7 +591,7 @@ mod tests {
         use super::QemuTest;
         let parse = |args: &[&str]| {
             let argv = std::iter::once("qemu-test").chain(args.iter().copied());
-            crate::tasks::parse_args::<QemuTest>(argv).map(|_| ())
+            crate::tasks::args::try_parse_from::<QemuTest>(argv).map(|_| ())
         };
         assert!(parse(&["--quick"]).is_ok());
         for bad in [
@@ -607,7 +612,7 @@ mod tests {
         let e = parse(&["--size", "1 G"]).unwrap_err().to_string();
         assert!(e.contains("is not a size: write a positive number"), "{e}");
         assert!(parse(&["--size", "256M"]).is_ok() && parse(&["--size", "4096"]).is_ok());
-        let e = crate::tasks::parse_args::<crate::tasks::module_stress::ModuleStress>([
+        let e = crate::tasks::args::try_parse_from::<crate::tasks::module_stress::ModuleStress>([
             "module-stress",
             "--cycles",
             "0",
@@ -622,7 +627,7 @@ mod tests {
     fn a_virtual_clock_under_kvm_and_a_bad_cpu_model_are_refused() {
         let parse = |extra: &[&str]| {
             let argv: Vec<&str> = ["qemu-test"].iter().chain(extra).copied().collect();
-            crate::tasks::parse_args::<super::QemuTest>(argv).unwrap()
+            crate::tasks::args::try_parse_from::<super::QemuTest>(argv).unwrap()
         };
         let e = parse(&["--accel", "kvm", "--clock", "virtual"])
             .guest
@@ -657,18 +662,21 @@ mod tests {
         ends[3] = Some(Ok("d"));
         ends[1] = Some(Err("b failed".into()));
         assert_eq!(
-            crate::tasks::boot_all::in_plan_order(&ends),
+            crate::tasks::qemu_test::boot_all::in_plan_order(&ends),
             (vec![&"d"], vec!["b failed".to_string()])
         );
         ends[0] = Some(Ok("a"));
-        assert_eq!(crate::tasks::boot_all::in_plan_order(&ends).0, [&"a", &"d"]);
+        assert_eq!(
+            crate::tasks::qemu_test::boot_all::in_plan_order(&ends).0,
+            [&"a", &"d"]
+        );
     }
 
     #[test]
     fn a_user_fuse_server_runs_in_fuse_passthrough_and_nowhere_else() {
         let parse = |extra: &[&str]| {
             let argv: Vec<&str> = ["qemu-test"].iter().chain(extra).copied().collect();
-            crate::tasks::parse_args::<super::QemuTest>(argv).unwrap()
+            crate::tasks::args::try_parse_from::<super::QemuTest>(argv).unwrap()
         };
         let names = |q: &super::QemuTest| -> Vec<&str> {
             let u = q.user_server().unwrap();
@@ -710,7 +718,7 @@ mod tests {
     fn jobs_vm_zero_is_refused_with_the_fix() {
         let parse = |extra: &[&str]| {
             let argv: Vec<&str> = ["qemu-test"].iter().chain(extra).copied().collect();
-            crate::tasks::parse_args::<super::QemuTest>(argv).unwrap()
+            crate::tasks::args::try_parse_from::<super::QemuTest>(argv).unwrap()
         };
         assert_eq!(parse(&[]).jobs_vm, None);
         let q = parse(&["--jobs-vm", "0"]);
@@ -725,7 +733,7 @@ mod tests {
     fn the_dry_run_counts_the_boots_the_run_would_make() {
         let parse = |extra: &[&str]| {
             let argv: Vec<&str> = ["qemu-test"].iter().chain(extra).copied().collect();
-            crate::tasks::parse_args::<super::QemuTest>(argv).unwrap()
+            crate::tasks::args::try_parse_from::<super::QemuTest>(argv).unwrap()
         };
         assert!(parse(&["--dry-run"]).dry_run && parse(&["--plan"]).dry_run);
         // Kernels x scenarios x runs; the shards of a plan add up to it.
@@ -774,7 +782,7 @@ mod tests {
     fn resume_takes_no_other_flag_and_retry_failed_only_with_it() {
         let parse = |args: &[&str]| {
             let argv = std::iter::once("qemu-test").chain(args.iter().copied());
-            crate::tasks::parse_args::<super::QemuTest>(argv)
+            crate::tasks::args::try_parse_from::<super::QemuTest>(argv)
         };
         let e = parse(&["--retry-failed"]).unwrap_err().to_string();
         assert!(e.contains("--resume <DIR>"), "{e}");
@@ -790,7 +798,7 @@ mod tests {
 
     #[test]
     fn a_bad_aa_is_refused_before_any_build() {
-        let q = crate::tasks::parse_args::<super::QemuTest>([
+        let q = crate::tasks::args::try_parse_from::<super::QemuTest>([
             "qemu-test",
             "--variant",
             "v1",

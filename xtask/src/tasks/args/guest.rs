@@ -383,7 +383,7 @@ mod tests {
 
     fn parse(argv: &[&str]) -> GuestArgs {
         let argv = std::iter::once("task").chain(argv.iter().copied());
-        crate::tasks::parse_args::<GuestArgs>(argv).unwrap()
+        crate::tasks::args::try_parse_from::<GuestArgs>(argv).unwrap()
     }
 
     #[test]
@@ -465,7 +465,7 @@ mod tests {
         ] {
             assert_eq!(parse(&["--memory", arg]).memory, mib, "{arg}");
         }
-        let e = crate::tasks::parse_args::<GuestArgs>(["task", "--memory", "2X"])
+        let e = crate::tasks::args::try_parse_from::<GuestArgs>(["task", "--memory", "2X"])
             .unwrap_err()
             .to_string();
         assert!(
