@@ -12,6 +12,8 @@ mod reaper;
 mod report;
 mod results;
 mod tasks;
+#[cfg(test)]
+mod test_support;
 mod util;
 
 use std::process::ExitCode;

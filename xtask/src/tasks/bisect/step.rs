@@ -296,7 +296,7 @@ fn reaper_exit(code: i32) -> ! {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::verdict::tests::rec;
+    use crate::test_support::rec;
 
     #[test]
     fn a_step_is_judged_as_a_qemu_test_cell_against_the_repository_expectations() {
