@@ -182,7 +182,7 @@ pub fn ensure_for(sh: &Shell, no_rust: bool) -> Result<Toolchain> {
 }
 
 /// The tools of [`ensure_for`], never installed: the tasks other than the
-/// main command (`qemu-test`, whose set-up the README documents), `ci` and
+/// main command (`qemu-test`, whose set-up docs/reference.md documents), `ci` and
 /// `deps --install` stop with what is missing and the commands that install it.
 pub fn check_for(sh: &Shell, no_rust: bool) -> Result<Toolchain> {
     ensure_for_with(sh, no_rust, false)

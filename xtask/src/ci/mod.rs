@@ -158,7 +158,7 @@ fn live_steps(sh: &Shell) -> Result<()> {
     // baseline under the memcg (22-50% stall). The fixed kernels' memcg cells
     // are judged in the full matrix only: 1 of their 9 full runs there had the
     // memcg statistics' 2 s wait (4.8% stall), which a CI run must not gamble
-    // on; see README, "Why CI boots these cells".
+    // on; see docs/reference.md, "Why CI boots these cells".
     let roles = Variants::repo()?.roles;
     step("SIGTERM to xtask mid-build: no child survives", || {
         sigterm::sigterm_mid_build(sh, &roles.reference)

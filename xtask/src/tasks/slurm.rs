@@ -3,7 +3,7 @@
 //! `qemu-test --shard I/N --no-build`, and a merge job that runs once every
 //! task succeeded (`--dependency=afterok:<array>`), and submits both with
 //! sbatch. The cluster's nodes boot the kernels this checkout built: it must
-//! lie on a filesystem every node mounts at the same path (README, "The
+//! lie on a filesystem every node mounts at the same path (docs/reference.md, "The
 //! matrix on a Slurm cluster").
 
 use std::path::PathBuf;

@@ -49,7 +49,7 @@ pub struct GuestArgs {
     /// the numbers) or `real` (the host's clock; multi-threaded TCG, or KVM).
     /// Default: virtual under TCG, real under KVM (which cannot count
     /// instructions). The virtual clock cannot show what depends on real
-    /// device or host timing: see the README.
+    /// device or host timing: see docs/reference.md.
     #[arg(long, value_enum, help_heading = heading::GUEST)]
     pub clock: Option<ClockMode>,
     /// With the virtual clock: each instruction is 2^N ns of guest time
