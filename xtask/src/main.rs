@@ -1,6 +1,7 @@
 //! wbstall's tasks: `cargo xtask <task>`. See README.md.
 
 mod analysis;
+mod ci;
 mod cli;
 mod deps;
 mod distro;
@@ -11,7 +12,8 @@ mod reaper;
 mod report;
 mod results;
 mod tasks;
-mod tidy;
+#[cfg(test)]
+mod test_support;
 mod util;
 
 use std::process::ExitCode;
@@ -66,7 +68,7 @@ enum Task {
     #[command(hide = true)]
     BisectStep(tasks::bisect::BisectStep),
     /// The test command: fmt, clippy, unit tests, static checks, then every variant built and judged live.
-    Ci(tasks::ci::Ci),
+    Ci(ci::Ci),
 }
 
 /// A failed task prints its error chain and exits 1: a user's mistake is a

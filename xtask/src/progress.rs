@@ -41,7 +41,8 @@ pub enum Event<'a> {
         /// The run, as its `RunId` prints.
         run: &'a str,
         mib_s: &'a str,
-        stall_pct: f64,
+        /// The stall share of writer time, as the record's `stall_fraction`.
+        stall_fraction: f64,
         stall_sleeps: u64,
         throttle_sleeps: (u64, u64),
         bg_starts: (u64, u64),
@@ -49,10 +50,10 @@ pub enum Event<'a> {
         /// second is the witness (tracefs hist triggers).
         counter: &'a str,
         /// The tracefs detector's stall share beside the module's.
-        trace_stall_pct: Option<f64>,
+        tracefs_stall_fraction: Option<f64>,
         /// The draining share, and the tracefs detector's beside it.
-        draining_pct: f64,
-        trace_draining_pct: Option<f64>,
+        draining_fraction: f64,
+        tracefs_draining_fraction: Option<f64>,
         /// The longest balance_dirty_pages() call, ms.
         max_call_ms: u64,
         secs: f64,
@@ -91,23 +92,26 @@ pub fn render(e: &Event) -> String {
         Event::BootEnd {
             run,
             mib_s,
-            stall_pct,
+            stall_fraction,
             stall_sleeps,
             throttle_sleeps,
             bg_starts,
             counter,
-            trace_stall_pct,
-            draining_pct,
-            trace_draining_pct,
+            tracefs_stall_fraction,
+            draining_fraction,
+            tracefs_draining_fraction,
             max_call_ms,
             secs,
         } => format!(
-            "  {run}: {mib_s} MiB/s, stall share {stall_pct:.1}%{}, \
-             draining {draining_pct:.1}%{}, longest call {max_call_ms} ms \
+            "  {run}: {mib_s} MiB/s, stall share {:.1}%{}, \
+             draining {:.1}%{}, longest call {max_call_ms} ms \
              (stall_sleeps {stall_sleeps}, throttle_sleeps {}/{}, bg_starts {}/{} \
              {counter}/witness) in {secs:.0} s",
-            trace_stall_pct.map_or(String::new(), |t| format!(" (trace {t:.1}%)")),
-            trace_draining_pct.map_or(String::new(), |t| format!(" (trace {t:.1}%)")),
+            stall_fraction * 100.0,
+            tracefs_stall_fraction.map_or(String::new(), |t| format!(" (trace {:.1}%)", t * 100.0)),
+            draining_fraction * 100.0,
+            tracefs_draining_fraction
+                .map_or(String::new(), |t| format!(" (trace {:.1}%)", t * 100.0)),
             throttle_sleeps.0,
             throttle_sleeps.1,
             bg_starts.0,
@@ -287,14 +291,14 @@ mod tests {
         let end = Event::BootEnd {
             run: "fuse-strictlimit/v1 #1",
             mib_s: "75.9",
-            stall_pct: 0.0,
+            stall_fraction: 0.0,
             stall_sleeps: 0,
             throttle_sleeps: (348, 348),
             bg_starts: (2047, 2047),
             counter: "module",
-            trace_stall_pct: Some(0.04),
-            draining_pct: 1.26,
-            trace_draining_pct: Some(1.3),
+            tracefs_stall_fraction: Some(0.0004),
+            draining_fraction: 0.0126,
+            tracefs_draining_fraction: Some(0.013),
             max_call_ms: 124,
             secs: 35.2,
         };

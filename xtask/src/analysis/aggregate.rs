@@ -76,7 +76,7 @@ impl Aggregates {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::verdict::tests::rec;
+    use crate::test_support::rec;
 
     #[test]
     fn each_metric_aggregates_by_its_kind_and_says_which() {

@@ -72,7 +72,7 @@ impl<'a> Evidence<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::verdict::tests::{expected, rec};
+    use crate::test_support::{expected, rec};
 
     #[test]
     fn sleeps_left_unclassed_beyond_one_per_writer_make_a_run_no_evidence() {

@@ -394,36 +394,12 @@ impl ExpectArgs {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
-    use crate::guest::scenario;
-
-    pub const EXPECTED: &str = r#"
-[criteria]
-stall_fraction = 0.05
-ok_fraction = 0.01
-[witness]
-abs = 2
-rel = 0.005
-[expect.fuse-strictlimit]
-regressed = "stall"
-v1 = "ok"
-v2 = "ok"
-upstream = "ok"
-[expect.fuse-nostrict]
-regressed = "ok"
-[stall_throughput_ratio]
-fuse-strictlimit = 0.5
-[latency.memcg-ext4]
-max_call_share_of_writeback_interval = 0.5
-[expect.memcg-ext4]
-regressed = "stall"
-v2 = "ok"
-"#;
-
-    pub fn expected() -> Expected {
-        Expected::parse(EXPECTED, Path::new("e.toml")).unwrap()
-    }
+    use crate::{
+        guest::scenario,
+        test_support::{expected, EXPECTED},
+    };
 
     #[test]
     fn the_repository_expectations_parse_and_name_only_known_cells() {

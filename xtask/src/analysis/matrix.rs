@@ -55,7 +55,7 @@ impl<'a> Matrix<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::verdict::tests::rec;
+    use crate::test_support::rec;
 
     #[test]
     fn records_are_grouped_once_in_first_seen_order() {

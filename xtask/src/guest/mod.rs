@@ -9,8 +9,6 @@ pub mod boot;
 pub mod disk;
 pub mod fio;
 pub mod fuse_server;
-pub mod host;
-pub mod host_state;
 pub mod initramfs;
 pub mod job;
 pub mod outcome;

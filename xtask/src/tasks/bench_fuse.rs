@@ -6,7 +6,7 @@
 use anyhow::{bail, Context, Result};
 use xshell::Shell;
 
-use super::guest_args::{GuestArgs, DEFAULT_INIT};
+use super::args::guest::{GuestArgs, DEFAULT_INIT};
 use crate::{
     analysis::stats::median,
     guest::{
@@ -164,7 +164,7 @@ mod tests {
 
     #[test]
     fn another_init_is_refused_before_anything_is_built() {
-        let b = crate::tasks::parse_args::<BenchFuse>([
+        let b = crate::tasks::args::try_parse_from::<BenchFuse>([
             "bench-fuse",
             "--accel",
             "tcg",

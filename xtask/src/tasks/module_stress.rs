@@ -10,7 +10,7 @@ use std::{fs, time::Duration};
 use anyhow::{bail, Context, Result};
 use xshell::Shell;
 
-use super::guest_args::GuestArgs;
+use super::args::guest::GuestArgs;
 use crate::{
     guest::{
         disk::{Disk, DiskKind},
@@ -341,16 +341,22 @@ mod tests {
     #[test]
     fn no_rust_is_refused_naming_the_fix() {
         // Hidden from --help, and refused before anything is built.
-        let m = crate::tasks::parse_args::<super::ModuleStress>(["module-stress", "--no-rust"])
-            .unwrap();
+        let m = crate::tasks::args::try_parse_from::<super::ModuleStress>([
+            "module-stress",
+            "--no-rust",
+        ])
+        .unwrap();
         let e = m
             .run(&xshell::Shell::new().unwrap())
             .unwrap_err()
             .to_string();
         assert!(e.contains("lack: drop --no-rust"), "{e}");
-        let m =
-            crate::tasks::parse_args::<super::ModuleStress>(["module-stress", "--disk", "host"])
-                .unwrap();
+        let m = crate::tasks::args::try_parse_from::<super::ModuleStress>([
+            "module-stress",
+            "--disk",
+            "host",
+        ])
+        .unwrap();
         let e = m
             .run(&xshell::Shell::new().unwrap())
             .unwrap_err()

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 use xshell::Shell;
 
-use super::guest_args::GuestArgs;
+use super::args::guest::GuestArgs;
 use crate::{
     guest::{
         boot::mkfs_ext4,

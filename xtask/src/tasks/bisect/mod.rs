@@ -25,7 +25,7 @@ use self::{
     step::{append_row, step_expectations, End, StepArgs, StepRow},
     worktree::{in_worktree, Worktree},
 };
-use super::guest_args::GuestArgs;
+use super::args::guest::GuestArgs;
 use crate::{
     guest::{plan, scenario},
     kernel::patch::Patch,
@@ -545,7 +545,7 @@ mod tests {
     /// `bisect --kernel-src /k --good g --bad b` and `extra`.
     fn parse(extra: &[&str]) -> Bisect {
         let argv = ["bisect", "--kernel-src", "/k", "--good", "g", "--bad", "b"];
-        crate::tasks::parse_args::<Bisect>(argv.iter().chain(extra).copied()).unwrap()
+        crate::tasks::args::try_parse_from::<Bisect>(argv.iter().chain(extra).copied()).unwrap()
     }
 
     #[test]

@@ -33,7 +33,7 @@ use crate::{
     },
     progress::{self, Event},
     results::{builder, context::RunContext, problems::problems, record::RunRecord},
-    tasks::guest_args::GuestArgs,
+    tasks::args::guest::GuestArgs,
     util,
 };
 
@@ -296,7 +296,7 @@ fn reaper_exit(code: i32) -> ! {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::verdict::tests::rec;
+    use crate::test_support::rec;
 
     #[test]
     fn a_step_is_judged_as_a_qemu_test_cell_against_the_repository_expectations() {

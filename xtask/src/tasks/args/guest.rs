@@ -49,7 +49,7 @@ pub struct GuestArgs {
     /// the numbers) or `real` (the host's clock; multi-threaded TCG, or KVM).
     /// Default: virtual under TCG, real under KVM (which cannot count
     /// instructions). The virtual clock cannot show what depends on real
-    /// device or host timing: see the README.
+    /// device or host timing: see docs/reference.md.
     #[arg(long, value_enum, help_heading = heading::GUEST)]
     pub clock: Option<ClockMode>,
     /// With the virtual clock: each instruction is 2^N ns of guest time
@@ -383,7 +383,7 @@ mod tests {
 
     fn parse(argv: &[&str]) -> GuestArgs {
         let argv = std::iter::once("task").chain(argv.iter().copied());
-        crate::tasks::parse_args::<GuestArgs>(argv).unwrap()
+        crate::tasks::args::try_parse_from::<GuestArgs>(argv).unwrap()
     }
 
     #[test]
@@ -465,7 +465,7 @@ mod tests {
         ] {
             assert_eq!(parse(&["--memory", arg]).memory, mib, "{arg}");
         }
-        let e = crate::tasks::parse_args::<GuestArgs>(["task", "--memory", "2X"])
+        let e = crate::tasks::args::try_parse_from::<GuestArgs>(["task", "--memory", "2X"])
             .unwrap_err()
             .to_string();
         assert!(

@@ -198,7 +198,7 @@ mod tests {
         analysis::{expected, judgement::Planned, verdict},
         guest::fake_qemu_tests::{fake, fake_plan},
         results::session::ScenarioInfo,
-        tasks::boot_all::boot_all,
+        tasks::qemu_test::boot_all::boot_all,
         util::testdir,
     };
 

@@ -2,16 +2,21 @@
 //! no QEMU: "is *my* machine affected?". The guest's own scripts run on the
 //! host (`qemu/host-init`), the tracefs detector classes the sleeps in a
 //! tracing instance of its own, and the records, verdict and report are
-//! `qemu-test`'s. Everything it changes is put back on every exit.
+//! `qemu-test`'s. Everything it changes is put back on every exit. Its parts:
+//! one run of a scenario on the host (`host`), and the kernel's `state` it
+//! puts back.
+
+pub mod host;
+pub mod state;
 
 use std::{fs, path::PathBuf, time::Duration};
 
 use anyhow::{bail, Context, Result};
 use xshell::Shell;
 
-use super::{
-    boot_all::{finish, recorded},
-    job_args::JobArgs,
+use self::{
+    host::{HostRun, Stage},
+    state::Restorer,
 };
 use crate::{
     analysis::expected::{self, load_expectations, ExpectArgs, Expected},
@@ -19,8 +24,6 @@ use crate::{
     guest::{
         fio,
         fuse_server::{self, UserServer},
-        host::{self, HostRun, Stage},
-        host_state::Restorer,
         initramfs,
         plan::{run_params, Detector, RunParams},
         protocol::param,
@@ -32,6 +35,10 @@ use crate::{
     results::{
         builder, context::RunContext, dir::ResultsDir, record::RunRecord, session::Session,
         warnings::warnings,
+    },
+    tasks::{
+        args::job::JobArgs,
+        qemu_test::boot_all::{finish, recorded},
     },
     util,
 };
@@ -486,7 +493,7 @@ mod tests {
     use super::*;
 
     fn parse(argv: &[&str]) -> HostTest {
-        crate::tasks::parse_args::<HostTest>(
+        crate::tasks::args::try_parse_from::<HostTest>(
             std::iter::once("host-test").chain(argv.iter().copied()),
         )
         .unwrap()

@@ -1,9 +1,9 @@
 //! One run of a scenario on the host's running kernel (`host-test`), the
-//! counterpart of [`super::boot`]: the guest's own scripts (`qemu/lib.sh`, the
+//! counterpart of [`crate::guest::boot`]: the guest's own scripts (`qemu/lib.sh`, the
 //! scenario's `run.sh`) run as root under `qemu/host-init`, in a private mount
 //! namespace and a process group of their own, and write the same results
 //! stream to a file. What they change in the kernel is put back by
-//! [`super::host_state::Restorer`].
+//! [`super::state::Restorer`].
 
 use std::{
     fs,

@@ -1,6 +1,13 @@
 //! `cargo xtask qemu-test`: build the variants, plan every boot, boot each
 //! one per scenario under QEMU, turn what came back into records, and judge
-//! them against `qemu/expected.toml`.
+//! them against `qemu/expected.toml`. Its parts: the `roles` a session is
+//! reported by, the `dry_run` preview, `resume`, and `boot_all`, which boots a
+//! plan into a results directory (host-test records its runs with it too).
+
+pub mod boot_all;
+mod dry_run;
+mod resume;
+mod roles;
 
 use std::{
     collections::BTreeMap,
@@ -12,12 +19,9 @@ use std::{
 use anyhow::{bail, Context, Result};
 use xshell::Shell;
 
-use super::{
+use self::{
     boot_all::{boot_all, finish, initrds, shard_outcome, Outcome},
-    dry_run::{self, Preview},
-    guest_args::GuestArgs,
-    job_args::JobArgs,
-    resume,
+    dry_run::Preview,
 };
 use crate::{
     analysis::{
@@ -41,6 +45,7 @@ use crate::{
     },
     progress::{self, Event},
     results::{dir::ResultsDir, record::RunRecord, session::Session},
+    tasks::args::{self, guest::GuestArgs, job::JobArgs},
     util,
 };
 
@@ -455,7 +460,7 @@ impl QemuTest {
     fn resumed(mut self, dir: &Path) -> Result<(QemuTest, resume::Resumed)> {
         let retry_failed = std::mem::take(&mut self.retry_failed);
         self.resume = None;
-        let bare = super::parse_args::<QemuTest>(["qemu-test"]).context("the default flags")?;
+        let bare = args::try_parse_from::<QemuTest>(["qemu-test"]).context("the default flags")?;
         if format!("{self:?}") != format!("{bare:?}") {
             bail!(
                 "--resume {}: the session's own flags are used: give no other flag but \
@@ -466,7 +471,7 @@ impl QemuTest {
         let r = resume::open(dir)?;
         let flags = resume::flags(&r)?;
         let argv = std::iter::once("qemu-test").chain(flags.iter().map(String::as_str));
-        let mut q = super::parse_args::<QemuTest>(argv)
+        let mut q = args::try_parse_from::<QemuTest>(argv)
             .with_context(|| format!("parsing the flags {} recorded", dir.display()))?;
         q.guest.no_build = true;
         q.retry_failed = retry_failed;
@@ -552,256 +557,4 @@ fn own_args() -> Option<Vec<String>> {
 }
 
 #[cfg(test)]
-mod tests {
-    use crate::util;
-
-    #[test]
-    fn the_fio_job_file_keeps_the_seed_options() {
-        let text =
-            std::fs::read_to_string(util::project_root().join("qemu/jobs/writeback.fio")).unwrap();
-        for opt in [
-            "ioengine=psync",
-            "rw=write",
-            "time_based",
-            "group_reporting=1",
-            "direct=0",
-            "[writeback_test]",
-        ] {
-            assert!(text.lines().any(|l| l.trim() == opt), "missing {opt}");
-        }
-        for var in [
-            "${WB_BS}",
-            "${WB_SIZE}",
-            "${WB_NUMJOBS}",
-            "${WB_RAMP}",
-            "${WB_RUNTIME}",
-            "${WB_INVALIDATE}",
-        ] {
-            assert!(text.contains(var), "missing {var}");
-        }
-    }
-
-    #[test]
-    fn absurd_flags_are_refused_by_the_parser() {
-        use super::QemuTest;
-        let parse = |args: &[&str]| {
-            let argv = std::iter::once("qemu-test").chain(args.iter().copied());
-            crate::tasks::parse_args::<QemuTest>(argv).map(|_| ())
-        };
-        assert!(parse(&["--quick"]).is_ok());
-        for bad in [
-            &["--cpus", "0"][..],
-            &["--memory", "0"],
-            &["--runs", "0"],
-            &["--numjobs", "0"],
-            &["--runtime", "0"],
-            &["--timeout", "0"],
-            &["--size", "16M wbstall.scenario=shell"],
-            &["--size", "0"],
-            &["--size", "M"],
-            &["--size", "16MB"],
-        ] {
-            let e = parse(bad).unwrap_err().to_string();
-            assert!(e.contains("invalid value"), "{bad:?}: {e}");
-        }
-        let e = parse(&["--size", "1 G"]).unwrap_err().to_string();
-        assert!(e.contains("is not a size: write a positive number"), "{e}");
-        assert!(parse(&["--size", "256M"]).is_ok() && parse(&["--size", "4096"]).is_ok());
-        let e = crate::tasks::parse_args::<crate::tasks::module_stress::ModuleStress>([
-            "module-stress",
-            "--cycles",
-            "0",
-        ])
-        .map(|_| ())
-        .unwrap_err()
-        .to_string();
-        assert!(e.contains("invalid value"), "{e}");
-    }
-
-    #[test]
-    fn a_virtual_clock_under_kvm_and_a_bad_cpu_model_are_refused() {
-        let parse = |extra: &[&str]| {
-            let argv: Vec<&str> = ["qemu-test"].iter().chain(extra).copied().collect();
-            crate::tasks::parse_args::<super::QemuTest>(argv).unwrap()
-        };
-        let e = parse(&["--accel", "kvm", "--clock", "virtual"])
-            .guest
-            .machine()
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("--clock virtual needs TCG"), "{e}");
-        let e = parse(&["--accel", "tcg", "--cpu-model", "max -smp 8"])
-            .guest
-            .machine()
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("is not a QEMU CPU model name"), "{e}");
-        let m = parse(&[
-            "--accel",
-            "tcg",
-            "--clock",
-            "virtual",
-            "--icount-shift",
-            "4",
-        ])
-        .guest
-        .machine()
-        .unwrap();
-        assert_eq!(m.clock, crate::guest::qemu::Clock::Virtual { shift: 4 });
-    }
-
-    #[test]
-    fn records_and_failures_keep_plan_order_whatever_order_boots_end_in() {
-        let mut ends: Vec<Option<Result<&str, String>>> = vec![None; 4];
-        // Boots 3 and 1 end first (1 fails), then 0; 2 still runs.
-        ends[3] = Some(Ok("d"));
-        ends[1] = Some(Err("b failed".into()));
-        assert_eq!(
-            crate::tasks::boot_all::in_plan_order(&ends),
-            (vec![&"d"], vec!["b failed".to_string()])
-        );
-        ends[0] = Some(Ok("a"));
-        assert_eq!(crate::tasks::boot_all::in_plan_order(&ends).0, [&"a", &"d"]);
-    }
-
-    #[test]
-    fn a_user_fuse_server_runs_in_fuse_passthrough_and_nowhere_else() {
-        let parse = |extra: &[&str]| {
-            let argv: Vec<&str> = ["qemu-test"].iter().chain(extra).copied().collect();
-            crate::tasks::parse_args::<super::QemuTest>(argv).unwrap()
-        };
-        let names = |q: &super::QemuTest| -> Vec<&str> {
-            let u = q.user_server().unwrap();
-            q.scenarios(u.as_ref())
-                .unwrap()
-                .iter()
-                .map(|s| s.name)
-                .collect()
-        };
-        // Alone it plans fuse-passthrough only; without it, the default plan.
-        assert_eq!(
-            names(&parse(&["--fuse-server", "sh"])),
-            ["fuse-passthrough"]
-        );
-        assert!(!names(&parse(&[])).contains(&"fuse-passthrough"));
-        let q = parse(&[
-            "--fuse-server",
-            "sh",
-            "--scenario",
-            "fuse-strictlimit",
-            "--scenario",
-            "fuse-passthrough",
-        ]);
-        assert_eq!(names(&q), ["fuse-strictlimit", "fuse-passthrough"]);
-        // Named scenarios without fuse-passthrough: refused, with the fix.
-        let q = parse(&["--fuse-server", "sh", "--scenario", "fuse-strictlimit"]);
-        let e = q.scenarios(q.user_server().unwrap().as_ref()).unwrap_err();
-        assert!(
-            e.to_string().contains("add --scenario fuse-passthrough"),
-            "{e}"
-        );
-        // A server that is not there: refused before anything runs.
-        let q = parse(&["--fuse-server", "/no/such/server -o writeback"]);
-        let e = format!("{:#}", q.user_server().unwrap_err());
-        assert!(e.contains("no file /no/such/server"), "{e}");
-    }
-
-    #[test]
-    fn jobs_vm_zero_is_refused_with_the_fix() {
-        let parse = |extra: &[&str]| {
-            let argv: Vec<&str> = ["qemu-test"].iter().chain(extra).copied().collect();
-            crate::tasks::parse_args::<super::QemuTest>(argv).unwrap()
-        };
-        assert_eq!(parse(&[]).jobs_vm, None);
-        let q = parse(&["--jobs-vm", "0"]);
-        let m = q.guest.machine().unwrap();
-        let e = crate::guest::plan::check_jobs_vm(q.jobs_vm.unwrap(), 4, m.cpus, m.clock)
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("--jobs-vm 0: at least one guest") && e.contains("drop --jobs-vm"));
-    }
-
-    #[test]
-    fn the_dry_run_counts_the_boots_the_run_would_make() {
-        let parse = |extra: &[&str]| {
-            let argv: Vec<&str> = ["qemu-test"].iter().chain(extra).copied().collect();
-            crate::tasks::parse_args::<super::QemuTest>(argv).unwrap()
-        };
-        assert!(parse(&["--dry-run"]).dry_run && parse(&["--plan"]).dry_run);
-        // Kernels x scenarios x runs; the shards of a plan add up to it.
-        let q = parse(&["--runs", "3"]);
-        let scenarios = crate::guest::scenario::select(&[]).unwrap();
-        let (runs, _) = q.runs(&scenarios, crate::guest::qemu::Clock::Real).unwrap();
-        let kernels = ["a", "b", "c"];
-        let all = 3 * scenarios.len() * 3;
-        assert_eq!(q.cells(&kernels, &scenarios, &runs).len(), all);
-        let sharded: usize = (1..=4)
-            .map(|i| {
-                let q = parse(&["--runs", "3", "--shard", &format!("{i}/4")]);
-                q.cells(&kernels, &scenarios, &runs).len()
-            })
-            .sum();
-        assert_eq!(sharded, all);
-        // The preview itself: two variants and the A/A control (upstream
-        // again), one scenario, two runs; nothing built or booted.
-        let q = parse(&[
-            "--dry-run",
-            "--accel",
-            "tcg",
-            "--jobs-vm",
-            "1",
-            "--variant",
-            "v1",
-            "--variant",
-            "upstream",
-            "--scenario",
-            "fuse-strictlimit",
-            "--runs",
-            "2",
-        ]);
-        let p = q.preview(&xshell::Shell::new().unwrap()).unwrap();
-        let names: Vec<&str> = p.kernels.iter().map(|k| k.name.as_str()).collect();
-        assert_eq!(names, ["v1", "upstream", "upstream-aa"]);
-        assert_eq!(p.boots.len(), 6);
-        let text = p.render();
-        assert!(
-            text.contains("boots: 6 (3 kernel(s) x 1 scenario(s), runs per cell: 2)"),
-            "{text}"
-        );
-    }
-
-    #[test]
-    fn resume_takes_no_other_flag_and_retry_failed_only_with_it() {
-        let parse = |args: &[&str]| {
-            let argv = std::iter::once("qemu-test").chain(args.iter().copied());
-            crate::tasks::parse_args::<super::QemuTest>(argv)
-        };
-        let e = parse(&["--retry-failed"]).unwrap_err().to_string();
-        assert!(e.contains("--resume <DIR>"), "{e}");
-        let dir = std::path::Path::new("/nonexistent/results");
-        let q = parse(&["--resume", "/nonexistent/results", "--runs", "3"]).unwrap();
-        let e = q.resumed(dir).unwrap_err().to_string();
-        assert!(e.contains("give no other flag but --retry-failed"), "{e}");
-        // Alone (or with --retry-failed) it goes on to the directory itself.
-        let q = parse(&["--resume", "/nonexistent/results", "--retry-failed"]).unwrap();
-        let e = q.resumed(dir).unwrap_err().to_string();
-        assert!(e.contains("no session.json there"), "{e}");
-    }
-
-    #[test]
-    fn a_bad_aa_is_refused_before_any_build() {
-        let q = crate::tasks::parse_args::<super::QemuTest>([
-            "qemu-test",
-            "--variant",
-            "v1",
-            "--aa",
-            "upstream",
-        ])
-        .unwrap();
-        let e = q.check_aa().unwrap_err().to_string();
-        assert!(
-            e.contains("--aa upstream: that variant is not selected (selected: v1)"),
-            "{e}"
-        );
-    }
-}
+mod tests;

@@ -14,8 +14,8 @@ use anyhow::{bail, Context, Result};
 use xshell::{cmd, Shell};
 
 use crate::{
-    guest::host_state::{tracefs_mount, Knobs, CLASS_BDI, PROC_VM},
     reaper,
+    tasks::host_test::state::{tracefs_mount, Knobs, CLASS_BDI, PROC_VM},
 };
 
 /// What host-test may change, as seen from outside it.

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use anyhow::{bail, Context, Result};
 
-use super::qemu_test::QemuTest;
+use super::QemuTest;
 use crate::{
     kernel::{
         build::Built,

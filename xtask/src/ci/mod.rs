@@ -4,10 +4,25 @@
 //! broken one rejected), SIGTERM to a build mid-make (no child may survive), then every
 //! variant built and judged by a quick `qemu-test` on FUSE, a kernel that
 //! BUG()s (its boot an `oops`, the reference beside it measured), one live
-//! run that the verdict must reject, and on the debug kernel 20 rmmod/insmod cycles of
+//! run that the verdict must reject, and on the debug kernel 10 rmmod/insmod cycles of
 //! the module under writers with a reader held open across rmmod, then memcg writeback
 //! domains churned under throttled writers (`module-stress`), and the
 //! quick plan as `cargo xtask slurm` jobs on a one-node Slurm cluster.
+//!
+//! The room above `tasks/`: it runs the other tasks in-process. This file is
+//! the command (its flags, `run` and the steps in their order); each live step
+//! that checks more than a task's exit has a file here, beside the static
+//! checks of the workflow (`workflow`) and of the KCIDB output (`kcidb`), and
+//! the repository's rules kept by tests (`tidy`).
+
+pub mod host_kill;
+pub mod kcidb;
+pub mod negative;
+pub mod oops;
+pub mod sigterm;
+pub mod slurm;
+mod tidy;
+pub mod workflow;
 
 use std::time::Instant;
 
@@ -15,16 +30,15 @@ use anyhow::{bail, Context, Result};
 use xshell::{cmd, Shell};
 
 use crate::{
-    analysis::expected::Class,
     deps,
     kernel::module,
     kernel::variants::{Roles, Variants},
     progress::{self, Event},
-    tasks::{host_test::HostTest, module_stress::ModuleStress, qemu_test::QemuTest},
+    tasks::{args, host_test::HostTest, module_stress::ModuleStress, qemu_test::QemuTest},
     util,
 };
 
-use super::args;
+use negative::{live_negative, live_wrong_patch, WRONG_PATCH};
 
 /// Run the test command: fmt, clippy, unit tests, then a quick qemu-test of
 /// every variant (which builds them), a live negative, and the module stress test.
@@ -51,7 +65,7 @@ impl Ci {
         }
         if self.slurm_only {
             return step(SLURM_STEP, || {
-                super::ci_slurm::slurm_matrix(sh, &Variants::repo()?.roles)
+                slurm::slurm_matrix(sh, &Variants::repo()?.roles)
             });
         }
         let cargo = sh.var("CARGO").unwrap_or_else(|_| "cargo".to_string());
@@ -145,25 +159,25 @@ fn live_steps(sh: &Shell) -> Result<()> {
     // baseline under the memcg (22-50% stall). The fixed kernels' memcg cells
     // are judged in the full matrix only: 1 of their 9 full runs there had the
     // memcg statistics' 2 s wait (4.8% stall), which a CI run must not gamble
-    // on; see README, "Why CI boots these cells".
+    // on; see docs/reference.md, "Why CI boots these cells".
     let roles = Variants::repo()?.roles;
     step("SIGTERM to xtask mid-build: no child survives", || {
-        super::ci_sigterm::sigterm_mid_build(sh, &roles.reference)
+        sigterm::sigterm_mid_build(sh, &roles.reference)
     })?;
     host_steps(sh)?;
     step(
         "qemu-test --quick --scenario fuse-strictlimit (every variant)",
-        || args::<QemuTest>(&["--quick", "--scenario", "fuse-strictlimit"])?.run(sh),
+        || args::parse::<QemuTest>(&["--quick", "--scenario", "fuse-strictlimit"])?.run(sh),
     )?;
     // Right after the reference was built last: only the fixture's file is
     // switched and compiled; its boot ends at the Oops.
     step(
         &format!(
             "a kernel that BUG()s fails its boot as an oops: {} on {}, fuse-strictlimit",
-            super::ci_oops::BUG_FIXTURE,
+            oops::BUG_FIXTURE,
             roles.reference
         ),
-        || super::ci_oops::live_oops(sh, &roles.reference),
+        || oops::live_oops(sh, &roles.reference),
     )?;
     quick_cells(sh, &roles)?;
     let baseline = roles.baseline.clone();
@@ -187,7 +201,7 @@ fn live_steps(sh: &Shell) -> Result<()> {
             roles.reference
         ),
         || {
-            args::<QemuTest>(&[
+            args::parse::<QemuTest>(&[
                 "--quick",
                 "--no-rust",
                 "--variant",
@@ -200,7 +214,7 @@ fn live_steps(sh: &Shell) -> Result<()> {
             .run(sh)
         },
     )?;
-    step(SLURM_STEP, || super::ci_slurm::slurm_matrix(sh, &roles))?;
+    step(SLURM_STEP, || slurm::slurm_matrix(sh, &roles))?;
     Ok(())
 }
 
@@ -213,7 +227,7 @@ fn module_stress_step(sh: &Shell, reference: &str) -> Result<()> {
              writers, a reader across rmmod, 4 memcg wbs churned under throttled writers)"
         ),
         || {
-            args::<ModuleStress>(&[
+            args::parse::<ModuleStress>(&[
                 "--debug-kernel",
                 "--variant",
                 reference,
@@ -232,7 +246,7 @@ fn module_stress_step(sh: &Shell, reference: &str) -> Result<()> {
 fn host_steps(sh: &Shell) -> Result<()> {
     step(
         "host-test --quick on the running kernel (fuse-strictlimit, fuse-nostrict)",
-        || args::<HostTest>(&["--quick"])?.run(sh),
+        || args::parse::<HostTest>(&["--quick"])?.run(sh),
     )?;
     for (signal, name, scenario) in [
         (libc::SIGINT, "SIGINT", "fuse-nostrict"),
@@ -243,7 +257,7 @@ fn host_steps(sh: &Shell) -> Result<()> {
                 "{name} to host-test mid-run ({scenario}): every knob, instance, mount and \
                  loop device is back"
             ),
-            || super::ci_host_kill::kill_mid_run(sh, signal, scenario),
+            || host_kill::kill_mid_run(sh, signal, scenario),
         )?;
     }
     Ok(())
@@ -273,7 +287,7 @@ fn quick_cells(sh: &Shell, roles: &Roles) -> Result<()> {
             argv.extend(["--variant", v]);
         }
         step(&format!("qemu-test {} ({what})", argv.join(" ")), || {
-            args::<QemuTest>(&argv)?.run(sh)
+            args::parse::<QemuTest>(&argv)?.run(sh)
         })?;
     }
     Ok(())
@@ -293,16 +307,16 @@ fn static_checks(sh: &Shell) -> Result<()> {
             .run()
             .context("shellcheck of qemu/")
     })?;
-    let wf = util::project_root().join(super::ci_workflow::WORKFLOW);
+    let wf = util::project_root().join(workflow::WORKFLOW);
     step(
         "the GitHub workflow's shape, pins and shards (.ci/check-workflow.py)",
-        || super::ci_workflow::shape(sh, &wf),
+        || workflow::shape(sh, &wf),
     )?;
     step(
         "actionlint of the GitHub workflow (shellcheck on its run: scripts)",
         || {
-            let bin = super::ci_workflow::installed_actionlint(sh)?;
-            super::ci_workflow::actionlint(sh, &bin, &wf)
+            let bin = workflow::installed_actionlint(sh)?;
+            workflow::actionlint(sh, &bin, &wf)
         },
     )?;
     step("rustfmt of the kernel module", || {
@@ -319,120 +333,9 @@ fn static_checks(sh: &Shell) -> Result<()> {
     })?;
     step(
         "KCIDB: docs/example-report's document valid by kcidb-io, a broken one rejected",
-        || super::ci_kcidb::validate_example(sh),
+        || kcidb::validate_example(sh),
     )?;
     Ok(())
-}
-
-/// A live run that must fail: the baseline booted on fuse-strictlimit and
-/// judged against an expectations file that claims `ok` there. The verdict must
-/// fail, and for the right reason (that cell's class, not a broken boot).
-fn live_negative(sh: &Shell, baseline: &str) -> Result<()> {
-    let path = util::project_root().join(crate::analysis::expected::EXPECTED_FILE);
-    let text =
-        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-    let dir = util::target_dir().join("ci");
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let file = dir.join("expected-wrong.toml");
-    std::fs::write(&file, flip_fuse(&text, baseline)?)
-        .with_context(|| format!("writing {}", file.display()))?;
-    let file = file.display().to_string();
-    let out = args::<QemuTest>(&[
-        "--quick",
-        "--no-build",
-        "--variant",
-        baseline,
-        "--scenario",
-        "fuse-strictlimit",
-        "--expected",
-        &file,
-    ])?
-    .measure(sh)?;
-    if out.passed() {
-        bail!("qemu-test passed a stalling {baseline} cell against an `ok` expectation");
-    }
-    if !out.failures.is_empty() {
-        bail!(
-            "qemu-test failed, but on a boot, not on the verdict: {:?}",
-            out.failures
-        );
-    }
-    let cell = out.verdict.cells.iter().find(|c| c.variant == baseline);
-    match cell {
-        Some(c) if c.observed == Class::Stall && c.expected.map(|e| e.class) == Some(Class::Ok) => {
-            progress::emit(Event::Note(&format!(
-                "ci: the verdict of {} failed, as it must: {}",
-                out.dir.display(),
-                (c.failures.iter().map(|f| f.to_string()))
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            )));
-            Ok(())
-        }
-        _ => bail!("qemu-test failed, but not on the {baseline} cell's class: {cell:?}"),
-    }
-}
-
-/// A plausible but incomplete fix (it starts writeback for a memcg domain
-/// over its background threshold, not for a strictlimit BDI).
-const WRONG_PATCH: &str = "docs/own-patch/memcg-bg-thresh.patch";
-
-/// A live run that must fail on the patch under test: the wrong fix on the
-/// baseline, on fuse-strictlimit, with no --expect (held to the reference's
-/// `ok`). The verdict and the exit must fail on the patch's cell, its mail
-/// must say why, and the other cells must pass.
-fn live_wrong_patch(sh: &Shell, baseline: &str) -> Result<()> {
-    let patch = util::project_root().join(WRONG_PATCH);
-    let patch = patch.display().to_string();
-    let out = args::<QemuTest>(&[
-        "--quick",
-        "--patch",
-        &patch,
-        "--base",
-        baseline,
-        "--scenario",
-        "fuse-strictlimit",
-    ])?
-    .measure(sh)?;
-    if out.passed() || !out.failures.is_empty() {
-        bail!(
-            "qemu-test passed the wrong patch, or failed on a boot ({:?}): see {}",
-            out.failures,
-            out.dir.display()
-        );
-    }
-    let name = "patch-memcg-bg-thresh";
-    let cell = out.verdict.cells.iter().find(|c| c.variant == name);
-    let others_pass = out
-        .verdict
-        .cells
-        .iter()
-        .filter(|c| c.variant != name)
-        .all(|c| c.failures.is_empty());
-    let mail = std::fs::read_to_string(out.dir.join(crate::results::dir::ResultsDir::MAIL))
-        .context("reading the mail of the run")?;
-    match cell {
-        Some(c)
-            if c.observed == Class::Stall
-                && c.expected.map(|e| e.class) == Some(Class::Ok)
-                && others_pass
-                && mail.contains("the patch FAILS its expectations")
-                && mail.contains("No Tested-by") =>
-        {
-            progress::emit(Event::Note(&format!(
-                "ci: the patch under test failed, as it must: {}",
-                (c.failures.iter().map(|f| f.to_string()))
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            )));
-            Ok(())
-        }
-        _ => bail!(
-            "qemu-test failed, but not on the patch's cell alone, or its mail does not say \
-             so: {cell:?}; see {}",
-            out.dir.display()
-        ),
-    }
 }
 
 /// The guest's shell scripts, for shellcheck: init, host-init, lib.sh and every
@@ -457,37 +360,6 @@ fn guest_scripts() -> Result<Vec<std::path::PathBuf>> {
     Ok(files)
 }
 
-/// The expectations with `<baseline> = "stall"` of `[expect.fuse-strictlimit]`
-/// turned into `ok`.
-fn flip_fuse(text: &str, baseline: &str) -> Result<String> {
-    let mut out = String::new();
-    let mut in_table = false;
-    let mut flipped = false;
-    for line in text.lines() {
-        if line.starts_with('[') {
-            in_table = line.trim() == "[expect.fuse-strictlimit]";
-        }
-        let value = (line.trim())
-            .strip_prefix(&format!("{baseline} = \""))
-            .and_then(|v| v.strip_suffix('"'));
-        // `stall` or `stall:CAUSE`: the flipped hypothesis is `ok`, cause and all.
-        if in_table && value.is_some_and(|v| v.split(':').next() == Some("stall")) {
-            out.push_str(&format!("{baseline} = \"ok\"\n"));
-            flipped = true;
-        } else {
-            out.push_str(line);
-            out.push('\n');
-        }
-    }
-    if !flipped {
-        bail!(
-            "qemu/expected.toml has no `{baseline} = \"stall\"` (or `\"stall:CAUSE\"`) in \
-             [expect.fuse-strictlimit]"
-        );
-    }
-    Ok(out)
-}
-
 fn step(name: &str, f: impl FnOnce() -> Result<()>) -> Result<()> {
     let t = Instant::now();
     progress::emit(Event::CiStep(name));
@@ -497,26 +369,4 @@ fn step(name: &str, f: impl FnOnce() -> Result<()>) -> Result<()> {
         secs: t.elapsed().as_secs_f64(),
     });
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_live_negative_flips_exactly_the_regressed_fuse_hypothesis() {
-        let path = util::project_root().join(crate::analysis::expected::EXPECTED_FILE);
-        let text = std::fs::read_to_string(&path).unwrap();
-        let wrong = flip_fuse(&text, "regressed").unwrap();
-        let e = crate::analysis::expected::Expected::parse(&wrong, &path).unwrap();
-        assert_eq!(
-            e.expect["fuse-strictlimit"]["regressed"],
-            crate::analysis::expected::Class::Ok.into()
-        );
-        assert_eq!(
-            e.expect["memcg-ext4"]["regressed"].class,
-            crate::analysis::expected::Class::Stall
-        );
-        assert!(flip_fuse("[expect.memcg-ext4]\nregressed = \"stall\"\n", "regressed").is_err());
-    }
 }

@@ -2,7 +2,8 @@
 //! who prints, the layering between folders, no circles between the files
 //! of one folder, renderers that read the judgement only, and what lies at
 //! the repository's root. Generated or data files are not Rust and are not
-//! counted; test modules are left out.
+//! counted; test modules are left out, inline or in files of their own
+//! (`foo_tests.rs`, `x/tests.rs`), which only the tests compile.
 
 #[cfg(test)]
 mod tests {
@@ -15,6 +16,13 @@ mod tests {
     const MAX_FILE_LINES: usize = 600;
     /// Lines one function may span, signature to closing brace.
     const MAX_FN_LINES: usize = 80;
+
+    /// A file of tests: `tests.rs`, or `foo_tests.rs` beside `foo.rs` (or
+    /// `mod foo_tests;` of the folder), declared under `#[cfg(test)]`.
+    fn is_test_file(path: &str) -> bool {
+        let name = path.rsplit('/').next().unwrap_or(path);
+        name == "tests.rs" || name.ends_with("_tests.rs")
+    }
 
     fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
         for e in std::fs::read_dir(dir).unwrap() {
@@ -56,7 +64,8 @@ mod tests {
     }
 
     /// When `lines` opens with `#[cfg(test)]`, perhaps more attributes, then
-    /// `mod tests {` (maybe `pub`): the number of lines through the module's closing brace.
+    /// `mod tests {` (maybe `pub`): the number of lines through the module's closing brace;
+    /// then `mod tests;` (its file beside, `#[path]` among the attributes): through that line.
     fn test_module_len(lines: &[&str]) -> Option<usize> {
         if lines.first()?.trim() != "#[cfg(test)]" {
             return None;
@@ -65,6 +74,11 @@ mod tests {
             .iter()
             .position(|l| !l.trim_start().starts_with("#["))?;
         let t = lines[m].trim_start();
+        if let Some(vis) = t.strip_suffix("mod tests;") {
+            return ["", "pub ", "pub(crate) ", "pub(super) "]
+                .contains(&vis)
+                .then_some(m + 1);
+        }
         let vis = t.strip_suffix("mod tests {")?;
         if !["", "pub ", "pub(crate) ", "pub(super) "].contains(&vis) {
             return None;
@@ -116,13 +130,16 @@ mod tests {
         files.sort();
         let mut over = Vec::new();
         for f in &files {
-            let text = std::fs::read_to_string(f).unwrap();
-            let lines = code(&text);
             let rel = f
                 .strip_prefix(crate::util::project_root())
                 .unwrap()
                 .display()
                 .to_string();
+            if is_test_file(&rel) {
+                continue;
+            }
+            let text = std::fs::read_to_string(f).unwrap();
+            let lines = code(&text);
             if lines.len() > MAX_FILE_LINES {
                 over.push(format!(
                     "{rel}: {} lines of code (max {MAX_FILE_LINES})",
@@ -149,9 +166,18 @@ mod tests {
         sources_with(|text| code(text).join("\n"))
     }
 
-    /// Every xtask source file: (path relative to the repository, `keep` of
-    /// its text), in order.
+    /// Every xtask source file but the files of tests: (path relative to the
+    /// repository, `keep` of its text), in order.
     fn sources_with(keep: impl Fn(&str) -> String) -> Vec<(String, String)> {
+        sources_of_every_file()
+            .into_iter()
+            .filter(|(rel, _)| !is_test_file(rel))
+            .map(|(rel, text)| (rel, keep(&text)))
+            .collect()
+    }
+
+    /// Every xtask source file, the files of tests too, with its full text.
+    fn sources_of_every_file() -> Vec<(String, String)> {
         let mut files = Vec::new();
         let root = crate::util::project_root();
         rust_files(&root.join("xtask/src"), &mut files);
@@ -160,9 +186,106 @@ mod tests {
             .iter()
             .map(|f| {
                 let rel = f.strip_prefix(&root).unwrap().display().to_string();
-                (rel, keep(&std::fs::read_to_string(f).unwrap()))
+                (rel, std::fs::read_to_string(f).unwrap())
             })
             .collect()
+    }
+
+    /// The files that `mod x;` lines of `sources` (each with its full text)
+    /// declare, each with whether `#[cfg(test)]` is among the attributes
+    /// above its declaration: `#[path = "p"]` is beside the declaring file,
+    /// `mod x;` of a `mod.rs` or `main.rs` is `x.rs` (or `x/mod.rs`) beside it,
+    /// of `foo.rs` it is `foo/x.rs`.
+    fn declared_files(sources: &[(String, String)]) -> BTreeMap<String, bool> {
+        let mut out = BTreeMap::new();
+        for (rel, text) in sources {
+            let (dir, name) = rel.rsplit_once('/').unwrap_or(("", rel));
+            let lines: Vec<&str> = text.lines().collect();
+            for (i, l) in lines.iter().enumerate() {
+                let Some(m) = l
+                    .trim()
+                    .strip_suffix(';')
+                    .and_then(|t| t.split_once("mod "))
+                    .filter(|(vis, _)| vis.is_empty() || vis.starts_with("pub"))
+                    .map(|(_, m)| m)
+                else {
+                    continue;
+                };
+                let attrs: Vec<&str> = lines[..i]
+                    .iter()
+                    .rev()
+                    .map(|a| a.trim())
+                    .take_while(|a| a.starts_with("#["))
+                    .collect();
+                let path = attrs.iter().find_map(|a| {
+                    a.strip_prefix("#[path = \"")
+                        .and_then(|p| p.strip_suffix("\"]"))
+                });
+                let base = match name {
+                    "mod.rs" | "main.rs" => dir.to_string(),
+                    _ => format!("{dir}/{}", name.trim_end_matches(".rs")),
+                };
+                let files = match path {
+                    Some(p) => vec![format!("{dir}/{p}")],
+                    None => vec![format!("{base}/{m}.rs"), format!("{base}/{m}/mod.rs")],
+                };
+                for f in files {
+                    out.insert(f, attrs.contains(&"#[cfg(test)]"));
+                }
+            }
+        }
+        out
+    }
+
+    /// The files of tests ([`is_test_file`]) that no `#[cfg(test)]` module
+    /// declares: they would be built into xtask, unchecked by the rules above.
+    fn test_files_outside_cfg_test(sources: &[(String, String)]) -> Vec<String> {
+        let declared = declared_files(sources);
+        sources
+            .iter()
+            .map(|(rel, _)| rel)
+            .filter(|rel| is_test_file(rel) && declared.get(*rel) != Some(&true))
+            .cloned()
+            .collect()
+    }
+
+    #[test]
+    fn files_of_tests_are_built_for_the_tests_only() {
+        let found = test_files_outside_cfg_test(&sources_of_every_file());
+        assert!(
+            found.is_empty(),
+            "files named as tests that are not declared under #[cfg(test)] (declare them \
+             so, or rename them): {found:?}"
+        );
+    }
+
+    #[test]
+    fn a_file_of_tests_built_into_xtask_is_named() {
+        let src = |rel: &str, code: &str| (format!("xtask/src/{rel}"), code.to_string());
+        let sources = [
+            src("main.rs", "mod a;\nmod b;\nmod c;\n"),
+            src(
+                "a/mod.rs",
+                "pub mod x;\n#[cfg(test)]\nmod lib_tests;\n#[cfg(test)]\nmod tests;\n",
+            ),
+            src(
+                "a/x.rs",
+                "#[cfg(test)]\n#[path = \"x_tests.rs\"]\nmod tests;\n",
+            ),
+            src("a/x_tests.rs", "fn t() {}\n"),
+            src("a/lib_tests.rs", "fn t() {}\n"),
+            src("a/tests.rs", "fn t() {}\n"),
+            // Declared without #[cfg(test)], and not declared at all.
+            src("b.rs", "#[path = \"b_tests.rs\"]\nmod tests;\n"),
+            src("b_tests.rs", "fn t() {}\n"),
+            src("c/mod.rs", "pub mod y;\n"),
+            src("c/y.rs", "pub fn y() {}\n"),
+            src("c/y_tests.rs", "fn t() {}\n"),
+        ];
+        assert_eq!(
+            test_files_outside_cfg_test(&sources),
+            ["xtask/src/b_tests.rs", "xtask/src/c/y_tests.rs"]
+        );
     }
 
     #[test]
@@ -181,10 +304,10 @@ mod tests {
     }
 
     /// The pipeline's stages, lowest first; a stage may use only the ones
-    /// before it (and itself).
+    /// before it (and itself). `ci` runs the tasks, so it comes after them.
     const STAGES: &[&str] = &[
         "reaper", "util", "progress", "distro", "deps", "kernel", "guest", "results", "analysis",
-        "report", "tasks",
+        "report", "tasks", "ci",
     ];
 
     fn stage_of(rel: &str) -> Option<usize> {
@@ -192,11 +315,12 @@ mod tests {
         STAGES.iter().position(|s| *s == first)
     }
 
-    #[test]
-    fn lower_stages_never_use_higher_ones() {
+    /// Each use of a higher stage by a file of a lower one, as `file uses
+    /// crate::stage`, in order.
+    fn upward_uses(sources: &[(String, String)]) -> Vec<String> {
         let mut bad = Vec::new();
-        for (rel, code) in sources() {
-            let Some(own) = stage_of(&rel) else { continue };
+        for (rel, code) in sources {
+            let Some(own) = stage_of(rel) else { continue };
             // Every `crate::x` path, and the first segment of each item of a
             // `use crate::{...}` list.
             let mut used: Vec<String> = code
@@ -239,10 +363,38 @@ mod tests {
         }
         bad.sort();
         bad.dedup();
+        bad
+    }
+
+    #[test]
+    fn lower_stages_never_use_higher_ones() {
+        let bad = upward_uses(&sources());
         assert!(
             bad.is_empty(),
             "a lower stage uses a higher one:\n{}",
             bad.join("\n")
+        );
+    }
+
+    #[test]
+    fn a_task_that_uses_ci_is_a_lower_stage_using_a_higher_one() {
+        let src = |rel: &str, code: &str| (format!("xtask/src/{rel}"), code.to_string());
+        let sources = [
+            src("tasks/qemu_test.rs", "use crate::ci::step;\n"),
+            src("report/mod.rs", "fn f() { crate::tasks::args() }\n"),
+            // CI runs the tasks; the tasks run the pipeline.
+            src("ci/mod.rs", "use crate::{tasks::args, report};\n"),
+            src(
+                "tasks/merge.rs",
+                "use crate::{analysis::judge, report::mail};\n",
+            ),
+        ];
+        assert_eq!(
+            upward_uses(&sources),
+            [
+                "xtask/src/report/mod.rs uses crate::tasks",
+                "xtask/src/tasks/qemu_test.rs uses crate::ci",
+            ]
         );
     }
 
@@ -652,6 +804,15 @@ mod tests {
         assert_eq!(circles(&src(&t)), ["tasks: x -> y -> x"]);
     }
 
+    /// The tests in a file of their own leave their declaration out of the
+    /// code too; another module under `#[cfg(test)]` is code.
+    #[test]
+    fn a_test_module_s_declaration_is_not_code() {
+        let src = "fn a() {}\n#[cfg(test)]\n#[path = \"a_tests.rs\"]\nmod tests;\n\
+                   #[cfg(test)]\nmod helpers;\n";
+        assert_eq!(code(src), ["fn a() {}", "#[cfg(test)]", "mod helpers;"]);
+    }
+
     #[test]
     fn the_function_scanner_measures_what_it_should() {
         let src =
@@ -687,6 +848,76 @@ mod tests {
             ]
         );
         assert!(f[1].2 > MAX_FN_LINES);
+    }
+
+    /// What may sit directly in `tasks/` besides the commands: its `mod.rs`,
+    /// and `args/`, the flag groups the commands share.
+    const TASKS_BESIDE_THE_COMMANDS: &[&str] = &["mod.rs", "args"];
+
+    /// The entries directly in `tasks/` (a file `x.rs`, a folder `x`, the
+    /// tests `x_tests.rs` of a file) that are not a command: `main.rs`'s
+    /// `enum Task` names no `tasks::x::`, and
+    /// [`TASKS_BESIDE_THE_COMMANDS`] does not allow them.
+    fn not_commands<'a>(entries: impl IntoIterator<Item = &'a str>, main: &str) -> Vec<String> {
+        let task_enum = main
+            .split_once("enum Task {")
+            .and_then(|(_, rest)| rest.split_once("\n}"))
+            .map_or("", |(body, _)| body);
+        let commands: BTreeSet<String> = task_enum
+            .split("tasks::")
+            .skip(1)
+            .map(|r| r.chars().take_while(|c| is_ident(*c)).collect())
+            .collect();
+        let mut out: Vec<String> = entries
+            .into_iter()
+            .filter(|e| !TASKS_BESIDE_THE_COMMANDS.contains(e))
+            .filter(|e| {
+                let stem = e.trim_end_matches(".rs");
+                !commands.contains(stem.strip_suffix("_tests").unwrap_or(stem))
+            })
+            .map(str::to_string)
+            .collect();
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn each_file_or_folder_of_tasks_is_a_command() {
+        let root = crate::util::project_root().join("xtask/src");
+        let entries: Vec<String> = std::fs::read_dir(root.join("tasks"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        let main = std::fs::read_to_string(root.join("main.rs")).unwrap();
+        assert!(main.contains("enum Task {"), "main.rs has no `enum Task`");
+        let found = not_commands(entries.iter().map(String::as_str), &main);
+        assert!(
+            found.is_empty(),
+            "files of tasks/ that are no command of `cargo xtask` (move them into the \
+             folder of the command that uses them, or into args/ if they are flags \
+             several commands share): {found:?}"
+        );
+    }
+
+    #[test]
+    fn a_helper_directly_in_tasks_is_named() {
+        let main = "enum Task {\n    Deps(tasks::deps::Deps),\n    \
+                    QemuTest(Box<tasks::qemu_test::QemuTest>),\n}\n\
+                    fn run() { tasks::boot_all::boot_all() }\n";
+        let entries = [
+            "mod.rs",
+            "args",
+            "deps.rs",
+            "deps_tests.rs",
+            "qemu_test",
+            "boot_all.rs",
+            "boot_all_tests.rs",
+            "bisect",
+        ];
+        assert_eq!(
+            not_commands(entries, main),
+            ["bisect", "boot_all.rs", "boot_all_tests.rs"]
+        );
     }
 
     /// What may lie at the repository's root (a name, or a prefix ending in

@@ -110,7 +110,7 @@ pub fn recorded(rec: &RunRecord) {
     progress::emit(Event::BootEnd {
         run: &rec.id().to_string(),
         mib_s: &report::format::num(rec.fio.bw_mib_s),
-        stall_pct: rec.stall_fraction * 100.0,
+        stall_fraction: rec.stall_fraction,
         stall_sleeps: rec.mechanism.stall_sleeps,
         throttle_sleeps: (rec.mechanism.throttle_sleeps, rec.witness.throttle_sleeps),
         bg_starts: (rec.mechanism.bg_starts, rec.witness.bg_starts),
@@ -118,13 +118,13 @@ pub fn recorded(rec: &RunRecord) {
             Detector::Module => "module",
             Detector::Tracefs => "trace",
         },
-        trace_stall_pct: match rec.detector {
-            Detector::Module => rec.tracefs_stall_fraction.map(|f| f * 100.0),
+        tracefs_stall_fraction: match rec.detector {
+            Detector::Module => rec.tracefs_stall_fraction,
             Detector::Tracefs => None,
         },
-        draining_pct: rec.draining_fraction * 100.0,
-        trace_draining_pct: match rec.detector {
-            Detector::Module => rec.tracefs_draining_fraction.map(|f| f * 100.0),
+        draining_fraction: rec.draining_fraction,
+        tracefs_draining_fraction: match rec.detector {
+            Detector::Module => rec.tracefs_draining_fraction,
             Detector::Tracefs => None,
         },
         max_call_ms: rec.mechanism.max_call_ms,

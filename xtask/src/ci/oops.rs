@@ -25,7 +25,7 @@ const BUG_VARIANT: &str = "patch-bug-when-throttled";
 pub fn live_oops(sh: &Shell, reference: &str) -> Result<()> {
     let patch = util::project_root().join(BUG_FIXTURE);
     let patch = patch.display().to_string();
-    let out = args::<QemuTest>(&[
+    let out = args::parse::<QemuTest>(&[
         "--quick",
         "--variant",
         reference,

@@ -1,0 +1,178 @@
+//! The live negatives of `cargo xtask ci`: runs the verdict must reject. The
+//! baseline judged against an expectations file that claims `ok` on
+//! fuse-strictlimit, and a plausible but wrong patch held to the reference's
+//! expectation: each must fail, and on the cell it is about.
+
+use anyhow::{bail, Context, Result};
+use xshell::Shell;
+
+use crate::{
+    analysis::expected::Class,
+    progress::{self, Event},
+    tasks::{args, qemu_test::QemuTest},
+    util,
+};
+
+/// A live run that must fail: the baseline booted on fuse-strictlimit and
+/// judged against an expectations file that claims `ok` there. The verdict must
+/// fail, and for the right reason (that cell's class, not a broken boot).
+pub fn live_negative(sh: &Shell, baseline: &str) -> Result<()> {
+    let path = util::project_root().join(crate::analysis::expected::EXPECTED_FILE);
+    let text =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    let dir = util::target_dir().join("ci");
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let file = dir.join("expected-wrong.toml");
+    std::fs::write(&file, flip_fuse(&text, baseline)?)
+        .with_context(|| format!("writing {}", file.display()))?;
+    let file = file.display().to_string();
+    let out = args::parse::<QemuTest>(&[
+        "--quick",
+        "--no-build",
+        "--variant",
+        baseline,
+        "--scenario",
+        "fuse-strictlimit",
+        "--expected",
+        &file,
+    ])?
+    .measure(sh)?;
+    if out.passed() {
+        bail!("qemu-test passed a stalling {baseline} cell against an `ok` expectation");
+    }
+    if !out.failures.is_empty() {
+        bail!(
+            "qemu-test failed, but on a boot, not on the verdict: {:?}",
+            out.failures
+        );
+    }
+    let cell = out.verdict.cells.iter().find(|c| c.variant == baseline);
+    match cell {
+        Some(c) if c.observed == Class::Stall && c.expected.map(|e| e.class) == Some(Class::Ok) => {
+            progress::emit(Event::Note(&format!(
+                "ci: the verdict of {} failed, as it must: {}",
+                out.dir.display(),
+                (c.failures.iter().map(|f| f.to_string()))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            )));
+            Ok(())
+        }
+        _ => bail!("qemu-test failed, but not on the {baseline} cell's class: {cell:?}"),
+    }
+}
+
+/// A plausible but incomplete fix (it starts writeback for a memcg domain
+/// over its background threshold, not for a strictlimit BDI).
+pub const WRONG_PATCH: &str = "docs/own-patch/memcg-bg-thresh.patch";
+
+/// A live run that must fail on the patch under test: the wrong fix on the
+/// baseline, on fuse-strictlimit, with no --expect (held to the reference's
+/// `ok`). The verdict and the exit must fail on the patch's cell, its mail
+/// must say why, and the other cells must pass.
+pub fn live_wrong_patch(sh: &Shell, baseline: &str) -> Result<()> {
+    let patch = util::project_root().join(WRONG_PATCH);
+    let patch = patch.display().to_string();
+    let out = args::parse::<QemuTest>(&[
+        "--quick",
+        "--patch",
+        &patch,
+        "--base",
+        baseline,
+        "--scenario",
+        "fuse-strictlimit",
+    ])?
+    .measure(sh)?;
+    if out.passed() || !out.failures.is_empty() {
+        bail!(
+            "qemu-test passed the wrong patch, or failed on a boot ({:?}): see {}",
+            out.failures,
+            out.dir.display()
+        );
+    }
+    let name = "patch-memcg-bg-thresh";
+    let cell = out.verdict.cells.iter().find(|c| c.variant == name);
+    let others_pass = out
+        .verdict
+        .cells
+        .iter()
+        .filter(|c| c.variant != name)
+        .all(|c| c.failures.is_empty());
+    let mail = std::fs::read_to_string(out.dir.join(crate::results::dir::ResultsDir::MAIL))
+        .context("reading the mail of the run")?;
+    match cell {
+        Some(c)
+            if c.observed == Class::Stall
+                && c.expected.map(|e| e.class) == Some(Class::Ok)
+                && others_pass
+                && mail.contains("the patch FAILS its expectations")
+                && mail.contains("No Tested-by") =>
+        {
+            progress::emit(Event::Note(&format!(
+                "ci: the patch under test failed, as it must: {}",
+                (c.failures.iter().map(|f| f.to_string()))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            )));
+            Ok(())
+        }
+        _ => bail!(
+            "qemu-test failed, but not on the patch's cell alone, or its mail does not say \
+             so: {cell:?}; see {}",
+            out.dir.display()
+        ),
+    }
+}
+
+/// The expectations with `<baseline> = "stall"` of `[expect.fuse-strictlimit]`
+/// turned into `ok`.
+fn flip_fuse(text: &str, baseline: &str) -> Result<String> {
+    let mut out = String::new();
+    let mut in_table = false;
+    let mut flipped = false;
+    for line in text.lines() {
+        if line.starts_with('[') {
+            in_table = line.trim() == "[expect.fuse-strictlimit]";
+        }
+        let value = (line.trim())
+            .strip_prefix(&format!("{baseline} = \""))
+            .and_then(|v| v.strip_suffix('"'));
+        // `stall` or `stall:CAUSE`: the flipped hypothesis is `ok`, cause and all.
+        if in_table && value.is_some_and(|v| v.split(':').next() == Some("stall")) {
+            out.push_str(&format!("{baseline} = \"ok\"\n"));
+            flipped = true;
+        } else {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    if !flipped {
+        bail!(
+            "qemu/expected.toml has no `{baseline} = \"stall\"` (or `\"stall:CAUSE\"`) in \
+             [expect.fuse-strictlimit]"
+        );
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_live_negative_flips_exactly_the_regressed_fuse_hypothesis() {
+        let path = util::project_root().join(crate::analysis::expected::EXPECTED_FILE);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let wrong = flip_fuse(&text, "regressed").unwrap();
+        let e = crate::analysis::expected::Expected::parse(&wrong, &path).unwrap();
+        assert_eq!(
+            e.expect["fuse-strictlimit"]["regressed"],
+            crate::analysis::expected::Class::Ok.into()
+        );
+        assert_eq!(
+            e.expect["memcg-ext4"]["regressed"].class,
+            crate::analysis::expected::Class::Stall
+        );
+        assert!(flip_fuse("[expect.memcg-ext4]\nregressed = \"stall\"\n", "regressed").is_err());
+    }
+}

@@ -1,0 +1,104 @@
+//! The builders the tests of several stages share: an expectations file, the
+//! plan and judgement of some records, and a record that is usable evidence.
+
+use std::path::Path;
+
+use crate::{
+    analysis::{expected::Expected, judgement::Planned},
+    guest::scenario,
+    results::{ktap, record::RunRecord, session::Session},
+};
+
+pub const EXPECTED: &str = r#"
+[criteria]
+stall_fraction = 0.05
+ok_fraction = 0.01
+[witness]
+abs = 2
+rel = 0.005
+[expect.fuse-strictlimit]
+regressed = "stall"
+v1 = "ok"
+v2 = "ok"
+upstream = "ok"
+[expect.fuse-nostrict]
+regressed = "ok"
+[stall_throughput_ratio]
+fuse-strictlimit = 0.5
+[latency.memcg-ext4]
+max_call_share_of_writeback_interval = 0.5
+[expect.memcg-ext4]
+regressed = "stall"
+v2 = "ok"
+"#;
+
+pub fn expected() -> Expected {
+    Expected::parse(EXPECTED, Path::new("e.toml")).unwrap()
+}
+
+/// The plan of some records: their variants and scenarios, `runs` each.
+pub fn plan(records: &[RunRecord], runs: u32) -> Planned {
+    let mut p = Planned {
+        runs,
+        ..Planned::default()
+    };
+    for r in records {
+        if !p.variants.contains(&r.variant) {
+            p.variants.push(r.variant.clone());
+        }
+        if !p.scenarios.contains(&r.scenario) {
+            p.scenarios.push(r.scenario.clone());
+        }
+    }
+    p
+}
+
+/// The judgement of `records` under `session` (its roles: the
+/// repository's for a default session), `runs` planned per cell of their
+/// variants and scenarios.
+pub fn judged<'a>(
+    session: &'a Session,
+    records: &'a [RunRecord],
+    expected: &'a Expected,
+    runs: u32,
+) -> crate::analysis::judge::Judgement<'a> {
+    let roles = crate::analysis::judge::session_roles(session).unwrap();
+    crate::analysis::judge::Judgement::of(session, records, expected, &plan(records, runs), roles)
+}
+
+/// A record that is usable evidence, with just what the verdict reads:
+/// throttled (throttle_sleeps > 0), its witness agreeing with the module.
+pub fn rec(variant: &str, scenario: &str, bw: f64, stall: f64) -> RunRecord {
+    let strict = scenario::by_name(scenario).unwrap().strictlimit;
+    let mut r = RunRecord {
+        variant: variant.into(),
+        scenario: scenario.into(),
+        stall_fraction: stall,
+        tracefs_stall_fraction: Some(stall),
+        tracefs_draining_fraction: Some(0.0),
+        ktap: ktap::parse("KTAP version 1\n1..1\nok 1 wbstall_table\n"),
+        ktap_suites: vec!["wbstall".into()],
+        ..RunRecord::default()
+    };
+    r.fio.bw_mib_s = bw;
+    r.fio.clat_max_us = if stall > 0.05 { 4_000_000.0 } else { 300_000.0 };
+    r.mechanism.strictlimit = u64::from(strict);
+    r.scenario_strictlimit = strict;
+    r.bdi_knobs
+        .insert("strict_limit".into(), u8::from(strict).to_string());
+    r.vm_knobs
+        .insert("vm.dirty_writeback_centisecs".into(), 500);
+    r.mechanism.throttle_events = 1200;
+    r.mechanism.throttle_sleeps = 1000;
+    r.mechanism.stall_sleeps = (stall * 1000.0) as u64;
+    r.mechanism.flushing_sleeps = 1000 - r.mechanism.stall_sleeps;
+    r.mechanism.max_call_ms = if stall > 0.05 { 4_000 } else { 300 };
+    r.mechanism.bg_starts = if stall > 0.05 { 0 } else { 4000 };
+    r.witness = crate::results::witness::Witness {
+        throttle_events: r.mechanism.throttle_events,
+        throttle_sleeps: r.mechanism.throttle_sleeps,
+        bg_starts: r.mechanism.bg_starts,
+        dropped: 0,
+    };
+    r
+}
