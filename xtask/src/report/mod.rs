@@ -188,6 +188,27 @@ mod tests {
     }
 
     #[test]
+    fn a_long_expectation_widens_its_scenarios_columns_and_keeps_them_aligned() {
+        let (r, mut e, session) = (records(), expected(), Session::default());
+        (e.expect.get_mut("fuse-strictlimit").unwrap())
+            .insert("regressed".into(), "stall:unrequested".parse().unwrap());
+        let j = judged(&session, &r, &e, 3);
+        let table = terminal::table(&j);
+        let block: Vec<&str> = (table.lines())
+            .skip_while(|l| !l.starts_with("fuse-strictlimit"))
+            .take_while(|l| !l.is_empty())
+            .collect();
+        assert!(
+            block
+                .iter()
+                .any(|l| l.contains("stall (stall:unrequested)")),
+            "{table}"
+        );
+        let width = block[0].chars().count();
+        assert!(block.iter().all(|l| l.chars().count() == width), "{table}");
+    }
+
+    #[test]
     fn the_headline_rows_come_first_and_a_repeated_row_is_named_not_shown() {
         let mut r = records();
         for x in &mut r {

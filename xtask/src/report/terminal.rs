@@ -182,44 +182,64 @@ const VERDICT_ROWS: [CellRow; 2] = [
 
 /// The side-by-side table, one block per scenario, then the runs near a
 /// class boundary.
+/// A scenario's rows: each label with one value per variant in `present`.
+fn rows(j: &Judgement, scenario: &str, present: &[&String]) -> Vec<(String, Vec<String>)> {
+    let (m, verdict) = (&j.matrix, &j.verdict);
+    let cells: Vec<Cell> = present
+        .iter()
+        .map(|v| {
+            let runs = m.cell(scenario, v);
+            let exact_witness = (j.evidence.runs.iter())
+                .filter(|c| c.exact_witness && c.problems.is_empty())
+                .filter(|c| c.record.id().in_cell(scenario, v))
+                .count();
+            Cell {
+                runs,
+                agg: j.aggregates(scenario, v),
+                exact_witness,
+            }
+        })
+        .collect();
+    let mut rows: Vec<(String, Vec<String>)> = ROWS
+        .iter()
+        .map(|row| {
+            let values = cells.iter().map(|c| row.value(c)).collect();
+            (row.label().to_string(), values)
+        })
+        .collect();
+    for (label, text) in VERDICT_ROWS {
+        let values = (present.iter())
+            .map(|v| verdict.cell(scenario, v).map_or("-".into(), text))
+            .collect();
+        rows.push((label.to_string(), values));
+    }
+    rows
+}
+
 pub fn table(j: &Judgement) -> String {
     let (m, verdict) = (&j.matrix, &j.verdict);
     let mut out = String::new();
     for scenario in &m.scenarios {
         let present = m.variants_in(scenario);
-        let width = 30;
+        let rows = rows(j, scenario, &present);
+        // Each column as wide as its scenario's widest value (at least 14), the
+        // labels as the widest label (at least 30).
+        let col = (rows.iter().flat_map(|(_, v)| v.iter()))
+            .chain(present.iter().copied())
+            .map(|t| t.chars().count())
+            .fold(14, usize::max);
+        let width = (rows.iter().map(|(l, _)| l.chars().count()))
+            .chain([scenario.chars().count()])
+            .fold(30, usize::max);
         out.push_str(&format!("\n{scenario:<width$}"));
         for v in &present {
-            out.push_str(&format!(" {v:>14}"));
+            out.push_str(&format!(" {v:>col$}"));
         }
         out.push('\n');
-        let cells: Vec<Cell> = present
-            .iter()
-            .map(|v| {
-                let runs = m.cell(scenario, v);
-                let exact_witness = (j.evidence.runs.iter())
-                    .filter(|c| c.exact_witness && c.problems.is_empty())
-                    .filter(|c| c.record.id().in_cell(scenario, v))
-                    .count();
-                Cell {
-                    runs,
-                    agg: j.aggregates(scenario, v),
-                    exact_witness,
-                }
-            })
-            .collect();
-        for row in ROWS {
-            out.push_str(&format!("{:<width$}", row.label()));
-            for c in &cells {
-                out.push_str(&format!(" {:>14}", row.value(c)));
-            }
-            out.push('\n');
-        }
-        for (label, text) in VERDICT_ROWS {
+        for (label, values) in &rows {
             out.push_str(&format!("{label:<width$}"));
-            for v in &present {
-                let t = verdict.cell(scenario, v).map_or("-".into(), text);
-                out.push_str(&format!(" {t:>14}"));
+            for t in values {
+                out.push_str(&format!(" {t:>col$}"));
             }
             out.push('\n');
         }
