@@ -688,6 +688,7 @@ mod tests {
                 diff: diff.into(),
                 sha256: "0".into(),
                 subject: "p.patch".into(),
+                posted: Default::default(),
             }],
             under_test: None,
         };

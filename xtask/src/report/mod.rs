@@ -9,6 +9,7 @@ pub mod mail;
 pub mod mail_patch;
 pub mod markdown;
 pub mod plots;
+pub mod reproduce;
 pub mod terminal;
 
 use anyhow::Context;
@@ -44,11 +45,12 @@ pub fn render(dir: &std::path::Path, j: &Judgement) -> anyhow::Result<()> {
     crate::util::write_atomic(&rd.file(ResultsDir::REPORT), markdown::markdown(j, &plots))?;
     // With patches under test, the mail is about them, one after the other.
     let text = if j.session.under_test.is_empty() {
-        mail::mail(j)
+        mail::mail(j).context("writing the mail")?
     } else {
         (j.session.under_test.iter())
             .map(|u| mail_patch::mail(j, u))
-            .collect::<Vec<_>>()
+            .collect::<anyhow::Result<Vec<_>>>()
+            .context("writing the mails about the patches under test")?
             .join("\n")
     };
     crate::util::write_atomic(&rd.file(ResultsDir::MAIL), text)?;
@@ -91,6 +93,14 @@ mod tests {
             }
         }
         out
+    }
+
+    /// A session with its start time, which dates the mails.
+    pub(crate) fn dated() -> Session {
+        Session {
+            started: "20261202T060724Z".into(),
+            ..Session::default()
+        }
     }
 
     /// Enough of an XML check for generated SVG: every tag closes, in order.
@@ -196,7 +206,7 @@ mod tests {
         }
         // One run's trace saw a throttle sleep more than the module: its row shows.
         r[0].witness.throttle_sleeps += 1;
-        let (e, session) = (expected(), Session::default());
+        let (e, session) = (expected(), dated());
         let j = judged(&session, &r, &e, 3);
         let md = markdown(&j, &[]);
         let at = |key: &str| md.find(&format!(" | {key} |\n")).unwrap_or(usize::MAX);
@@ -218,11 +228,8 @@ mod tests {
             "{md}"
         );
         // The mail keeps the long key on its numbers' line, cut to 72 columns.
-        let text = mail::mail(&j);
-        assert!(
-            text.lines().all(|l| l.chars().count() <= mail::WIDTH),
-            "{text}"
-        );
+        let text = mail::mail(&j).unwrap();
+        assert!(mail::fits(&text), "{text}");
         assert!(
             text.lines()
                 .any(|l| l.contains('±') && l.ends_with("tracefs.balance_dirty_pages_pa..")),
@@ -314,8 +321,10 @@ mod tests {
             r
         };
         let finding = |r: &[RunRecord]| {
-            let (e, session) = (expected(), Session::default());
-            let text = mail::mail(&judged(&session, r, &e, 3)).replace('\n', " ");
+            let (e, session) = (expected(), dated());
+            let text = mail::mail(&judged(&session, r, &e, 3))
+                .unwrap()
+                .replace('\n', " ");
             let at = text
                 .find("- fuse-nostrict:")
                 .expect("a finding for the scenario");
@@ -403,7 +412,7 @@ mod tests {
         );
         let mail = read(ResultsDir::MAIL);
         assert!(
-            mail.lines().all(|l| l.chars().count() <= mail::WIDTH),
+            mail::fits(&mail),
             "a mail line is over {} columns",
             mail::WIDTH
         );

@@ -300,6 +300,54 @@ fn static_checks(sh: &Shell) -> Result<()> {
         "KCIDB: docs/example-report's document valid by kcidb-io, a broken one rejected",
         || super::ci_kcidb::validate_example(sh),
     )?;
+    step(
+        "the committed mails' reproducers: bash -n, then qemu-test --dry-run of each",
+        || committed_reproducers(sh),
+    )?;
+    Ok(())
+}
+
+/// Every committed mail's reproducer as the reader copies it: read by
+/// `bash -n`, and its `qemu-test` run with `--dry-run` (the plan it would
+/// follow; nothing is built or booted).
+fn committed_reproducers(sh: &Shell) -> Result<()> {
+    use crate::report::reproduce;
+    let exe = std::env::current_exe().context("finding the running xtask")?;
+    let dir = util::target_dir().join("ci");
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let mails = reproduce::committed_mails()?;
+    if mails.is_empty() {
+        bail!("no committed mail (docs/**/*.mail.txt) to check");
+    }
+    for mail in &mails {
+        let text =
+            std::fs::read_to_string(mail).with_context(|| format!("reading {}", mail.display()))?;
+        let blocks = reproduce::blocks(&text);
+        if blocks.is_empty() {
+            bail!(
+                "{} has no reproducer (`{}`): render it again (`cargo xtask report DIR \
+                 --format mail`)",
+                mail.display(),
+                reproduce::HEADING
+            );
+        }
+        for block in blocks {
+            let file = dir.join("reproducer.sh");
+            std::fs::write(&file, &block).with_context(|| format!("writing {}", file.display()))?;
+            cmd!(sh, "bash -n {file}").run().with_context(|| {
+                format!("bash -n of the reproducer of {}:\n{block}", mail.display())
+            })?;
+            let words = reproduce::qemu_test_words(&block)
+                .with_context(|| format!("the reproducer of {}", mail.display()))?;
+            cmd!(sh, "{exe} qemu-test {words...} --dry-run")
+                .run()
+                .with_context(|| format!("the reproducer of {}, with --dry-run", mail.display()))?;
+        }
+    }
+    progress::emit(Event::Note(&format!(
+        "ci: {} committed mail(s): each reproducer read by bash -n and planned by --dry-run",
+        mails.len()
+    )));
     Ok(())
 }
 
