@@ -10,6 +10,7 @@ mod progress;
 mod reaper;
 mod report;
 mod results;
+mod stamp;
 mod tasks;
 mod tidy;
 mod util;

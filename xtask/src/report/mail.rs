@@ -23,7 +23,7 @@ use crate::{
     },
     kernel::{flavour::kernels_dir_name, variants::Culprit},
     results::session::Session,
-    util::Stamp,
+    stamp::Stamp,
 };
 
 pub use super::format::WIDTH;

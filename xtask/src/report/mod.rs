@@ -5,6 +5,7 @@
 
 pub mod format;
 pub mod kcidb;
+pub mod kcidb_runs;
 pub mod mail;
 pub mod mail_patch;
 pub mod markdown;
