@@ -4,6 +4,7 @@
 //! document and the plots. Every renderer reads the one `Judgement`.
 
 pub mod format;
+pub mod html;
 pub mod kcidb;
 pub mod kcidb_runs;
 pub mod mail;
@@ -17,8 +18,8 @@ use anyhow::Context;
 
 use crate::{analysis::judge::Judgement, results::dir::ResultsDir};
 
-/// Renders a judged results directory: `verdict.json`, `report.md`, the mail
-/// (`report.mail.txt`) and the SVG plots.
+/// Renders a judged results directory: `verdict.json`, `report.md`, the
+/// page (`report.html`), the mail (`report.mail.txt`) and the SVG plots.
 pub fn render(dir: &std::path::Path, j: &Judgement) -> anyhow::Result<()> {
     let rd = ResultsDir::new(dir);
     crate::util::write_atomic(
@@ -44,6 +45,10 @@ pub fn render(dir: &std::path::Path, j: &Judgement) -> anyhow::Result<()> {
         }
     }
     crate::util::write_atomic(&rd.file(ResultsDir::REPORT), markdown::markdown(j, &plots))?;
+    crate::util::write_atomic(
+        &rd.file(ResultsDir::HTML),
+        html::html(dir, j).context("writing report.html")?,
+    )?;
     // With patches under test, the mail is about them, one after the other.
     let text = if j.session.under_test.is_empty() {
         mail::mail(j).context("writing the mail")?
@@ -395,7 +400,12 @@ mod tests {
         // (after a regenerated example, or a change of output with a reason).
         if std::env::var_os("WBSTALL_BLESS").is_some() {
             std::fs::write(docs.join("terminal.txt"), &terminal).unwrap();
-            for name in [ResultsDir::REPORT, ResultsDir::MAIL, ResultsDir::VERDICT] {
+            for name in [
+                ResultsDir::REPORT,
+                ResultsDir::MAIL,
+                ResultsDir::VERDICT,
+                ResultsDir::HTML,
+            ] {
                 std::fs::copy(dir.path().join(name), docs.join(name)).unwrap();
             }
             for e in std::fs::read_dir(dir.path()).unwrap() {
@@ -411,6 +421,17 @@ mod tests {
             golden("terminal.txt"),
             "the terminal output changed"
         );
+        // The page says the verdict first, and asks nothing of the network.
+        let page = read(ResultsDir::HTML);
+        let at = |s: &str| page.find(s).unwrap_or(usize::MAX);
+        assert!(
+            at("the verdict is FAIL") < at("id=\"verdict-table\"")
+                && at("id=\"verdict-table\"") < at("<h2 id=\"fuse-strictlimit\">"),
+            "report.html"
+        );
+        assert!(page.contains("<li>FAIL memcg-ext4/v1: run #2: stall by the sleep classes"));
+        assert!(page.matches("<svg").count() >= 3 * 4 * 5, "report.html");
+        assert!(!page.contains("<script") && !page.contains("src=") && !page.contains("href="));
         let mail = read(ResultsDir::MAIL);
         assert!(
             mail::fits(&mail),
@@ -420,6 +441,7 @@ mod tests {
         for f in std::fs::read_dir(&docs).unwrap() {
             let name = f.unwrap().file_name().to_string_lossy().into_owned();
             if name == ResultsDir::REPORT
+                || name == ResultsDir::HTML
                 || name == ResultsDir::MAIL
                 || name == ResultsDir::VERDICT
                 || name.ends_with(".svg")

@@ -131,6 +131,11 @@ fn ci_tools(sh: &Shell) -> Result<()> {
             python("import ensurepip, venv"),
             "python3-venv",
         ),
+        (
+            "`chromium-headless-shell` (report.html rendered by a browser)",
+            deps::which(super::ci_report::BROWSER).is_some(),
+            super::ci_report::BROWSER,
+        ),
     ];
     deps::ensure_packages(sh, &needs, "the test command's own tools")
 }
@@ -302,52 +307,13 @@ fn static_checks(sh: &Shell) -> Result<()> {
     )?;
     step(
         "the committed mails' reproducers: bash -n, then qemu-test --dry-run of each",
-        || committed_reproducers(sh),
+        || super::ci_report::committed_reproducers(sh),
     )?;
-    Ok(())
-}
-
-/// Every committed mail's reproducer as the reader copies it: read by
-/// `bash -n`, and its `qemu-test` run with `--dry-run` (the plan it would
-/// follow; nothing is built or booted).
-fn committed_reproducers(sh: &Shell) -> Result<()> {
-    use crate::report::reproduce;
-    let exe = std::env::current_exe().context("finding the running xtask")?;
-    let dir = util::target_dir().join("ci");
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let mails = reproduce::committed_mails()?;
-    if mails.is_empty() {
-        bail!("no committed mail (docs/**/*.mail.txt) to check");
-    }
-    for mail in &mails {
-        let text =
-            std::fs::read_to_string(mail).with_context(|| format!("reading {}", mail.display()))?;
-        let blocks = reproduce::blocks(&text);
-        if blocks.is_empty() {
-            bail!(
-                "{} has no reproducer (`{}`): render it again (`cargo xtask report DIR \
-                 --format mail`)",
-                mail.display(),
-                reproduce::HEADING
-            );
-        }
-        for block in blocks {
-            let file = dir.join("reproducer.sh");
-            std::fs::write(&file, &block).with_context(|| format!("writing {}", file.display()))?;
-            cmd!(sh, "bash -n {file}").run().with_context(|| {
-                format!("bash -n of the reproducer of {}:\n{block}", mail.display())
-            })?;
-            let words = reproduce::qemu_test_words(&block)
-                .with_context(|| format!("the reproducer of {}", mail.display()))?;
-            cmd!(sh, "{exe} qemu-test {words...} --dry-run")
-                .run()
-                .with_context(|| format!("the reproducer of {}, with --dry-run", mail.display()))?;
-        }
-    }
-    progress::emit(Event::Note(&format!(
-        "ci: {} committed mail(s): each reproducer read by bash -n and planned by --dry-run",
-        mails.len()
-    )));
+    step(
+        "report.html of docs/example-report in a headless browser: a screenshot, the verdict \
+         table in its DOM",
+        || super::ci_report::browse_example(sh),
+    )?;
     Ok(())
 }
 

@@ -8,6 +8,7 @@ pub mod ci;
 pub mod ci_host_kill;
 pub mod ci_kcidb;
 pub mod ci_oops;
+pub mod ci_report;
 pub mod ci_sigterm;
 pub mod ci_slurm;
 pub mod ci_workflow;
