@@ -11,6 +11,7 @@ mod progress;
 mod reaper;
 mod report;
 mod results;
+mod stamp;
 mod tasks;
 #[cfg(test)]
 mod test_support;

@@ -40,6 +40,21 @@ pub fn harness_commit(sh: &xshell::Shell) -> String {
     }
 }
 
+/// `Name <address>` from `git config user.name` and `user.email` of the
+/// checkout; None unless git has both.
+pub fn git_user(sh: &xshell::Shell) -> Option<String> {
+    let root = project_root();
+    let get = |key: &str| {
+        let v = xshell::cmd!(sh, "git -C {root} config {key}")
+            .quiet()
+            .ignore_stderr()
+            .read()
+            .ok()?;
+        Some(v.trim().to_string()).filter(|v| !v.is_empty())
+    };
+    Some(format!("{} <{}>", get("user.name")?, get("user.email")?))
+}
+
 /// Where build outputs that belong to this checkout go: `target/wbstall/`.
 pub fn target_dir() -> PathBuf {
     project_root().join("target").join("wbstall")
@@ -263,15 +278,7 @@ pub fn unix_now() -> u64 {
 
 /// A UTC timestamp usable in a directory name: `20261129T201530Z`.
 pub fn timestamp() -> String {
-    let secs = unix_now();
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    let (y, m, d) = civil_from_days(days as i64);
-    format!(
-        "{y:04}{m:02}{d:02}T{:02}{:02}{:02}Z",
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60
-    )
+    crate::stamp::Stamp(unix_now()).compact()
 }
 
 /// Creates a new directory under `parent` named by the current time, with
@@ -306,20 +313,6 @@ pub fn sh_quote(word: &str) -> String {
     } else {
         format!("'{}'", word.replace('\'', r"'\''"))
     }
-}
-
-/// Days since 1970-01-01 to (year, month, day), after Howard Hinnant's algorithm.
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
 }
 
 /// The last `n` lines of a file, for error messages.

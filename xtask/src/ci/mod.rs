@@ -19,6 +19,7 @@ pub mod host_kill;
 pub mod kcidb;
 pub mod negative;
 pub mod oops;
+pub mod report;
 pub mod sigterm;
 pub mod slurm;
 mod tidy;
@@ -145,6 +146,11 @@ fn ci_tools(sh: &Shell) -> Result<()> {
             "python3's venv (actionlint's and the KCIDB validator's, from PyPI)",
             python("import ensurepip, venv"),
             "python3-venv",
+        ),
+        (
+            "`chromium-headless-shell` (report.html rendered by a browser)",
+            deps::which(report::BROWSER).is_some(),
+            report::BROWSER,
         ),
     ];
     deps::ensure_packages(sh, &needs, "the test command's own tools")
@@ -334,6 +340,15 @@ fn static_checks(sh: &Shell) -> Result<()> {
     step(
         "KCIDB: docs/example-report's document valid by kcidb-io, a broken one rejected",
         || kcidb::validate_example(sh),
+    )?;
+    step(
+        "the committed mails' reproducers: bash -n, then qemu-test --dry-run of each",
+        || report::committed_reproducers(sh),
+    )?;
+    step(
+        "report.html of docs/example-report in a headless browser: a screenshot, the verdict \
+         table in its DOM",
+        || report::browse_example(sh),
     )?;
     Ok(())
 }

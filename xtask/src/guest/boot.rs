@@ -30,6 +30,8 @@ use crate::{
 /// results directory).
 pub struct Booted {
     pub stream: Stream,
+    /// When the guest was started, UTC (`util::timestamp`'s form).
+    pub started: String,
     pub wall_secs: f64,
     pub console_log: String,
     /// The serial console's text (which, unlike dmesg, cannot wrap).
@@ -94,6 +96,7 @@ pub fn boot_until(sh: &Shell, dir: &Path, b: &Boot, stop: &AtomicBool) -> Result
     };
     Ok(Booted {
         stream,
+        started: out.started,
         wall_secs: out.wall_secs,
         console_log: format!("{name}.console.log"),
         console: fs::read_to_string(&console)

@@ -348,6 +348,8 @@ impl Drop for Leash {
 /// A finished run.
 pub struct Run {
     pub outcome: std::result::Result<Stream, VmError>,
+    /// When QEMU started, UTC (`util::timestamp`'s form).
+    pub started: String,
     pub wall_secs: f64,
 }
 
@@ -384,6 +386,7 @@ pub fn run_until(
         .stderr(log);
     crate::reaper::leash_with(&mut command, libc::SIGKILL);
     let started = Instant::now();
+    let started_at = crate::util::timestamp();
     let mut leash = Leash(Some(
         command.spawn().context("starting qemu-system-x86_64")?,
     ));
@@ -406,6 +409,7 @@ pub fn run_until(
     };
     Ok(Run {
         outcome: classify(timed_out, &status, &console, stream),
+        started: started_at,
         wall_secs,
     })
 }

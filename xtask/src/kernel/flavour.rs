@@ -103,12 +103,7 @@ impl Flavour {
 
     /// Where this configuration's kernels land.
     pub fn kernels_dir(&self) -> Result<PathBuf> {
-        let tag = self.tag()?;
-        Ok(util::target_dir().join(if tag.is_empty() {
-            "kernels".to_string()
-        } else {
-            format!("kernels-{tag}")
-        }))
+        Ok(util::target_dir().join(kernels_dir_name(&self.tag()?)))
     }
 
     /// The flags that select this configuration, for messages.
@@ -130,6 +125,16 @@ impl Flavour {
             f.push_str(&format!(" --kconfig-add {}", e.display()));
         }
         f
+    }
+}
+
+/// The directory under `target/wbstall/` of the kernels of a configuration
+/// tag (a variant's `kernel_tag`): `kernels`, or `kernels-<tag>`.
+pub fn kernels_dir_name(tag: &str) -> String {
+    if tag.is_empty() {
+        "kernels".to_string()
+    } else {
+        format!("kernels-{tag}")
     }
 }
 

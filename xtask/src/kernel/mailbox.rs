@@ -14,10 +14,45 @@ use xshell::{cmd, Shell};
 #[derive(Debug)]
 pub struct Mail {
     pub subject: String,
+    /// Who posted it and under which id: what a reply names.
+    pub posted: Posted,
     /// The decoded patch part (`git mailinfo`'s patch output).
     pub patch: String,
     /// The mail as saved, for its hash.
     pub raw: Vec<u8>,
+}
+
+/// Who posted a patch (`From:`, as `git mailinfo` reads it) and its
+/// `Message-Id:` (without the angle brackets), when the saved mail has them.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Posted {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<String>,
+}
+
+/// The `Message-Id:` of a mail's header block (folded lines joined), without
+/// its angle brackets.
+pub fn message_id(raw: &str) -> Option<String> {
+    let mut header: Vec<String> = Vec::new();
+    for line in raw.lines().skip_while(|l| l.starts_with("From ")) {
+        if line.trim().is_empty() {
+            break;
+        }
+        match header.last_mut() {
+            Some(last) if line.starts_with([' ', '\t']) => last.push_str(line),
+            _ => header.push(line.to_string()),
+        }
+    }
+    header.iter().find_map(|h| {
+        let (name, value) = h.split_once(':')?;
+        if !name.eq_ignore_ascii_case("message-id") {
+            return None;
+        }
+        let id = value.trim().trim_start_matches('<').trim_end_matches('>');
+        (!id.is_empty() && !id.contains(char::is_whitespace)).then(|| id.to_string())
+    })
 }
 
 /// Whether `text` starts like a mail or an mbox: a `From ` separator line, or
@@ -76,13 +111,25 @@ pub fn patches(path: &Path) -> Result<Vec<Mail>> {
         if !patch.lines().any(|l| l.starts_with("+++ ")) {
             continue; // a cover letter, a reply
         }
-        let subject = info
-            .lines()
-            .find_map(|l| l.strip_prefix("Subject: "))
-            .unwrap_or("")
-            .to_string();
+        let field = |name: &str| {
+            (info.lines())
+                .find_map(|l| l.strip_prefix(name))
+                .map(str::trim)
+                .filter(|v| !v.is_empty())
+        };
+        let subject = field("Subject: ").unwrap_or("").to_string();
+        let from = match (field("Author: "), field("Email: ")) {
+            (Some(a), Some(e)) => Some(format!("{a} <{e}>")),
+            (None, Some(e)) => Some(format!("<{e}>")),
+            _ => None,
+        };
+        let posted = Posted {
+            from,
+            message_id: message_id(&String::from_utf8_lossy(&raw)),
+        };
         mails.push(Mail {
             subject,
+            posted,
             patch,
             raw,
         });
@@ -154,7 +201,27 @@ mod tests {
         let m = patches(&fixture("series.mbox")).unwrap();
         let subjects: Vec<&str> = m.iter().map(|m| m.subject.as_str()).collect();
         assert_eq!(subjects, ["mm: change b to c", "mm: set w to 2"]);
+        assert_eq!(
+            m[0].posted.from.as_deref(),
+            Some("A Developer <dev@example.org>")
+        );
         assert!(m[0].patch.contains("-b\n+c\n"), "{}", m[0].patch);
+    }
+
+    /// A reply threads on the patch's Message-Id, read from its header block
+    /// only (folded or not, any case), never from the body.
+    #[test]
+    fn the_message_id_is_read_from_the_header_block() {
+        let mail = "From abc Mon Sep 17 00:00:00 2001\nFrom: a <a@b>\nMessage-ID:\n \
+                    <20261201.1-1-dev@example.org>\nSubject: x\n\nMessage-Id: <body@x>\n";
+        assert_eq!(
+            message_id(mail).as_deref(),
+            Some("20261201.1-1-dev@example.org")
+        );
+        assert_eq!(
+            message_id("From: a\nSubject: x\n\nMessage-Id: <body@x>\n"),
+            None
+        );
     }
 
     #[test]

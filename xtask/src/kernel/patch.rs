@@ -23,6 +23,8 @@ pub struct Patch {
     pub sha256: String,
     /// What it says it is: a mail's subject (without `[PATCH]`), else the file name.
     pub subject: String,
+    /// Who posted it, and its Message-Id (a mail's; none of a plain diff).
+    pub posted: super::mailbox::Posted,
 }
 
 impl Patch {
@@ -46,6 +48,7 @@ impl Patch {
                     diff,
                     sha256: util::sha256_hex(&m.raw),
                     subject: m.subject,
+                    posted: m.posted,
                 })
             })
             .collect()
@@ -63,6 +66,7 @@ impl Patch {
             subject: path
                 .file_name()
                 .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
+            posted: Default::default(),
         })
     }
 }

@@ -274,6 +274,7 @@ fn patch(label: &str, diff: &str) -> Patch {
         diff: extract_diff(diff).unwrap(),
         sha256: util::sha256_hex(diff.as_bytes()),
         subject: label.into(),
+        posted: Default::default(),
     }
 }
 

@@ -111,6 +111,7 @@ fn variant(sh: &Shell, dir: &Path, rev: &str) -> Result<Variant> {
             sha256: util::sha256_hex(diff.as_bytes()),
             subject: subject.clone(),
             label,
+            posted: Default::default(),
         }]
     };
     let name = name(rev);
@@ -122,6 +123,7 @@ fn variant(sh: &Shell, dir: &Path, rev: &str) -> Result<Variant> {
             file: format!("{rev} ({short})"),
             subjects: vec![subject],
             other_base: String::new(),
+            posted: Default::default(),
         }),
         name,
         patches,

@@ -138,6 +138,7 @@ fn an_edit_to_a_patched_file_reaches_the_variant_through_its_patch() {
             diff: diff.into(),
             sha256: "0".into(),
             subject: "p.patch".into(),
+            posted: Default::default(),
         }],
         under_test: None,
     };

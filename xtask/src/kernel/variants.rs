@@ -40,6 +40,27 @@ pub struct Roles {
     /// Fixes whose difference the report quantifies against the A/A noise floor.
     #[serde(default)]
     pub compare: Vec<Comparison>,
+    /// The upstream commit whose code the baseline restores: what the reports
+    /// name as the culprit of the baseline's stalls.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub culprit: Option<Culprit>,
+}
+
+/// An upstream commit, as a kernel changelog cites it.
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Culprit {
+    /// The abbreviated hash (12 digits).
+    pub commit: String,
+    /// Its subject line.
+    pub subject: String,
+}
+
+/// `64dd89ae01f2 ("mm/block/fs: remove laptop_mode")`.
+impl std::fmt::Display for Culprit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} (\"{}\")", self.commit, self.subject)
+    }
 }
 
 /// `a` against `b`, with what others have claimed about it per scenario.
@@ -166,6 +187,19 @@ impl Variants {
                 );
             }
         }
+        if let Some(c) = &file.roles.culprit {
+            let hex = c.commit.len() == 12
+                && c.commit
+                    .chars()
+                    .all(|ch| matches!(ch, '0'..='9' | 'a'..='f'));
+            if !hex || c.subject.trim().is_empty() {
+                bail!(
+                    "{}: [roles] culprit is `{c}`: give its 12-digit abbreviated hash (`git log \
+                     --abbrev=12 --oneline`) and its subject",
+                    path.display()
+                );
+            }
+        }
         Ok(Variants {
             path: path.to_path_buf(),
             roles: file.roles,
@@ -249,6 +283,7 @@ impl Variants {
                 .file_name()
                 .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
             subjects: extra.iter().map(|p| p.subject.clone()).collect(),
+            posted: extra.first().map(|p| p.posted.clone()).unwrap_or_default(),
             other_base: if base == self.roles.reference {
                 self.roles.baseline.clone()
             } else {
@@ -279,6 +314,15 @@ pub struct UnderTest {
     pub subjects: Vec<String>,
     /// The other base to try when it does not apply on `base`.
     pub other_base: String,
+    /// Who posted it and its Message-Id (its first patch's): what the mail
+    /// about it replies to. Empty for a plain diff, and in sessions recorded
+    /// before it was kept.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub posted: super::mailbox::Posted,
+}
+
+fn is_default(p: &super::mailbox::Posted) -> bool {
+    *p == super::mailbox::Posted::default()
 }
 
 /// Which variants a command works on.
@@ -388,6 +432,16 @@ patches = []
         assert_eq!(v.roles.reference, "upstream");
         assert!(v.roles.compare.is_empty());
         assert_eq!(v.defs[0].patches, ["r.patch"]);
+        let culprit = "culprit = { commit = \"64dd89ae01f2\", subject = \"mm/block/fs: remove laptop_mode\" }";
+        let v = Variants::parse(
+            &VARIANTS.replacen("[[variant]]", &format!("{culprit}\n[[variant]]"), 1),
+            Path::new("v.toml"),
+        )
+        .unwrap();
+        assert_eq!(
+            v.roles.culprit.unwrap().to_string(),
+            "64dd89ae01f2 (\"mm/block/fs: remove laptop_mode\")"
+        );
     }
 
     #[test]
@@ -423,6 +477,13 @@ patches = []
             (
                 "[[variant]]\nname = \"x\"\ndescription = \"x\"\npatches = []\n".to_string(),
                 "missing field `roles`",
+            ),
+            (
+                VARIANTS.replace(
+                    "reference = \"upstream\"",
+                    "reference = \"upstream\"\nculprit = { commit = \"64dd89ae\", subject = \"x\" }",
+                ),
+                "[roles] culprit is `64dd89ae (\"x\")`: give its 12-digit abbreviated hash",
             ),
         ];
         for (text, want) in cases {

@@ -9,6 +9,9 @@ use crate::analysis::{
     metrics::{self, Kind, Metric},
 };
 
+/// Columns a mail line may use.
+pub const WIDTH: usize = 72;
+
 /// An aggregate as every table writes it, `0.875 ±3%`; `-` for none.
 pub fn aggregate(a: Option<&Aggregate>) -> String {
     match a {

@@ -1,34 +1,43 @@
 //! The results as KCIDB I/O data, the schema of KernelCI's results database
 //! (v5.3, as the `kcidb-io` package validates it; `report --format kcidb`).
 //!
-//! - a checkout per variant: the base source and the variant's patches (names,
-//!   sha256s, the KCIDB `patchset_hash` over them);
-//! - a build per variant: compiler, configuration, `build_seconds`;
-//! - a test per cell, `wbstall.<scenario>.<variant>`, and one per planned run,
-//!   `wbstall.<scenario>.<variant>.run<N>`, with the MiB/s as its `number`
-//!   and the verdict's run (the stall share as `misc.verdict.stall_fraction`,
-//!   its distances to the class boundaries as `misc.verdict.margins`) in
-//!   `misc`; statuses from the verdict ([`run_statuses`]);
-//! - an issue per failed cell (its hypothesis does not hold), with an incident
-//!   on the cell's test and on each failed run's.
+//! - a checkout per kernel source: the base source and the variant's patches
+//!   (names, sha256s, the KCIDB `patchset_hash` over them);
+//! - a build per kernel: compiler, configuration, its start and duration.
+//!   The A/A control boots its variant's kernel again: it has no checkout or
+//!   build of its own, its runs are more tests of that build;
+//! - a test per planned run, on the path of its scenario alone
+//!   (`wbstall.<scenario>`), so that one test compares across builds: its
+//!   status is its own outcome ([`outcome`]: a stall FAILs, ok PASSes), its
+//!   number the MiB/s, its start and duration the boot's on the host, and in
+//!   `misc` the variant, the run's verdict (the stall share as
+//!   `misc.verdict.stall_fraction`, its distances to the class boundaries as
+//!   `misc.verdict.margins`), its expectation and whether it held;
+//! - the known failure, an issue per scenario where cells are expected to
+//!   stall (naming the culprit when the session has one), with an incident on
+//!   each of their stalling runs; and an issue per cell that fails its
+//!   expectation, with an incident on each run that fails it.
 //!
 //! Every id is `wbstall:<session start>/<name>`: the session's start names the
-//! results directory.
+//! results directory. Every time is one the results directory recorded.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::{bail, ensure, Context, Result};
 use serde_json::{json, Value};
 
+use super::kcidb_runs::{by_run, run_statuses, RunStatus, Seen, Status};
 use crate::{
     analysis::{
+        expected::Class,
         judge::Judgement,
-        judgement::{CellVerdict, Planned, RunVerdict},
+        judgement::{CellVerdict, Planned},
     },
     deps::{Toolchain, Version},
     guest::run_id::RunId,
     kernel::build::{PatchMeta, VariantMeta},
     results::{dir::ResultsDir, session::Session},
+    stamp::Stamp,
 };
 
 /// The CI system the data comes from: every id starts with it.
@@ -39,131 +48,6 @@ pub const VERSION: (u32, u32) = (5, 3);
 const ROOT: &str = "wbstall";
 /// The unit of every test's number.
 const UNIT: &str = "MiB/s";
-
-/// A KCIDB test status, from the verdict.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "UPPERCASE")]
-pub enum Status {
-    /// Judged: held its expectation.
-    Pass,
-    /// Judged: did not hold its expectation.
-    Fail,
-    /// Measured, with no expectation to judge it by.
-    Done,
-    /// Booted, but no usable record: the boot failed, or its record was left
-    /// out of the verdict.
-    Error,
-    /// Planned, but neither a record nor a failed boot (another shard's run,
-    /// an interrupted session).
-    Miss,
-}
-
-/// A planned run's status, its judgement if it has one, and why.
-#[derive(Debug)]
-pub struct RunStatus<'a> {
-    pub run: RunId,
-    pub status: Status,
-    pub verdict: Option<&'a RunVerdict>,
-    pub why: Vec<String>,
-}
-
-/// Why single runs have no usable record, by the run.
-pub type ByRun = BTreeMap<RunId, Vec<String>>;
-
-/// `why` of each run, gathered by the run.
-pub fn by_run<'a>(lines: impl IntoIterator<Item = (&'a RunId, String)>) -> ByRun {
-    let mut out = ByRun::new();
-    for (run, why) in lines {
-        out.entry(run.clone()).or_default().push(why);
-    }
-    out
-}
-
-/// Every run of one cell, planned or seen, with its status: a usable run is
-/// PASS or FAIL by [`CellVerdict::run_passed`] (DONE without expectation), a
-/// run left out of the verdict (`excluded`) or without a record (`failed`)
-/// ERROR, any other planned run MISS.
-pub fn run_statuses<'a>(
-    cell: Option<&'a CellVerdict>,
-    (scenario, variant): (&str, &str),
-    planned: u32,
-    excluded: &ByRun,
-    failed: &ByRun,
-) -> Result<Vec<RunStatus<'a>>> {
-    let listed = |m: &ByRun| -> Vec<u32> {
-        m.keys()
-            .filter(|id| id.in_cell(scenario, variant))
-            .map(|id| id.run)
-            .collect()
-    };
-    let mut runs: BTreeSet<u32> = (0..planned).collect();
-    runs.extend(
-        cell.iter()
-            .flat_map(|c| c.run_verdicts.iter().map(|r| r.run)),
-    );
-    runs.extend(listed(excluded).into_iter().chain(listed(failed)));
-    let mut out = Vec::new();
-    for run in runs {
-        let key = RunId::new(scenario, variant, run);
-        let usable = cell.and_then(|c| Some((c, c.run_verdicts.iter().find(|r| r.run == run)?)));
-        let lines = |m: &ByRun| m.get(&key).cloned();
-        let (status, verdict, why) = match (usable, lines(excluded), lines(failed)) {
-            (Some((c, r)), None, None) => usable_status(c, r),
-            (None, Some(why), None) | (None, None, Some(why)) => (Status::Error, None, why),
-            (None, None, None) => (
-                Status::Miss,
-                None,
-                vec![format!(
-                    "planned ({planned} runs a cell), but neither recorded nor failed"
-                )],
-            ),
-            _ => bail!(
-                "{key} is listed more than once (a usable run, a run left out, a boot without a \
-                 record): the results directory contradicts itself"
-            ),
-        };
-        out.push(RunStatus {
-            run: key,
-            status,
-            verdict,
-            why,
-        });
-    }
-    Ok(out)
-}
-
-/// A usable run's status, judgement and why.
-fn usable_status<'a>(
-    c: &'a CellVerdict,
-    r: &'a RunVerdict,
-) -> (Status, Option<&'a RunVerdict>, Vec<String>) {
-    let mut why: Vec<String> = (c.failures_of_run(r.run).into_iter())
-        .map(|f| f.why.clone())
-        .collect();
-    let status = match (c.expected, c.run_passed(r)) {
-        (Some(_), Some(true)) => Status::Pass,
-        (Some(e), Some(false)) => {
-            if r.class != e.class {
-                why.insert(0, format!("expected {e}, observed {}", r.class));
-            }
-            Status::Fail
-        }
-        _ => Status::Done,
-    };
-    (status, Some(r), why)
-}
-
-/// A cell's status: the verdict's (PASS, FAIL, DONE when unjudged); a cell
-/// with no usable run is ERROR when one of its runs is, else MISS.
-pub fn cell_status(cell: Option<&CellVerdict>, runs: &[RunStatus]) -> Status {
-    match cell {
-        Some(c) if !c.judged => Status::Done,
-        Some(c) if c.failures.is_empty() => Status::Pass,
-        Some(_) => Status::Fail,
-        None if runs.iter().any(|r| r.status == Status::Error) => Status::Error,
-        None => Status::Miss,
-    }
-}
 
 /// The KCIDB document of a results directory, judged against the
 /// expectations its session recorded.
@@ -189,12 +73,18 @@ pub fn document(j: &Judgement) -> Result<Value> {
     let ids = Ids(&session.started);
     let mut checkouts = Vec::new();
     let mut builds = Vec::new();
+    let kernels = kernels(session);
     for v in &session.variants {
-        checkouts
-            .push(checkout(&ids, v).with_context(|| format!("the checkout of {}", v.variant))?);
-        builds.push(build(&ids, v).with_context(|| format!("the build of {}", v.variant))?);
+        if kernels.get(&v.variant) != Some(&v.variant.as_str()) {
+            continue; // the A/A control: its variant's build again
+        }
+        let start = build_start(v).with_context(|| format!("the build of {}", v.variant))?;
+        checkouts.push(
+            checkout(&ids, v, start).with_context(|| format!("the checkout of {}", v.variant))?,
+        );
+        builds.push(build(&ids, v, start).with_context(|| format!("the build of {}", v.variant))?);
     }
-    let t = tests(j, &ids)?;
+    let t = tests(j, &ids, &kernels)?;
     Ok(json!({
         "version": {"major": VERSION.0, "minor": VERSION.1},
         "checkouts": checkouts,
@@ -205,6 +95,21 @@ pub fn document(j: &Judgement) -> Result<Value> {
     }))
 }
 
+/// Each variant's kernel: its own, or, for an A/A control (`<variant>-aa`
+/// with that variant's bzImage), its variant's.
+fn kernels(session: &Session) -> BTreeMap<String, &str> {
+    let vs = &session.variants;
+    (vs.iter())
+        .map(|v| {
+            let again = vs.iter().find(|o| {
+                super::format::aa_name(&o.variant) == v.variant
+                    && o.bzimage_sha256 == v.bzimage_sha256
+            });
+            (v.variant.clone(), again.unwrap_or(v).variant.as_str())
+        })
+        .collect()
+}
+
 /// The ids of one session's objects: `wbstall:<session start>/<name>`.
 struct Ids<'a>(&'a str);
 
@@ -212,10 +117,39 @@ impl Ids<'_> {
     fn of(&self, name: &str) -> String {
         format!("{ORIGIN}:{}/{name}", self.0)
     }
+
+    fn checkout(&self, variant: &str) -> String {
+        self.of(&format!("checkout/{variant}"))
+    }
+
+    fn build(&self, variant: &str) -> String {
+        self.of(&format!("build/{variant}"))
+    }
+
+    fn test(&self, run: &RunId) -> String {
+        self.of(&format!(
+            "test/{}/{}/run{}",
+            run.scenario,
+            run.variant,
+            run.number()
+        ))
+    }
 }
 
-/// The variant's source: the base and its patches, in order.
-fn checkout(ids: &Ids, v: &VariantMeta) -> Result<Value> {
+/// When the variant's build started: `built_at`, less its `build_seconds`.
+fn build_start(v: &VariantMeta) -> Result<Stamp> {
+    ensure!(
+        v.build_seconds.is_finite() && v.build_seconds >= 0.0,
+        "variant.json's build_seconds is {}",
+        v.build_seconds
+    );
+    let end = Stamp::parse(&v.built_at).context("variant.json's `built_at`")?;
+    Ok(end.minus(v.build_seconds))
+}
+
+/// The variant's source: the base and its patches, in order. Its tree is
+/// switched to them when its build starts: that is the checkout's start.
+fn checkout(ids: &Ids, v: &VariantMeta, start: Stamp) -> Result<Value> {
     let b = &v.base;
     ensure!(
         !b.kernel_version.is_empty(),
@@ -241,9 +175,10 @@ fn checkout(ids: &Ids, v: &VariantMeta) -> Result<Value> {
         names.join(", ")
     };
     Ok(json!({
-        "id": ids.of(&v.variant),
+        "id": ids.checkout(&v.variant),
         "origin": ORIGIN,
         "patchset_hash": patchset_hash(&v.patches),
+        "start_time": start.rfc3339(),
         "valid": true,
         "comment": format!("{}: Linux {} ({base}) with {with}", v.variant, b.kernel_version),
         "misc": {
@@ -276,25 +211,22 @@ fn sha256(hex: &str, of: &str) -> Result<()> {
 }
 
 /// The variant's kernel as built.
-fn build(ids: &Ids, v: &VariantMeta) -> Result<Value> {
-    ensure!(
-        v.build_seconds.is_finite() && v.build_seconds >= 0.0,
-        "variant.json's build_seconds is {}",
-        v.build_seconds
-    );
+fn build(ids: &Ids, v: &VariantMeta, start: Stamp) -> Result<Value> {
     sha256(&v.config_sha256, "the kernel configuration")?;
     let mut misc = serde_json::to_value(v)?;
+    let m = misc.as_object_mut().context("variant.json is an object")?;
     // The checkout has these.
     for k in ["variant", "description", "base", "patches"] {
-        misc.as_object_mut()
-            .context("variant.json is an object")?
-            .remove(k);
+        m.remove(k);
     }
+    let built_at = Stamp::parse(&v.built_at).context("variant.json's `built_at`")?;
+    m.insert("built_at".into(), json!(built_at.rfc3339()));
     Ok(json!({
-        "id": ids.of(&v.variant),
-        "checkout_id": ids.of(&v.variant),
+        "id": ids.build(&v.variant),
+        "checkout_id": ids.checkout(&v.variant),
         "origin": ORIGIN,
         "status": Status::Pass,
+        "start_time": start.rfc3339(),
         "duration": v.build_seconds,
         "compiler": compiler(&v.toolchain)?,
         "config_name": match v.kernel_tag.as_str() {
@@ -333,20 +265,25 @@ fn test_path(nodes: &[&str]) -> Result<String> {
         ensure!(
             ok,
             "`{n}` cannot be a node of a KCIDB test path (letters, digits, `_` and `-` only): \
-             rename the variant or scenario"
+             rename the scenario"
         );
     }
     Ok(nodes.join("."))
 }
 
-/// Every planned cell's test and its runs', in plan order, and the issues of
-/// the failed cells.
-fn tests(j: &Judgement, ids: &Ids) -> Result<Tests> {
+/// Every planned run's test, in plan order; the known failures and the
+/// failed cells as issues.
+fn tests(j: &Judgement, ids: &Ids, kernels: &BTreeMap<String, &str>) -> Result<Tests> {
     let (session, verdict) = (j.session, &j.verdict);
     let plan = Planned::of(session);
-    let excluded = by_run((verdict.excluded.iter()).map(|x| (&x.run, x.problems.join("; "))));
-    let failed = by_run(session.failures.iter().map(|f| (&f.run, f.why.clone())));
-    for id in excluded.keys().chain(failed.keys()) {
+    let seen = Seen {
+        excluded: by_run((verdict.excluded.iter()).map(|x| (&x.run, x.problems.join("; ")))),
+        failed: by_run(session.failures.iter().map(|f| (&f.run, f.why.clone()))),
+        records: (j.evidence.runs.iter())
+            .map(|c| (c.record.id(), c.record))
+            .collect(),
+    };
+    for id in seen.excluded.keys().chain(seen.failed.keys()) {
         ensure!(
             plan.scenarios.contains(&id.scenario) && plan.variants.contains(&id.variant),
             "{id} is not in the session's plan"
@@ -355,28 +292,36 @@ fn tests(j: &Judgement, ids: &Ids) -> Result<Tests> {
     let env = environment(session)?;
     let mut out = Tests::default();
     for s in &plan.scenarios {
+        let path = test_path(&[ROOT, s])?;
+        let mut known: Vec<RunId> = Vec::new();
         for v in &plan.variants {
+            let kernel = kernels.get(v).with_context(|| {
+                format!("{v} is planned, but session.json records no kernel of it")
+            })?;
             let cell = verdict.cell(s, v);
-            let runs = run_statuses(cell, (s, v), plan.runs_of(s), &excluded, &failed)?;
-            let path = test_path(&[ROOT, s, v])?;
-            let test = Test {
-                ids,
-                build_id: ids.of(v),
-                env: &env,
-            };
-            let status = cell_status(cell, &runs);
-            out.tests.push(test.cell(&path, status, cell, &runs)?);
-            let mut failed_tests = vec![path.clone()];
+            let runs = run_statuses(cell, (s, v), plan.runs_of(s), &seen)?;
             for r in &runs {
-                let run_path = format!("{path}.run{}", r.run.number());
-                out.tests.push(test.run(&run_path, r)?);
-                if r.status == Status::Fail {
-                    failed_tests.push(run_path);
-                }
+                out.tests
+                    .push(test(ids, &path, &ids.build(kernel), &env, cell, r)?);
             }
-            if let (Status::Fail, Some(c)) = (status, cell) {
-                issue(&mut out, ids, &path, c, &failed_tests)?;
+            let Some(c) = cell else { continue };
+            if c.expected.map(|e| e.class) == Some(Class::Stall) {
+                known.extend(
+                    (runs.iter())
+                        .filter(|r| r.status == Status::Fail)
+                        .map(|r| r.run.clone()),
+                );
             }
+            if c.judged && !c.failures.is_empty() {
+                let failed: Vec<&RunId> = (runs.iter())
+                    .filter(|r| r.held == Some(false) || r.status == Status::Error)
+                    .map(|r| &r.run)
+                    .collect();
+                failed_cell(&mut out, ids, c, &failed)?;
+            }
+        }
+        if !known.is_empty() {
+            known_stall(&mut out, ids, j, s, &known.iter().collect::<Vec<_>>());
         }
     }
     Ok(out)
@@ -411,224 +356,187 @@ fn environment(s: &Session) -> Result<Value> {
     }))
 }
 
-/// What the tests of one cell share.
-struct Test<'a> {
-    ids: &'a Ids<'a>,
-    build_id: String,
-    env: &'a Value,
-}
-
-impl Test<'_> {
-    fn base(&self, path: &str, status: Status, comment: String, misc: Value) -> Value {
-        json!({
-            "id": self.ids.of(path),
-            "build_id": self.build_id,
-            "origin": ORIGIN,
-            "path": path,
-            "status": status,
-            "environment": self.env,
-            "comment": comment,
-            "misc": misc,
-        })
-    }
-
-    /// The cell's test: its rate (the harmonic mean of its runs'), its
-    /// verdict without the runs (they have their own tests).
-    fn cell(
-        &self,
-        path: &str,
-        status: Status,
-        cell: Option<&CellVerdict>,
-        runs: &[RunStatus],
-    ) -> Result<Value> {
-        let Some(c) = cell else {
-            let why: Vec<&String> = runs.iter().flat_map(|r| &r.why).collect();
-            let comment = format!("no usable run of {}", runs.len());
-            return Ok(self.base(path, status, comment, json!({ "why": why })));
-        };
-        let mut v = serde_json::to_value(c)?;
-        v.as_object_mut()
-            .context("a cell's verdict is an object")?
-            .remove("run_verdicts");
-        let comment = match c.expected {
-            Some(e) if c.failures.is_empty() => format!("observed {}, expected {e}", c.observed),
-            Some(e) => format!("observed {}, expected {e}: {}", c.observed, failures(c)),
-            None => format!("observed {}, no expectation", c.observed),
-        };
-        let mut t = self.base(path, status, comment, json!({ "verdict": v }));
-        t["number"] = json!({"value": c.bw_mib_s(), "unit": UNIT});
-        Ok(t)
-    }
-
-    /// One run's test: its MiB/s, and its verdict (class, stall share, ...).
-    fn run(&self, path: &str, r: &RunStatus) -> Result<Value> {
-        let Some(v) = r.verdict else {
-            let comment = r.why.join("; ");
-            return Ok(self.base(path, r.status, comment, json!({ "why": r.why })));
-        };
-        let comment = format!(
-            "{}: {:.1}% of writer time in stall sleeps{}",
+/// One run's test: its outcome, its MiB/s, when it ran, its verdict and
+/// expectation.
+fn test(
+    ids: &Ids,
+    path: &str,
+    build_id: &str,
+    env: &Value,
+    cell: Option<&CellVerdict>,
+    r: &RunStatus,
+) -> Result<Value> {
+    let expected = cell.and_then(|c| c.expected);
+    let held = match (expected, r.held) {
+        (Some(e), Some(true)) => format!("expected {e}: as expected"),
+        (Some(e), Some(false)) => format!("expected {e}: NOT as expected"),
+        _ => "no expectation".to_string(),
+    };
+    let comment = match r.verdict {
+        Some(v) => format!(
+            "{} {}: {}, {:.1}% of writer time in stall sleeps{}; {held}",
+            r.run.variant,
+            r.run.short(),
             v.class,
             v.stall_fraction * 100.0,
             v.margins.as_ref().map_or(String::new(), |m| format!(
                 "; {}",
                 super::format::margins(m)
             ))
-        );
-        let misc = json!({"verdict": serde_json::to_value(v)?, "why": r.why});
-        let mut t = self.base(path, r.status, comment, misc);
-        t["number"] = json!({"value": v.bw_mib_s, "unit": UNIT});
-        Ok(t)
-    }
-}
-
-/// A cell's failures, in one line.
-fn failures(c: &CellVerdict) -> String {
-    let all: Vec<String> = c.failures.iter().map(|f| f.to_string()).collect();
-    all.join("; ")
-}
-
-/// A failed cell's issue (its hypothesis does not hold), and its incidents:
-/// on the tests of `paths`, the cell's and each failed run's.
-fn issue(out: &mut Tests, ids: &Ids, path: &str, c: &CellVerdict, paths: &[String]) -> Result<()> {
-    let expected = c.expected.context("a failed cell was judged")?;
-    let id = ids.of(&format!("issue/{path}"));
-    out.issues.push(json!({
-        "id": id,
-        "version": 0,
-        "origin": ORIGIN,
-        "report_subject": format!(
-            "{} on {} fails its expectation `{expected}`",
-            c.variant, c.scenario
         ),
-        "comment": failures(c),
-        "misc": {"expected": expected, "observed": c.observed},
-    }));
-    for p in paths {
+        None => format!("{} {}: {}", r.run.variant, r.run.short(), r.why.join("; ")),
+    };
+    let mut t = json!({
+        "id": ids.test(&r.run),
+        "build_id": build_id,
+        "origin": ORIGIN,
+        "path": path,
+        "status": r.status,
+        "environment": env,
+        "comment": comment,
+        "misc": {
+            "variant": r.run.variant,
+            "run": r.run.number(),
+            "expected": expected,
+            "as_expected": r.held,
+            "verdict": r.verdict.map(serde_json::to_value).transpose()?,
+            "why": r.why,
+        },
+    });
+    if let Some(rec) = r.record {
+        let started = (rec.started.as_deref()).with_context(|| {
+            format!(
+                "results.json's record of {} has no start time (`started`): it was recorded \
+                 before wbstall kept one; run the session again for its KCIDB document",
+                r.run
+            )
+        })?;
+        let started = Stamp::parse(started).with_context(|| format!("the start of {}", r.run))?;
+        t["start_time"] = json!(started.rfc3339());
+        t["duration"] = json!(rec.wall_secs);
+        let bw = r.verdict.map_or(rec.fio.bw_mib_s, |v| v.bw_mib_s);
+        t["number"] = json!({"value": bw, "unit": UNIT});
+    }
+    Ok(t)
+}
+
+/// An issue and its incidents, one on the test of each run.
+fn issue(out: &mut Tests, ids: &Ids, name: &str, issue: Value, runs: &[&RunId]) {
+    let id = ids.of(&format!("issue/{name}"));
+    let mut issue = issue;
+    issue["id"] = json!(id);
+    issue["version"] = json!(0);
+    issue["origin"] = json!(ORIGIN);
+    out.issues.push(issue);
+    for run in runs {
         out.incidents.push(json!({
-            "id": ids.of(&format!("incident/{p}")),
+            "id": ids.of(&format!("incident/{name}/{}/run{}", run.variant, run.number())),
             "origin": ORIGIN,
             "issue_id": id,
             "issue_version": 0,
-            "test_id": ids.of(p),
+            "test_id": ids.test(run),
             "present": true,
         }));
     }
+}
+
+/// The known failure of scenario `s`: the writers of the cells expected to
+/// stall there stall, each of `runs` an incident; the culprit named when the
+/// session has one.
+fn known_stall(out: &mut Tests, ids: &Ids, j: &Judgement, s: &str, runs: &[&RunId]) {
+    let variants: BTreeSet<&str> = runs.iter().map(|r| r.variant.as_str()).collect();
+    let variants: Vec<&str> = variants.into_iter().collect();
+    let (subject, culprit) = match &j.roles.culprit {
+        Some(c) => (
+            format!("Writers stall in balance_dirty_pages() on {s}: {c}"),
+            format!(
+                "The culprit: commit {c}, whose balance_dirty_pages() the baseline ({}) \
+                 restores. ",
+                j.roles.baseline
+            ),
+        ),
+        None => (
+            format!("Writers stall in balance_dirty_pages() on {s}"),
+            String::new(),
+        ),
+    };
+    let comment = format!(
+        "{culprit}Expected of {} here: their writers sleep in balance_dirty_pages() while no \
+         writeback runs on their wb. Each stalling run is an incident.",
+        variants.join(", ")
+    );
+    let body = json!({
+        "report_subject": subject,
+        "culprit": {"code": j.roles.culprit.is_some(), "tool": false, "harness": false},
+        "comment": comment,
+        "misc": {"scenario": s, "variants": variants, "culprit": j.roles.culprit},
+    });
+    issue(out, ids, &format!("{s}/stall"), body, runs);
+}
+
+/// A cell that fails its expectation (the verdict's failures), each of
+/// `runs` an incident.
+fn failed_cell(out: &mut Tests, ids: &Ids, c: &CellVerdict, runs: &[&RunId]) -> Result<()> {
+    let expected = c.expected.context("a failed cell was judged")?;
+    let why: Vec<String> = c.failures.iter().map(|f| f.to_string()).collect();
+    let subject = if c.observed == expected.class {
+        format!(
+            "{} on {}: observed {}, as expected, but {}",
+            c.variant,
+            c.scenario,
+            c.observed,
+            why.join("; ")
+        )
+    } else {
+        format!(
+            "{} on {}: observed {}, expected {expected}",
+            c.variant, c.scenario, c.observed
+        )
+    };
+    let body = json!({
+        "report_subject": subject,
+        "comment": why.join("; "),
+        "misc": {"expected": expected, "observed": c.observed, "failures": c.failures},
+    });
+    issue(
+        out,
+        ids,
+        &format!("{}/{}", c.scenario, c.variant),
+        body,
+        runs,
+    );
     Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{
-        analysis::{
-            judgement::Verdict,
-            verdict::{
-                judge,
-                tests::{expected, plan, rec},
-            },
-        },
-        results::{record::RunRecord, session::BootFailure},
-    };
+    use crate::analysis::verdict::tests::expected;
 
-    /// The statuses of every run of `variant`'s fuse-strictlimit cell, and the cell's.
-    fn statuses(v: &Verdict, failures: &[BootFailure], variant: &str) -> (Vec<Status>, Status) {
-        let excluded = by_run(v.excluded.iter().map(|x| (&x.run, x.problems.join("; "))));
-        let failed = by_run(failures.iter().map(|f| (&f.run, f.why.clone())));
-        let cell = v.cells.iter().find(|c| c.variant == variant);
-        let scenario = "fuse-strictlimit";
-        let runs = run_statuses(cell, (scenario, variant), 4, &excluded, &failed).unwrap();
-        let cell = cell_status(cell, &runs);
-        (runs.iter().map(|r| r.status).collect(), cell)
-    }
-
-    fn at(mut r: RunRecord, run: u32) -> RunRecord {
-        r.run = run;
-        r
-    }
-
-    /// Each status from the verdict: a run in its expected class PASS, one in
-    /// another class or failing a criterion FAIL, a run left out or a boot
-    /// without a record ERROR, a planned run of neither MISS; a cell without an
-    /// expectation DONE.
-    #[test]
-    fn each_run_is_pass_fail_error_or_miss_as_the_verdict_has_it() {
-        let mut disagrees = rec("v1", "fuse-strictlimit", 195.0, 0.0);
-        disagrees.tracefs_stall_fraction = Some(0.03);
-        let mut warned = rec("v1", "fuse-strictlimit", 190.0, 0.0);
-        warned.dmesg_warnings = vec!["WARNING: CPU: 0 PID: 1 at mm/x.c:1".into()];
-        let records = [
-            at(rec("regressed", "fuse-strictlimit", 1.0, 0.7), 0),
-            at(rec("regressed", "fuse-strictlimit", 190.0, 0.0), 1),
-            at(rec("v1", "fuse-strictlimit", 200.0, 0.0), 0),
-            at(disagrees, 1),
-            at(warned, 2),
-            at(rec("v9", "fuse-strictlimit", 200.0, 0.0), 0),
-        ];
-        let mut p = plan(&records, 4);
-        p.variants
-            .extend(["v2".to_string(), "upstream".to_string()]);
-        let v = judge(&records, &expected(), &p);
-        let failure = |variant: &str, run: u32, why: &str| BootFailure {
-            run: RunId::new("fuse-strictlimit", variant, run),
-            why: why.into(),
-        };
-        let failures = [failure("v1", 3, "QEMU exited with 1")];
-        use Status::*;
-        // #2 is ok where the hypothesis says stall; #3 and #4 never ran.
-        assert_eq!(
-            statuses(&v, &failures, "regressed"),
-            (vec![Pass, Fail, Miss, Miss], Fail)
-        );
-        // #2 is ok, but the detectors disagree on it; #3 has a kernel warning.
-        assert_eq!(
-            statuses(&v, &failures, "v1"),
-            (vec![Pass, Fail, Error, Error], Fail)
-        );
-        assert_eq!(
-            statuses(&v, &failures, "v9"),
-            (vec![Done, Miss, Miss, Miss], Done)
-        );
-        assert_eq!(statuses(&v, &failures, "v2"), (vec![Miss; 4], Miss));
-        let boot_failed = [failure("upstream", 1, "no kernel")];
-        assert_eq!(
-            statuses(&v, &boot_failed, "upstream"),
-            (vec![Miss, Error, Miss, Miss], Error)
-        );
-    }
-
-    /// A passing cell's runs all pass.
-    #[test]
-    fn a_cell_that_holds_its_expectation_passes_with_every_run() {
-        let records: Vec<RunRecord> = (0..4)
-            .map(|k| at(rec("regressed", "fuse-strictlimit", 1.0, 0.7), k))
-            .chain((0..4).map(|k| at(rec("v1", "fuse-strictlimit", 200.0, 0.0), k)))
-            .collect();
-        let v = judge(&records, &expected(), &plan(&records, 4));
-        assert!(v.passed(), "{v:?}");
-        for variant in ["regressed", "v1"] {
-            assert_eq!(
-                statuses(&v, &[], variant),
-                (vec![Status::Pass; 4], Status::Pass)
-            );
-        }
-    }
-
-    /// What the KCIDB document cannot say is an error, not a default.
+    /// What the KCIDB document cannot say is an error, not a default: a bad
+    /// path node, no compiler, a bad hash, no session start, a record
+    /// without its start time.
     #[test]
     fn what_the_document_cannot_say_is_an_error() {
-        let e = test_path(&[ROOT, "fuse", "v1.1"]).unwrap_err().to_string();
-        assert!(e.contains("`v1.1` cannot be a node"), "{e}");
-        assert_eq!(
-            test_path(&[ROOT, "fuse-x", "v_1"]).unwrap(),
-            "wbstall.fuse-x.v_1"
-        );
+        let e = test_path(&[ROOT, "fuse.1"]).unwrap_err().to_string();
+        assert!(e.contains("`fuse.1` cannot be a node"), "{e}");
+        assert_eq!(test_path(&[ROOT, "fuse-x"]).unwrap(), "wbstall.fuse-x");
         assert!(compiler(&Toolchain::default()).is_err());
         assert!(sha256("ABC", "x").is_err());
         let (session, e) = (Session::default(), expected());
         let j = crate::analysis::verdict::tests::judged(&session, &[], &e, 1);
         let e = document(&j).unwrap_err();
         assert!(e.to_string().contains("no start time"), "{e}");
+        let docs = crate::util::project_root().join("docs/example-report");
+        let (session, mut records) = ResultsDir::new(&docs).load().unwrap();
+        records[3].started = None;
+        let expected = crate::analysis::verdict::session_expectations(&session, None).unwrap();
+        let j = crate::analysis::judge(&session, &records, &expected).unwrap();
+        let e = format!("{:#}", document(&j).unwrap_err());
+        assert!(
+            e.contains("record of fuse-strictlimit/upstream #1 has no start time"),
+            "{e}"
+        );
     }
 
     /// The patchset hash is KCIDB's: `sha256sum *.patch | cut -c-64 | sha256sum`
@@ -669,19 +577,75 @@ mod tests {
         }
         let want = std::fs::read_to_string(&golden).unwrap();
         assert!(text == want, "{} renders differently", golden.display());
-        // The document says what the verdict says: one failed cell, its run #2.
         let doc: Value = serde_json::from_str(&text).unwrap();
-        let failed: Vec<&str> = doc["tests"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|t| t["status"] == "FAIL")
-            .map(|t| t["path"].as_str().unwrap())
-            .collect();
+        let all = |k: &str| doc[k].as_array().unwrap().clone();
+        // One path per scenario, whatever the variant; the stalling runs FAIL.
+        let mut paths: Vec<&str> = Vec::new();
+        let tests = all("tests");
+        for t in &tests {
+            let p = t["path"].as_str().unwrap();
+            if !paths.contains(&p) {
+                paths.push(p);
+            }
+        }
         assert_eq!(
-            failed,
-            ["wbstall.memcg-ext4.v1", "wbstall.memcg-ext4.v1.run2"]
+            paths,
+            [
+                "wbstall.fuse-strictlimit",
+                "wbstall.fuse-nostrict",
+                "wbstall.memcg-ext4",
+                "wbstall.ext4-global"
+            ]
         );
-        assert_eq!(doc["incidents"].as_array().unwrap().len(), 2);
+        let failed: Vec<String> = (tests.iter())
+            .filter(|t| t["status"] == "FAIL")
+            .map(|t| {
+                format!(
+                    "{} {} #{}",
+                    t["path"], t["misc"]["variant"], t["misc"]["run"]
+                )
+            })
+            .collect();
+        assert_eq!(failed.len(), 2 + 3 + 3, "{failed:?}");
+        // Every test has its start and duration; the A/A control is more
+        // tests of upstream's build, which is not its checkout.
+        assert!(tests.iter().all(
+            |t| t["start_time"].is_string() && t["duration"].as_f64().is_some_and(|d| d > 0.0)
+        ));
+        let aa: Vec<&Value> = (tests.iter())
+            .filter(|t| t["misc"]["variant"] == "upstream-aa")
+            .collect();
+        assert!(
+            !aa.is_empty()
+                && aa
+                    .iter()
+                    .all(|t| t["build_id"].as_str().unwrap().ends_with("/build/upstream"))
+        );
+        let builds = all("builds");
+        assert_eq!(builds.len(), 4);
+        assert!(builds.iter().all(|b| b["id"] != b["checkout_id"]
+            && b["misc"]["built_at"].as_str().unwrap().ends_with('Z')
+            && b["start_time"].is_string()));
+        // The known failures name the culprit; the failed cell says why, not
+        // "fails its expectation stall" where a stall was seen.
+        let subjects: Vec<&str> = (all("issues").iter())
+            .map(|i| i["report_subject"].as_str().unwrap().to_owned())
+            .collect::<Vec<_>>()
+            .leak()
+            .iter()
+            .map(|s| s.as_str())
+            .collect();
+        assert!(
+            subjects.contains(&"Writers stall in balance_dirty_pages() on fuse-strictlimit: 64dd89ae01f2 (\"mm/block/fs: remove laptop_mode\")"),
+            "{subjects:?}"
+        );
+        assert!(
+            subjects
+                .iter()
+                .any(|s| s
+                    .starts_with("v1 on memcg-ext4: observed stall, as expected, but run #2: ")),
+            "{subjects:?}"
+        );
+        assert_eq!(all("incidents").len(), 2 + 6 + 1, "{}", text);
     }
 }

@@ -1,11 +1,16 @@
 //! The report as a mail to reply with on a list, in the style of the 0-day
-//! robot's regression reports: plain text within 72 columns, one headline per
-//! finding, the base/patches/config/job block, per scenario the
-//! `base ±%stddev %change patched ±%stddev metric` table of the metric
-//! registry (throughput and the mechanism), the commands that reproduce it,
-//! and a summary ready to paste under a patch.
+//! robot's regression reports: the headers a list takes (From, Date,
+//! Message-ID, MIME), plain text within 72 columns, one headline per finding
+//! with the reason a cell fails, the base/patches/config/job block, per
+//! scenario the `base ±%stddev %change patched ±%stddev metric` table of the
+//! metric registry (throughput and the mechanism), the commands that
+//! reproduce it, and a summary ready to paste under a patch (a `Tested-by:`
+//! only when every judged cell passed; `Reported-by:`/`Closes:` when it
+//! failed).
 
 use std::fmt::Write;
+
+use anyhow::{Context, Result};
 
 use super::format::{self, metric_change, num, Rows};
 use crate::{
@@ -14,38 +19,137 @@ use crate::{
         change::Resolution,
         expected::{Class, AA_SUFFIX},
         judge::Judgement,
-        judgement::{Verdict, BW},
+        judgement::BW,
     },
+    kernel::{flavour::kernels_dir_name, variants::Culprit},
     results::session::Session,
+    stamp::Stamp,
 };
 
-/// Columns a mail line may use.
-pub const WIDTH: usize = 72;
+pub use super::format::WIDTH;
 
-/// The whole mail (subject line first).
-pub fn mail(j: &Judgement) -> String {
-    let (session, verdict) = (j.session, &j.verdict);
+/// The `From:` of a session that recorded nobody (no `git config user.name`
+/// and `user.email` in the checkout that ran it): to be replaced.
+pub const PLACEHOLDER_FROM: &str =
+    "REPLACE WITH YOUR NAME <replace.with.your.address@example.invalid>";
+
+/// The Message-ID of the mail about `what` (`report`, or the variant under
+/// test) of `session`, without angle brackets: from the session's start, at
+/// the reporter's mail domain.
+pub fn message_id(session: &Session, what: &str) -> String {
+    let domain = (session.reporter.as_deref())
+        .and_then(|r| r.rsplit_once('@'))
+        .map(|(_, d)| d.trim_end_matches('>').to_string())
+        .filter(|d| !d.is_empty())
+        .unwrap_or_else(|| "wbstall.invalid".to_string());
+    format!("wbstall-{}-{what}@{domain}", session.started)
+}
+
+/// A mail's header block: `From:` (the session's reporter, else
+/// [`PLACEHOLDER_FROM`]), `Date:` (when the session started), `To:`,
+/// `Message-ID:`, and `In-Reply-To:`/`References:` when it answers a mail;
+/// plain UTF-8 text, sent as it is (8bit).
+pub(super) fn headers(
+    session: &Session,
+    what: &str,
+    subject: &str,
+    to: Option<&str>,
+    reply_to: Option<&str>,
+) -> Result<String> {
+    let date = Stamp::parse(&session.started)
+        .context("session.json's start time (`started`) dates the mail")?;
     let mut o = String::new();
+    let from = session.reporter.as_deref().unwrap_or(PLACEHOLDER_FROM);
+    let _ = writeln!(o, "From: {from}");
+    if let Some(to) = to {
+        let _ = writeln!(o, "To: {to}");
+    }
+    let _ = writeln!(o, "Date: {}", date.rfc2822());
+    let _ = writeln!(o, "Message-ID: <{}>", message_id(session, what));
+    if let Some(id) = reply_to {
+        let _ = writeln!(o, "In-Reply-To: <{id}>\nReferences: <{id}>");
+    }
+    o.push_str(&fold(&format!("Subject: {subject}")));
+    o.push_str(
+        "MIME-Version: 1.0\nContent-Type: text/plain; charset=UTF-8\n\
+         Content-Transfer-Encoding: 8bit\n\n",
+    );
+    Ok(o)
+}
+
+/// How a line of tags to copy starts, as in the 0-day robot's reports: it is
+/// copied whole, so it is never wrapped (as checkpatch allows a long
+/// `Closes:` line).
+const TAG: &str = "| ";
+
+/// Columns a header line should keep to (RFC 5322); a longer one is folded.
+pub const HEADER_WIDTH: usize = 78;
+
+/// A header folded at spaces within [`HEADER_WIDTH`], continued with one
+/// space (RFC 5322 folding), newline-terminated.
+fn fold(header: &str) -> String {
+    let mut out = String::new();
+    let mut cur = String::new();
+    for word in header.split(' ') {
+        if !cur.is_empty() && cur.chars().count() + 1 + word.chars().count() > HEADER_WIDTH {
+            out.push_str(&cur);
+            out.push('\n');
+            cur = String::new();
+        }
+        cur.push(' ');
+        cur.push_str(word);
+    }
+    out.push_str(&cur);
+    out.push('\n');
+    out[1..].to_string()
+}
+
+/// Whether a mail keeps to its columns: its headers to [`HEADER_WIDTH`],
+/// its body to [`WIDTH`].
+#[cfg(test)]
+pub fn fits(mail: &str) -> bool {
+    let (head, body) = mail.split_once("\n\n").unwrap_or((mail, ""));
+    head.lines().all(|l| l.chars().count() <= HEADER_WIDTH)
+        && (body.lines())
+            .all(|l| l.chars().count() <= WIDTH || l.starts_with(TAG) && !l.contains("  "))
+}
+
+/// The culprit, when the session names one (`[roles] culprit`) and the
+/// baseline stalls in a scenario: what it is the culprit of.
+pub(super) fn culprit<'j>(j: &'j Judgement) -> Option<&'j Culprit> {
+    let c = j.roles.culprit.as_ref()?;
+    let baseline = &j.roles.baseline;
+    (j.verdict.cells.iter())
+        .any(|x| &x.variant == baseline && x.observed == Class::Stall)
+        .then_some(c)
+}
+
+/// The whole mail (headers first).
+pub fn mail(j: &Judgement) -> Result<String> {
+    let (session, verdict) = (j.session, &j.verdict);
     let base = session.variants.first().map(|v| &v.base);
     let version = base.map_or("?".to_string(), |b| b.kernel_version.clone());
-    let _ = writeln!(
-        o,
-        "Subject: [wbstall] balance_dirty_pages() on Linux {version}: {}",
-        if verdict.passed() {
-            "every cell as expected"
-        } else {
-            "the verdict FAILS"
-        }
-    );
-    o.push('\n');
+    let outcome = if verdict.passed() {
+        "every cell as expected"
+    } else {
+        "the verdict FAILS"
+    };
+    let subject = match culprit(j) {
+        Some(c) => format!(
+            "[wbstall] {c}: writers stall in balance_dirty_pages() on Linux {version}; {outcome}"
+        ),
+        None => format!("[wbstall] balance_dirty_pages() on Linux {version}: {outcome}"),
+    };
+    let head = headers(session, "report", &subject, None, None)?;
+    let mut o = String::new();
     findings(&mut o, j);
     setup_block(&mut o, session);
     for s in &j.matrix.scenarios {
         scenario_table(&mut o, j, s);
     }
-    reproduce(&mut o, session);
-    summary(&mut o, session, verdict);
-    wrap(&o)
+    o.push_str(&super::reproduce::block(session, None));
+    summary(&mut o, j);
+    Ok(head + &wrap(&o))
 }
 
 /// The baseline's throughput against the reference's, judged as the report
@@ -101,22 +205,22 @@ fn findings(o: &mut String, j: &Judgement) {
         };
         o.push_str(&line);
         bw_finding(o, j, s);
-        let wrong: Vec<String> = cells
-            .iter()
-            .filter(|c| !c.failures.is_empty())
-            .map(|c| {
-                format!(
-                    "{} is {} (expected {})",
-                    c.variant,
-                    c.observed,
-                    format::class(c.expected)
-                )
-            })
-            .collect();
-        if !wrong.is_empty() {
-            let _ = write!(o, "; NOT AS EXPECTED: {}", wrong.join(", "));
-        }
         o.push('\n');
+        // Why each failing cell fails, as the verdict has it.
+        for c in cells.iter().filter(|c| !c.failures.is_empty()) {
+            let observed = match c.expected {
+                Some(e) if e.class == c.observed => format!("observed {e}, as expected"),
+                e => format!("observed {}, expected {}", c.observed, format::class(e)),
+            };
+            let _ = writeln!(
+                o,
+                "  FAIL {} ({observed}): {}",
+                c.variant,
+                (c.failures.iter().map(|f| f.to_string()))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            );
+        }
         for c in &cells {
             for l in format::near_lines(c) {
                 let _ = writeln!(o, "  near a boundary: {}: {l}", c.variant);
@@ -146,32 +250,27 @@ pub(super) fn setup_block(o: &mut String, session: &Session) {
         );
         let _ = writeln!(
             o,
-            "config:   tinyconfig + Kconfig.fragment (.config sha256 {})",
-            &v.config_sha256[..v.config_sha256.len().min(12)]
+            "config:   tinyconfig + Kconfig.fragment (.config sha256 {}); once built: \
+             target/wbstall/{}/<variant>/config",
+            &v.config_sha256[..v.config_sha256.len().min(12)],
+            kernels_dir_name(&v.kernel_tag)
         );
     }
-    for v in &session.variants {
-        let names: Vec<String> = v
-            .patches
-            .iter()
-            .map(|p| {
-                // A mail's patch is recorded as `FILE [i/n] subject`.
-                let file = p.file.split(" [").next().unwrap_or(&p.file);
-                std::path::Path::new(file)
-                    .file_name()
-                    .map_or(p.file.clone(), |f| f.to_string_lossy().into_owned())
-            })
-            .collect();
+    variant_lines(o, session);
+    for s in &session.scenarios {
         let _ = writeln!(
             o,
-            "variant:  {} = base{}",
-            v.variant,
-            names.iter().map(|n| format!(" + {n}")).collect::<String>()
+            "job:      {}: qemu/scenarios/{}/run.sh runs {}",
+            s.name,
+            s.name,
+            s.job.command_line()
         );
     }
-    for s in &session.scenarios {
-        let _ = writeln!(o, "job:      {}: {}", s.name, s.job.command_line());
-    }
+    o.push_str(
+        "results:  session.json (every job, kernel and flag), results.json (every \
+         run), verdict.json, and each run's console log and samples, in the \
+         results directory\n",
+    );
     let t = &session.toolchain;
     let _ = match session.accel {
         crate::guest::qemu::Accel::Native => writeln!(
@@ -204,6 +303,29 @@ pub(super) fn setup_block(o: &mut String, session: &Session) {
         );
     }
     o.push('\n');
+}
+
+/// Each variant, as the base and its patches' file names.
+fn variant_lines(o: &mut String, session: &Session) {
+    for v in &session.variants {
+        let names: Vec<String> = v
+            .patches
+            .iter()
+            .map(|p| {
+                // A mail's patch is recorded as `FILE [i/n] subject`.
+                let file = p.file.split(" [").next().unwrap_or(&p.file);
+                std::path::Path::new(file)
+                    .file_name()
+                    .map_or(p.file.clone(), |f| f.to_string_lossy().into_owned())
+            })
+            .collect();
+        let _ = writeln!(
+            o,
+            "variant:  {} = base{}",
+            v.variant,
+            names.iter().map(|n| format!(" + {n}")).collect::<String>()
+        );
+    }
 }
 
 /// `mean ±%stddev` of one side, the aggregate of the metric's kind.
@@ -260,19 +382,22 @@ fn scenario_table(o: &mut String, j: &Judgement, s: &str) {
     o.push('\n');
 }
 
-fn reproduce(o: &mut String, session: &Session) {
-    o.push_str("To reproduce, in a checkout of wbstall:\n\n");
+/// The lines to copy, as the 0-day robot's reports have them, when the
+/// verdict fails: who reported it, and the report to close.
+pub(super) fn report_tags(o: &mut String, session: &Session, what: &str) {
+    let from = session.reporter.as_deref().unwrap_or(PLACEHOLDER_FROM);
     let _ = writeln!(
         o,
-        "  git checkout {}",
-        session.harness.as_deref().unwrap_or("<wbstall commit>")
+        "\n  If you fix what this reports in a separate patch, kindly add these\n  \
+         tags:\n{TAG}Reported-by: {from}\n{TAG}Closes: https://lore.kernel.org/r/{}",
+        message_id(session, what)
     );
-    let _ = writeln!(o, "  cargo xtask {}", session.command);
-    o.push('\n');
 }
 
-/// A summary to paste under the patch, ending in a Tested-by line to fill in.
-fn summary(o: &mut String, session: &Session, verdict: &Verdict) {
+/// A summary to paste under the patch; a Tested-by line when every judged
+/// cell passed, else the tags of a report.
+fn summary(o: &mut String, j: &Judgement) {
+    let (session, verdict) = (j.session, &j.verdict);
     o.push_str("Summary for the thread:\n\n");
     let mut by_scenario: Vec<(String, Vec<String>)> = Vec::new();
     for c in &verdict.cells {
@@ -294,7 +419,25 @@ fn summary(o: &mut String, session: &Session, verdict: &Verdict) {
     for (s, cells) in by_scenario {
         let _ = writeln!(o, "  {s}: {}", cells.join(", "));
     }
-    o.push_str("\n  Tested-by: <name> <address>\n");
+    let (judged, _) = verdict.judged_count();
+    let failed = (verdict.cells.iter())
+        .filter(|c| c.judged && !c.failures.is_empty())
+        .count();
+    if verdict.passed() {
+        let from = session.reporter.as_deref().unwrap_or(PLACEHOLDER_FROM);
+        let _ = writeln!(o, "\n  Tested-by: {from}");
+    } else {
+        let _ = writeln!(
+            o,
+            "\n  No Tested-by: {failed} of {judged} judged cells fail{} (above).",
+            if verdict.missing.is_empty() && verdict.excluded.is_empty() {
+                ""
+            } else {
+                ", and runs are missing or left out"
+            }
+        );
+        report_tags(o, session, "report");
+    }
 }
 
 /// Wraps every line longer than [`WIDTH`] at spaces (runs of spaces inside
@@ -302,7 +445,7 @@ fn summary(o: &mut String, session: &Session, verdict: &Verdict) {
 pub fn wrap(text: &str) -> String {
     let mut out = String::new();
     for line in text.lines() {
-        if line.chars().count() <= WIDTH {
+        if line.chars().count() <= WIDTH || line.starts_with(TAG) {
             out.push_str(line);
             out.push('\n');
             continue;
@@ -337,5 +480,21 @@ mod tests {
         assert!(w.lines().all(|l| l.chars().count() <= WIDTH), "{w}");
         assert!(w.lines().nth(1).unwrap().starts_with("    "));
         assert_eq!(wrap("short\n"), "short\n");
+    }
+
+    /// A long subject is folded, as RFC 5322 folds, within 78 columns.
+    #[test]
+    fn a_long_header_folds_with_a_leading_space() {
+        let h = fold(&format!("Subject: {}", "word ".repeat(30).trim_end()));
+        assert!(h.lines().count() > 1, "{h}");
+        assert!(h.lines().all(|l| l.chars().count() <= HEADER_WIDTH), "{h}");
+        assert!(h.lines().skip(1).all(|l| l.starts_with(" word")), "{h}");
+        assert_eq!(fold("Subject: x"), "Subject: x\n");
+        assert!(fits(&format!("{h}\nbody\n")));
+        assert!(!fits(&format!("{h}\n{}\n", "x".repeat(73))));
+        // A tag to copy is kept whole.
+        let tag = format!("{TAG}Closes: https://lore.kernel.org/r/{}", "x".repeat(60));
+        assert_eq!(wrap(&tag), format!("{tag}\n"));
+        assert!(fits(&format!("{h}\n{tag}\n")));
     }
 }

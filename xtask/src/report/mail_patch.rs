@@ -7,6 +7,8 @@
 
 use std::fmt::Write;
 
+use anyhow::Result;
+
 use super::{
     format::{self, num},
     mail,
@@ -17,15 +19,28 @@ use crate::{
     results::session::{BootFailure, Session},
 };
 
-/// The whole mail about `u` (subject line first).
-pub fn mail(j: &Judgement, u: &UnderTest) -> String {
+/// The whole mail about `u` (headers first): a reply to the patch when its
+/// Message-Id is known (`Re:`, In-Reply-To, References, To its author).
+pub fn mail(j: &Judgement, u: &UnderTest) -> Result<String> {
     let (session, verdict, roles) = (j.session, &j.verdict, &j.roles);
     let passed = verdict.variant_passed(&u.variant);
     let subject = u.subjects.join("; ");
+    let reply_to = u.posted.message_id.as_deref();
+    let subject_line = match reply_to {
+        Some(_) => format!("Re: {subject}"),
+        None => format!("[wbstall] {}: {subject}", u.variant),
+    };
+    let head = mail::headers(
+        session,
+        &u.variant,
+        &subject_line,
+        u.posted.from.as_deref(),
+        reply_to,
+    )?;
     let mut o = String::new();
     let _ = writeln!(
         o,
-        "Subject: Re: {subject}\n\n[wbstall] {}: {}\n",
+        "[wbstall] {}: {}\n",
         u.variant,
         if passed {
             "no stall in any scenario, as expected"
@@ -33,6 +48,12 @@ pub fn mail(j: &Judgement, u: &UnderTest) -> String {
             "the patch FAILS its expectations"
         }
     );
+    if reply_to.is_none() {
+        o.push_str(
+            "(Not threaded: the patch file carries no Message-Id. Saved with `b4 am`,\n\
+             it has one, and the mail replies to it.)\n\n",
+        );
+    }
     findings(&mut o, j, u, &session.failures);
     mail::setup_block(&mut o, session);
     let mut against = vec![u.base.as_str()];
@@ -44,9 +65,9 @@ pub fn mail(j: &Judgement, u: &UnderTest) -> String {
             moved_table(&mut o, j, s, base, &u.variant);
         }
     }
-    reproduce(&mut o, session, u);
+    o.push_str(&super::reproduce::block(session, Some(u)));
     thread_lines(&mut o, session, verdict, u, passed);
-    mail::wrap(&o)
+    Ok(head + &mail::wrap(&o))
 }
 
 /// Per scenario: the patch's class, every run, and why it fails; then its
@@ -142,60 +163,6 @@ fn moved_table(o: &mut String, j: &Judgement, s: &str, base: &str, patched: &str
     o.push('\n');
 }
 
-/// The command that reproduces the session from a fresh clone: no local
-/// paths (a file given by path is named by its file name, to be saved
-/// there), no `--no-build`.
-pub fn portable_command(command: &str) -> String {
-    let mut out: Vec<String> = Vec::new();
-    for token in command.split_whitespace() {
-        if token == "--no-build" {
-            continue;
-        }
-        let (flag, value) = match token.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (Some(f), v),
-            _ => (None, token),
-        };
-        let value = if value.contains('/') {
-            std::path::Path::new(value)
-                .file_name()
-                .map_or(value.to_string(), |n| n.to_string_lossy().into_owned())
-        } else {
-            value.to_string()
-        };
-        out.push(match flag {
-            Some(f) => format!("{f}={value}"),
-            None => value,
-        });
-    }
-    out.join(" ")
-}
-
-fn reproduce(o: &mut String, session: &Session, u: &UnderTest) {
-    o.push_str("To reproduce, from a fresh clone of wbstall:\n\n");
-    let _ = writeln!(
-        o,
-        "  git clone <wbstall repository> wbstall && cd wbstall\n  git checkout {}",
-        session
-            .harness
-            .as_deref()
-            .map_or("<wbstall commit>", |h| h.trim_end_matches("-dirty"))
-    );
-    let _ = writeln!(
-        o,
-        "  # save the patch as {} (from the list, e.g. `b4 am <message-id>`)",
-        u.file
-    );
-    let _ = writeln!(o, "  cargo xtask {}", portable_command(&session.command));
-    if session
-        .harness
-        .as_deref()
-        .is_some_and(|h| h.ends_with("-dirty"))
-    {
-        o.push_str("  (measured with local changes to wbstall: the commit alone may differ)\n");
-    }
-    o.push('\n');
-}
-
 /// The lines to paste in the thread.
 fn thread_lines(o: &mut String, session: &Session, verdict: &Verdict, u: &UnderTest, passed: bool) {
     o.push_str("For the thread:\n\n");
@@ -214,34 +181,23 @@ fn thread_lines(o: &mut String, session: &Session, verdict: &Verdict, u: &UnderT
         let _ = writeln!(o, "  {}: {} ({})", c.scenario, c.observed, c.run_classes());
     }
     if passed {
-        let _ = writeln!(
-            o,
-            "\n  Tested-by: <name> <address>   (for \"{}\")",
-            u.subjects.join("; ")
-        );
+        let from = session
+            .reporter
+            .as_deref()
+            .unwrap_or(mail::PLACEHOLDER_FROM);
+        let _ = writeln!(o, "\n  Tested-by: {from}");
     } else {
         o.push_str("\n  No Tested-by: the patch does not meet its expectations (above).\n");
     }
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
-
-    #[test]
-    fn the_reproducer_has_no_local_path_and_builds() {
-        assert_eq!(
-            portable_command(
-                "qemu-test --no-build --patch /home/me/src/fix.patch --base regressed \
-                 --expected=/tmp/x/e.toml --runs 2"
-            ),
-            "qemu-test --patch fix.patch --base regressed --expected=e.toml --runs 2"
-        );
-    }
 
     /// A session of a patch under test on fuse-strictlimit, 2 runs a cell,
     /// the patch's runs stalling with share `patch_stall`; its mail.
-    fn judged(patch_stall: f64, failures: Vec<BootFailure>) -> String {
+    pub(crate) fn judged(patch_stall: f64, failures: Vec<BootFailure>) -> String {
         use crate::analysis::{
             expected::ExpectArgs,
             verdict::tests::{expected, judged, rec},
@@ -276,23 +232,50 @@ mod tests {
             file: "fix.patch".into(),
             subjects: vec!["mm: start writeback for memcg domains".into()],
             other_base: "upstream".into(),
+            posted: crate::kernel::mailbox::Posted {
+                from: Some("A Developer <dev@example.org>".into()),
+                message_id: Some("20261201-fix-1-dev@example.org".into()),
+            },
         };
         let session = Session {
             command: "qemu-test --no-build --patch /home/me/fix.patch --base regressed".into(),
+            args: Some(
+                [
+                    "--no-build",
+                    "--patch",
+                    "/home/me/fix.patch",
+                    "--base",
+                    "regressed",
+                ]
+                .map(String::from)
+                .to_vec(),
+            ),
             harness: Some("abc123".into()),
+            reporter: Some("A Tester <tester@example.net>".into()),
+            started: "20261202T060724Z".into(),
             runs: 2,
             under_test: vec![u.clone()],
             failures,
             ..Session::default()
         };
-        mail(&judged(&session, &records, &e, 2), &u)
+        mail(&judged(&session, &records, &e, 2), &u).unwrap()
     }
 
     #[test]
     fn the_mail_of_a_failing_patch_says_why_and_offers_no_tested_by() {
         let text = judged(0.69, Vec::new());
+        // A reply to the patch's own mail, from who ran it, to its author.
         assert!(
-            text.starts_with("Subject: Re: mm: start writeback for memcg domains\n"),
+            text.starts_with(
+                "From: A Tester <tester@example.net>\nTo: A Developer <dev@example.org>\n\
+                 Date: Wed, 02 Dec 2026 06:07:24 +0000\n\
+                 Message-ID: <wbstall-20261202T060724Z-patch-fix@example.net>\n\
+                 In-Reply-To: <20261201-fix-1-dev@example.org>\n\
+                 References: <20261201-fix-1-dev@example.org>\n\
+                 Subject: Re: mm: start writeback for memcg domains\n\
+                 MIME-Version: 1.0\nContent-Type: text/plain; charset=UTF-8\n\
+                 Content-Transfer-Encoding: 8bit\n\n"
+            ),
             "{text}"
         );
         assert!(
@@ -306,12 +289,13 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("No Tested-by") && !text.contains("Tested-by: <name>"),
+            text.contains("No Tested-by") && !text.contains("Tested-by: A Tester"),
             "{text}"
         );
         assert!(
             text.contains("  git checkout abc123\n")
-                && text.contains("cargo xtask qemu-test --patch fix.patch --base regressed\n")
+                && text.contains("  b4 am -o - 20261201-fix-1-dev@example.org > fix.patch\n")
+                && text.contains("  cargo xtask qemu-test --patch fix.patch --base regressed\n")
                 && !text.contains("/home/me"),
             "{text}"
         );
@@ -325,9 +309,7 @@ mod tests {
             text.contains("fuse-strictlimit: upstream (base) against patch-fix"),
             "{text}"
         );
-        assert!(text
-            .lines()
-            .all(|l| l.chars().count() <= crate::report::mail::WIDTH));
+        assert!(crate::report::mail::fits(&text), "{text}");
     }
 
     #[test]
@@ -363,7 +345,7 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("Tested-by: <name> <address>   (for \"mm: start writeback for memcg"),
+            text.contains("\n  Tested-by: A Tester <tester@example.net>\n"),
             "{text}"
         );
     }

@@ -4,19 +4,22 @@
 //! document and the plots. Every renderer reads the one `Judgement`.
 
 pub mod format;
+pub mod html;
 pub mod kcidb;
+pub mod kcidb_runs;
 pub mod mail;
 pub mod mail_patch;
 pub mod markdown;
 pub mod plots;
+pub mod reproduce;
 pub mod terminal;
 
 use anyhow::Context;
 
 use crate::{analysis::judge::Judgement, results::dir::ResultsDir};
 
-/// Renders a judged results directory: `verdict.json`, `report.md`, the mail
-/// (`report.mail.txt`) and the SVG plots.
+/// Renders a judged results directory: `verdict.json`, `report.md`, the
+/// page (`report.html`), the mail (`report.mail.txt`) and the SVG plots.
 pub fn render(dir: &std::path::Path, j: &Judgement) -> anyhow::Result<()> {
     let rd = ResultsDir::new(dir);
     crate::util::write_atomic(
@@ -42,13 +45,18 @@ pub fn render(dir: &std::path::Path, j: &Judgement) -> anyhow::Result<()> {
         }
     }
     crate::util::write_atomic(&rd.file(ResultsDir::REPORT), markdown::markdown(j, &plots))?;
+    crate::util::write_atomic(
+        &rd.file(ResultsDir::HTML),
+        html::html(dir, j).context("writing report.html")?,
+    )?;
     // With patches under test, the mail is about them, one after the other.
     let text = if j.session.under_test.is_empty() {
-        mail::mail(j)
+        mail::mail(j).context("writing the mail")?
     } else {
         (j.session.under_test.iter())
             .map(|u| mail_patch::mail(j, u))
-            .collect::<Vec<_>>()
+            .collect::<anyhow::Result<Vec<_>>>()
+            .context("writing the mails about the patches under test")?
             .join("\n")
     };
     crate::util::write_atomic(&rd.file(ResultsDir::MAIL), text)?;
@@ -91,6 +99,14 @@ mod tests {
             }
         }
         out
+    }
+
+    /// A session with its start time, which dates the mails.
+    pub(crate) fn dated() -> Session {
+        Session {
+            started: "20261202T060724Z".into(),
+            ..Session::default()
+        }
     }
 
     /// Enough of an XML check for generated SVG: every tag closes, in order.
@@ -217,7 +233,7 @@ mod tests {
         }
         // One run's trace saw a throttle sleep more than the module: its row shows.
         r[0].witness.throttle_sleeps += 1;
-        let (e, session) = (expected(), Session::default());
+        let (e, session) = (expected(), dated());
         let j = judged(&session, &r, &e, 3);
         let md = markdown(&j, &[]);
         let at = |key: &str| md.find(&format!(" | {key} |\n")).unwrap_or(usize::MAX);
@@ -239,11 +255,8 @@ mod tests {
             "{md}"
         );
         // The mail keeps the long key on its numbers' line, cut to 72 columns.
-        let text = mail::mail(&j);
-        assert!(
-            text.lines().all(|l| l.chars().count() <= mail::WIDTH),
-            "{text}"
-        );
+        let text = mail::mail(&j).unwrap();
+        assert!(mail::fits(&text), "{text}");
         assert!(
             text.lines()
                 .any(|l| l.contains('±') && l.ends_with("tracefs.balance_dirty_pages_pa..")),
@@ -335,8 +348,10 @@ mod tests {
             r
         };
         let finding = |r: &[RunRecord]| {
-            let (e, session) = (expected(), Session::default());
-            let text = mail::mail(&judged(&session, r, &e, 3)).replace('\n', " ");
+            let (e, session) = (expected(), dated());
+            let text = mail::mail(&judged(&session, r, &e, 3))
+                .unwrap()
+                .replace('\n', " ");
             let at = text
                 .find("- fuse-nostrict:")
                 .expect("a finding for the scenario");
@@ -406,7 +421,12 @@ mod tests {
         // (after a regenerated example, or a change of output with a reason).
         if std::env::var_os("WBSTALL_BLESS").is_some() {
             std::fs::write(docs.join("terminal.txt"), &terminal).unwrap();
-            for name in [ResultsDir::REPORT, ResultsDir::MAIL, ResultsDir::VERDICT] {
+            for name in [
+                ResultsDir::REPORT,
+                ResultsDir::MAIL,
+                ResultsDir::VERDICT,
+                ResultsDir::HTML,
+            ] {
                 std::fs::copy(dir.path().join(name), docs.join(name)).unwrap();
             }
             for e in std::fs::read_dir(dir.path()).unwrap() {
@@ -422,15 +442,27 @@ mod tests {
             golden("terminal.txt"),
             "the terminal output changed"
         );
+        // The page says the verdict first, and asks nothing of the network.
+        let page = read(ResultsDir::HTML);
+        let at = |s: &str| page.find(s).unwrap_or(usize::MAX);
+        assert!(
+            at("the verdict is FAIL") < at("id=\"verdict-table\"")
+                && at("id=\"verdict-table\"") < at("<h2 id=\"fuse-strictlimit\">"),
+            "report.html"
+        );
+        assert!(page.contains("<li>FAIL memcg-ext4/v1: run #2: stall by the sleep classes"));
+        assert!(page.matches("<svg").count() >= 3 * 4 * 5, "report.html");
+        assert!(!page.contains("<script") && !page.contains("src=") && !page.contains("href="));
         let mail = read(ResultsDir::MAIL);
         assert!(
-            mail.lines().all(|l| l.chars().count() <= mail::WIDTH),
+            mail::fits(&mail),
             "a mail line is over {} columns",
             mail::WIDTH
         );
         for f in std::fs::read_dir(&docs).unwrap() {
             let name = f.unwrap().file_name().to_string_lossy().into_owned();
             if name == ResultsDir::REPORT
+                || name == ResultsDir::HTML
                 || name == ResultsDir::MAIL
                 || name == ResultsDir::VERDICT
                 || name.ends_with(".svg")

@@ -15,7 +15,7 @@ use crate::{
     results::samples,
 };
 
-const COLORS: [RGBColor; 6] = [
+pub(super) const COLORS: [RGBColor; 6] = [
     RGBColor(214, 39, 40),
     RGBColor(31, 119, 180),
     RGBColor(44, 160, 44),
@@ -196,7 +196,7 @@ fn legend(area: &DrawingArea<SVGBackend<'_>, Shift>) -> Result<()> {
 }
 
 /// Per variant, the first run of `scenario` whose samples are at hand.
-fn first_runs<'a>(
+pub(super) fn first_runs<'a>(
     dir: &Path,
     m: &Matrix<'a>,
     scenario: &str,
@@ -308,4 +308,65 @@ fn panel(
         }
     }
     Ok(())
+}
+
+/// One line of an inline chart: its label, colour and points.
+pub struct Line {
+    pub label: &'static str,
+    pub color: RGBColor,
+    pub points: Vec<(f64, f64)>,
+}
+
+/// An inline SVG chart (for report.html): `lines` over seconds since the
+/// writers started, from 0, with a legend in the corner.
+pub fn lines_svg(title: &str, y_desc: &str, lines: &[Line], size: (u32, u32)) -> Result<String> {
+    let all = || lines.iter().flat_map(|l| l.points.iter());
+    let t_max = all().map(|p| p.0).fold(1.0, f64::max);
+    // Room above the data for the legend.
+    let y_max = all().map(|p| p.1).fold(1.0, f64::max) * 1.5;
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
+        root.fill(&WHITE).map_err(err)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 15))
+            .margin(8)
+            .x_label_area_size(28)
+            .y_label_area_size(56)
+            .build_cartesian_2d(0f64..t_max, 0f64..y_max)
+            .map_err(err)?;
+        let short = |v: &f64| {
+            if v.fract() == 0.0 {
+                format!("{v:.0}")
+            } else {
+                format::num(*v)
+            }
+        };
+        chart
+            .configure_mesh()
+            .x_desc("seconds since the writers started")
+            .y_desc(y_desc)
+            .x_label_formatter(&short)
+            .y_label_formatter(&short)
+            .draw()
+            .map_err(err)?;
+        for l in lines {
+            let color = l.color;
+            chart
+                .draw_series(LineSeries::new(l.points.clone(), color.stroke_width(2)))
+                .map_err(err)?
+                .label(l.label)
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color));
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .position(SeriesLabelPosition::UpperLeft)
+            .label_font(("sans-serif", 12))
+            .draw()
+            .map_err(err)?;
+        root.present().map_err(err)?;
+    }
+    Ok(svg)
 }

@@ -121,13 +121,12 @@ pub fn build(ctx: RunContext<'_>, stream: &Stream) -> Result<RunRecord> {
     let (vmstat, vmstat_delta) = vmstat(&need(stream::VMSTAT_BEFORE)?, &need(stream::VMSTAT)?)?;
     let (bdi_stats, bdi_written_kb) =
         written(&need(stream::BDI_STATS_BEFORE)?, &need(stream::BDI_STATS)?)?;
-    let start_phase = start_phase(&need, ctx.phase)?;
     Ok(RunRecord {
         variant: ctx.variant.variant.clone(),
         scenario: ctx.scenario.to_string(),
         scenario_strictlimit: ctx.scenario_strictlimit,
         run: ctx.run,
-        start_phase,
+        start_phase: start_phase(&need, ctx.phase)?,
         accel: ctx.accel,
         clock: ctx.clock,
         disk: ctx.disk,
@@ -169,6 +168,7 @@ pub fn build(ctx: RunContext<'_>, stream: &Stream) -> Result<RunRecord> {
         dmesg_warnings: merge_warnings(ctx.console_warnings, warnings(&need(stream::DMESG)?)),
         guest_env: guest_env(&need(stream::GUEST_ENV)?, &ctx.console_log)?,
         phases: phases_of(stream)?,
+        started: Some(ctx.started),
         wall_secs: ctx.wall_secs,
         console_log: ctx.console_log,
         samples: ctx.samples,

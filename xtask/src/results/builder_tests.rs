@@ -57,6 +57,7 @@ fn build_with(
         cpus: 2,
         memory_mib: 2048,
         job: &job,
+        started: "20261202T060724Z".into(),
         wall_secs: 1.0,
         console_log: "console.log".into(),
         console_warnings: Vec::new(),

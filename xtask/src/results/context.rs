@@ -28,6 +28,8 @@ pub struct RunContext<'a> {
     pub cpus: u32,
     pub memory_mib: u32,
     pub job: &'a Job,
+    /// When the boot started, UTC (`util::timestamp`'s form).
+    pub started: String,
     pub wall_secs: f64,
     pub console_log: String,
     /// Kernel warnings on the serial console.
@@ -53,6 +55,7 @@ impl<'a> RunContext<'a> {
             cpus: b.machine.cpus,
             memory_mib: b.machine.memory_mib,
             job: &b.job,
+            started: booted.started.clone(),
             wall_secs: booted.wall_secs,
             console_log: booted.console_log.clone(),
             console_warnings: warnings(&booted.console),

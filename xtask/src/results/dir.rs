@@ -29,6 +29,10 @@ impl ResultsDir {
     pub const REPORT: &'static str = "report.md";
     /// The report as a mail to a list.
     pub const MAIL: &'static str = "report.mail.txt";
+    /// The report as one self-contained page (inline SVG, no script).
+    pub const HTML: &'static str = "report.html";
+    /// Its screenshot by a headless browser (CI).
+    pub const HTML_PNG: &'static str = "report.png";
     /// The results as a KCIDB document (`report --format kcidb`).
     pub const KCIDB: &'static str = "kcidb.json";
     /// The throughput plot.

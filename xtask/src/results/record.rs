@@ -173,6 +173,10 @@ pub struct RunRecord {
     /// from before the guest sent it).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub phases: Vec<Phase>,
+    /// When the boot started on the host, UTC (`util::timestamp`'s form);
+    /// absent in records from before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started: Option<String>,
     /// The boot's wall time on the host, QEMU's start to its exit.
     pub wall_secs: f64,
     /// Files of this run, relative to the results directory.

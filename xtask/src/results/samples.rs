@@ -82,7 +82,7 @@ pub fn writer<'a>(records: &'a [KvLine], bdi: &str, memcg_id: Option<u64>) -> Op
 }
 
 /// One point of the plotted series.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Point {
     /// Seconds since the first sample.
     pub t: f64,
@@ -94,6 +94,21 @@ pub struct Point {
     /// Cumulative counters of the writer's domain.
     pub stall_sleeps: f64,
     pub bg_starts: f64,
+    /// Pages of the BDI under writeback, live.
+    pub writeback: f64,
+    /// The last throttle snapshot of the writer's domain: its dirty pages and
+    /// thresholds, the wb's dirty pages, and the pause it computed (ms).
+    pub domain_dirty: Option<f64>,
+    pub thresh: Option<f64>,
+    pub bg_thresh: Option<f64>,
+    pub wb_dirty: Option<f64>,
+    pub pause_ms: Option<f64>,
+    /// Cumulative: throttle sleeps and the ms paused in them.
+    pub throttle_sleeps: f64,
+    pub paused_ms: f64,
+    /// Cumulative MiB the BDI's writers dirtied, and it wrote back.
+    pub dirtied_mib: f64,
+    pub written_mib: f64,
 }
 
 pub fn series(samples: &[Sample], bdi: &str, memcg_id: Option<u64>) -> Vec<Point> {
@@ -104,6 +119,8 @@ pub fn series(samples: &[Sample], bdi: &str, memcg_id: Option<u64>) -> Vec<Point
             let th = writer(&s.thresholds, bdi, memcg_id);
             let st = writer(&s.stats, bdi, memcg_id);
             let page_kb = 4.0;
+            let snap = |k: &str| th.and_then(|r| debugfs::value(r, k)).map(|v| v as f64);
+            let count = |k: &str| st.and_then(|r| debugfs::value(r, k)).unwrap_or(0) as f64;
             Point {
                 t: s.t - t0,
                 dirty: s.bdi.get("BdiReclaimable").copied().unwrap_or(0) as f64 / page_kb,
@@ -119,6 +136,16 @@ pub fn series(samples: &[Sample], bdi: &str, memcg_id: Option<u64>) -> Vec<Point
                     .and_then(|r| debugfs::value(r, "stall_sleeps"))
                     .unwrap_or(0) as f64,
                 bg_starts: st.and_then(|r| debugfs::value(r, "bg_starts")).unwrap_or(0) as f64,
+                writeback: s.bdi.get("BdiWriteback").copied().unwrap_or(0) as f64 / page_kb,
+                domain_dirty: snap("dirty"),
+                thresh: snap("thresh"),
+                bg_thresh: snap("bg_thresh"),
+                wb_dirty: snap("wb_dirty"),
+                pause_ms: snap("pause_ms"),
+                throttle_sleeps: count("throttle_sleeps"),
+                paused_ms: count("pause_ms"),
+                dirtied_mib: s.bdi.get("BdiDirtied").copied().unwrap_or(0) as f64 / 1024.0,
+                written_mib: s.bdi.get("BdiWritten").copied().unwrap_or(0) as f64 / 1024.0,
             }
         })
         .collect()

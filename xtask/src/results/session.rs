@@ -28,6 +28,11 @@ pub struct Session {
     /// changes); absent in sessions recorded before it was kept.
     #[serde(default)]
     pub harness: Option<String>,
+    /// Who ran it, `Name <address>` from `git config user.name` and
+    /// `user.email` of the wbstall checkout: the mails' `From:`. Absent when
+    /// git has neither, and in sessions recorded before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reporter: Option<String>,
     pub started: String,
     pub accel: Accel,
     #[serde(default)]

@@ -22,13 +22,14 @@ pub struct ReportCmd {
     /// a mail to reply with on a list (`mail`: plain text in 72 columns, also
     /// written to report.mail.txt), or the results as KCIDB v5.3 JSON
     /// (`kcidb`: KernelCI's results schema, as `kcidb-io` validates it, also
-    /// written to kcidb.json; a checkout and a build per variant, a test per
-    /// cell `wbstall.<scenario>.<variant>` and per planned run `….run<N>`
-    /// with its MiB/s as the number and the stall share in
-    /// misc.verdict.stall_fraction; PASS/FAIL as the run holds its
-    /// expectation, DONE without one, ERROR for a boot without a usable
-    /// record, MISS for a planned run neither recorded nor failed; an issue
-    /// per failed cell). `mail` and `kcidb` exit 0 whatever the verdict.
+    /// written to kcidb.json; a checkout and a build per kernel, a test per
+    /// planned run on its scenario's path `wbstall.<scenario>` with its
+    /// MiB/s as the number, the boot's start_time and duration, the variant
+    /// and the stall share in misc; its status its own outcome: FAIL a stall,
+    /// PASS ok, DONE unclear, SKIP never throttled, ERROR a boot without a
+    /// usable record, MISS a planned run neither recorded nor failed; issues
+    /// for the known stalls and for each cell that fails its expectation).
+    /// `mail` and `kcidb` exit 0 whatever the verdict.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
 }

@@ -94,6 +94,8 @@ pub struct HostRun<'a> {
 /// stdout and stderr), relative to the results directory.
 pub struct Ran {
     pub stream: Stream,
+    /// When the run was started, UTC (`util::timestamp`'s form).
+    pub started: String,
     pub wall_secs: f64,
     pub log: String,
 }
@@ -144,6 +146,7 @@ pub fn run(stage: &Stage, tracing: (&Path, &[PathBuf]), r: &HostRun<'_>) -> Resu
         .stderr(log);
     crate::reaper::leash_with(&mut command, libc::SIGKILL);
     let started = Instant::now();
+    let started_at = crate::util::timestamp();
     let child = command
         .spawn()
         .context("starting qemu/host-init under unshare (util-linux)")?;
@@ -168,6 +171,7 @@ pub fn run(stage: &Stage, tracing: (&Path, &[PathBuf]), r: &HostRun<'_>) -> Resu
     match (&stream.end, timed_out) {
         (Some(End::Ok), _) => Ok(Ran {
             stream,
+            started: started_at,
             wall_secs,
             log: log_name,
         }),

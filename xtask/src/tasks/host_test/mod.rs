@@ -237,6 +237,7 @@ impl HostTest {
                 cpus: host.cpus,
                 memory_mib: host.memory_mib,
                 job: &job,
+                started: ran.started.clone(),
                 wall_secs: ran.wall_secs,
                 console_log: ran.log.clone(),
                 console_warnings: warnings(&log),

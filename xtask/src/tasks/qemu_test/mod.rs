@@ -343,6 +343,7 @@ impl QemuTest {
         Ok(Session {
             command: std::env::args().skip(1).collect::<Vec<_>>().join(" "),
             harness: None,
+            reporter: None,
             started: util::timestamp(),
             accel: machine.accel,
             clock: machine.clock,
@@ -490,6 +491,7 @@ impl QemuTest {
     ) -> Result<(PathBuf, util::DirLock, Session, Vec<RunRecord>)> {
         let mut session = self.session(tc, built, i)?;
         session.harness = Some(util::harness_commit(sh));
+        session.reporter = util::git_user(sh);
         let Some(r) = resumed else {
             let dir = util::unique_dir(&self.results_parent()?)?;
             let lock = util::lock_dir(&dir, "qemu-test")?;
