@@ -13,6 +13,7 @@ use crate::table::{
     Slot,
     Snapshot,
     Table,
+    DRAIN_FLOOR_PAGES,
     NR_COUNTERS,
     NR_SLOTS, //
 };
@@ -29,7 +30,12 @@ use kernel::{
 /// 2: the sleeps are classed flushing, draining or stall at their end (`idle_sleeps` is gone,
 /// `stall_sleeps` means the new class), `max_call_ms` and `lost_ends` are new, and `bdi_id`
 /// follows `strictlimit`.
-pub(crate) const FORMAT_VERSION: u32 = 2;
+///
+/// 3: `flushing` needs a pass that wrote pages of the wb, `draining` more than
+/// `drain_floor_pages` completions; a stall is `unrequested` or `declined` (both still in
+/// `stall_*`); the ends of the sleeps' entries are counted (`unblocked_sleeps`,
+/// `dropped_at_event`, `dropped_at_block`); `summary` has `drain_floor_pages` and `pending`.
+pub(crate) const FORMAT_VERSION: u32 = 3;
 
 /// The `stats` keys of the counters, in [`Counter`] order.
 pub(crate) const COUNTER_KEYS: [&str; NR_COUNTERS] = [
@@ -50,11 +56,19 @@ pub(crate) const COUNTER_KEYS: [&str; NR_COUNTERS] = [
     "work_periodic",
     "work_sync",
     "work_other",
+    "unrequested_sleeps",
+    "unrequested_ms",
+    "declined_sleeps",
+    "declined_ms",
+    "unblocked_sleeps",
+    "dropped_at_event",
+    "dropped_at_block",
 ];
 
 // The key table and the enum must not drift apart.
 const _: () = {
-    assert!(Counter::WorkOther as usize == NR_COUNTERS - 1);
+    assert!(Counter::WorkOther as usize == 16);
+    assert!(Counter::DroppedAtBlock as usize == NR_COUNTERS - 1);
 };
 
 /// One `stats` line.
@@ -98,6 +112,8 @@ pub(crate) struct Summary {
     pub(crate) unslotted: u64,
     /// `CONFIG_HZ`.
     pub(crate) hz: u32,
+    /// Sleeps in progress: entries in use, each holding a pinned wb.
+    pub(crate) pending: u64,
 }
 
 /// Writes one `stats` line, newline included.
@@ -147,8 +163,8 @@ pub(crate) fn thresholds_line(w: &mut impl Write, row: &ThreshRow<'_>) -> fmt::R
 pub(crate) fn summary_line(w: &mut impl Write, s: &Summary) -> fmt::Result {
     writeln!(
         w,
-        "slots={} used={} unslotted={} hz={} format={}",
-        s.slots, s.used, s.unslotted, s.hz, FORMAT_VERSION
+        "slots={} used={} unslotted={} hz={} format={} drain_floor_pages={} pending={}",
+        s.slots, s.used, s.unslotted, s.hz, FORMAT_VERSION, DRAIN_FLOOR_PAGES, s.pending
     )
 }
 
@@ -227,6 +243,7 @@ pub(crate) fn summary(table: &Table) -> Summary {
         used: table.used(),
         unslotted: table.unslotted(),
         hz: table.hz(),
+        pending: table.in_flight(),
     }
 }
 

@@ -4,15 +4,24 @@
 //!
 //! Each probe turns its kernel arguments into plain values (`mod ffi`) and hands them to
 //! [`Table`]'s `on_*` functions, which hold all the logic. The kernel is not changed: the
-//! tracepoints are the ones `include/trace/events/writeback.h` already defines, found by name
-//! with `for_each_kernel_tracepoint()`.
+//! tracepoints are the ones `include/trace/events/writeback.h` and `sched.h` already define,
+//! found by name with `for_each_kernel_tracepoint()`.
 //!
 //! Context: in 7.3 a tracepoint calls its probes inside an SRCU-fast read section
-//! (`__DECLARE_TRACE`), and `writeback_start` fires under `wb->list_lock`, so a probe must not
-//! sleep, allocate or wait for another CPU; `Table` keeps to that.
+//! (`__DECLARE_TRACE`); `writeback_start` fires under `wb->list_lock`, `sched_entry_tp` and
+//! `sched_exit_tp` inside `__schedule()` with preemption disabled (not under the runqueue
+//! lock). A probe must not sleep, allocate or wait for another CPU; `Table` keeps to that.
+//!
+//! A sleep's wb is read twice: at its throttle event (the tracepoint's own `wb`, which the
+//! caller of `balance_dirty_pages()` holds), and when its schedule returns, through the handle
+//! the table kept. Between the two the entry holds a reference of its own on the wb
+//! (`wbstall_wb_pin()`, `helpers.c`), dropped when the table gives the handle back: so the second
+//! read is of a live wb even if the task had left `balance_dirty_pages()` meanwhile (the table
+//! drops such entries, but only at the task's next wait).
 
 use crate::table::{
     Domain,
+    SchedEntry,
     Snapshot,
     Table,
     ThrottleEvent, //
@@ -26,8 +35,10 @@ use kernel::{
 mod ffi {
     use crate::table::{
         Name,
+        SchedEntry,
         SlotKey,
-        SwitchOut,
+        Stat,
+        TaskState,
         WbFacts,
         NAME_LEN, //
     };
@@ -42,6 +53,16 @@ mod ffi {
         },
         time::Jiffies, //
     };
+
+    // `helpers.c`, linked into the same module: what the bindings cannot reach. The pointers
+    // are `struct bdi_writeback *` and `const struct wb_writeback_work *` in C (`helpers.h`);
+    // untyped here, which is the same ABI (bindgen's `bdi_writeback` holds a zero-sized array,
+    // which `improper_ctypes` refuses in an `extern` block).
+    extern "C" {
+        fn wbstall_wb_pin(wb: *mut c_void);
+        fn wbstall_wb_unpin(wb: *mut c_void);
+        fn wbstall_work_reason(work: *const c_void) -> c_uint;
+    }
 
     /// `BDI_CAP_STRICTLIMIT` of include/linux/backing-dev.h (a `#define`, so not in the
     /// bindings).
@@ -284,102 +305,111 @@ mod ffi {
         }
     }
 
-    /// What a sleep's class needs of `wb`: `WB_writeback_running` and the `WB_WRITTEN` count.
+    /// A reference on `wb` for a sleep's entry: `wb_get()` for a cgroup wb (which holds its bdi
+    /// until it is released), `bdi_get()` for a bdi's root wb (which lives as long as its bdi).
+    ///
+    /// # Safety
+    ///
+    /// `wb` points to a live `struct bdi_writeback`: the one a `balance_dirty_pages` event
+    /// passes, whose caller holds a reference for the whole probe call.
+    pub(super) unsafe fn pin(wb: *mut bindings::bdi_writeback) {
+        // SAFETY: `wb` is live (caller's guarantee); taking a reference on a wb or bdi that
+        // already has one only increments a counter.
+        unsafe { wbstall_wb_pin(wb.cast()) }
+    }
+
+    /// Drops the reference [`pin`] took. The last reference of a cgroup wb queues its release
+    /// work (`cgwb_release()`), the last of a bdi frees it (`release_bdi()`): both may run in
+    /// any context that is not holding a runqueue lock, which no probe of this module is.
+    ///
+    /// # Safety
+    ///
+    /// `wb` was given to [`pin`], and this is the one call that gives that reference back.
+    pub(super) unsafe fn unpin(wb: *mut bindings::bdi_writeback) {
+        // SAFETY: The reference taken by `pin` keeps `wb` (and its bdi) live until here
+        // (caller's guarantee).
+        unsafe { wbstall_wb_unpin(wb.cast()) }
+    }
+
+    /// `wb_stat_sum(wb, item)`: the per-wb counter summed exactly. `__percpu_counter_sum()`
+    /// takes the counter's raw spinlock (interrupts saved) while it adds the CPUs' deltas, so no
+    /// fold of a CPU's delta into `count` is seen half done; adds that race with the sum only
+    /// make it a value the counter had at some time during the call.
     ///
     /// # Safety
     ///
     /// `wb` points to a live `struct bdi_writeback`.
-    pub(super) unsafe fn wb_facts(wb: *mut bindings::bdi_writeback) -> WbFacts {
+    unsafe fn stat_sum(wb: *mut bindings::bdi_writeback, item: Stat) -> i64 {
+        let item = match item {
+            Stat::Writeback => bindings::wb_stat_item_WB_WRITEBACK,
+            Stat::Written => bindings::wb_stat_item_WB_WRITTEN,
+        };
+        // SAFETY: `wb` is live (caller's guarantee), so its `stat` counters are initialised
+        // and not yet destroyed (`wb_exit()` runs only once the last reference is gone); a probe
+        // never runs with that counter's lock held (the lock is only held inside the counter's
+        // own functions, which fire no tracepoint).
+        unsafe { bindings::__percpu_counter_sum(&raw mut (*wb).stat[item as usize]) }
+    }
+
+    /// `WB_writeback_running` in `wb->state`.
+    ///
+    /// # Safety
+    ///
+    /// `wb` points to a live `struct bdi_writeback`.
+    unsafe fn running(wb: *mut bindings::bdi_writeback) -> bool {
         // SAFETY: `state` is a field of the live `wb` (caller's guarantee), changed with atomic
         // bitops.
         let state = unsafe { Atomic::from_ptr(&raw mut (*wb).state) }.load(Relaxed);
-        let running_bit = bindings::wb_state_WB_writeback_running;
-        // SAFETY: `wb` is live (caller's guarantee); `stat` is initialised with the wb.
-        let written =
-            unsafe { percpu_sum(&raw mut (*wb).stat[bindings::wb_stat_item_WB_WRITTEN as usize]) };
-        WbFacts {
-            running: state & (1 << running_bit) != 0,
-            written,
-        }
+        state & (1 << bindings::wb_state_WB_writeback_running) != 0
     }
 
-    /// `percpu_counter_sum()` without its lock: the folded `count` plus every possible CPU's
-    /// delta. A fold in progress (`count` raised, the CPU's delta not yet lowered) can be seen
-    /// half done, so the sum is exact except while the counter is being added to; a probe may
-    /// not take the counter's lock.
+    /// What a sleep's class needs of `wb` at its start ([`WbFacts::at_start`] says in which
+    /// order the counters are read, and why).
     ///
     /// # Safety
     ///
-    /// `fbc` points to a live, initialised `struct percpu_counter`.
-    unsafe fn percpu_sum(fbc: *mut bindings::percpu_counter) -> i64 {
-        // SAFETY: `count` is a field of the live counter (caller's guarantee); other CPUs change
-        // it under the counter's lock, hence the atomic read.
-        let mut sum = unsafe { Atomic::from_ptr(&raw mut (*fbc).count) }.load(Relaxed);
-        // SAFETY: `counters` is set at init and not changed while the counter lives.
-        let counters = unsafe { (*fbc).counters };
-        // SAFETY: `nr_cpu_ids` is set at boot and read-only afterwards.
-        let nr = unsafe { bindings::nr_cpu_ids } as usize;
-        let offsets = &raw const bindings::__per_cpu_offset;
-        // SAFETY: Only the array's length is read; the array is a kernel global.
-        let nr_offsets = unsafe { (*offsets).len() };
-        let possible = &raw const bindings::__cpu_possible_mask;
-        for cpu in 0..nr.min(nr_offsets) {
-            let bits = c_ulong::BITS as usize;
-            // SAFETY: `__cpu_possible_mask` is fixed at boot, before any module loads; its
-            // `bits` hold `NR_CPUS` bits and `cpu < nr_cpu_ids <= NR_CPUS`.
-            let word = unsafe { (*possible).bits.get(cpu / bits).copied() }.unwrap_or(0);
-            if word >> (cpu % bits) & 1 == 0 {
-                continue;
-            }
-            // SAFETY: `__per_cpu_offset` is set at boot, before any module loads, and read-only
-            // afterwards; `cpu < nr_offsets`.
-            let offset = unsafe { (*offsets)[cpu] };
-            // `per_cpu_ptr(counters, cpu)`: the per-CPU base plus the CPU's offset.
-            let p = (counters as usize).wrapping_add(offset) as *mut i32;
-            // SAFETY: `cpu` is possible, so `p` is its copy of the counter's `s32`, allocated
-            // with the counter; its CPU changes it, hence the atomic read.
-            sum += i64::from(unsafe { Atomic::from_ptr(p) }.load(Relaxed));
-        }
-        sum
+    /// `wb` points to a live `struct bdi_writeback`.
+    pub(super) unsafe fn facts_at_start(wb: *mut bindings::bdi_writeback) -> WbFacts {
+        // SAFETY: `wb` is live (caller's guarantee).
+        let running = unsafe { running(wb) };
+        // SAFETY: As above.
+        WbFacts::at_start(running, |item| unsafe { stat_sum(wb, item) })
     }
 
-    /// `sched_switch`'s view of how `prev` left the CPU.
+    /// The same at its end ([`WbFacts::at_end`]).
     ///
     /// # Safety
     ///
-    /// `prev` points to the live task being switched out.
-    pub(super) unsafe fn switch_out(
-        preempt: bool,
-        prev: *mut bindings::task_struct,
-        prev_state: c_uint,
-    ) -> SwitchOut {
-        if preempt || prev_state == 0 {
-            return SwitchOut::Runnable;
-        }
-        // SAFETY: `prev` is live (caller's guarantee); `in_iowait` is written by the task itself,
-        // which is being switched out by this CPU.
-        let iowait = unsafe { bindings::task_struct::in_iowait_raw(prev) } != 0;
-        if prev_state == bindings::TASK_KILLABLE && iowait {
-            SwitchOut::IoSleep {
-                // SAFETY: As above: `__schedule()` counted this switch in `nvcsw` before the
-                // tracepoint, on this CPU.
-                nvcsw: unsafe { nvcsw(prev) },
-            }
-        } else {
-            SwitchOut::Blocked
-        }
+    /// `wb` points to a live `struct bdi_writeback`.
+    pub(super) unsafe fn facts_at_end(wb: *mut bindings::bdi_writeback) -> WbFacts {
+        // SAFETY: `wb` is live (caller's guarantee).
+        let running = unsafe { running(wb) };
+        // SAFETY: As above.
+        WbFacts::at_end(running, |item| unsafe { stat_sum(wb, item) })
     }
 
-    /// The voluntary context switches of `task` (`task->nvcsw`).
+    /// The current task's voluntary call into `__schedule()`: its state and `in_iowait`.
     ///
     /// # Safety
     ///
-    /// `task` points to a live task that is `current` or being switched by this CPU: only the
-    /// scheduler changes `nvcsw`, on the task's CPU, under its runqueue lock.
-    pub(super) unsafe fn nvcsw(task: *mut bindings::task_struct) -> u64 {
-        // SAFETY: `nvcsw` is a field of the live task (caller's guarantee), read atomically as
-        // the scheduler may change it on another CPU once the task runs there.
-        unsafe { Atomic::from_ptr(&raw mut (*task).nvcsw) }.load(Relaxed) as u64
+    /// Called from the `sched_entry_tp` probe, in the context of the task that calls
+    /// `__schedule()` (`task` is `current`), before it is dequeued.
+    pub(super) unsafe fn voluntary(task: *mut bindings::task_struct) -> SchedEntry {
+        // SAFETY: `task` is `current` (caller's guarantee); `__state` is written by others
+        // (`try_to_wake_up()`) with `WRITE_ONCE()`, hence the atomic read.
+        let state = unsafe { Atomic::from_ptr(&raw mut (*task).__state) }.load(Relaxed);
+        // SAFETY: `in_iowait` lies in the task_struct word of bits that are "unserialized,
+        // strictly 'current'" (include/linux/sched.h). The one bit of it that another CPU
+        // writes, `sched_remote_wakeup` (`ttwu_queue_wakelist()`), is written only while the
+        // task is dequeued and before it runs again; `current`, here before `__schedule()` has
+        // dequeued it, is the word's only writer, and this read is its own.
+        let iowait = unsafe { bindings::task_struct::in_iowait_raw(task) } != 0;
+        let state = match state {
+            bindings::TASK_RUNNING => TaskState::Running,
+            bindings::TASK_KILLABLE => TaskState::Killable,
+            _ => TaskState::Other,
+        };
+        SchedEntry::Voluntary { state, iowait }
     }
 
     const _: () = assert!(NAME_LEN == 64);
@@ -445,58 +475,19 @@ mod ffi {
         false
     }
 
-    /// The leading fields of `struct wb_writeback_work`, up to `reason`.
-    ///
-    /// The struct is private to fs/fs-writeback.c (so not in the bindings), and the
-    /// `writeback_start` tracepoint passes nothing else that says why the flusher runs; the
-    /// trace event itself reads `work->reason`. Linux 7.3 defines it as:
-    ///
-    /// ```c
-    /// struct wb_writeback_work {
-    ///         long nr_pages;
-    ///         struct super_block *sb;
-    ///         enum writeback_sync_modes sync_mode;
-    ///         unsigned int tagged_writepages:1;
-    ///         unsigned int for_kupdate:1;
-    ///         unsigned int range_cyclic:1;
-    ///         unsigned int for_background:1;
-    ///         unsigned int for_sync:1;
-    ///         unsigned int auto_free:1;
-    ///         enum wb_reason reason;
-    ///         ...
-    /// };
-    /// ```
-    ///
-    /// The six one-bit fields share one `unsigned int`. Only this prefix is mirrored and only
-    /// `reason` is read; a value the module does not know counts as `work_other`, so a layout
-    /// change shows up as a jump in `work_other`, not as a crash. The alternatives were worse:
-    /// reading the ftrace ring buffer means a trace instance and parsing event records, and
-    /// `writeback_exec`/`writeback_queue` pass the same private struct.
-    #[repr(C)]
-    struct WbWritebackWorkPrefix {
-        nr_pages: c_long,
-        sb: *mut c_void,
-        sync_mode: bindings::writeback_sync_modes,
-        flags: c_uint,
-        reason: bindings::wb_reason,
-    }
-
-    // Both enums are `unsigned int` in C, as the mirror assumes.
-    const _: () = assert!(size_of::<bindings::writeback_sync_modes>() == size_of::<c_uint>());
-    const _: () = assert!(size_of::<bindings::wb_reason>() == size_of::<c_uint>());
-    const _: () = assert!(core::mem::offset_of!(WbWritebackWorkPrefix, reason) == 24);
-
-    /// `work->reason`.
+    /// `work->reason`, read by `helpers.c`, which is compiled against the definition of the
+    /// private `struct wb_writeback_work` copied out of the kernel tree's own
+    /// fs/fs-writeback.c at build time (`Kbuild`): a layout change is picked up, and a struct
+    /// that lost its `reason` fails the build.
     ///
     /// # Safety
     ///
     /// `work` points to a live `struct wb_writeback_work` (the one a `writeback_start` event
     /// passes).
     pub(super) unsafe fn work_reason(work: *const c_void) -> u32 {
-        let work = work.cast::<WbWritebackWorkPrefix>();
-        // SAFETY: `work` is live (caller's guarantee) and starts with the fields mirrored by
-        // `WbWritebackWorkPrefix`; `reason` is not changed while the work runs.
-        unsafe { (*work).reason }
+        // SAFETY: `work` is live (caller's guarantee); `reason` is not changed while the work
+        // runs.
+        unsafe { wbstall_work_reason(work) }
     }
 }
 
@@ -523,6 +514,16 @@ pub(crate) fn has_tracepoint(name: &CStr) -> bool {
 /// The table every probe updates.
 pub(crate) static TABLE: Table = Table::new(bindings::CONFIG_HZ);
 
+/// Gives a handle the table handed back to [`ffi::unpin`].
+fn release(handle: Option<u64>) {
+    if let Some(wb) = handle {
+        // SAFETY: Every handle in the table is a wb that `probe_balance_dirty_pages` pinned
+        // before it returned (`Throttled::stored`), and the table hands each one back once, when
+        // it frees the entry that held it.
+        unsafe { ffi::unpin(wb as *mut bindings::bdi_writeback) };
+    }
+}
+
 /// `writeback_wake_background(struct bdi_writeback *wb)`: `wb_start_background_writeback()`
 /// asks the flusher for background writeback.
 ///
@@ -537,6 +538,7 @@ unsafe extern "C" fn probe_wake_background(_data: *mut c_void, wb: *mut bindings
         // SAFETY: The bdi is live for the whole probe call.
         || unsafe { info.name() },
         info.strictlimit,
+        ffi::jiffies(),
     );
 }
 
@@ -568,8 +570,9 @@ unsafe extern "C" fn probe_balance_dirty_pages(
     let ev = ThrottleEvent {
         pause,
         paused: now.wrapping_sub(start_time),
+        call_start: start_time,
         // SAFETY: The tracepoint passes a live `wb` (caller's guarantee).
-        facts: unsafe { ffi::wb_facts(wb) },
+        facts: unsafe { ffi::facts_at_start(wb) },
         strictlimit: info.strictlimit,
         snapshot: Snapshot {
             domain: if memcg { Domain::Memcg } else { Domain::Global },
@@ -588,50 +591,62 @@ unsafe extern "C" fn probe_balance_dirty_pages(
         },
     };
     let task = kernel::task::Task::current_raw();
-    // SAFETY: `task` is `current`, live while its probe runs.
-    let nvcsw = unsafe { ffi::nvcsw(task) };
-    TABLE.on_throttle(
+    let done = TABLE.on_throttle(
         info.key,
         // SAFETY: The bdi is live for the whole probe call.
         || unsafe { info.name() },
         task as u64,
-        nvcsw,
         wb as u64,
         &ev,
     );
+    if done.stored {
+        // SAFETY: The tracepoint passes a live `wb`, held by our caller for the whole call.
+        // Only this task's own later probe calls can hand the stored handle back, and none of
+        // them runs before this one returns (a preemption here is `SchedEntry::Preempted`,
+        // which keeps the entry).
+        unsafe { ffi::pin(wb) };
+    }
+    release(done.release);
 }
 
-/// `sched_switch(preempt, prev, next, prev_state)`: the end of a throttle sleep is its task's
-/// switch back in. Every context switch comes here; with no sleep in progress the table returns
-/// after one load.
+/// `sched_entry_tp(preempt)`: the current task calls `__schedule()`; `preempt` is
+/// `SM_PREEMPT`. Every call of `__schedule()` comes here; with no sleep in progress the table
+/// returns after one load.
 ///
 /// # Safety
 ///
-/// Called by the tracepoint only: `prev` and `next` are live.
-unsafe extern "C" fn probe_sched_switch(
-    _data: *mut c_void,
-    preempt: bool,
-    prev: *mut bindings::task_struct,
-    next: *mut bindings::task_struct,
-    prev_state: c_uint,
-) {
-    // SAFETY: The tracepoint passes the live task being switched out (caller's guarantee).
-    let how = unsafe { ffi::switch_out(preempt, prev, prev_state) };
-    TABLE.on_switch_out(prev as u64, how, ffi::jiffies());
-    TABLE.on_switch_in(next as u64, |wb| {
-        // SAFETY: The handle is the `wb` that `probe_balance_dirty_pages` saw for `next`, whose
-        // entry is `ASLEEP`: `next` blocked in `io_schedule_timeout()` right after that event
-        // (`TASK_KILLABLE`, `in_iowait`, not preempted), so it is still inside
-        // `balance_dirty_pages()`, whose caller holds a reference on `wb` until it returns, and
-        // it cannot return before this switch in. (The one way out of `balance_dirty_pages()`
-        // after the event without that sleep is `BDP_ASYNC`, for `IOCB_NOWAIT` writes, which
-        // return `-EAGAIN` to their caller without blocking; the entry is then dropped at the
-        // task's next block unless that is a killable io sleep, its first voluntary switch
-        // since the event and within `ARM_MS` of it. Then the wb the entry names would still
-        // have to be released in between, which needs its memcg offlined or its bdi
-        // unregistered within that window. docs/detectors.md names this.)
-        unsafe { ffi::wb_facts(wb as *mut bindings::bdi_writeback) }
+/// Called by the tracepoint only, in the context of the task calling `__schedule()`.
+unsafe extern "C" fn probe_sched_entry(_data: *mut c_void, preempt: bool) {
+    if TABLE.idle() {
+        return;
+    }
+    let task = kernel::task::Task::current_raw();
+    let how = if preempt {
+        SchedEntry::Preempted
+    } else {
+        // SAFETY: `task` is `current`, entering `__schedule()` (caller's guarantee).
+        unsafe { ffi::voluntary(task) }
+    };
+    release(TABLE.on_sched_entry(task as u64, how, ffi::jiffies()));
+}
+
+/// `sched_exit_tp(is_switch)`: the `__schedule()` call of the current task returns;
+/// `is_switch`: it was switched out and is now back. The end of a throttle sleep.
+///
+/// # Safety
+///
+/// Called by the tracepoint only, in the context of the task whose `__schedule()` returns.
+unsafe extern "C" fn probe_sched_exit(_data: *mut c_void, is_switch: bool) {
+    if TABLE.idle() {
+        return;
+    }
+    let task = kernel::task::Task::current_raw();
+    let woke = TABLE.on_sched_exit(task as u64, is_switch, ffi::jiffies(), |wb| {
+        // SAFETY: The handle is a wb pinned since the task's throttle event (`release`'s
+        // comment): live, whatever the task did since.
+        unsafe { ffi::facts_at_end(wb as *mut bindings::bdi_writeback) }
     });
+    release(woke.release);
 }
 
 /// `writeback_start(struct bdi_writeback *wb, struct wb_writeback_work *work)`: a pass of
@@ -649,17 +664,29 @@ unsafe extern "C" fn probe_writeback_start(
     let info = unsafe { ffi::WbInfo::read(wb) };
     // SAFETY: The tracepoint passes a live `work` (caller's guarantee).
     let reason = unsafe { ffi::work_reason(work) };
+    // SAFETY: The tracepoint passes a live `wb` (caller's guarantee). Read as at a sleep's
+    // start (the count a pass's pages are measured from comes out high, never invented).
+    let submitted = unsafe { ffi::facts_at_start(wb) }.submitted;
     TABLE.on_writeback_start(
         info.key,
         // SAFETY: The bdi is live for the whole probe call.
         || unsafe { info.name() },
         info.strictlimit,
         reason,
+        submitted,
     );
 }
 
-/// The probes, with the tracepoints they attach to.
-const PROBES: [ffi::Probe; 4] = [
+/// The probes, with the tracepoints they attach to, in attach order: the scheduler's first,
+/// so that no sleep's entry exists before the probes that end it.
+const PROBES: [ffi::Probe; 5] = [
+    // SAFETY: `probe_sched_entry` takes `data` and `TP_PROTO(bool preempt)` of
+    // `DECLARE_TRACE(sched_entry)` (include/trace/events/sched.h), which names the tracepoint
+    // `sched_entry_tp`.
+    unsafe { ffi::Probe::new(c"sched_entry_tp", probe_sched_entry as *mut c_void) },
+    // SAFETY: `probe_sched_exit` takes `data` and `TP_PROTO(bool is_switch)` of
+    // `DECLARE_TRACE(sched_exit)`, the tracepoint `sched_exit_tp`.
+    unsafe { ffi::Probe::new(c"sched_exit_tp", probe_sched_exit as *mut c_void) },
     // SAFETY: `probe_wake_background` takes `data` and `TP_PROTO(struct bdi_writeback *wb)` of
     // `DEFINE_WRITEBACK_EVENT(writeback_wake_background)`.
     unsafe {
@@ -680,13 +707,10 @@ const PROBES: [ffi::Probe; 4] = [
     // struct wb_writeback_work *work)` of `DEFINE_WRITEBACK_WORK_EVENT(writeback_start)`; the
     // work pointer is taken as `void *`, which has the same ABI.
     unsafe { ffi::Probe::new(c"writeback_start", probe_writeback_start as *mut c_void) },
-    // SAFETY: `probe_sched_switch` takes `data` and `TP_PROTO(bool preempt, struct task_struct
-    // *prev, struct task_struct *next, unsigned int prev_state)` of `TRACE_EVENT(sched_switch)`
-    // (include/trace/events/sched.h).
-    unsafe { ffi::Probe::new(c"sched_switch", probe_sched_switch as *mut c_void) },
 ];
 
-/// The attached probes. Dropping it detaches them and waits until none runs.
+/// The attached probes. Dropping it detaches them, waits until none runs, and gives back the
+/// references the sleeps in progress held.
 pub(crate) struct Probes {
     regs: [Option<ffi::Registration>; PROBES.len()],
 }
@@ -736,12 +760,16 @@ impl Probes {
 impl Drop for Probes {
     fn drop(&mut self) {
         let attached = self.regs.iter().any(Option::is_some);
-        for reg in &mut self.regs {
+        // Reverse attach order: the writeback probes, which make entries, go first.
+        for reg in self.regs.iter_mut().rev() {
             // Drop unregisters.
             drop(reg.take());
         }
         if attached {
             ffi::synchronize_unregister();
+            // No probe runs any more: the entries left (tasks still asleep, or that never came
+            // back to a schedule) give their references back.
+            TABLE.release_all(|wb| release(Some(wb)));
         }
     }
 }

@@ -4,15 +4,36 @@
 //!
 //! Everything here is plain Rust over [`Atomic`]s: no `bindings::`, no raw pointers, so the
 //! KUnit tests drive it directly. The probe glue in `probes.rs` only turns kernel structs into
-//! the plain values these functions take.
+//! the plain values these functions take, and a wb into an opaque handle (`u64`) that the table
+//! stores and gives back.
 //!
 //! Rules the code keeps, because the probes run as in atomic context (`writeback_start` fires
-//! under `wb->list_lock`; 7.3 calls every probe inside an SRCU-fast read section, where it may
-//! also be preempted):
+//! under `wb->list_lock`, `sched_entry_tp`/`sched_exit_tp` inside `__schedule()` with
+//! preemption off; 7.3 calls every probe inside an SRCU-fast read section, where the writeback
+//! probes may also be preempted):
 //!
-//! - no allocation, no sleeping, no lock;
-//! - every loop is bounded (the slot scan by [`NR_SLOTS`], a compare-exchange retry by
-//!   [`MAX_CAS_TRIES`]); a probe never waits for another CPU.
+//! - no allocation, no sleeping, no lock of the table's own;
+//! - every loop is bounded (the slot scan by [`NR_SLOTS`], the entry scan by [`NR_PENDING`]) or
+//!   lock-free (a compare-exchange retried only because another CPU's store succeeded); a probe
+//!   never waits for another CPU.
+//!
+//! # A sleep's entry, and the handle it holds
+//!
+//! A throttle decision with `pause > 0` (`on_throttle`) fills an entry for its task with what
+//! holds at the sleep's start and the handle of the writer's wb, which the glue pins (a
+//! reference on the wb) before the table can hand it back. The entry's only other steps are
+//! the task's own next calls into the scheduler:
+//!
+//! - its first voluntary `__schedule()` (`on_sched_entry`): in `balance_dirty_pages()` that is
+//!   the throttle's `io_schedule_timeout()`, entered `TASK_KILLABLE` with `in_iowait`, or already
+//!   woken (`TASK_RUNNING`: its timer fired first). The entry is then asleep. Any other wait (a
+//!   task that left through `BDP_ASYNC` and blocks elsewhere, or exits) drops it;
+//! - the return from that same `__schedule()` (`on_sched_exit`), switched out or not: the wb is
+//!   read again, the sleep classed, the entry freed and its handle given back to be unpinned.
+//!
+//! Any throttle event of the task that finds an entry still waiting for its schedule drops it
+//! first (whatever its pause). So an entry never outlives the sleep it was made for, and while
+//! it lives its wb is pinned: every read of the wb through a handle is of a live wb.
 
 use kernel::{
     prelude::*,
@@ -47,18 +68,16 @@ const NAME_MAX: usize = NAME_LEN - 1;
 /// Name shown for a bdi without a device, as `bdi_dev_name()` does.
 pub(crate) const UNKNOWN_NAME: &[u8] = b"(unknown)";
 
-/// Pages of the wb that must complete writeback during a sleep with no pass that wrote before
-/// the sleep is `draining`: one stray completion does not make the device the bottleneck. The
+/// Pages of the writer's wb that must complete writeback during a sleep (`WB_WRITTEN` rising by
+/// more than this) for a sleep without a writing pass to be [`SleepClass::Draining`]: one stray
+/// completion does not make a sleep draining. Printed in `summary` (`drain_floor_pages`); the
 /// host's tracefs detector reads this line (xtask/src/results/tracefs.rs), so both detectors
 /// class by the same floor.
-#[allow(
-    dead_code,
-    reason = "the host reads it; the module's classes use it next"
-)]
 pub(crate) const DRAIN_FLOOR_PAGES: u64 = 8;
 
-/// Tries a probe makes at a contended compare-exchange (`max_pause_ms`) before giving up.
-pub(crate) const MAX_CAS_TRIES: usize = 16;
+/// [`DRAIN_FLOOR_PAGES`] as the counts' type.
+const DRAIN_FLOOR: i64 = DRAIN_FLOOR_PAGES as i64;
+const _: () = assert!(DRAIN_FLOOR >= 0 && DRAIN_FLOOR as u64 == DRAIN_FLOOR_PAGES);
 
 /// Per-slot counters, in the order of the `stats` line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -78,20 +97,23 @@ pub(crate) enum Counter {
     /// event's `paused` (since the call began) plus its `pause`. The kernel's own latency of a
     /// throttled write, ramp included.
     MaxCallMs,
-    /// Sleeps during which a flusher pass ran on the writer's wb ([`SleepClass::Flushing`]).
+    /// Sleeps during which a flusher pass ran on the writer's wb and wrote pages of it
+    /// ([`SleepClass::Flushing`]).
     FlushingSleeps,
     /// Sum of the flushing sleeps, in ms.
     FlushingMs,
-    /// Sleeps with no pass, while the wb's pages completed writeback ([`SleepClass::Draining`]).
+    /// Sleeps without a writing pass, during which more than [`DRAIN_FLOOR_PAGES`] pages of the
+    /// wb completed writeback ([`SleepClass::Draining`]).
     DrainingSleeps,
     /// Sum of the draining sleeps, in ms.
     DrainingMs,
-    /// Sleeps with no pass and no page completed ([`SleepClass::Stall`]).
+    /// Sleeps with neither: [`SleepClass::Unrequested`] and [`SleepClass::Declined`] together.
     StallSleeps,
     /// Sum of the stall sleeps, in ms: the writer time the regression costs.
     StallMs,
     /// Sleeps whose end the module could not see, so not classed: no room in the table of
-    /// sleeps in progress, or the writer left without sleeping (`BDP_ASYNC`).
+    /// sleeps in progress, or the entry was dropped ([`Counter::DroppedAtEvent`],
+    /// [`Counter::DroppedAtBlock`]).
     LostEnds,
     /// `writeback_start` events with reason `WB_REASON_BACKGROUND`.
     WorkBackground,
@@ -101,10 +123,32 @@ pub(crate) enum Counter {
     WorkSync,
     /// `writeback_start` events with any other reason.
     WorkOther,
+    /// Stall sleeps during which no background writeback was requested for the wb since the
+    /// `balance_dirty_pages()` call began ([`SleepClass::Unrequested`]).
+    UnrequestedSleeps,
+    /// Sum of the unrequested stall sleeps, in ms.
+    UnrequestedMs,
+    /// Stall sleeps with a background writeback requested since the call began, and still no
+    /// pass that wrote pages ([`SleepClass::Declined`]).
+    DeclinedSleeps,
+    /// Sum of the declined stall sleeps, in ms.
+    DeclinedMs,
+    /// Classed sleeps whose schedule did not block: the task was already woken when it entered
+    /// it (its timer had fired), or it was not switched out. Classed at that schedule's return,
+    /// like any other sleep.
+    UnblockedSleeps,
+    /// Entries dropped at a later throttle event of their task (any pause): the task left
+    /// `balance_dirty_pages()` without its sleep's schedule (`BDP_ASYNC`). Counted in
+    /// [`Counter::LostEnds`] too.
+    DroppedAtEvent,
+    /// Entries dropped at their task's first voluntary schedule because it was not the
+    /// throttle's (another wait, one later than [`ARM_MS`], or the task's exit). Counted in
+    /// [`Counter::LostEnds`] too.
+    DroppedAtBlock,
 }
 
 /// Number of [`Counter`]s.
-pub(crate) const NR_COUNTERS: usize = 17;
+pub(crate) const NR_COUNTERS: usize = 24;
 
 /// The reasons of `enum wb_reason` (include/linux/backing-dev-defs.h) that have their own
 /// counter. The values are the C enum's; `probes.rs` checks them against the bindings at build
@@ -440,6 +484,12 @@ pub(crate) struct Slot {
     /// `writeback_start` events since the slot was claimed (never reset): a sleep saw a pass
     /// begin when this moved between its start and its end.
     passes: Atomic<u64>,
+    /// The wb's submitted count (`WB_WRITEBACK + WB_WRITTEN`) at the last `writeback_start`;
+    /// [`NO_PASS_BASE`] until one is seen.
+    pass_base: Atomic<i64>,
+    /// jiffies of the last `writeback_wake_background`, valid once `bg_seen` is set (release).
+    bg_last: Atomic<Jiffies>,
+    bg_seen: Atomic<bool>,
     counters: [Atomic<u64>; NR_COUNTERS],
     snap: SnapshotCell,
 }
@@ -452,6 +502,9 @@ impl Slot {
             name: [const { Atomic::new(0) }; NAME_WORDS],
             strictlimit: Atomic::new(false),
             passes: Atomic::new(0),
+            pass_base: Atomic::new(NO_PASS_BASE),
+            bg_last: Atomic::new(0),
+            bg_seen: Atomic::new(false),
             counters: [const { Atomic::new(0) }; NR_COUNTERS],
             snap: SnapshotCell::new(),
         }
@@ -490,15 +543,16 @@ impl Slot {
         self.counters[counter as usize].add(n, Relaxed);
     }
 
-    /// Raises `counter` to `value` if it is lower. Gives up after [`MAX_CAS_TRIES`] lost races
-    /// (each loss means another CPU stored a new value meanwhile).
+    /// Raises `counter` to `value` if it is lower.
+    ///
+    /// Lock-free, not bounded by a count: a compare-exchange fails only because another CPU
+    /// stored meanwhile, and every store to a maximum is a raise that succeeded (or `reset`'s
+    /// zero), so each retry follows another CPU's progress and the loop ends as soon as the cell
+    /// holds `value` or more. Giving up instead would lose a judged value (`max_call_ms`).
     pub(crate) fn raise(&self, counter: Counter, value: u64) {
         let cell = &self.counters[counter as usize];
         let mut cur = cell.load(Relaxed);
-        for _ in 0..MAX_CAS_TRIES {
-            if cur >= value {
-                return;
-            }
+        while cur < value {
             match cell.cmpxchg(cur, value, Relaxed) {
                 Ok(_) => return,
                 Err(seen) => cur = seen,
@@ -535,24 +589,69 @@ impl Slot {
         self.passes.load(Acquire)
     }
 
+    /// What a sleep that begins with `facts` counts a pass's pages from: the submitted count
+    /// at the start of the pass in progress (`running`), if its `writeback_start` was seen, else
+    /// the sleep's own.
+    pub(crate) fn pass_base(&self, facts: &WbFacts) -> i64 {
+        if facts.running {
+            self.pass_base.load(Relaxed).min(facts.submitted)
+        } else {
+            facts.submitted
+        }
+    }
+
+    /// Whether a background writeback start was requested for this slot at or after `since`
+    /// and at or before `until` (jiffies, compared wrap-safe as `time_after_eq()` does). Only
+    /// the last request is kept: if it lies before `since`, none came since.
+    pub(crate) fn requested_between(&self, since: Jiffies, until: Jiffies) -> bool {
+        if !self.bg_seen.load(Acquire) {
+            return false;
+        }
+        let last = self.bg_last.load(Relaxed);
+        time_after_eq(last, since) && time_after_eq(until, last)
+    }
+
     /// The snapshot cell.
     pub(crate) fn snapshot(&self) -> &SnapshotCell {
         &self.snap
     }
 }
 
+/// `time_after_eq(a, b)` of include/linux/jiffies.h: `a` is at or after `b`, for two jiffies
+/// values less than half the counter's range apart.
+pub(crate) fn time_after_eq(a: Jiffies, b: Jiffies) -> bool {
+    (a.wrapping_sub(b) as isize) >= 0
+}
+
+/// [`Slot::pass_base`] before the slot has seen a pass begin: no lower than any count.
+pub(crate) const NO_PASS_BASE: i64 = i64::MAX;
+
 /// How a throttle sleep is counted, from what held at its start and at its end.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum SleepClass {
-    /// A flusher pass ran on the writer's wb during the sleep: `WB_writeback_running` at its
-    /// start or at its end, or a `writeback_start` on the wb in between.
+    /// A flusher pass ran on the writer's wb during the sleep (`WB_writeback_running` at its
+    /// start or at its end, or a `writeback_start` on the wb in between) and it wrote pages: the
+    /// wb's submitted count rose by the sleep's end since the pass running at the sleep's start
+    /// began (since the sleep's start if none was). A pass that wrote and then waits on the
+    /// device through the sleep is flushing, as the tracefs detector sees it (a pass that wrote,
+    /// from its own `nr_pages`); one that wrote nothing is not.
     Flushing,
-    /// No pass ran, but pages of the writer's wb completed writeback during the sleep (its
-    /// `WB_WRITTEN` count rose): the device was draining what an earlier pass submitted.
+    /// No pass that wrote, but more than [`DRAIN_FLOOR_PAGES`] pages of the writer's wb
+    /// completed writeback during the sleep: the device was draining what had been submitted.
     Draining,
-    /// Neither: nothing would have ended the sleep but its timeout, and nothing was cleaned
-    /// meanwhile. The regression's signature.
-    Stall,
+    /// A stall (neither of the above) during which nobody asked for background writeback of
+    /// the wb since the `balance_dirty_pages()` call began: the signature of 64dd89ae01f2.
+    Unrequested,
+    /// A stall although background writeback of the wb was asked for since the call began:
+    /// asked, and nothing written.
+    Declined,
+}
+
+impl SleepClass {
+    /// Unrequested and declined sleeps are both stalls.
+    pub(crate) fn is_stall(self) -> bool {
+        matches!(self, SleepClass::Unrequested | SleepClass::Declined)
+    }
 }
 
 /// What the module reads of the writer's wb at a sleep's start and at its end.
@@ -560,26 +659,85 @@ pub(crate) enum SleepClass {
 pub(crate) struct WbFacts {
     /// `WB_writeback_running` set in `wb->state`.
     pub(crate) running: bool,
-    /// The wb's `WB_WRITTEN` count (pages whose writeback completed), summed over the CPUs.
+    /// The wb's `WB_WRITTEN` count: pages whose writeback completed.
     pub(crate) written: i64,
+    /// `WB_WRITEBACK + WB_WRITTEN`: pages ever put under writeback (it only grows).
+    pub(crate) submitted: i64,
 }
 
-/// Classes one sleep. `passes_*`: the slot's `writeback_start` count at the start and at the
-/// end. `WB_WRITTEN` only ever grows when pages complete, so a rise is proof that some did; the
-/// lockless per-CPU sum can be off only while a completion is being folded in, that is, only
-/// when one happened.
+/// The two per-wb counters a sleep's facts are made of (`enum wb_stat_item`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Stat {
+    /// `WB_WRITEBACK`: pages under writeback now.
+    Writeback,
+    /// `WB_WRITTEN`: pages whose writeback completed, ever.
+    Written,
+}
+
+impl WbFacts {
+    /// The facts at a sleep's start, reading the counters with `read` (each read exact on its
+    /// own: `probes.rs` sums under the counter's lock). A completion lowers `WB_WRITEBACK`, then
+    /// raises `WB_WRITTEN` (`__folio_end_writeback()`, interrupts off); `WB_WRITEBACK` is read
+    /// first, so a completion that falls between the two reads is counted twice and `written`
+    /// is as late as it can be: both come out high. The one exception: a completion that
+    /// lowered `WB_WRITEBACK` before the first read and raises `WB_WRITTEN` only after the
+    /// second (its second update waiting for the lock the second read holds) is counted in
+    /// neither, so `submitted` can be low by the pages of the completions caught that way.
+    pub(crate) fn at_start(running: bool, mut read: impl FnMut(Stat) -> i64) -> Self {
+        let writeback = read(Stat::Writeback);
+        let written = read(Stat::Written);
+        Self::from_counts(running, written, writeback)
+    }
+
+    /// The facts at a sleep's end: `WB_WRITTEN` before `WB_WRITEBACK`, so a completion is
+    /// counted at most once (in neither if it falls between the reads): both come out low,
+    /// without exception. With [`Self::at_start`], a rise of `written` from start to end is
+    /// never more than the true one, and one of `submitted` exceeds it at most by the pages
+    /// of completions caught between their two updates at the start.
+    pub(crate) fn at_end(running: bool, mut read: impl FnMut(Stat) -> i64) -> Self {
+        let written = read(Stat::Written);
+        let writeback = read(Stat::Writeback);
+        Self::from_counts(running, written, writeback)
+    }
+
+    /// The facts from the two counts, however they were read.
+    fn from_counts(running: bool, written: i64, writeback: i64) -> Self {
+        Self {
+            running,
+            written,
+            submitted: writeback.saturating_add(written),
+        }
+    }
+}
+
+/// Classes one sleep. `pass_base`: the submitted count a pass's pages are counted from
+/// ([`Slot::pass_base`]; never above `start.submitted`); `passes_*`: the slot's
+/// `writeback_start` count at the start and at the end; `requested`: a background start was
+/// asked for the wb between the call's start and the sleep's end.
+///
+/// The counts are read so that a rise is understated, not invented ([`WbFacts::at_start`],
+/// [`WbFacts::at_end`]): each is the kernel's exact per-CPU sum, and of the two counters the one
+/// a completion moves last is read last at the start and first at the end. So more than the
+/// floor drained really did; a pass that "wrote" did, unless the only pages are those of a
+/// completion caught between its two counter updates at the start (a pass must also have run);
+/// a rise that was missed happened while the counters were being read.
 pub(crate) fn classify(
     start: WbFacts,
     end: WbFacts,
+    pass_base: i64,
     passes_start: u64,
     passes_end: u64,
+    requested: bool,
 ) -> SleepClass {
-    if start.running || end.running || passes_end != passes_start {
+    let pass = start.running || end.running || passes_end != passes_start;
+    if pass && end.submitted > pass_base.min(start.submitted) {
         SleepClass::Flushing
-    } else if end.written > start.written {
+    } else if end.written.saturating_sub(start.written) > DRAIN_FLOOR {
         SleepClass::Draining
+    } else if requested {
+        SleepClass::Declined
     } else {
-        SleepClass::Stall
+        SleepClass::Unrequested
     }
 }
 
@@ -590,6 +748,8 @@ pub(crate) struct ThrottleEvent {
     pub(crate) pause: c_long,
     /// jiffies since the call began (`jiffies - start_time`, the tracepoint's `paused`).
     pub(crate) paused: Jiffies,
+    /// jiffies when the `balance_dirty_pages()` call began (the tracepoint's `start_time`).
+    pub(crate) call_start: Jiffies,
     /// The writer's wb at the event.
     pub(crate) facts: WbFacts,
     /// The bdi has `BDI_CAP_STRICTLIMIT`.
@@ -598,26 +758,57 @@ pub(crate) struct ThrottleEvent {
     pub(crate) snapshot: Snapshot,
 }
 
+/// What the glue does after [`Table::on_throttle`].
+#[must_use = "a stored handle must be pinned, a released one unpinned"]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Throttled {
+    /// The sleep has an entry holding the event's handle: the glue pins it before its probe
+    /// returns (only this task's own later calls into the table can give it back).
+    pub(crate) stored: bool,
+    /// The handle of an older entry of the task that this event dropped: the glue unpins it.
+    pub(crate) release: Option<u64>,
+}
+
+/// What the glue does after [`Table::on_sched_exit`].
+#[must_use = "a released handle must be unpinned"]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Woke {
+    /// The class counted (`None`: no sleep of the task ended here, or it began before a reset).
+    pub(crate) class: Option<SleepClass>,
+    /// The handle of the entry that ended here: the glue unpins it.
+    pub(crate) release: Option<u64>,
+}
+
 /// Sleeps that can be in progress at once; a writer is in at most one. A sleep that finds no
 /// free entry counts as [`Counter::LostEnds`].
 pub(crate) const NR_PENDING: usize = 64;
 
-/// The most time between a sleep's event and its task's switch out into the sleep, ms. The
+/// The most time between a sleep's event and its task's first voluntary schedule, ms. The
 /// throttle's `io_schedule_timeout()` follows the tracepoint directly; under a hypervisor (TCG
-/// here) a vCPU can be descheduled for a few ticks in between.
+/// here) a vCPU can be descheduled for a few ticks in between. Later, the schedule is not the
+/// throttle's (a task that left through `BDP_ASYNC`), and the entry is dropped.
 pub(crate) const ARM_MS: u64 = 200;
 
-/// Where a sleep in progress is.
+/// An entry whose task has not yet entered its sleep's schedule.
 const FILLED: u32 = 1;
-/// The writer was switched out into the throttle's sleep.
+/// An entry whose task is inside its sleep's schedule.
 const ASLEEP: u32 = 2;
 
-/// A sleep in progress: what held at its start, until the writer is switched back in.
+/// A sleep in progress: what held at its start, until its schedule returns.
 ///
-/// An entry belongs to one task from the event that fills it until its end frees it, and each
-/// step runs where that task is (its own probe, or the scheduler switching it out or in), so
-/// the steps of one entry never overlap; only claiming a free entry races, and that is one
-/// compare-exchange on `task`.
+/// # Ordering
+///
+/// Only claiming touches an entry that is not the caller's: one fully ordered
+/// compare-exchange of `task` from 0. Every later step runs in the context of the task that
+/// owns the entry (its throttle event, then its own `__schedule()` entry and exit; `probes.rs`
+/// passes `current`), so all other accesses to an entry's fields are by one task, in program
+/// order, and `Relaxed` suffices: when that task migrates, the scheduler orders everything it
+/// did on the old CPU before it runs on the new one (the old CPU's `smp_store_release()` of
+/// `on_cpu` in `finish_task()`, paired with `smp_cond_load_acquire()` of `on_cpu` in
+/// `try_to_wake_up()`, and the runqueue locks for a migration of a runnable task). Freeing
+/// clears the fields, then releases `task` to 0 (release), after which the owner never touches
+/// the entry again; a claimer's compare-exchange (full) orders its stores after that.
+/// [`Table::release_all`] is the one exception, and runs only once no probe can run.
 struct Pending {
     /// The task (its `task_struct` address), 0 while free.
     task: Atomic<u64>,
@@ -628,13 +819,18 @@ struct Pending {
     slot: Atomic<u64>,
     /// jiffies of the event.
     taken: Atomic<Jiffies>,
-    /// The task's voluntary context switches (`nvcsw`) at the event.
-    nvcsw: Atomic<u64>,
+    /// jiffies when the `balance_dirty_pages()` call began.
+    call_start: Atomic<Jiffies>,
     pause_ms: Atomic<u64>,
     running: Atomic<bool>,
     written: Atomic<i64>,
+    submitted: Atomic<i64>,
+    /// [`Slot::pass_base`] at the sleep's start.
+    pass_base: Atomic<i64>,
     passes: Atomic<u64>,
-    /// The probe glue's handle on the wb (its address), given back at the end.
+    /// The task was already woken when it entered its sleep's schedule.
+    woken: Atomic<bool>,
+    /// The glue's handle on the wb (pinned while the entry holds it), given back at the end.
     wb: Atomic<u64>,
 }
 
@@ -646,36 +842,54 @@ impl Pending {
             generation: Atomic::new(0),
             slot: Atomic::new(0),
             taken: Atomic::new(0),
-            nvcsw: Atomic::new(0),
+            call_start: Atomic::new(0),
             pause_ms: Atomic::new(0),
             running: Atomic::new(false),
             written: Atomic::new(0),
+            submitted: Atomic::new(0),
+            pass_base: Atomic::new(0),
             passes: Atomic::new(0),
+            woken: Atomic::new(false),
             wb: Atomic::new(0),
         }
     }
 
-    fn free(&self, in_flight: &Atomic<u64>) {
+    /// Frees the entry and returns the handle it held.
+    fn free(&self, in_flight: &Atomic<u64>) -> u64 {
+        let wb = self.wb.load(Relaxed);
         self.state.store(0, Relaxed);
+        self.wb.store(0, Relaxed);
         self.task.store(0, Release);
         in_flight.fetch_sub(1, Relaxed);
+        wb
     }
 }
 
-/// How a task was switched out (`sched_switch`'s view of `prev`).
+/// The task's state when it entered `__schedule()` (`current->__state`), as far as the table
+/// needs it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum SwitchOut {
-    /// Preempted, or switched out still runnable (its sleep's timer fired before it blocked):
-    /// the sleep has not begun or is already over.
-    Runnable,
-    /// Blocked in `TASK_KILLABLE` with `in_iowait` set (`io_schedule_timeout()`, the throttle's
-    /// sleep); `nvcsw`: the task's voluntary switches, this one counted.
-    IoSleep {
-        /// `prev->nvcsw` at the switch.
-        nvcsw: u64,
+pub(crate) enum TaskState {
+    /// `TASK_RUNNING`: already woken (a sleep whose timer fired before it blocked).
+    Running,
+    /// `TASK_KILLABLE`: the throttle's sleep (`__set_current_state(TASK_KILLABLE)`).
+    Killable,
+    /// Any other state (another kind of wait, `TASK_DEAD`).
+    Other,
+}
+
+/// A call of `__schedule()` by the current task (`sched_entry_tp`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SchedEntry {
+    /// A preemption (`SM_PREEMPT`): the task is still where it was, for example between its
+    /// throttle event and its sleep.
+    Preempted,
+    /// A voluntary call.
+    Voluntary {
+        /// `current->__state`.
+        state: TaskState,
+        /// `current->in_iowait`: set by `io_schedule_prepare()`.
+        iowait: bool,
     },
-    /// Blocked in any other way.
-    Blocked,
 }
 
 /// The slot table.
@@ -684,17 +898,39 @@ pub(crate) struct Table {
     unslotted: Atomic<u64>,
     hz: u32,
     pending: [Pending; NR_PENDING],
-    /// Entries of `pending` in use: `sched_switch` looks no further while it is 0.
+    /// Entries of `pending` in use: the scheduler probes look no further while it is 0.
     in_flight: Atomic<u64>,
     /// One past the highest entry ever claimed: entries are claimed lowest first, so a lookup
-    /// (on every context switch while a sleep is in progress) scans only this prefix, a few
-    /// entries for a few writers, not all [`NR_PENDING`].
+    /// (on every schedule while a sleep is in progress) scans only this prefix, a few entries
+    /// for a few writers, not all [`NR_PENDING`].
     claimed: Atomic<u64>,
     /// Bumped by [`Table::reset`].
     generation: Atomic<u64>,
 }
 
+// SAFETY: A `Table` is made of integers, bools and `Atomic`s of them, in arrays and structs: for
+// each of them all-zero bytes are a valid value, and an all-zero table is an empty one (what
+// `Table::new` makes, but for `hz`).
+unsafe impl Zeroable for Table {}
+
 impl Table {
+    /// An empty table on the heap, zeroed in place: at about 20 KiB it is more than a kernel
+    /// stack holds. Each KUnit test makes its own, so a test never sees another's counts, and a
+    /// second run of the suite (`/sys/kernel/debug/kunit/wbstall/run`) starts clean.
+    #[cfg_attr(
+        not(CONFIG_KUNIT = "y"),
+        allow(dead_code, reason = "used by the KUnit tests")
+    )]
+    pub(crate) fn boxed(hz: u32) -> Result<KBox<Table>> {
+        KBox::init(
+            init!(Table {
+                hz,
+                ..Zeroable::init_zeroed()
+            }),
+            GFP_KERNEL,
+        )
+    }
+
     /// An empty table for a kernel ticking at `hz`.
     pub(crate) const fn new(hz: u32) -> Self {
         Self {
@@ -773,41 +1009,53 @@ impl Table {
         self.unslotted.load(Relaxed)
     }
 
-    /// `writeback_wake_background`: a background writeback start was requested.
+    /// `writeback_wake_background` at `now`: a background writeback start was requested.
     pub(crate) fn on_wake_background(
         &self,
         key: SlotKey,
         name: impl FnOnce() -> Name,
         strictlimit: bool,
+        now: Jiffies,
     ) {
         let Some(slot) = self.slot(key, name) else {
             return;
         };
         slot.set_strictlimit(strictlimit);
         slot.add(Counter::BgStarts, 1);
+        slot.bg_last.store(now, Relaxed);
+        slot.bg_seen.store(true, Release);
     }
 
-    /// `balance_dirty_pages`: one throttle decision of `task`. A sleep is counted here and
-    /// classed at its end ([`Self::on_switch_in`]); `wb` is the glue's handle on the writer's
-    /// wb, handed back then. Returns whether a sleep began and has an entry.
+    /// `balance_dirty_pages`: one throttle decision of `task`. A sleep (`pause > 0`) is
+    /// counted here and classed when its schedule returns ([`Self::on_sched_exit`]); `wb` is
+    /// the glue's handle on the writer's wb, given back then.
+    ///
+    /// An entry of `task` still waiting for its schedule is dropped first, whatever this
+    /// event's pause, slot or the table's room: its task came back without sleeping.
     pub(crate) fn on_throttle(
         &self,
         key: SlotKey,
         name: impl FnOnce() -> Name,
         task: u64,
-        nvcsw: u64,
         wb: u64,
         ev: &ThrottleEvent,
-    ) -> bool {
+    ) -> Throttled {
+        let release = self
+            .entry_of(task)
+            .map(|old| self.drop_entry(old, Counter::DroppedAtEvent));
+        let not_stored = Throttled {
+            stored: false,
+            release,
+        };
         let Some(slot) = self.slot(key, name) else {
-            return false;
+            return not_stored;
         };
         slot.set_strictlimit(ev.strictlimit);
         slot.add(Counter::ThrottleEvents, 1);
         // Dropped when another CPU is writing this slot's snapshot; theirs is as recent.
         slot.snap.try_write(&ev.snapshot);
         if ev.pause <= 0 {
-            return false;
+            return not_stored;
         }
         let pause_ms = jiffies_to_ms(ev.pause.unsigned_abs() as u64, self.hz);
         slot.add(Counter::ThrottleSleeps, 1);
@@ -818,97 +1066,105 @@ impl Table {
             jiffies_to_ms(ev.paused as u64, self.hz).saturating_add(pause_ms),
         );
         let Some(index) = self.slots.iter().position(|s| core::ptr::eq(s, slot)) else {
-            return false;
+            return not_stored;
         };
-        // A sleep of this task still in the table was never switched out into: its timer fired
-        // before the task blocked, so it ended without a switch. If it was on this slot, it is
-        // closed with what holds now; otherwise (the task left `balance_dirty_pages()` without
-        // sleeping, and now throttles on another wb) it is lost. Its entry is reused.
-        let entry = match self.entry_of(task) {
-            Some(old) => {
-                if old.slot.load(Relaxed) == index as u64 && old.state.load(Relaxed) == FILLED {
-                    self.finish(old, ev.facts);
-                } else {
-                    self.count_lost(old);
-                }
-                old
-            }
-            None => match self.claim(task) {
-                Some(e) => e,
-                None => {
-                    slot.add(Counter::LostEnds, 1);
-                    return false;
-                }
-            },
+        let Some(entry) = self.claim(task) else {
+            slot.add(Counter::LostEnds, 1);
+            return not_stored;
         };
         entry
             .generation
             .store(self.generation.load(Relaxed), Relaxed);
         entry.slot.store(index as u64, Relaxed);
         entry.taken.store(ev.snapshot.taken, Relaxed);
-        entry.nvcsw.store(nvcsw, Relaxed);
+        entry.call_start.store(ev.call_start, Relaxed);
         entry.pause_ms.store(pause_ms, Relaxed);
         entry.running.store(ev.facts.running, Relaxed);
         entry.written.store(ev.facts.written, Relaxed);
+        entry.submitted.store(ev.facts.submitted, Relaxed);
+        entry.pass_base.store(slot.pass_base(&ev.facts), Relaxed);
         entry.passes.store(slot.passes(), Relaxed);
+        entry.woken.store(false, Relaxed);
         entry.wb.store(wb, Relaxed);
         entry.state.store(FILLED, Relaxed);
-        true
-    }
-
-    /// `sched_switch` with `task` as `prev`, at `now`. A sleep's entry is armed when its task
-    /// blocks in an io sleep that is its first voluntary switch since the event, at most
-    /// [`ARM_MS`] after it: the throttle's `io_schedule_timeout()` follows the tracepoint
-    /// directly. Switched out runnable, it waits (still in its code, or its timer fired before
-    /// it blocked: its next throttle decision closes it). Blocked any other way, or later, the
-    /// task left `balance_dirty_pages()` without that sleep, and the sleep is lost.
-    pub(crate) fn on_switch_out(&self, task: u64, how: SwitchOut, now: Jiffies) {
-        if self.in_flight.load(Relaxed) == 0 {
-            return;
-        }
-        let Some(entry) = self.entry_of(task) else {
-            return;
-        };
-        if entry.state.load(Relaxed) != FILLED {
-            return;
-        }
-        let within =
-            jiffies_to_ms(now.wrapping_sub(entry.taken.load(Relaxed)) as u64, self.hz) <= ARM_MS;
-        match how {
-            SwitchOut::Runnable => {}
-            SwitchOut::IoSleep { nvcsw }
-                if within && nvcsw == entry.nvcsw.load(Relaxed).wrapping_add(1) =>
-            {
-                entry.state.store(ASLEEP, Relaxed)
-            }
-            SwitchOut::IoSleep { .. } | SwitchOut::Blocked => self.lost(entry),
+        Throttled {
+            stored: true,
+            release,
         }
     }
 
-    /// `sched_switch` with `task` as `next`: if it is back from a throttle sleep, reads the wb
-    /// again (`end`, given the handle from [`Self::on_throttle`]), classes the sleep and counts
-    /// it. Returns the class (`None`: no sleep of `task` ended here, or it began before a
-    /// reset).
-    pub(crate) fn on_switch_in(
-        &self,
-        task: u64,
-        end: impl FnOnce(u64) -> WbFacts,
-    ) -> Option<SleepClass> {
+    /// `sched_entry_tp`: `task` (current) calls `__schedule()` at `now`. Its first voluntary
+    /// call after its throttle event, within [`ARM_MS`], entered `TASK_KILLABLE` with
+    /// `in_iowait` or already woken, is the throttle's sleep: the entry waits for its return.
+    /// Any other voluntary call drops the entry (returned: the glue unpins it); a preemption
+    /// changes nothing.
+    #[must_use = "a released handle must be unpinned"]
+    pub(crate) fn on_sched_entry(&self, task: u64, how: SchedEntry, now: Jiffies) -> Option<u64> {
         if self.in_flight.load(Relaxed) == 0 {
             return None;
         }
         let entry = self.entry_of(task)?;
-        if entry.state.load(Relaxed) != ASLEEP {
+        if entry.state.load(Relaxed) != FILLED {
             return None;
         }
-        let class = self.finish(entry, end(entry.wb.load(Relaxed)));
-        entry.free(&self.in_flight);
-        class
+        let within =
+            jiffies_to_ms(now.wrapping_sub(entry.taken.load(Relaxed)) as u64, self.hz) <= ARM_MS;
+        match how {
+            SchedEntry::Preempted => None,
+            SchedEntry::Voluntary {
+                state: state @ (TaskState::Killable | TaskState::Running),
+                iowait: true,
+            } if within => {
+                entry.woken.store(state == TaskState::Running, Relaxed);
+                entry.state.store(ASLEEP, Relaxed);
+                None
+            }
+            SchedEntry::Voluntary { .. } => Some(self.drop_entry(entry, Counter::DroppedAtBlock)),
+        }
     }
 
-    /// Classes `entry`'s sleep with `end`, what holds at its end, and counts it if it began
-    /// since the last reset (`None` otherwise). The entry stays claimed.
-    fn finish(&self, entry: &Pending, end: WbFacts) -> Option<SleepClass> {
+    /// `sched_exit_tp`: the `__schedule()` call of `task` (current) returns at `now`;
+    /// `switched`: it was switched out and back in. If that call was its sleep's, reads the wb
+    /// again (`end`, given the handle from [`Self::on_throttle`]), classes the sleep, counts it
+    /// and frees the entry.
+    pub(crate) fn on_sched_exit(
+        &self,
+        task: u64,
+        switched: bool,
+        now: Jiffies,
+        end: impl FnOnce(u64) -> WbFacts,
+    ) -> Woke {
+        let none = Woke {
+            class: None,
+            release: None,
+        };
+        if self.in_flight.load(Relaxed) == 0 {
+            return none;
+        }
+        let Some(entry) = self.entry_of(task) else {
+            return none;
+        };
+        if entry.state.load(Relaxed) != ASLEEP {
+            return none;
+        }
+        let facts = end(entry.wb.load(Relaxed));
+        let unblocked = entry.woken.load(Relaxed) || !switched;
+        let class = self.finish(entry, facts, now, unblocked);
+        Woke {
+            class,
+            release: Some(entry.free(&self.in_flight)),
+        }
+    }
+
+    /// Classes `entry`'s sleep with `end`, what holds at its end (`now`), and counts it if it
+    /// began since the last reset (`None` otherwise). The entry stays claimed.
+    fn finish(
+        &self,
+        entry: &Pending,
+        end: WbFacts,
+        now: Jiffies,
+        unblocked: bool,
+    ) -> Option<SleepClass> {
         let slot = self.slots.get(entry.slot.load(Relaxed) as usize)?;
         if entry.generation.load(Relaxed) != self.generation.load(Relaxed) {
             return None;
@@ -916,15 +1172,33 @@ impl Table {
         let start = WbFacts {
             running: entry.running.load(Relaxed),
             written: entry.written.load(Relaxed),
+            submitted: entry.submitted.load(Relaxed),
         };
-        let class = classify(start, end, entry.passes.load(Relaxed), slot.passes());
-        let (sleeps, ms) = match class {
+        let requested = slot.requested_between(entry.call_start.load(Relaxed), now);
+        let class = classify(
+            start,
+            end,
+            entry.pass_base.load(Relaxed),
+            entry.passes.load(Relaxed),
+            slot.passes(),
+            requested,
+        );
+        let ms = entry.pause_ms.load(Relaxed);
+        let (sleeps, ms_counter) = match class {
             SleepClass::Flushing => (Counter::FlushingSleeps, Counter::FlushingMs),
             SleepClass::Draining => (Counter::DrainingSleeps, Counter::DrainingMs),
-            SleepClass::Stall => (Counter::StallSleeps, Counter::StallMs),
+            SleepClass::Unrequested => (Counter::UnrequestedSleeps, Counter::UnrequestedMs),
+            SleepClass::Declined => (Counter::DeclinedSleeps, Counter::DeclinedMs),
         };
         slot.add(sleeps, 1);
-        slot.add(ms, entry.pause_ms.load(Relaxed));
+        slot.add(ms_counter, ms);
+        if class.is_stall() {
+            slot.add(Counter::StallSleeps, 1);
+            slot.add(Counter::StallMs, ms);
+        }
+        if unblocked {
+            slot.add(Counter::UnblockedSleeps, 1);
+        }
         Some(class)
     }
 
@@ -964,17 +1238,26 @@ impl Table {
         }
     }
 
-    /// Counts `entry`'s sleep as lost (if it began since the last reset) and frees it.
-    fn lost(&self, entry: &Pending) {
-        self.count_lost(entry);
-        entry.free(&self.in_flight);
-    }
-
-    /// Counts `entry`'s sleep as lost, if it began since the last reset.
-    fn count_lost(&self, entry: &Pending) {
+    /// Drops `entry` unclassed: counts it as lost and by `why` (if it began since the last
+    /// reset), frees it, and returns its handle.
+    fn drop_entry(&self, entry: &Pending, why: Counter) -> u64 {
         if entry.generation.load(Relaxed) == self.generation.load(Relaxed) {
             if let Some(slot) = self.slots.get(entry.slot.load(Relaxed) as usize) {
                 slot.add(Counter::LostEnds, 1);
+                slot.add(why, 1);
+            }
+        }
+        entry.free(&self.in_flight)
+    }
+
+    /// Frees every entry still in use and gives each handle to `release`. Only for when no
+    /// probe can run any more (module unload, after the probes were detached and waited for):
+    /// the entries' tasks are still asleep or never came back, and their sleeps are not
+    /// counted.
+    pub(crate) fn release_all(&self, mut release: impl FnMut(u64)) {
+        for entry in &self.pending {
+            if entry.task.load(Acquire) != 0 {
+                release(entry.free(&self.in_flight));
             }
         }
     }
@@ -989,12 +1272,13 @@ impl Table {
     }
 
     /// Sleeps in progress (entries in use).
-    #[cfg_attr(
-        not(CONFIG_KUNIT = "y"),
-        allow(dead_code, reason = "used by the KUnit tests")
-    )]
     pub(crate) fn in_flight(&self) -> u64 {
         self.in_flight.load(Relaxed)
+    }
+
+    /// No sleep in progress: the scheduler probes have nothing to look up.
+    pub(crate) fn idle(&self) -> bool {
+        self.in_flight.load(Relaxed) == 0
     }
 
     /// `writeback_start`: a flusher pass began with `reason` (`enum wb_reason`).
@@ -1004,17 +1288,21 @@ impl Table {
         name: impl FnOnce() -> Name,
         strictlimit: bool,
         reason: u32,
+        submitted: i64,
     ) {
         let Some(slot) = self.slot(key, name) else {
             return;
         };
         slot.set_strictlimit(strictlimit);
-        slot.passes.add(1, Relaxed);
+        // Before the count, so that a sleep that sees this pass begin has its base.
+        slot.pass_base.store(submitted, Relaxed);
+        slot.passes.fetch_add(1, Release);
         slot.add(work_counter(reason), 1);
     }
 
     /// Zeroes every counter, every snapshot and `unslotted`. Slot keys and names stay (so do
-    /// `strictlimit` and the last background start time, which are state, not counts).
+    /// `strictlimit` and the last background start time, which are state, not counts), and so
+    /// do the sleeps in progress, which are not counted when they end.
     ///
     /// Clearing a snapshot waits for a probe that is writing it, up to `tries` attempts per
     /// slot; [`Busy`] if one never finished (the counters are zeroed anyway).

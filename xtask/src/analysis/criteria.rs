@@ -6,10 +6,26 @@ use super::{
     expected::{Class, Criteria, Expected, Latency},
     judgement::{CellVerdict, Failure, Line, Margins, Verdict},
 };
-use crate::{guest::plan::Detector, results::record::RunRecord};
+use crate::{
+    guest::plan::Detector,
+    results::{record::RunRecord, tracefs::Cause},
+};
 
 /// The knob that sets the periodic flusher's interval, recorded in every run.
 const WRITEBACK_INTERVAL: &str = "vm.dirty_writeback_centisecs";
+
+/// How close to its class line, in points of writer time, a run's share is
+/// near it ([`margins`]): above the stall line, `ok_fraction` (the most the
+/// two detectors may differ by: the other one could read it unclear); below
+/// the ok line, half of it. The ok band is only `ok_fraction` wide, so the
+/// detectors' tolerance there would call every ok run with a single stall
+/// sleep near; half the band marks a run closer to the line than to 0.
+pub fn near_share_points(line: Line, criteria: &Criteria) -> f64 {
+    match line {
+        Line::Stall => criteria.ok_fraction * 100.0,
+        Line::Ok => criteria.ok_fraction * 100.0 / 2.0,
+    }
+}
 
 /// A run's latency bound in ms: the scenario's share of its periodic
 /// writeback interval (`None`: the run lacks the knob).
@@ -23,8 +39,8 @@ pub fn latency_bound_ms(r: &RunRecord, l: &Latency) -> Option<f64> {
 /// its share from the line of its class (`stall_fraction` for a stall,
 /// `ok_fraction` for ok, the nearer for an unclear run, negative), and its
 /// longest call from the latency bound where the bound judges its class. It
-/// is near a boundary when the share margin is below `ok_fraction` (the two
-/// detectors may differ by that much) or the latency margin below one pause.
+/// is near a boundary when the share margin is below [`near_share_points`]
+/// or the latency margin below one pause.
 pub fn margins(
     class: Class,
     share: f64,
@@ -52,7 +68,8 @@ pub fn margins(
         bound_ms: bound.map(|(limit, _)| limit),
         latency_ms,
         max_pause_ms,
-        near_share: points < ok,
+        near_share: points * 100.0 < near_share_points(line, criteria),
+        near_within_points: near_share_points(line, criteria),
         near_latency: latency_ms.is_some_and(|m| m < max_pause_ms),
     })
 }
@@ -121,6 +138,51 @@ pub fn detectors_criterion(c: &mut CellVerdict, runs: &[&RunRecord], criteria: &
             why,
         }));
     }
+}
+
+/// A stall expected with its cause (`stall:unrequested`): in every run, the
+/// stall sleeps of that cause alone reach `stall_fraction` of writer time, by
+/// the detector the run is judged by. The other cause's sleeps stay in the
+/// stall share; they only cannot make up for a missing one. A record without
+/// causes (from before them) cannot be judged by this and fails.
+pub fn cause_criterion(
+    c: &mut CellVerdict,
+    runs: &[&RunRecord],
+    cause: Cause,
+    criteria: &Criteria,
+) {
+    let mut failures = Vec::new();
+    for (r, rec) in c.run_verdicts.iter().zip(runs) {
+        let causes = match rec.detector {
+            Detector::Module => rec.mechanism.causes,
+            Detector::Tracefs => rec.tracefs.as_ref().and_then(|t| t.causes),
+        };
+        let share = causes.and_then(|k| rec.share_of_writer_time(k.of(cause).1));
+        let why = match share {
+            None => format!(
+                "the {} detector's record has no stall causes: `stall:{}` cannot be judged \
+                 (boot it again with this wbstall)",
+                rec.detector.name(),
+                cause.name()
+            ),
+            Some(share) if share < criteria.stall_fraction => format!(
+                "{:.2}% of writer time in {} stall sleeps ({} detector; {:.2}% stalled in all), \
+                 below stall_fraction {:.0}%: the stall is not `{}`",
+                share * 100.0,
+                cause.name(),
+                rec.detector.name(),
+                r.stall_fraction * 100.0,
+                criteria.stall_fraction * 100.0,
+                cause.name()
+            ),
+            Some(_) => continue,
+        };
+        failures.push(Failure {
+            run: Some(c.id(r.run)),
+            why,
+        });
+    }
+    c.failures.extend(failures);
 }
 
 /// The second criterion, from the kernel's own clock rather than the sleep

@@ -8,7 +8,7 @@ use std::{collections::BTreeMap, fmt, path::Path};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::results::witness::Tolerance;
+use crate::results::{tracefs::Cause, witness::Tolerance};
 
 /// The expectations file, relative to the repository root.
 pub const EXPECTED_FILE: &str = "qemu/expected.toml";
@@ -59,6 +59,77 @@ impl std::str::FromStr for Class {
     }
 }
 
+/// What a cell is expected to be: a class, and for `stall` optionally the
+/// cause its stall sleeps must have (`stall:unrequested`: the stall share of
+/// that cause alone reaches `stall_fraction` in every run, by the detector
+/// the run is judged by).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Expect {
+    pub class: Class,
+    pub cause: Option<Cause>,
+}
+
+impl From<Class> for Expect {
+    fn from(class: Class) -> Expect {
+        Expect { class, cause: None }
+    }
+}
+
+impl fmt::Display for Expect {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.cause {
+            Some(cause) => write!(f, "{}:{}", self.class, cause.name()),
+            None => write!(f, "{}", self.class),
+        }
+    }
+}
+
+impl std::str::FromStr for Expect {
+    type Err = String;
+
+    /// `stall`, `ok`, `idle`, or `stall:CAUSE`.
+    fn from_str(s: &str) -> Result<Expect, String> {
+        let Some((class, cause)) = s.split_once(':') else {
+            return Ok(s.parse::<Class>()?.into());
+        };
+        let class: Class = class.parse()?;
+        if class != Class::Stall {
+            return Err(format!(
+                "`{s}`: only `stall` names a cause (stall:{}, stall:{})",
+                Cause::Unrequested.name(),
+                Cause::Declined.name()
+            ));
+        }
+        let cause = [Cause::Unrequested, Cause::Declined]
+            .into_iter()
+            .find(|c| c.name() == cause)
+            .ok_or_else(|| {
+                format!(
+                    "`{s}`: `{cause}` is not a cause of a stall: {}, {}",
+                    Cause::Unrequested.name(),
+                    Cause::Declined.name()
+                )
+            })?;
+        Ok(Expect {
+            class,
+            cause: Some(cause),
+        })
+    }
+}
+
+impl Serialize for Expect {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Expect {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Expect, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 /// Thresholds of the classification (see the comments in the expectations file).
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -85,8 +156,8 @@ pub struct Expected {
     pub criteria: Criteria,
     /// How far the tracefs witness and the module may disagree.
     pub witness: Tolerance,
-    /// scenario → variant → expected class.
-    pub expect: BTreeMap<String, BTreeMap<String, Class>>,
+    /// scenario → variant → expected class (and cause).
+    pub expect: BTreeMap<String, BTreeMap<String, Expect>>,
     /// scenario → the share of the slowest clean variant's bandwidth a stalling
     /// run must stay below (scenarios not listed: the ratio is only reported).
     #[serde(default)]
@@ -110,8 +181,8 @@ impl Expected {
         e.check_numbers()
             .with_context(|| format!("{}: a criterion is out of range", origin.display()))?;
         for (scenario, cells) in &e.expect {
-            for (variant, class) in cells {
-                if matches!(class, Class::Unclear | Class::Mixed) {
+            for (variant, e) in cells {
+                if matches!(e.class, Class::Unclear | Class::Mixed) {
                     bail!(
                         "{}: [expect.{scenario}] {variant}: expect `stall`, `ok` or `idle`",
                         origin.display()
@@ -198,7 +269,7 @@ impl Expected {
 
     /// The hypothesis of a cell. An A/A control (`<variant>-aa`) is the same
     /// kernel as its variant and is held to the same hypothesis.
-    pub fn expectation(&self, scenario: &str, variant: &str) -> Option<Class> {
+    pub fn expectation(&self, scenario: &str, variant: &str) -> Option<Expect> {
         let cells = self.expect.get(scenario)?;
         cells.get(variant).copied().or_else(|| {
             variant
@@ -217,7 +288,7 @@ impl Expected {
         reference: &str,
         scenarios: &[&str],
         given: &ExpectArgs,
-    ) -> Vec<(String, Option<Class>, String)> {
+    ) -> Vec<(String, Option<Expect>, String)> {
         let mut out = Vec::new();
         for &s in scenarios {
             let (class, why) = if let Some(c) = given.per_scenario.get(s) {
@@ -243,7 +314,7 @@ impl Expected {
 
     /// [`Expected::expect_patch`]'s answer in words: `fuse-strictlimit ok
     /// (as the reference `upstream`), ...`.
-    pub fn said(said: &[(String, Option<Class>, String)]) -> String {
+    pub fn said(said: &[(String, Option<Expect>, String)]) -> String {
         let held: Vec<String> = said
             .iter()
             .map(|(s, c, why)| match c {
@@ -284,8 +355,8 @@ pub fn load_expectations(text: &str, origin: &Path, extra_variants: &[&str]) -> 
 /// `--expect CLASS` and `--expect SCENARIO=CLASS` of the patch under test.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ExpectArgs {
-    pub all: Option<Class>,
-    pub per_scenario: BTreeMap<String, Class>,
+    pub all: Option<Expect>,
+    pub per_scenario: BTreeMap<String, Expect>,
 }
 
 impl ExpectArgs {
@@ -301,7 +372,7 @@ impl ExpectArgs {
                             scenarios.join(", ")
                         );
                     }
-                    let c: Class = c
+                    let c: Expect = c
                         .parse()
                         .map_err(|e| anyhow::anyhow!("--expect {v}: {e}"))?;
                     if out.per_scenario.insert(s.to_string(), c).is_some() {
@@ -309,7 +380,7 @@ impl ExpectArgs {
                     }
                 }
                 None => {
-                    let c: Class = v
+                    let c: Expect = v
                         .parse()
                         .map_err(|e| anyhow::anyhow!("--expect {v}: {e}"))?;
                     if out.all.replace(c).is_some() {
@@ -358,8 +429,11 @@ v2 = "ok"
     fn the_repository_expectations_parse_and_name_only_known_cells() {
         let path = crate::util::project_root().join(EXPECTED_FILE);
         let e = Expected::parse(&std::fs::read_to_string(&path).unwrap(), &path).unwrap();
-        assert_eq!(e.expect["fuse-strictlimit"]["regressed"], Class::Stall);
-        assert_eq!(e.expect["fuse-strictlimit"]["upstream"], Class::Ok);
+        assert_eq!(
+            e.expect["fuse-strictlimit"]["regressed"].to_string(),
+            "stall:unrequested"
+        );
+        assert_eq!(e.expect["fuse-strictlimit"]["upstream"], Class::Ok.into());
         let variants = crate::kernel::variants::Variants::repo().unwrap();
         let names = variants.names();
         let scenarios: Vec<&str> = scenario::all().unwrap().iter().map(|s| s.name).collect();
@@ -467,11 +541,46 @@ v2 = "ok"
     }
 
     #[test]
+    fn an_expectation_names_a_stalls_cause_and_only_a_stalls() {
+        let e: Expect = "stall:unrequested".parse().unwrap();
+        assert_eq!(
+            (e.class, e.cause, e.to_string()),
+            (
+                Class::Stall,
+                Some(Cause::Unrequested),
+                "stall:unrequested".into()
+            )
+        );
+        assert_eq!("stall".parse::<Expect>().unwrap().cause, None);
+        let err = "ok:unrequested".parse::<Expect>().unwrap_err();
+        assert!(err.contains("only `stall` names a cause"), "{err}");
+        let err = "stall:slow".parse::<Expect>().unwrap_err();
+        assert!(err.contains("`slow` is not a cause"), "{err}");
+        // The file and the session's copy of it say the same.
+        let file = EXPECTED.replace(
+            "[expect.memcg-ext4]\nregressed = \"stall\"",
+            "[expect.memcg-ext4]\nregressed = \"stall:declined\"",
+        );
+        let e = Expected::parse(&file, Path::new("e.toml")).unwrap();
+        let again = Expected::parse(&toml::to_string(&e).unwrap(), Path::new("s.toml")).unwrap();
+        assert_eq!(
+            again.expect["memcg-ext4"]["regressed"].to_string(),
+            "stall:declined"
+        );
+        let bad = EXPECTED.replace("v2 = \"ok\"", "v2 = \"ok:declined\"");
+        let err = format!(
+            "{:#}",
+            Expected::parse(&bad, Path::new("e.toml")).unwrap_err()
+        );
+        assert!(err.contains("only `stall` names a cause"), "{err}");
+    }
+
+    #[test]
     fn the_aa_control_is_held_to_its_variants_hypothesis() {
         let e = expected();
         assert_eq!(
             e.expectation("fuse-strictlimit", "regressed-aa"),
-            Some(Class::Stall)
+            Some(Class::Stall.into())
         );
         assert_eq!(e.expectation("fuse-strictlimit", "patch-x"), None);
     }
@@ -485,7 +594,7 @@ v2 = "ok"
         let said = e.expect_patch("patch-x", "v1", &scenarios, &ExpectArgs::default());
         assert_eq!(
             e.expectation("fuse-strictlimit", "patch-x"),
-            Some(Class::Ok)
+            Some(Class::Ok.into())
         );
         assert_eq!(e.expectation("memcg-ext4", "patch-x"), None);
         assert_eq!(said[0].2, "as the reference `v1`");
@@ -497,9 +606,12 @@ v2 = "ok"
         e.expect_patch("patch-x", "v1", &scenarios, &given);
         assert_eq!(
             e.expectation("fuse-strictlimit", "patch-x"),
-            Some(Class::Stall)
+            Some(Class::Stall.into())
         );
-        assert_eq!(e.expectation("memcg-ext4", "patch-x"), Some(Class::Ok));
+        assert_eq!(
+            e.expectation("memcg-ext4", "patch-x"),
+            Some(Class::Ok.into())
+        );
     }
 
     #[test]

@@ -8,7 +8,10 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::{aggregate::Aggregates, expected::Class};
+use super::{
+    aggregate::Aggregates,
+    expected::{Class, Expect},
+};
 use crate::{guest::run_id::RunId, results::session::Session};
 
 /// The version of `verdict.json`'s layout. 2: per-run classes, `judged`,
@@ -88,9 +91,12 @@ pub struct Margins {
     /// The run's longest single pause (`max_pause_ms`): one sleep more or
     /// less moves its longest call by up to this.
     pub max_pause_ms: f64,
-    /// The share margin is below `ok_fraction` (the detectors may differ by
-    /// that much).
+    /// The share margin is below `near_within_points`.
     pub near_share: bool,
+    /// How close to its line a share is near it, points
+    /// (`criteria::near_share_points`). 0 in verdicts from before it was kept.
+    #[serde(default)]
+    pub near_within_points: f64,
     /// The latency margin is below one pause.
     pub near_latency: bool,
 }
@@ -168,7 +174,8 @@ pub struct CellVerdict {
     pub observed: Class,
     /// Each usable run, judged on its own.
     pub run_verdicts: Vec<RunVerdict>,
-    pub expected: Option<Class>,
+    /// The cell's hypothesis, with the cause its stalls must have where it names one.
+    pub expected: Option<Expect>,
     /// Whether the cell had an expectation to be judged by.
     pub judged: bool,
     /// Why the cell fails, if it does.
@@ -209,7 +216,7 @@ impl CellVerdict {
     /// expectation to hold.
     pub fn run_passed(&self, r: &RunVerdict) -> Option<bool> {
         let e = self.expected?;
-        Some(r.class == e && self.failures_of_run(r.run).is_empty())
+        Some(r.class == e.class && self.failures_of_run(r.run).is_empty())
     }
 
     /// The runs' classes, `#1 ok (0.0%), #3 stall (40.0%)`.

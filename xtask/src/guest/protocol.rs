@@ -82,6 +82,14 @@ pub mod stream {
     pub const PHASES: &str = "phases";
     /// `module-cycles`: the rmmod/insmod cycles done.
     pub const CYCLES: &str = "cycles";
+    /// `module-cycles`: the memcg churn done (`key=value` words).
+    pub const CHURN: &str = "churn";
+    /// `module-cycles`: the wbstall suite's KTAP after a second run on the
+    /// same load (`/sys/kernel/debug/kunit/wbstall/run`).
+    pub const KUNIT_RERUN: &str = "kunit-rerun";
+    /// `module-cycles`: the module's `stats` of each load of the churn, by
+    /// its number (`wbstall-stats-load-0`, ...).
+    pub const STATS_OF_LOAD: &str = "wbstall-stats-load-";
 
     /// A KUnit suite's KTAP output: `ktap-<suite>`.
     pub const KTAP_PREFIX: &str = "ktap-";
@@ -126,6 +134,8 @@ pub mod stream {
         SAMPLES,
         PHASES,
         CYCLES,
+        CHURN,
+        KUNIT_RERUN,
     ];
 
     /// Streams whose name the guest completes (`ktap-$suite`, `fuse-$tag-...`,
@@ -154,6 +164,8 @@ pub mod param {
     pub const DISK: &str = "disk";
     /// `module-stress`: how many rmmod/insmod cycles.
     pub const CYCLES: &str = "cycles";
+    /// `module-stress`: how many memcg churn cycles.
+    pub const CHURN: &str = "churn";
     /// `bench-fuse`: boot without the harness.
     #[cfg_attr(
         not(test),
@@ -237,6 +249,7 @@ pub mod param {
         PHASE_MS,
         DISK,
         CYCLES,
+        CHURN,
         BARE,
         DIRTY_BYTES,
         DIRTY_BACKGROUND_BYTES,

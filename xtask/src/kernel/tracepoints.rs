@@ -1,14 +1,15 @@
 //! Before the module is built against a tree: every tracepoint the module
 //! attaches to must have, in that tree's headers ([`HEADERS`]: the writeback
-//! events, and `sched_switch`, which ends a throttle sleep), the `TP_PROTO`
-//! its Rust probe is written for. The kernel calls a probe
-//! through a `void *` and the module finds tracepoints by name at run time, so
-//! no compiler sees a mismatch; a probe reading arguments that are not there is
-//! memory corruption. This check turns it into a build error naming both sides.
+//! events, and the scheduler's `sched_entry_tp`/`sched_exit_tp`, which bracket
+//! a throttle sleep), the `TP_PROTO` its Rust probe is written for. The kernel
+//! calls a probe through a `void *` and the module finds tracepoints by name at
+//! run time, so no compiler sees a mismatch; a probe reading arguments that are
+//! not there is memory corruption. This check turns it into a build error naming both sides.
 //!
 //! The probes are read from `rust-module/probes.rs` (`Probe::new(c"<tracepoint>",
 //! probe_<x> ...)` and each `extern "C" fn probe_<x>(...)`), the prototypes from
-//! the header (`TRACE_EVENT`, `DEFINE_EVENT`, or a wrapper macro such as
+//! the header (`TRACE_EVENT`, `DEFINE_EVENT`, `DECLARE_TRACE` (whose tracepoint
+//! is `<name>_tp`), or a wrapper macro such as
 //! `DEFINE_WRITEBACK_EVENT(name)` whose definition holds the `TP_PROTO`).
 
 use std::{fs, path::Path};
@@ -159,10 +160,15 @@ pub fn tp_proto(header: &str, name: &str) -> Option<Vec<String>> {
         let args = balanced(&rest[open..])?;
         Some(args.split(',').map(|a| a.trim().to_string()).collect())
     };
-    let direct = [
-        format!("TRACE_EVENT({name},"),
-        format!("DECLARE_TRACE({name},"),
-    ];
+    // `DECLARE_TRACE(sched_entry, ...)` defines the tracepoint `sched_entry_tp`
+    // (include/linux/tracepoint.h appends `_tp`).
+    let bare = name
+        .strip_suffix("_tp")
+        .map(|b| format!("DECLARE_TRACE({b},"));
+    let direct = [format!("TRACE_EVENT({name},")]
+        .into_iter()
+        .chain(bare)
+        .collect::<Vec<_>>();
     if let Some(pos) = direct.iter().find_map(|d| flat.find(d.as_str())) {
         return proto_after(pos);
     }
@@ -266,6 +272,17 @@ mod tests {
         assert_eq!(bdp.len(), 8);
         assert_eq!(bdp[6], "long pause");
         assert_eq!(tp_proto(&h, "no_such_event"), None);
+        // A bare tracepoint: `DECLARE_TRACE(sched_entry, ...)` is `sched_entry_tp`.
+        let sched = fixture("sched-7.3.h");
+        assert_eq!(
+            tp_proto(&sched, "sched_entry_tp").unwrap(),
+            ["bool preempt"]
+        );
+        assert_eq!(
+            tp_proto(&sched, "sched_exit_tp").unwrap(),
+            ["bool is_switch"]
+        );
+        assert_eq!(tp_proto(&sched, "sched_entry"), None);
     }
 
     #[test]
@@ -275,10 +292,11 @@ mod tests {
         assert_eq!(
             names,
             [
+                "sched_entry_tp",
+                "sched_exit_tp",
                 "writeback_wake_background",
                 "balance_dirty_pages",
                 "writeback_start",
-                "sched_switch"
             ]
         );
         let headers = fixture("writeback-7.3.h") + &fixture("sched-7.3.h");

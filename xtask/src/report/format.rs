@@ -107,8 +107,8 @@ pub fn margins(m: &Margins) -> String {
 }
 
 /// What a cell's runs near a class boundary are, one sentence each: `run 2
-/// is 0.03 points from the stall line (the detectors may differ by 1)`.
-pub fn near_lines(c: &CellVerdict, ok_fraction: f64) -> Vec<String> {
+/// is 0.030 points above the stall line (near: within 1.0)`.
+pub fn near_lines(c: &CellVerdict) -> Vec<String> {
     let mut out = Vec::new();
     for (r, m) in c.near_runs() {
         let run = format!("run {}", c.id(r.run).number());
@@ -119,10 +119,10 @@ pub fn near_lines(c: &CellVerdict, ok_fraction: f64) -> Vec<String> {
                 (false, Line::Ok) => "below",
             };
             out.push(format!(
-                "{run} is {:.3} points {side} the {} line (the detectors may differ by {:.0})",
+                "{run} is {:.3} points {side} the {} line (near: within {:.1})",
                 m.share_points.abs(),
                 m.line,
-                ok_fraction * 100.0
+                m.near_within_points
             ));
         }
         if let (true, Some(ms), Some(bound)) = (m.near_latency, m.latency_ms, m.bound_ms) {
@@ -150,8 +150,9 @@ pub fn accel(a: crate::guest::qemu::Accel) -> &'static str {
     }
 }
 
-/// A class as the reports write it, `-` for none (never `Some(Ok)`).
-pub fn class(c: Option<crate::analysis::expected::Class>) -> String {
+/// A class (or an expectation) as the reports write it, `-` for none (never
+/// `Some(Ok)`).
+pub fn class(c: Option<impl std::fmt::Display>) -> String {
     c.map_or("-".into(), |c| c.to_string())
 }
 
@@ -309,7 +310,7 @@ mod tests {
         assert_eq!(accel(crate::guest::qemu::Accel::Tcg), "TCG");
         // Once `(expected Some(Ok))` in the mail.
         assert_eq!(class(Some(crate::analysis::expected::Class::Ok)), "ok");
-        assert_eq!(class(None), "-");
+        assert_eq!(class(None::<crate::analysis::expected::Class>), "-");
         assert_eq!(
             truncate("tracefs.balance_dirty_pages_pause>0", 20),
             "tracefs.balance_di.."

@@ -143,7 +143,7 @@ fn usable_status<'a>(
     let status = match (c.expected, c.run_passed(r)) {
         (Some(_), Some(true)) => Status::Pass,
         (Some(e), Some(false)) => {
-            if r.class != e {
+            if r.class != e.class {
                 why.insert(0, format!("expected {e}, observed {}", r.class));
             }
             Status::Fail

@@ -118,7 +118,7 @@ fn findings(o: &mut String, j: &Judgement) {
         }
         o.push('\n');
         for c in &cells {
-            for l in format::near_lines(c, j.expected.criteria.ok_fraction) {
+            for l in format::near_lines(c) {
                 let _ = writeln!(o, "  near a boundary: {}: {l}", c.variant);
             }
         }

@@ -71,7 +71,7 @@ fn findings(o: &mut String, j: &Judgement, u: &UnderTest, failures: &[BootFailur
         for f in &c.failures {
             let _ = writeln!(o, "  FAIL {f}");
         }
-        for l in format::near_lines(c, j.expected.criteria.ok_fraction) {
+        for l in format::near_lines(c) {
             let _ = writeln!(o, "  near a boundary: {l}");
         }
     }

@@ -130,19 +130,15 @@ fn margins(o: &mut String, verdict: &Verdict, expected: &Expected) {
             .collect();
         let _ = writeln!(o, "| {}/{} | {} |", c.scenario, c.variant, runs.join("; "));
     }
-    let near: Vec<String> = verdict
-        .cells
-        .iter()
-        .flat_map(|c| near(c, expected))
-        .collect();
+    let near: Vec<String> = verdict.cells.iter().flat_map(near).collect();
     if !near.is_empty() {
         let _ = writeln!(o, "\nRuns near a class boundary:\n\n{}", near.join("\n"));
     }
 }
 
 /// `- memcg-ext4/v1: run 2 is 0.03 points above the stall line ...`.
-fn near(c: &CellVerdict, expected: &Expected) -> Vec<String> {
-    format::near_lines(c, expected.criteria.ok_fraction)
+fn near(c: &CellVerdict) -> Vec<String> {
+    format::near_lines(c)
         .into_iter()
         .map(|l| format!("- {}/{}: {l}", c.scenario, c.variant))
         .collect()

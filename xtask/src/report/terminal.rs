@@ -230,7 +230,7 @@ pub fn table(j: &Judgement) -> String {
     );
     let near: Vec<String> = (verdict.cells.iter())
         .flat_map(|c| {
-            format::near_lines(c, j.expected.criteria.ok_fraction)
+            format::near_lines(c)
                 .into_iter()
                 .map(move |l| format!("near a boundary: {}/{}: {l}", c.scenario, c.variant))
         })

@@ -1,6 +1,6 @@
 //! Parsers for what the guest reads out of the kernel: the wbstall module's
 //! `stats`, `thresholds` and `summary` (space-separated `key=value` lines, the
-//! format documented in `rust-module/wbstall.rs`), the kernel's
+//! format documented in `rust-module/wbstall_main.rs`), the kernel's
 //! `/sys/kernel/debug/bdi/<bdi>/stats` and `/proc/vmstat`.
 
 use std::collections::BTreeMap;
@@ -46,7 +46,7 @@ pub fn parse_kv_lines(text: &str, origin: &str) -> Result<Vec<KvLine>> {
 
 /// The module's layout version this parser reads (`format=` of `summary`;
 /// `FORMAT_VERSION` in `rust-module/format.rs`).
-pub const FORMAT_VERSION: u64 = 2;
+pub const FORMAT_VERSION: u64 = 3;
 
 /// The module's formatter, `rust-module/format.rs`: the one place that says
 /// which keys its files carry and in which order. The host reads its key lists
@@ -297,18 +297,35 @@ mod tests {
     #[test]
     fn the_key_lists_come_from_the_module_formatter() {
         let k = keys();
-        // The layout of format=2: four leading keys, then every counter once.
+        // The layout of format=3: four leading keys, then every counter once.
         assert_eq!(k.stats[..4], ["bdi", "memcg_id", "strictlimit", "bdi_id"]);
         assert_eq!(k.stats.len(), k.counters.len() + 4);
         assert!(k.stats.contains(&"bdi_id".to_string()));
         for c in &k.counters {
             assert_eq!(k.stats.iter().filter(|s| *s == c).count(), 1, "{c}");
         }
-        for needed in ["stall_sleeps", "throttle_sleeps", "bg_starts", "stall_ms"] {
+        // Format 2's verdict inputs and a few of format 3's.
+        for needed in [
+            "stall_ms",
+            "bg_starts",
+            "unrequested_sleeps",
+            "dropped_at_block",
+        ] {
             assert!(k.counters.iter().any(|c| c == needed), "{needed}");
         }
         assert_eq!(k.thresholds[..3], ["bdi", "memcg_id", "domain"]);
-        assert_eq!(k.summary, ["slots", "used", "unslotted", "hz", "format"]);
+        assert_eq!(
+            k.summary,
+            [
+                "slots",
+                "used",
+                "unslotted",
+                "hz",
+                "format",
+                "drain_floor_pages",
+                "pending"
+            ]
+        );
         assert!(
             FORMAT_RS.contains(&format!("const FORMAT_VERSION: u32 = {FORMAT_VERSION};")),
             "FORMAT_VERSION drifted from rust-module/format.rs"
@@ -324,8 +341,8 @@ mod tests {
         // A counter the module appends is a key the host requires, with no
         // change on the host.
         let grown = FORMAT_RS.replace(
-            "    \"work_other\",\n",
-            "    \"work_other\",\n    \"new_counter\",\n",
+            "    \"dropped_at_block\",\n",
+            "    \"dropped_at_block\",\n    \"new_counter\",\n",
         );
         let g = parse_format(&grown).unwrap();
         assert_eq!(g.stats.last().map(String::as_str), Some("new_counter"));
@@ -361,16 +378,21 @@ mod tests {
 
     #[test]
     fn the_summary_format_is_checked() {
-        let ok = "slots=64 used=3 unslotted=0 hz=250 format=2\n";
+        let ok = "slots=64 used=3 unslotted=0 hz=250 format=3 drain_floor_pages=8 pending=0\n";
         assert_eq!(c(&parse_summary(ok).unwrap(), "hz"), 250);
-        let e = parse_summary(&ok.replace("format=2", "format=1"))
+        assert_eq!(c(&parse_summary(ok).unwrap(), "drain_floor_pages"), 8);
+        let e = parse_summary(&ok.replace("format=3", "format=2"))
             .unwrap_err()
             .to_string();
         assert!(
-            e.contains("writes format=1, this xtask reads format=2"),
+            e.contains("writes format=2, this xtask reads format=3"),
             "{e}"
         );
-        let e = parse_summary(&ok.replace(" format=2", ""))
+        let e = parse_summary(&ok.replace(" drain_floor_pages=8", ""))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("lacks `drain_floor_pages`"), "{e}");
+        let e = parse_summary(&ok.replace(" format=3", ""))
             .unwrap_err()
             .to_string();
         assert!(e.contains("lacks `format`"), "{e}");

@@ -56,11 +56,12 @@ pub fn detect(
         Detector::Module => {
             let stats = debugfs::parse_stats(&need(stream::WBSTALL_STATS)?)?;
             let (writer, memcg_id) = writer_of(&stats, w.bdi, w.domain, &ctx.console_log)?;
-            let mechanism = Mechanism::from_record(writer)?;
+            let summary = debugfs::parse_summary(&need(stream::WBSTALL_SUMMARY)?)?;
+            let mechanism = Mechanism::from_module(writer, &summary)?;
             Ok(Detection {
                 stats,
                 thresholds: debugfs::parse_thresholds(&need(stream::WBSTALL_THRESHOLDS)?)?,
-                summary: Some(debugfs::parse_summary(&need(stream::WBSTALL_SUMMARY)?)?),
+                summary: Some(summary),
                 mechanism,
                 memcg_id,
                 tracefs,
@@ -107,6 +108,9 @@ fn trace_mechanism(t: &tracefs::Detected, witness: &Witness, strictlimit: bool) 
         max_call_ms: t.max_call_ms,
         work_background: t.work_background,
         work_periodic: t.work_periodic,
+        causes: t.causes,
+        entries: None,
+        drain_floor_pages: None,
         more: BTreeMap::new(),
     }
 }

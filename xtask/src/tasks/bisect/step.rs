@@ -124,7 +124,7 @@ pub fn judge_step(records: &[RunRecord], expected: &Expected, scenario: &str) ->
         e.expect
             .entry(scenario.to_string())
             .or_default()
-            .insert(VARIANT.to_string(), class);
+            .insert(VARIANT.to_string(), class.into());
         verdict::judge(records, &e, &plan)
     };
     let as_ok = against(Class::Ok);

@@ -21,9 +21,11 @@
 //!
 //! Probes: `writeback_wake_background` (each `wb_start_background_writeback()`),
 //! `balance_dirty_pages` (each throttle decision), `writeback_start` (each pass of the
-//! flusher's `wb_writeback()`) and `sched_switch` (the end of a throttle sleep is its task's
-//! switch back in). Each sleep is classed from what held at its start and at its end (see
-//! `table.rs` and `docs/detectors.md`).
+//! flusher's `wb_writeback()`), and the scheduler's `sched_entry_tp`/`sched_exit_tp` (a throttle
+//! sleep is its task's next voluntary call of `__schedule()`, and ends when that call returns).
+//! Each sleep is classed from what held at its start and at its end (see `table.rs` and
+//! `docs/detectors.md`). While a sleep is in progress the module holds a reference on its wb
+//! (`helpers.c`), so the read at its end is of a live wb.
 //!
 //! A slot is one writeback domain: a bdi (`bdi->id`) and the memcg of its `bdi_writeback` (0 for
 //! the bdi's root wb, else `wb->memcg_css->id`). There are 32 slots, claimed on first event and
@@ -32,8 +34,9 @@
 //! # Files in `/sys/kernel/debug/wbstall/`
 //!
 //! Lines are space-separated `key=value` pairs, keys in the order below. New keys are only ever
-//! appended at the end of a line; `format` in `summary` changes for anything else (2: sleeps
-//! classed at their end).
+//! appended at the end of a line; `format` in `summary` changes for anything else (3: a pass
+//! must write pages to make a sleep flushing, completions must pass a floor to make it
+//! draining, and a stall says whether background writeback had been asked for).
 //!
 //! `stats`: one line per claimed slot, in claim order:
 //!
@@ -49,16 +52,27 @@
 //! - `max_call_ms`: the longest `paused + pause` of a sleep: the longest time a writer spent in
 //!   one `balance_dirty_pages()` call, ms.
 //! - `flushing_sleeps`, `flushing_ms`: sleeps during which a flusher pass ran on the wb
-//!   (`WB_writeback_running` at the start or the end, or a `writeback_start` in between).
-//! - `draining_sleeps`, `draining_ms`: sleeps with no pass, during which the wb's `WB_WRITTEN`
-//!   rose: the device completed pages of the wb.
+//!   (`WB_writeback_running` at the start or the end, or a `writeback_start` in between) and
+//!   pages of the wb were put under writeback (`WB_WRITEBACK + WB_WRITTEN` rose).
+//! - `draining_sleeps`, `draining_ms`: not flushing, and more than `drain_floor_pages` pages of
+//!   the wb completed writeback (`WB_WRITTEN` rose by more than the floor).
 //! - `stall_sleeps`, `stall_ms`: neither: the regression's signature, and the writer time it
-//!   costs.
-//! - `lost_ends`: sleeps whose end the module did not see (no entry free, or the task left
-//!   `balance_dirty_pages()` without that sleep); not classed.
+//!   costs; split by cause in `unrequested_*` and `declined_*`.
+//! - `lost_ends`: sleeps the module did not class: no entry free, or the entry was dropped
+//!   (`dropped_at_event`, `dropped_at_block`).
 //! - `work_background`, `work_periodic`, `work_sync`, `work_other`: `writeback_start` events by
 //!   `work->reason` (`WB_REASON_BACKGROUND`, `_PERIODIC`, `_SYNC`, anything else). One event per
 //!   pass of `wb_writeback()`, so a long work counts several times.
+//! - `unrequested_sleeps`, `unrequested_ms`: stall sleeps with no `writeback_wake_background`
+//!   for the wb between the start of the `balance_dirty_pages()` call and the sleep's end
+//!   (jiffies): nobody asked for writeback, the signature of 64dd89ae01f2.
+//! - `declined_sleeps`, `declined_ms`: stall sleeps with such a request: asked, nothing written.
+//! - `unblocked_sleeps`: classed sleeps whose schedule did not block (the task was already woken
+//!   when it entered it, or was not switched out).
+//! - `dropped_at_event`: sleeps whose task came back to a throttle decision before calling its
+//!   sleep's schedule (`BDP_ASYNC`); in `lost_ends`.
+//! - `dropped_at_block`: sleeps whose task's first voluntary schedule was another wait (another
+//!   state, no `in_iowait`, more than 200 ms after the event, or its exit); in `lost_ends`.
 //!
 //! `thresholds`: one line per claimed slot that has a snapshot: the last throttle decision's
 //! `dirty_throttle_control`, written whole or not at all (a sequence counter; readers never see
@@ -75,10 +89,12 @@
 //! - `bdi_id`: as in `stats`.
 //!
 //! `summary`: one line, `slots=32 used=<claimed slots> unslotted=<events without a slot>
-//! hz=<CONFIG_HZ> format=2`.
+//! hz=<CONFIG_HZ> format=3 drain_floor_pages=<the draining floor, pages> pending=<sleeps in
+//! progress, each holding a reference on its wb>`.
 //!
 //! `reset`: write-only; writing `1` zeroes every counter, every snapshot and `unslotted`. Slot
-//! keys and names stay, so does `strictlimit`; sleeps in progress are not counted when they end.
+//! keys and names stay, so do `strictlimit` and the last background request; sleeps in progress
+//! are not counted when they end.
 //! Anything else is `EINVAL`; `EBUSY` if a probe kept a snapshot mid-write (counters are zeroed anyway).
 //!
 //! An open file holds a reference on the module: `rmmod` fails with `EWOULDBLOCK` ("Resource
@@ -86,7 +102,8 @@
 //! `kernel::debugfs`).
 //!
 //! KUnit: suite `wbstall` runs at load on a kernel with `CONFIG_KUNIT`; with `CONFIG_KUNIT_DEBUGFS`
-//! its KTAP is in `/sys/kernel/debug/kunit/wbstall/results`.
+//! its KTAP is in `/sys/kernel/debug/kunit/wbstall/results`, and writing to
+//! `/sys/kernel/debug/kunit/wbstall/run` runs it again (each test makes its own table).
 
 mod files;
 mod format;
