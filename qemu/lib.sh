@@ -481,6 +481,11 @@ trace_start() {
 	for e in $TRACE_DETECTOR_EVENTS; do
 		echo 1 >"$TRACE_EVENTS/$e/enable" || fail "cannot enable the trace event $e"
 	done
+	# A scenario's own events beside them (wbstall.trace_extra: SYSTEM/EVENT
+	# names, comma-separated), in the same buffer; the host's parser skips them.
+	for e in $(echo "${WB_trace_extra-}" | tr , ' '); do
+		echo 1 >"$TRACE/events/$e/enable" || fail "cannot enable the trace event $e (wbstall.trace_extra)"
+	done
 	echo 1 >"$TRACE/tracing_on" || fail "cannot start tracing"
 }
 
@@ -637,6 +642,24 @@ mount_bdi() {
 # The UUID and directory hash seed of the guest-made file system.
 EXT4_UUID=5d1b0e6a-77b1-4c1e-9a43-000000000001
 
+# null_blk_timed MS: a second null_blk device (configfs), memory-backed like
+# nullb0, whose every request completes MS ms after it was queued (a guest
+# hrtimer: guest time, so the same in every boot on the virtual clock), for
+# ext4_mount (EXT4_NULL_DEV). Pages stay under writeback that long.
+null_blk_timed() {
+	# The device takes the name of its configfs directory.
+	local d=/sys/kernel/config/nullb/nullb_timed
+	[ "$(need disk)" = null ] || fail "a timed null_blk disk needs --disk null"
+	grep -q " /sys/kernel/config " /proc/mounts ||
+		mount -t configfs none /sys/kernel/config || fail "cannot mount configfs"
+	if ! { mkdir "$d" && echo 1024 >"$d/size" && echo 1 >"$d/memory_backed" &&
+		echo 2 >"$d/irqmode" && echo "$(($1 * 1000000))" >"$d/completion_nsec" &&
+		echo 1 >"$d/power"; }; then
+		fail "cannot make the timed null_blk device (configfs nullb)"
+	fi
+	EXT4_NULL_DEV=/dev/nullb_timed
+}
+
 # ext4_mount: the disk scenarios' ext4 on /mnt/disk, on the disk wbstall.disk
 # names: `null`, the guest's null_blk device (/dev/nullb0, made by the null_blk.*
 # kernel arguments: memory-backed, with a bandwidth cap if the host asked for
@@ -653,8 +676,8 @@ ext4_mount() {
 			dev=${WB_DISK_DEV-}
 			[ -b "$dev" ] || fail "no loop device in WB_DISK_DEV ('$dev')"
 		else
-			dev=/dev/nullb0
-			[ -b $dev ] || fail "no $dev: the kernel lacks CONFIG_BLK_DEV_NULL_BLK=y or the null_blk.* arguments"
+			dev=${EXT4_NULL_DEV:-/dev/nullb0}
+			[ -b "$dev" ] || fail "no $dev: the kernel lacks CONFIG_BLK_DEV_NULL_BLK=y or the null_blk.* arguments"
 		fi
 		# The device reads zeros where nothing was written: mke2fs need not
 		# write the inode tables or the journal, and the kernel starts no

@@ -23,7 +23,96 @@ pub mod heading {
 mod tests {
     use clap::{CommandFactory, Parser};
 
-    use crate::{Cli, Task};
+    use crate::{guest::scenario, kernel::variants::Variants, util, Cli, Task};
+
+    /// The reproducer a findings text prints: its first line that starts
+    /// `cargo xtask`, through its last `\\` continuation (None: no such
+    /// line, or the text ends inside it).
+    fn reproducer(text: &str) -> Option<String> {
+        let mut lines = text
+            .lines()
+            .skip_while(|l| !l.trim_start().starts_with("cargo xtask "));
+        let mut block = vec![lines.next()?.trim()];
+        while block.last()?.ends_with('\\') {
+            block.push(lines.next()?.trim());
+        }
+        Some(block.join("\n") + "\n")
+    }
+
+    /// `command` as a user pastes it: valid bash (`bash -n`), a `cargo
+    /// xtask qemu-test` whose flags parse, naming scenarios and variants that
+    /// exist. The error says which.
+    fn runs_as_written(command: &str) -> anyhow::Result<()> {
+        use anyhow::{bail, Context};
+        let sh = xshell::Shell::new().context("a shell for bash -n")?;
+        let out = xshell::cmd!(sh, "bash -n")
+            .stdin(command)
+            .quiet()
+            .ignore_status()
+            .output()
+            .context("cannot run bash -n (is bash installed?)")?;
+        if !out.status.success() {
+            bail!(
+                "bash -n rejects the command: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        if command.contains(['\'', '"']) {
+            bail!("quoted words: this check splits at white space only");
+        }
+        let words: Vec<&str> = command.split_whitespace().filter(|w| *w != "\\").collect();
+        let Some(args) = words.strip_prefix(&["cargo", "xtask"]) else {
+            bail!("not a `cargo xtask` command: {words:?}");
+        };
+        let cli = Cli::try_parse_from(std::iter::once("cargo xtask").chain(args.iter().copied()))
+            .context("cargo xtask rejects the flags")?;
+        let Some(Task::QemuTest(q)) = cli.task else {
+            bail!("not a qemu-test command");
+        };
+        for s in &q.scenarios {
+            scenario::any(s)?;
+        }
+        q.selection.resolve(&Variants::repo()?)?;
+        Ok(())
+    }
+
+    #[test]
+    fn the_findings_reproducers_run_as_written() {
+        // The mail to linux-mm and its README print the command that
+        // reproduces the finding: it must be the command as it runs.
+        let dir = util::project_root().join("docs/findings/memcg-stale-stats");
+        for file in ["README.md", "mail.txt"] {
+            let text = std::fs::read_to_string(dir.join(file)).unwrap();
+            let command = reproducer(&text).unwrap_or_else(|| panic!("{file}: no reproducer"));
+            if let Err(e) = runs_as_written(&command) {
+                panic!("{file}: {e:#}\n{command}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_reproducer_that_would_not_run_is_refused() {
+        let ok = "    cargo xtask qemu-test --scenario memcg-stale-stats \\\n        --variant upstream --runs 4\n";
+        assert!(runs_as_written(&reproducer(ok).unwrap()).is_ok());
+        // A flag qemu-test lacks, an unknown variant, a broken quote, a
+        // continuation the text never ends.
+        for (bad, why) in [
+            (
+                "cargo xtask qemu-test --scenario memcg-stale-stats --run 4\n",
+                "rejects the flags",
+            ),
+            ("cargo xtask qemu-test --variant upstrem\n", "upstrem"),
+            (
+                "cargo xtask qemu-test --scenario 'memcg-stale-stats\n",
+                "bash -n",
+            ),
+            ("cargo xtask qemu-test --scenario nosuch\n", "nosuch"),
+        ] {
+            let e = runs_as_written(bad).unwrap_err();
+            assert!(format!("{e:#}").contains(why), "{bad}: {e:#}");
+        }
+        assert_eq!(reproducer("    cargo xtask qemu-test \\\n"), None);
+    }
 
     /// `--help` of `task`, as the user reads it.
     fn help(task: &str) -> String {

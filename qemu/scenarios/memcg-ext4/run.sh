@@ -14,6 +14,11 @@
 # Sourced by /init; defines scenario_run.
 
 scenario_run() {
+	memcg_run
+}
+
+# memcg_run: the memcg scenarios' body (memcg-stale-stats runs it too).
+memcg_run() {
 	local cg=/sys/fs/cgroup/wbstall
 	ext4_mount
 	echo +memory >/sys/fs/cgroup/cgroup.subtree_control || fail "cannot enable the memory controller"

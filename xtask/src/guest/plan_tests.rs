@@ -10,7 +10,7 @@ fn the_virtual_clock_refuses_the_hosts_disk_by_name() {
     let e = check_clock(&m, &all).unwrap_err().to_string();
     assert!(
         e.contains(
-            "with --disk host: memcg-ext4, ext4-global, memcg-fadvise write to a virtio-blk disk"
+            "with --disk host: memcg-ext4, ext4-global, memcg-fadvise, memcg-stale-stats write to a virtio-blk disk"
         ) && e.contains("use --disk null")
             && e.contains("run them with --clock real")
             && e.contains("--scenario fuse-strictlimit --scenario fuse-nostrict"),

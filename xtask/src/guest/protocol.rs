@@ -207,6 +207,24 @@ pub mod param {
             reason = "set by a scenario's data (scenario.toml) or a task's own boot: named for the contract test"
         )
     )]
+    /// memcg-stale-stats: the completion time of its timed null_blk disk.
+    pub const DISK_LATENCY_MS: &str = "disk_latency_ms";
+    #[cfg_attr(
+        not(test),
+        allow(
+            dead_code,
+            reason = "set by a scenario's data (scenario.toml) or a task's own boot: named for the contract test"
+        )
+    )]
+    /// Trace events a scenario adds to the tracefs detector's (SYSTEM/EVENT, comma-separated).
+    pub const TRACE_EXTRA: &str = "trace_extra";
+    #[cfg_attr(
+        not(test),
+        allow(
+            dead_code,
+            reason = "set by a scenario's data (scenario.toml) or a task's own boot: named for the contract test"
+        )
+    )]
     pub const FUSE_THREADS: &str = "fuse_threads";
     /// Test hook, never set by wbstall: `fault_start` in `qemu/lib.sh` injects
     /// a fault into the measurement (`kill-fuse`, `kill-fio`, `oom`,
@@ -236,6 +254,8 @@ pub mod param {
         DIRTY_BYTES,
         DIRTY_BACKGROUND_BYTES,
         MEMCG_MAX,
+        DISK_LATENCY_MS,
+        TRACE_EXTRA,
         FUSE_THREADS,
         FAULT,
     ];

@@ -249,7 +249,8 @@ mod tests {
                 "memcg-ext4",
                 "ext4-global",
                 "fuse-passthrough",
-                "memcg-fadvise"
+                "memcg-fadvise",
+                "memcg-stale-stats"
             ]
         );
         // A plan that names none gets those of the default plan; the others

@@ -142,7 +142,19 @@ fn touched_paths_cover_creates_deletes_and_renames() {
 #[test]
 fn the_repository_variants_file_is_valid() {
     let v = Variants::load(&util::project_root().join(VARIANTS_FILE)).unwrap();
-    assert_eq!(v.names(), ["regressed", "v1", "v2", "upstream"]);
+    assert_eq!(
+        v.names(),
+        [
+            "regressed",
+            "v1",
+            "v2",
+            "upstream",
+            "memcg-flush",
+            "memcg-refresh"
+        ]
+    );
+    // The experiments of issue 34 are built only when named.
+    assert_eq!(v.default_names(), ["regressed", "v1", "v2", "upstream"]);
     for name in v.names() {
         v.variant(name).unwrap();
     }

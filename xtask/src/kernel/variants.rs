@@ -98,6 +98,14 @@ pub struct VariantDef {
     pub description: String,
     /// Patch files, relative to the variants file, applied in order.
     pub patches: Vec<String>,
+    /// false: built and booted only when named (`--variant NAME`), never by
+    /// a selection that names none (the default plan, `build-kernel`).
+    #[serde(default = "yes")]
+    pub default: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// The parsed variants file.
@@ -212,8 +220,19 @@ impl Variants {
         Variants::load(&util::project_root().join(VARIANTS_FILE))
     }
 
+    /// Every variant of the file, in its order.
     pub fn names(&self) -> Vec<&str> {
         self.defs.iter().map(|d| d.name.as_str()).collect()
+    }
+
+    /// The variants a selection that names none gets: those without
+    /// `default = false`.
+    pub fn default_names(&self) -> Vec<&str> {
+        self.defs
+            .iter()
+            .filter(|d| d.default)
+            .map(|d| d.name.as_str())
+            .collect()
     }
 
     fn def(&self, name: &str) -> Result<&VariantDef> {
@@ -329,10 +348,12 @@ fn is_default(p: &super::mailbox::Posted) -> bool {
 #[derive(Debug, Clone, Default, clap::Args)]
 #[command(next_help_heading = crate::cli::heading::KERNELS)]
 pub struct Selection {
-    /// A variant from patches/variants.toml (repeatable). Default: all of them.
+    /// A variant from patches/variants.toml (repeatable). Default: every variant
+    /// there but those marked `default = false` (experiments, booted only when named).
     #[arg(long = "variant", value_name = "NAME")]
     pub variants: Vec<String>,
-    /// Every variant in patches/variants.toml (the default when nothing is selected).
+    /// Every variant of the default set in patches/variants.toml (all but those
+    /// marked `default = false`; the default when nothing is selected).
     #[arg(long)]
     pub all: bool,
     /// The patch under test: an ad-hoc variant, `--base` plus this file (a plain
@@ -363,7 +384,7 @@ impl Selection {
         let mut names: Vec<&str> = self.variants.iter().map(String::as_str).collect();
         let base = variants.patch_base(self.base.as_deref())?;
         if self.all || (names.is_empty() && self.patches.is_empty() && self.extra.is_empty()) {
-            names = variants.names();
+            names = variants.default_names();
         } else if names.is_empty() && !self.patches.is_empty() {
             // The patch alone: measured beside its base, the baseline (the
             // bug) and the reference (the shipped fix), in the file's order.
@@ -493,6 +514,45 @@ patches = []
             );
             assert!(e.contains(want), "want {want:?} in {e}");
         }
+    }
+
+    #[test]
+    fn a_variant_marked_default_false_is_built_only_when_named() {
+        // No patch files: resolving reads them.
+        let text = format!(
+            "{}[[variant]]\nname = \"experiment\"\ndescription = \"e\"\npatches = []\ndefault = false\n",
+            VARIANTS.replace("[\"r.patch\"]", "[]")
+        );
+        let v = Variants::parse(&text, Path::new("v.toml")).unwrap();
+        assert_eq!(v.names(), ["regressed", "upstream", "experiment"]);
+        assert_eq!(v.default_names(), ["regressed", "upstream"]);
+        let names = |sel: Selection| -> Vec<String> {
+            sel.resolve(&v)
+                .unwrap()
+                .into_iter()
+                .map(|x| x.name)
+                .collect()
+        };
+        // Nothing named, or --all: the default set.
+        assert_eq!(names(Selection::default()), ["regressed", "upstream"]);
+        let all = Selection {
+            all: true,
+            ..Selection::default()
+        };
+        assert_eq!(names(all), ["regressed", "upstream"]);
+        // Named, it is built.
+        let named = Selection {
+            variants: vec!["experiment".into(), "upstream".into()],
+            ..Selection::default()
+        };
+        assert_eq!(names(named), ["experiment", "upstream"]);
+        // A value that is not a boolean is refused.
+        let bad = text.replace("default = false", "default = \"no\"");
+        let e = format!(
+            "{:#}",
+            Variants::parse(&bad, Path::new("v.toml")).unwrap_err()
+        );
+        assert!(e.contains("invalid type"), "{e}");
     }
 
     #[test]

@@ -283,7 +283,11 @@ fn load_selected(selection: &Selection, flavour: &Flavour) -> Result<Vec<Built>>
     let variants = variants::Variants::load(&root.join(variants::VARIANTS_FILE))?;
     let mut names: Vec<String> = selection.variants.clone();
     if selection.all || (names.is_empty() && selection.patches.is_empty()) {
-        names = variants.names().iter().map(|s| s.to_string()).collect();
+        names = variants
+            .default_names()
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
     }
     if !selection.patches.is_empty() {
         bail!("--patch needs a build: drop --no-build");
