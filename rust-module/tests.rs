@@ -17,7 +17,6 @@ mod suite {
         table::{
             classify,
             jiffies_to_ms,
-            NO_PASS_BASE,
             signed_jiffies_to_ms,
             time_after_eq,
             work_counter,
@@ -38,6 +37,7 @@ mod suite {
             Woke,
             ARM_MS,
             DRAIN_FLOOR_PAGES,
+            NO_PASS_BASE,
             NR_COUNTERS,
             NR_PENDING,
             NR_SLOTS, //
@@ -297,7 +297,10 @@ mod suite {
             classify(QUIET, facts(true, 100, 200), NO_PASS_BASE, 3, 3, true),
             SleepClass::Declined
         );
-        assert_eq!(classify(QUIET, QUIET, NO_PASS_BASE, 3, 9, true), SleepClass::Declined);
+        assert_eq!(
+            classify(QUIET, QUIET, NO_PASS_BASE, 3, 9, true),
+            SleepClass::Declined
+        );
         // Negative: pages written without a pass (someone else's fsync) are not a flusher's.
         assert_eq!(
             classify(QUIET, facts(false, 100, 500), NO_PASS_BASE, 3, 3, false),
@@ -361,7 +364,8 @@ mod suite {
         assert_eq!(
             classify(
                 QUIET,
-                facts(false, 100 + DRAIN_FLOOR_PAGES as i64, 200), NO_PASS_BASE,
+                facts(false, 100 + DRAIN_FLOOR_PAGES as i64, 200),
+                NO_PASS_BASE,
                 3,
                 3,
                 true
@@ -372,7 +376,8 @@ mod suite {
         assert_eq!(
             classify(
                 QUIET,
-                facts(false, 101 + DRAIN_FLOOR_PAGES as i64, 200), NO_PASS_BASE,
+                facts(false, 101 + DRAIN_FLOOR_PAGES as i64, 200),
+                NO_PASS_BASE,
                 3,
                 3,
                 true
@@ -381,7 +386,14 @@ mod suite {
         );
         // An empty pass with completions above the floor: draining, not flushing.
         assert_eq!(
-            classify(facts(true, 100, 200), facts(true, 164, 200), NO_PASS_BASE, 3, 4, false),
+            classify(
+                facts(true, 100, 200),
+                facts(true, 164, 200),
+                NO_PASS_BASE,
+                3,
+                4,
+                false
+            ),
             SleepClass::Draining
         );
         // A count that reads lower at the end is no completion.
@@ -436,7 +448,10 @@ mod suite {
         });
         assert_eq!((end.written, end.submitted), (104, 136));
         // 8 pages completed in all and none was submitted: the empty pass is no flush.
-        assert_eq!(classify(start, end, NO_PASS_BASE, 1, 1, false), SleepClass::Unrequested);
+        assert_eq!(
+            classify(start, end, NO_PASS_BASE, 1, 1, false),
+            SleepClass::Unrequested
+        );
         // The bound: at the start, a completion that lowered WB_WRITEBACK before the first read
         // and raises WB_WRITTEN only after the second is missed by both (low by its pages).
         let mut mid = Wb {
@@ -456,7 +471,10 @@ mod suite {
             Stat::Writeback => 36 - 4 + 16,
             Stat::Written => 108,
         });
-        assert_eq!(classify(start, wrote, NO_PASS_BASE, 1, 1, false), SleepClass::Flushing);
+        assert_eq!(
+            classify(start, wrote, NO_PASS_BASE, 1, 1, false),
+            SleepClass::Flushing
+        );
     }
 
     #[test]
