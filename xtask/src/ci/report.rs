@@ -17,7 +17,7 @@ use crate::{
 /// follow; nothing is built or booted).
 pub fn committed_reproducers(sh: &Shell) -> Result<()> {
     use crate::report::reproduce;
-    let exe = std::env::current_exe().context("finding the running xtask")?;
+    let exe = util::xtask_exe()?;
     let dir = util::target_dir().join("ci");
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let mails = reproduce::committed_mails()?;
