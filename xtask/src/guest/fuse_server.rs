@@ -36,6 +36,15 @@ pub enum External {
 }
 
 impl External {
+    /// The server in words, as messages and a staged guest's record name it.
+    pub fn describe(&self) -> String {
+        match self {
+            External::None => "none".into(),
+            External::PassthroughLl => "libfuse's passthrough_ll".into(),
+            External::User(u) => format!("`{}`", u.line),
+        }
+    }
+
     /// What a plan of `scenarios` needs, with the user's server if given.
     pub fn of(scenarios: &[&str], user: Option<UserServer>) -> External {
         match user {
@@ -158,7 +167,8 @@ pub fn passthrough_ll(sh: &Shell) -> Result<PathBuf> {
         return Ok(bin);
     }
     fs::create_dir_all(&out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
-    let tmp = out_dir.join(".passthrough_ll.tmp");
+    // One name per process and host: shards on a shared checkout build it at once.
+    let tmp = out_dir.join(format!(".{}.tmp", util::unique_name("passthrough_ll")));
     let flags: Vec<&str> = flags.split_whitespace().collect();
     cmd!(sh, "cc -O2 -Wall -I{examples} {src} {flags...} -o {tmp}")
         .quiet()

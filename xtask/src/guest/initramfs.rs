@@ -178,7 +178,7 @@ pub fn build_guest_bins(sh: &Shell) -> Result<Vec<PathBuf>> {
         .env("CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUSTFLAGS", "-C target-feature=+crt-static")
         .quiet()
         .run()
-        .context("building the guest's programs (qemu/wbstall-fuse, qemu/wbstall-sample) as static binaries")?;
+        .context("building the guest's programs (qemu/wbstall-fuse, qemu/wbstall-sample) as static binaries with cargo (a node without cargo boots the guest `cargo xtask slurm` staged: qemu-test --staged DIR)")?;
     GUEST_BINS
         .iter()
         .map(|name| {
@@ -335,6 +335,11 @@ fn items(sh: &Shell, external: &External) -> Result<Vec<Item>> {
 /// Builds (or reuses) the base archive and returns its path; with the FUSE
 /// server of the plan's fuse-passthrough, if it has one.
 pub fn base(sh: &Shell, external: &External) -> Result<PathBuf> {
+    base_in(sh, external, &dir())
+}
+
+/// [`base`], kept in `dir` (a fleet's staged guest: guest::stage).
+pub fn base_in(sh: &Shell, external: &External, dir: &Path) -> Result<PathBuf> {
     let items = items(sh, external)?;
     let mut key = String::from("wbstall-initramfs-v1\n");
     for it in &items {
@@ -346,15 +351,15 @@ pub fn base(sh: &Shell, external: &External) -> Result<PathBuf> {
         ));
     }
     let key = util::sha256_hex(key.as_bytes());
-    let out = dir().join("base.cpio");
-    let stamp = dir().join("base.key");
+    let out = dir.join("base.cpio");
+    let stamp = dir.join("base.key");
     if out.is_file() && fs::read_to_string(&stamp).is_ok_and(|s| s.trim() == key) {
         return Ok(out);
     }
-    fs::create_dir_all(dir()).with_context(|| format!("creating {}", dir().display()))?;
-    // One name per process: two shards of a job array booting from one
-    // checkout may both find the archive stale and write it at once.
-    let tmp = dir().join(format!(".base.cpio.{}.tmp", std::process::id()));
+    fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    // One name per process and host: two shards booting from one checkout
+    // on a shared filesystem may both find the archive stale and write it at once.
+    let tmp = dir.join(format!(".{}.tmp", util::unique_name("base.cpio")));
     let file = fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
     let mut cpio = Newc::new(BufWriter::new(file));
     for d in [
@@ -385,9 +390,6 @@ pub fn base(sh: &Shell, external: &External) -> Result<PathBuf> {
     Ok(out)
 }
 
-/// The initramfs of one variant: the base archive followed by one holding
-/// `/lib/modules/wbstall.ko`.
-/// Every file below `dir`, as (path relative to `base`, path).
 /// What the scripts find under `/wbstall` (host-test's staging directory on
 /// the host), from the repository's `qemu/` directory `qemu`: (path under
 /// `/wbstall`, source), sorted: `lib.sh`, every file of `scenarios/` and `jobs/`.
@@ -420,8 +422,9 @@ fn tree_files(base: &Path, dir: &Path, out: &mut Vec<(String, PathBuf)>) -> Resu
     Ok(())
 }
 
-/// The base initramfs plus the variant's module (none for a kernel built
-/// without Rust: the guest then runs the tracefs detector).
+/// The initramfs of one variant, next to the base archive: the base followed
+/// by an archive holding `/lib/modules/wbstall.ko`, the variant's module (none
+/// for a kernel built without Rust: the guest then runs the tracefs detector).
 pub fn for_variant(base: &Path, variant: &str, module: Option<&Path>) -> Result<PathBuf> {
     let mut overlay = Newc::new(Vec::new());
     if let Some(module) = module {
@@ -431,7 +434,10 @@ pub fn for_variant(base: &Path, variant: &str, module: Option<&Path>) -> Result<
     let overlay = overlay.finish()?;
     let mut bytes = fs::read(base).with_context(|| format!("reading {}", base.display()))?;
     bytes.extend_from_slice(&overlay);
-    let out = dir().join(format!("{variant}.cpio"));
+    let dir = base
+        .parent()
+        .context("the base archive lies in a directory")?;
+    let out = dir.join(format!("{variant}.cpio"));
     if fs::read(&out).is_ok_and(|old| old == bytes) {
         return Ok(out);
     }

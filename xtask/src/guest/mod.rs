@@ -1,4 +1,5 @@
-//! Stage 2, the guest: the initramfs every boot shares (`initramfs`), what each
+//! Stage 2, the guest: the initramfs every boot shares (`initramfs`; built
+//! once for a fleet's nodes: `stage`), what each
 //! scenario needs of it (`scenario`), QEMU's argv and the boot itself (`qemu`),
 //! what a boot's end means (`outcome`),
 //! the framed results stream the guest writes back (`stream`), and the names
@@ -18,6 +19,7 @@ pub mod qemu;
 pub mod run_id;
 pub mod scenario;
 pub mod splat;
+pub mod stage;
 pub mod stream;
 
 #[cfg(test)]

@@ -4,7 +4,9 @@
 //! task succeeded (`--dependency=afterok:<array>`), and submits both with
 //! sbatch. The cluster's nodes boot the kernels this checkout built: it must
 //! lie on a filesystem every node mounts at the same path (docs/reference.md, "The
-//! matrix on a Slurm cluster").
+//! matrix on a Slurm cluster"). They boot the guest this host stages in the
+//! jobs' directory before it submits them (guest::stage: `qemu-test --staged`),
+//! so that a node needs no cargo, no Debian source and no network.
 
 use std::path::PathBuf;
 
@@ -12,6 +14,7 @@ use anyhow::{bail, Context, Result};
 use xshell::{cmd, Shell};
 
 use crate::{
+    guest::{fuse_server::External, stage},
     kernel::{build, variants::Variants},
     progress::{self, Event},
     results::dir::ResultsDir,
@@ -39,12 +42,13 @@ pub struct Slurm {
     /// `qemu-test --resume`. Default: the partition's.
     #[arg(long, value_name = "TIME")]
     pub time: Option<String>,
-    /// Where the scripts, the jobs' logs, the shards' results and the merged
-    /// results go (created; must be empty), on the shared filesystem. Default:
+    /// Where the scripts, the jobs' own xtask and guest, the jobs' logs, the
+    /// shards' results and the merged results go (created; must be empty), on the shared filesystem. Default:
     /// target/wbstall/slurm/<timestamp>.
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
-    /// Write the two scripts and print the sbatch commands; submit nothing.
+    /// Write the two scripts (and stage the guest) and print the sbatch
+    /// commands; submit nothing.
     #[arg(long, visible_alias = "dry-run")]
     pub write_only: bool,
     /// qemu-test's flags for every shard, after `--` (e.g. `-- --runs 3
@@ -63,7 +67,11 @@ pub struct Jobs {
     /// The jobs' own copy of it (`DIR/bin/xtask`): a later `cargo xtask` in
     /// the checkout rebuilds target/debug/xtask under running jobs.
     pub xtask: PathBuf,
-    /// Scripts, logs/, shard-I/ and merged/.
+    /// The guest the shards boot (`DIR/guest`), staged here (guest::stage),
+    /// and the FUSE server its plan needs.
+    pub guest: PathBuf,
+    pub external: External,
+    /// Scripts, bin/, guest/, logs/, shard-I/ and merged/.
     pub dir: PathBuf,
     /// Where the selected kernels are, and their names.
     pub kernels: PathBuf,
@@ -105,12 +113,14 @@ const OWN_FLAGS: &[(&str, &str)] = &[
     ("--shard", "--shards N"),
     ("--jobs-vm", "--cpus-per-task N"),
     ("--results-in", "--dir DIR"),
+    ("--staged", "--dir DIR"),
 ];
 
 impl Slurm {
     pub fn run(self, sh: &Shell) -> Result<()> {
         let jobs = self.jobs()?;
         let (array, merge) = jobs.write()?;
+        jobs.stage(sh)?;
         if self.write_only {
             println!(
                 "slurm: wrote {} and {}; submit them with\n  jid=$(sbatch --parsable {}) && \
@@ -175,6 +185,8 @@ impl Slurm {
             root: util::project_root(),
             built: util::xtask_exe()?,
             xtask: dir.join("bin/xtask"),
+            guest: dir.join("guest"),
+            external: q.external().context("the qemu-test flags after `--`")?,
             dir,
             kernels,
             variants,
@@ -202,7 +214,13 @@ impl Jobs {
     /// The paths go into #SBATCH lines, which take no quoting.
     fn check_paths(&self) -> Result<()> {
         let plain = |c: char| c.is_ascii_alphanumeric() || "/._-+".contains(c);
-        for p in [&self.root, &self.xtask, &self.dir, &self.kernels] {
+        for p in [
+            &self.root,
+            &self.xtask,
+            &self.guest,
+            &self.dir,
+            &self.kernels,
+        ] {
             if !p.to_str().is_some_and(|s| s.chars().all(plain)) {
                 bail!(
                     "`{}`: #SBATCH lines take no quoting: use paths of letters, digits and \
@@ -287,12 +305,13 @@ impl Jobs {
              done\n\
              fi\n\
              exec {xtask} qemu-test --shard \"$SLURM_ARRAY_TASK_ID/{n}\" --jobs-vm {cpus} \\\n    \
-             --results-in \"$out\" \\\n    \
+             --results-in \"$out\" --staged {guest} \\\n    \
              {flags}\n",
             variants = variants.join(" "),
             xtask = self.xtask.display(),
             cpus = self.cpus_per_task,
             dir = self.dir.display(),
+            guest = self.guest.display(),
             session = ResultsDir::SESSION,
             flags = flags.join(" "),
         );
@@ -368,6 +387,19 @@ impl Jobs {
         util::write_atomic(&shards, self.shards_script())?;
         util::write_atomic(&merge, self.merge_script())?;
         Ok((shards, merge))
+    }
+
+    /// Builds the guest the shards boot into `guest/` (with cargo and fio's
+    /// source, here): a node builds nothing (`qemu-test --staged`).
+    pub fn stage(&self, sh: &Shell) -> Result<()> {
+        let s = stage::make(sh, &self.guest, &self.external)?;
+        progress::emit(Event::Note(&format!(
+            "slurm: staged the shards' guest in {} ({}, FUSE server {})",
+            self.guest.display(),
+            s.fio,
+            self.external.describe()
+        )));
+        Ok(())
     }
 
     /// Submits the array, then the merge job after it; returns their ids.

@@ -1,10 +1,17 @@
 use super::*;
+use crate::guest::fuse_server::UserServer;
 
 fn jobs() -> Jobs {
     Jobs {
         root: "/shared/wbstall".into(),
         built: "/shared/wbstall/target/debug/xtask".into(),
         xtask: "/shared/wbstall/target/wbstall/slurm/run1/bin/xtask".into(),
+        guest: "/shared/wbstall/target/wbstall/slurm/run1/guest".into(),
+        external: External::User(UserServer {
+            line: "passthrough_ll -o writeback".into(),
+            program: "/usr/local/bin/passthrough_ll".into(),
+            args: vec!["-o".into(), "writeback".into()],
+        }),
         dir: "/shared/wbstall/target/wbstall/slurm/run1".into(),
         kernels: "/shared/wbstall/target/wbstall/kernels".into(),
         variants: vec!["regressed".into(), "upstream".into()],
@@ -61,7 +68,7 @@ if [ "${SLURM_RESTART_COUNT:-0}" -gt 0 ]; then
     done
 fi
 exec /shared/wbstall/target/wbstall/slurm/run1/bin/xtask qemu-test --shard "$SLURM_ARRAY_TASK_ID/2" --jobs-vm 1 \
-    --results-in "$out" \
+    --results-in "$out" --staged /shared/wbstall/target/wbstall/slurm/run1/guest \
     --no-build --quick --fuse-server 'passthrough_ll -o writeback'
 "#;
 
@@ -151,6 +158,15 @@ fn a_node_without_the_kernels_or_xtask_refuses_and_says_how_to_fix_it() {
         argv.starts_with("qemu-test\n--shard\n2/2\n--jobs-vm\n1\n"),
         "{argv}"
     );
+    // It boots the guest staged in the jobs' directory, whatever the node has.
+    assert!(
+        argv.contains(&format!(
+            "\n--results-in\n{}/shard-2\n--staged\n{}\n--no-build\n",
+            j.dir.display(),
+            j.guest.display()
+        )),
+        "{argv}"
+    );
     assert!(
         argv.ends_with("--fuse-server\npassthrough_ll -o writeback\n"),
         "{argv}"
@@ -184,6 +200,15 @@ fn flags_the_script_sets_and_unplain_paths_are_refused_with_the_fix() {
     );
     let e = slurm(&["--", "--jobs-vm=2"]).jobs().unwrap_err();
     assert!(e.to_string().contains("--cpus-per-task N"), "{e}");
+    let e = slurm(&["--", "--no-build", "--staged", "/elsewhere"])
+        .jobs()
+        .unwrap_err();
+    assert!(
+        e.to_string().contains(
+            "--staged: the job script sets it per shard; give `cargo xtask slurm --dir DIR`"
+        ),
+        "{e}"
+    );
     let e = slurm(&["--", "--patch", "x.patch"]).jobs().unwrap_err();
     assert!(e.to_string().contains("need a kernel build"), "{e}");
     let e = format!("{:#}", slurm(&["--", "--runs", "0"]).jobs().unwrap_err());

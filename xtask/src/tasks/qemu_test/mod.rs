@@ -1,11 +1,13 @@
 //! `cargo xtask qemu-test`: build the variants, plan every boot, boot each
 //! one per scenario under QEMU, turn what came back into records, and judge
 //! them against `qemu/expected.toml`. Its parts: the `roles` a session is
-//! reported by, the `dry_run` preview, `resume`, and `boot_all`, which boots a
+//! reported by, the `dry_run` preview, `resume`, the `guest` it boots (built
+//! here or staged), and `boot_all`, which boots a
 //! plan into a results directory (host-test records its runs with it too).
 
 pub mod boot_all;
 mod dry_run;
+mod guest;
 mod resume;
 mod roles;
 
@@ -31,8 +33,7 @@ use crate::{
     cli::heading,
     deps,
     guest::{
-        fuse_server::{self, External, UserServer},
-        initramfs,
+        fuse_server::{self, UserServer},
         plan::{self, Boot, Machine, Plan, Runs},
         qemu::Clock,
         scenario::{self, Scenario},
@@ -130,6 +131,12 @@ pub struct QemuTest {
     /// boot is done, its failure kept in the session).
     #[arg(long, requires = "resume", help_heading = heading::SESSIONS)]
     pub retry_failed: bool,
+    /// With --no-build: boot the guest `cargo xtask slurm` staged in DIR
+    /// (its initramfs, built on the submitting host) instead of making it
+    /// here, so that this host needs no cargo, no fio source and no network.
+    /// Missing, changed or staged for another plan, it is refused, never rebuilt.
+    #[arg(long, value_name = "DIR", requires = "no_build", help_heading = heading::SESSIONS)]
+    pub staged: Option<PathBuf>,
     /// Last: the debugging flags, at the end of `--help`, are GuestArgs'.
     #[command(flatten)]
     pub guest: GuestArgs,
@@ -514,7 +521,7 @@ impl QemuTest {
     /// [`Self::measure`], into a new results directory or the `resumed` one.
     fn measure_into(self, sh: &Shell, resumed: Option<resume::Resumed>) -> Result<Outcome> {
         let resuming = resumed.is_some();
-        let tc = deps::ensure_for(sh, self.guest.flavour.no_rust)?;
+        let tc = self.tools(sh)?;
         let i = self.inputs(sh)?;
         let (scenarios, machine, expected) = (&i.scenarios, &i.machine, &i.expected.1);
         let (runs, jobs_vm) = (&i.runs.0, i.jobs_vm.0);
@@ -522,9 +529,8 @@ impl QemuTest {
         if let Some(aa) = self.aa_variant(&built, runs.most(), &i.roles)? {
             built.push(aa);
         }
-        let names: Vec<&str> = scenarios.iter().map(|s| s.name).collect();
-        let external = External::of(&names, i.user_server.clone());
-        let base = initramfs::base(sh, &external).context("building the initramfs")?;
+        let external = Self::external_of(scenarios, i.user_server.clone());
+        let (base, tc) = self.guest_base(sh, tc, &built, &external)?;
         let (dir, _lock, mut session, earlier) = self.results_dir(sh, &tc, &built, &i, resumed)?;
         progress::emit(Event::Plan {
             variants: built.len(),

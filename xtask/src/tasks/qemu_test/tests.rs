@@ -252,3 +252,27 @@ fn a_bad_aa_is_refused_before_any_build() {
         "{e}"
     );
 }
+
+#[test]
+fn a_staged_guest_is_for_kernels_built_before_and_carries_the_plan_s_fuse_server() {
+    use super::QemuTest;
+    use crate::guest::fuse_server::External;
+    let parse = |args: &[&str]| {
+        let argv = std::iter::once("qemu-test").chain(args.iter().copied());
+        crate::tasks::args::try_parse_from::<QemuTest>(argv)
+    };
+    // --staged boots without building: refused with a build.
+    let e = parse(&["--staged", "/jobs/guest"]).unwrap_err().to_string();
+    assert!(e.contains("--no-build"), "{e}");
+    let q = parse(&["--no-build", "--staged", "/jobs/guest"]).unwrap();
+    assert_eq!(
+        q.staged.as_deref(),
+        Some(std::path::Path::new("/jobs/guest"))
+    );
+    // What slurm stages for a plan is what the shard's plan needs.
+    assert_eq!(q.external().unwrap(), External::None);
+    let q = parse(&["--no-build", "--scenario", "fuse-passthrough"]).unwrap();
+    assert_eq!(q.external().unwrap(), External::PassthroughLl);
+    let q = parse(&["--fuse-server", "sh -c true"]).unwrap();
+    assert!(matches!(q.external().unwrap(), External::User(u) if u.line == "sh -c true"));
+}

@@ -1,13 +1,15 @@
 //! `cargo xtask deps`: checks (and with `--install`, installs) every host tool the
-//! pipeline needs. Every other task runs [`ensure`] first.
+//! pipeline needs. Every other task runs [`ensure`] first; a boot of kernels
+//! built before needs fewer (`boot`). What they find: `toolchain`.
 
-use std::{
-    fmt,
-    path::{Path, PathBuf},
-};
+pub mod boot;
+mod toolchain;
+
+pub use toolchain::{Toolchain, Version};
+
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use serde::{Deserialize, Serialize};
 use xshell::{cmd, Shell};
 
 use crate::{
@@ -27,75 +29,6 @@ const BINDGEN_PIN: &str = "0.72.1";
 
 /// The LLVM release `--install` asks apt for (Debian 12 main carries 19).
 const APT_LLVM: &str = "19";
-
-/// A `major.minor.patch` version.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct Version(pub u32, pub u32, pub u32);
-
-impl fmt::Display for Version {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}.{}.{}", self.0, self.1, self.2)
-    }
-}
-
-impl Version {
-    /// The first `N.N[.N]` in a tool's `--version` output.
-    pub fn find_in(text: &str) -> Option<Version> {
-        text.split(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .filter(|w| w.contains('.'))
-            .find_map(|w| {
-                let mut parts = w.split('.').filter(|p| !p.is_empty());
-                let major = parts.next()?.parse().ok()?;
-                let minor = parts.next()?.parse().ok()?;
-                let patch = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
-                Some(Version(major, minor, patch))
-            })
-    }
-}
-
-/// The toolchain the kernel is built with; its versions go into every artifact.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct Toolchain {
-    /// The value of make's `LLVM=` (`-19` for `clang-19`, `1` for plain `clang`).
-    pub llvm_make_arg: String,
-    pub llvm: Version,
-    pub rustc: Version,
-    pub bindgen: Version,
-    pub qemu: Version,
-    pub fio: String,
-    /// GCC, for kernels built without Rust (`--no-rust`); LLVM, rustc and
-    /// bindgen are then not needed (and zero).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gcc: Option<Version>,
-}
-
-impl Toolchain {
-    /// make's compiler arguments: `LLVM=-19`, or none for GCC (make's default).
-    pub fn make_args(&self) -> Vec<String> {
-        if self.gcc.is_some() {
-            Vec::new()
-        } else {
-            vec![format!("LLVM={}", self.llvm_make_arg)]
-        }
-    }
-}
-
-impl fmt::Display for Toolchain {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if let Some(gcc) = &self.gcc {
-            return write!(
-                f,
-                "toolchain: GCC {gcc} (no Rust), qemu {}, {}",
-                self.qemu, self.fio
-            );
-        }
-        write!(
-            f,
-            "toolchain: LLVM {} (make LLVM={}), rustc {}, bindgen {}, qemu {}, {}",
-            self.llvm, self.llvm_make_arg, self.rustc, self.bindgen, self.qemu, self.fio
-        )
-    }
-}
 
 /// How to get a missing tool.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -124,7 +57,17 @@ struct Missing {
 
 /// Runs every check; installs what is missing when `install` is set.
 pub fn ensure_with(sh: &Shell, install: bool) -> Result<Toolchain> {
-    let (tc, missing) = check(sh);
+    ensure_checked(sh, install, || check(sh))
+}
+
+/// The checks of `check`, what is missing installed when `install` is set
+/// (as root on Debian), then checked again.
+fn ensure_checked(
+    sh: &Shell,
+    install: bool,
+    check: impl Fn() -> (Option<Toolchain>, Vec<Missing>),
+) -> Result<Toolchain> {
+    let (tc, missing) = check();
     if missing.is_empty() {
         return tc.context("tool check passed but found no toolchain (bug)");
     }
@@ -136,7 +79,7 @@ pub fn ensure_with(sh: &Shell, install: bool) -> Result<Toolchain> {
     progress::emit(Event::Note(&missing_report(&missing, distro)));
     progress::emit(Event::Setup("setting this machine up (running as root)"));
     install_missing(sh, &missing)?;
-    let (tc, missing) = check(sh);
+    let (tc, missing) = check();
     if !missing.is_empty() {
         bail!(
             "still missing after --install:\n{}",
@@ -476,9 +419,52 @@ fn check_libfuse(sh: &Shell, need: &mut Need<'_>) {
     }
 }
 
+/// The host's programs the guest's initramfs copies in (initramfs.rs), beside
+/// busybox and fio: (program, its version flag, the Debian package).
+const GUEST_TOOLS: [(&str, &str, &str); 2] = [
+    ("mkfs.ext4", "-V", "e2fsprogs"),
+    ("ldd", "--version", "libc-bin"),
+];
+
+/// QEMU's version.
+fn check_qemu(sh: &Shell, need: &mut Need<'_>) -> Option<Version> {
+    let qemu =
+        version_output(sh, "qemu-system-x86_64", "--version").and_then(|o| Version::find_in(&o));
+    if qemu.is_none() {
+        need(
+            "`qemu-system-x86_64`".into(),
+            Fix::Apt("qemu-system-x86".into()),
+        );
+    }
+    qemu
+}
+
+/// The host's fio, whose version the guest's is built at (guest::fio).
+fn check_fio(sh: &Shell, need: &mut Need<'_>) -> Option<String> {
+    let fio = fio_version(sh);
+    if fio.is_none() {
+        need("`fio`".into(), Fix::Apt("fio".into()));
+    }
+    fio
+}
+
+/// `fio --version` of this host (`fio-3.33`), if it has fio.
+pub fn fio_version(sh: &Shell) -> Option<String> {
+    version_output(sh, "fio", "--version").map(|o| o.trim().to_string())
+}
+
+fn check_busybox(need: &mut Need<'_>) {
+    if static_busybox().is_none() {
+        need(
+            "a statically linked busybox (the guest's shell and tools)".into(),
+            Fix::Apt("busybox-static".into()),
+        );
+    }
+}
+
 /// The other host tools and headers; QEMU's and fio's versions.
 fn check_tools(sh: &Shell, need: &mut Need<'_>) -> (Option<Version>, Option<String>) {
-    let simple: [(&str, &str, &str); 14] = [
+    let simple: [(&str, &str, &str); 12] = [
         ("make", "--version", "make"),
         ("flex", "--version", "flex"),
         ("bison", "--version", "bison"),
@@ -488,8 +474,6 @@ fn check_tools(sh: &Shell, need: &mut Need<'_>) -> (Option<Version>, Option<Stri
         ("git", "--version", "git"),
         ("dpkg-deb", "--version", "dpkg"),
         ("apt-get", "--version", "apt"),
-        ("mkfs.ext4", "-V", "e2fsprogs"),
-        ("ldd", "--version", "libc-bin"),
         ("tar", "--version", "tar"),
         // The guest's fio is built from Debian's source (guest::fio).
         ("dpkg-source", "--version", "dpkg-dev"),
@@ -498,7 +482,7 @@ fn check_tools(sh: &Shell, need: &mut Need<'_>) -> (Option<Version>, Option<Stri
     // apt and dpkg fetch Debian's kernel source (the default) and fio's; a
     // host that is not Debian builds from --kernel-src and uses its own fio.
     let debian = Distro::host() == Distro::Debian;
-    for (prog, arg, pkg) in simple {
+    for (prog, arg, pkg) in simple.into_iter().chain(GUEST_TOOLS) {
         if !debian && ["dpkg", "apt", "dpkg-dev"].contains(&pkg) {
             continue;
         }
@@ -514,27 +498,12 @@ fn check_tools(sh: &Shell, need: &mut Need<'_>) -> (Option<Version>, Option<Stri
             Fix::Apt("debian-archive-keyring".into()),
         );
     }
-    let qemu =
-        version_output(sh, "qemu-system-x86_64", "--version").and_then(|o| Version::find_in(&o));
-    if qemu.is_none() {
-        need(
-            "`qemu-system-x86_64`".into(),
-            Fix::Apt("qemu-system-x86".into()),
-        );
-    }
-    let fio = version_output(sh, "fio", "--version").map(|o| o.trim().to_string());
-    if fio.is_none() {
-        need("`fio`".into(), Fix::Apt("fio".into()));
-    }
+    let qemu = check_qemu(sh, need);
+    let fio = check_fio(sh, need);
     if debian {
         check_libfuse(sh, need);
     }
-    if static_busybox().is_none() {
-        need(
-            "a statically linked busybox (the guest's shell and tools)".into(),
-            Fix::Apt("busybox-static".into()),
-        );
-    }
+    check_busybox(need);
     if !header_exists("libelf.h") {
         need(
             "libelf headers (objtool)".into(),
@@ -595,5 +564,4 @@ pub fn check_tree_minimums(sh: &Shell, tree: &Path, tc: &Toolchain) -> Result<()
 }
 
 #[cfg(test)]
-#[path = "deps_tests.rs"]
 mod tests;

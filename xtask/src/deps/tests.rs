@@ -57,3 +57,28 @@ fn missing_report_names_tools_and_commands() {
     );
     assert!(!text.contains("apt-get update"), "{text}");
 }
+
+#[test]
+fn a_boot_of_kernels_built_before_records_their_compilers_and_this_host_s_qemu() {
+    let kernel = Toolchain {
+        llvm_make_arg: "-19".into(),
+        llvm: Version(19, 1, 7),
+        rustc: Version(1, 95, 0),
+        bindgen: Version(0, 72, 1),
+        qemu: Version(7, 2, 0),
+        fio: "fio-3.33".into(),
+        gcc: None,
+    };
+    let host = Toolchain {
+        qemu: Version(8, 2, 2),
+        fio: "fio-3.36".into(),
+        ..Toolchain::default()
+    };
+    let t = host.booting(&kernel);
+    assert_eq!((t.qemu, t.fio.as_str()), (Version(8, 2, 2), "fio-3.36"));
+    assert_eq!(
+        (t.llvm, t.rustc, t.bindgen),
+        (kernel.llvm, kernel.rustc, kernel.bindgen)
+    );
+    assert_eq!(t.make_args(), ["LLVM=-19"]);
+}
