@@ -107,8 +107,8 @@ pub fn open(dir: &Path, external: &External) -> Result<Staged> {
     let wanted = external.describe();
     if m.fuse_server != wanted {
         bail!(
-            "--staged {}: the guest was staged with FUSE server {}, this plan's is {wanted}: \
-             {RESTAGE}, with the same qemu-test flags",
+            "--staged {}: the guest was staged with FUSE server {}, this plan's is {wanted} \
+             (other qemu-test flags than those it was staged for): {RESTAGE}",
             dir.display(),
             m.fuse_server
         );
