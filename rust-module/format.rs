@@ -7,14 +7,18 @@
 //! line; `summary`'s `format=` changes if anything else does.
 
 use crate::table::{
-    jiffies_to_ms,
-    Busy,
-    Counter,
-    Slot,
-    Snapshot,
+    counter::{
+        Counter,
+        NR_COUNTERS, //
+    },
+    jiffies::jiffies_to_ms,
+    sleep_class::DRAIN_FLOOR_PAGES,
+    slot::Slot,
+    snapshot::{
+        Busy,
+        Snapshot, //
+    },
     Table,
-    DRAIN_FLOOR_PAGES,
-    NR_COUNTERS,
     NR_SLOTS, //
 };
 use kernel::{

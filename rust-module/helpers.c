@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The module's C side: what probes.rs cannot do through the Rust bindings.
+ * The module's C side: what probes/ffi.rs cannot do through the Rust bindings.
  *
  * - A reference on a wb for each sleep in progress (wbstall_wb_pin/_unpin): wb_get(),
  *   wb_put(), bdi_get() are inline functions of include/linux/backing-dev.h.

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * What the Rust side of wbstall (probes.rs, `mod ffi`) calls in helpers.c: kernel
+ * What the Rust side of wbstall (probes/ffi.rs) calls in helpers.c: kernel
  * interfaces that are inline functions or private structs, so not in the Rust bindings.
  */
 #ifndef WBSTALL_HELPERS_H

@@ -15,31 +15,43 @@ mod suite {
             ThreshRow, //
         },
         table::{
-            classify,
-            jiffies_to_ms,
-            signed_jiffies_to_ms,
-            time_after_eq,
-            work_counter,
-            Busy,
-            Counter,
-            Domain,
-            Name,
-            SchedEntry,
-            SleepClass,
-            SlotKey,
-            Snapshot,
-            Stat,
+            counter::{
+                work_counter,
+                Counter,
+                NR_COUNTERS, //
+            },
+            jiffies::{
+                jiffies_to_ms,
+                signed_jiffies_to_ms,
+                time_after_eq, //
+            },
+            pending::{
+                SchedEntry,
+                TaskState,
+                ThrottleEvent,
+                Throttled,
+                Woke,
+                ARM_MS,
+                NR_PENDING, //
+            },
+            sleep_class::{
+                classify,
+                SleepClass,
+                Stat,
+                WbFacts,
+                DRAIN_FLOOR_PAGES, //
+            },
+            slot::{
+                Name,
+                SlotKey,
+                NO_PASS_BASE, //
+            },
+            snapshot::{
+                Busy,
+                Domain,
+                Snapshot, //
+            },
             Table,
-            TaskState,
-            ThrottleEvent,
-            Throttled,
-            WbFacts,
-            Woke,
-            ARM_MS,
-            DRAIN_FLOOR_PAGES,
-            NO_PASS_BASE,
-            NR_COUNTERS,
-            NR_PENDING,
             NR_SLOTS, //
         },
     };

@@ -23,9 +23,9 @@
 //! `balance_dirty_pages` (each throttle decision), `writeback_start` (each pass of the
 //! flusher's `wb_writeback()`), and the scheduler's `sched_entry_tp`/`sched_exit_tp` (a throttle
 //! sleep is its task's next voluntary call of `__schedule()`, and ends when that call returns).
-//! Each sleep is classed from what held at its start and at its end (see `table.rs` and
-//! `docs/detectors.md`). While a sleep is in progress the module holds a reference on its wb
-//! (`helpers.c`), so the read at its end is of a live wb.
+//! Each sleep is classed from what held at its start and at its end (see `table/sleep_class.rs`
+//! and `docs/detectors.md`). While a sleep is in progress the module holds a reference on its
+//! wb (`helpers.c`), so the read at its end is of a live wb.
 //!
 //! A slot is one writeback domain: a bdi (`bdi->id`) and the memcg of its `bdi_writeback` (0 for
 //! the bdi's root wb, else `wb->memcg_css->id`). There are 32 slots, claimed on first event and

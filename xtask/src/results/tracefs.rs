@@ -53,14 +53,17 @@ use serde::{Deserialize, Serialize};
 /// Pages that must complete writeback during a sleep with no pass before it
 /// is `draining`: one stray completion (a journal block, the last page of
 /// an earlier pass) does not make a device the bottleneck. The module owns
-/// the number (`DRAIN_FLOOR_PAGES` in rust-module/table.rs, also printed in
-/// its `summary`); this is the same constant, read from the module's source
-/// so that the two detectors can never class by different floors.
+/// the number (`DRAIN_FLOOR_PAGES` in rust-module/table/sleep_class.rs, also
+/// printed in its `summary`); this is the same constant, read from the
+/// module's source so that the two detectors can never class by different
+/// floors.
 pub fn drain_floor_pages() -> u64 {
     static FLOOR: OnceLock<u64> = OnceLock::new();
     *FLOOR.get_or_init(|| {
-        parse_drain_floor(include_str!("../../../rust-module/table.rs"))
-            .expect("rust-module/table.rs defines `pub(crate) const DRAIN_FLOOR_PAGES: u64 = N;`")
+        parse_drain_floor(include_str!("../../../rust-module/table/sleep_class.rs")).expect(
+            "rust-module/table/sleep_class.rs defines \
+                 `pub(crate) const DRAIN_FLOOR_PAGES: u64 = N;`",
+        )
     })
 }
 
