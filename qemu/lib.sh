@@ -392,6 +392,7 @@ run_fio() {
 	# pid; its stderr kept, so that fio_check can name the cause of a failure.
 	WB_DIR=$dir WB_BS=$(need bs) WB_SIZE=$(need size) WB_NUMJOBS=$(need numjobs) \
 		WB_RAMP=$(need ramp) WB_RUNTIME=$(need runtime) WB_INVALIDATE=$(need invalidate) \
+		WB_THINKTIME=${WB_thinktime_us:-0} \
 		fio --eta=never --output-format=json --output="$out" "$WB_ROOT/jobs/writeback.fio" \
 		2>/tmp/fio.err &
 	pid=$!
@@ -483,7 +484,18 @@ trace_start() {
 	done
 	# A scenario's own events beside them (wbstall.trace_extra: SYSTEM/EVENT
 	# names, comma-separated), in the same buffer; the host's parser skips them.
+	# A name after `?` is optional: a kernel without it (an older series) is
+	# said on the console and traced without it.
 	for e in $(echo "${WB_trace_extra-}" | tr , ' '); do
+		case $e in
+		\?*)
+			e=${e#?}
+			if [ ! -d "$TRACE/events/$e" ]; then
+				echo "wbstall: this kernel has no trace event $e (optional in wbstall.trace_extra): traced without it" >&2
+				continue
+			fi
+			;;
+		esac
 		echo 1 >"$TRACE/events/$e/enable" || fail "cannot enable the trace event $e (wbstall.trace_extra)"
 	done
 	echo 1 >"$TRACE/tracing_on" || fail "cannot start tracing"
@@ -642,10 +654,11 @@ mount_bdi() {
 # The UUID and directory hash seed of the guest-made file system.
 EXT4_UUID=5d1b0e6a-77b1-4c1e-9a43-000000000001
 
-# null_blk_timed MS: a second null_blk device (configfs), memory-backed like
-# nullb0, whose every request completes MS ms after it was queued (a guest
-# hrtimer: guest time, so the same in every boot on the virtual clock), for
-# ext4_mount (EXT4_NULL_DEV). Pages stay under writeback that long.
+# null_blk_timed MS DEPTH: a second null_blk device (configfs), memory-backed
+# like nullb0, whose every request completes MS ms after it was queued (a
+# guest hrtimer: guest time, so the same in every boot on the virtual clock),
+# with DEPTH requests in flight at most (hw_queue_depth), for ext4_mount
+# (EXT4_NULL_DEV). Pages stay under writeback that long.
 null_blk_timed() {
 	# The device takes the name of its configfs directory.
 	local d=/sys/kernel/config/nullb/nullb_timed
@@ -654,6 +667,7 @@ null_blk_timed() {
 		mount -t configfs none /sys/kernel/config || fail "cannot mount configfs"
 	if ! { mkdir "$d" && echo 1024 >"$d/size" && echo 1 >"$d/memory_backed" &&
 		echo 2 >"$d/irqmode" && echo "$(($1 * 1000000))" >"$d/completion_nsec" &&
+		echo "$2" >"$d/hw_queue_depth" &&
 		echo 1 >"$d/power"; }; then
 		fail "cannot make the timed null_blk device (configfs nullb)"
 	fi

@@ -23,21 +23,10 @@ pub mod heading {
 mod tests {
     use clap::{CommandFactory, Parser};
 
-    use crate::{guest::scenario, kernel::variants::Variants, util, Cli, Task};
-
-    /// The reproducer a findings text prints: its first line that starts
-    /// `cargo xtask`, through its last `\\` continuation (None: no such
-    /// line, or the text ends inside it).
-    fn reproducer(text: &str) -> Option<String> {
-        let mut lines = text
-            .lines()
-            .skip_while(|l| !l.trim_start().starts_with("cargo xtask "));
-        let mut block = vec![lines.next()?.trim()];
-        while block.last()?.ends_with('\\') {
-            block.push(lines.next()?.trim());
-        }
-        Some(block.join("\n") + "\n")
-    }
+    use crate::{
+        guest::scenario, kernel::variants::Variants,
+        report::reproduce::first_command as reproducer, util, Cli, Task,
+    };
 
     /// `command` as a user pastes it: valid bash (`bash -n`), a `cargo
     /// xtask qemu-test` whose flags parse, naming scenarios and variants that

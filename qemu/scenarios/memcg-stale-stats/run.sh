@@ -11,6 +11,6 @@
 . "$WB_ROOT/scenarios/memcg-ext4/run.sh"
 
 scenario_run() {
-	null_blk_timed "$(need disk_latency_ms)"
+	null_blk_timed "$(need disk_latency_ms)" "$(need disk_queue_depth)"
 	memcg_run
 }

@@ -15,6 +15,7 @@
 //! checks of the workflow (`workflow`) and of the KCIDB output (`kcidb`), and
 //! the repository's rules kept by tests (`tidy`).
 
+pub mod findings;
 pub mod host_kill;
 pub mod kcidb;
 pub mod negative;
@@ -219,6 +220,10 @@ fn live_steps(sh: &Shell) -> Result<()> {
             ])?
             .run(sh)
         },
+    )?;
+    step(
+        "the findings reproduced as their READMEs say (docs/findings/*: the command run live)",
+        || findings::reproduce_findings(sh),
     )?;
     step(SLURM_STEP, || slurm::slurm_matrix(sh, &roles))?;
     Ok(())

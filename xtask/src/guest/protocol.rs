@@ -216,6 +216,26 @@ pub mod param {
             reason = "set by a scenario's data (scenario.toml) or a task's own boot: named for the contract test"
         )
     )]
+    /// memcg-stale-stats: its timed null_blk disk's queue depth (configfs
+    /// `hw_queue_depth`), so that a flusher pass holds more pages in flight.
+    pub const DISK_QUEUE_DEPTH: &str = "disk_queue_depth";
+    #[cfg_attr(
+        not(test),
+        allow(
+            dead_code,
+            reason = "set by a scenario's data (scenario.toml) or a task's own boot: named for the contract test"
+        )
+    )]
+    /// fio's `thinktime` (microseconds after every block; 0 when unset): a
+    /// writer that dirties at a fixed pace and never catches up after a stall.
+    pub const THINKTIME_US: &str = "thinktime_us";
+    #[cfg_attr(
+        not(test),
+        allow(
+            dead_code,
+            reason = "set by a scenario's data (scenario.toml) or a task's own boot: named for the contract test"
+        )
+    )]
     /// Trace events a scenario adds to the tracefs detector's (SYSTEM/EVENT, comma-separated).
     pub const TRACE_EXTRA: &str = "trace_extra";
     #[cfg_attr(
@@ -255,6 +275,8 @@ pub mod param {
         DIRTY_BACKGROUND_BYTES,
         MEMCG_MAX,
         DISK_LATENCY_MS,
+        DISK_QUEUE_DEPTH,
+        THINKTIME_US,
         TRACE_EXTRA,
         FUSE_THREADS,
         FAULT,

@@ -157,6 +157,20 @@ pub fn blocks(mail: &str) -> Vec<String> {
     out
 }
 
+/// The command a findings text (docs/findings/*/README.md, its mail)
+/// prints: its first line that starts `cargo xtask`, through its last `\`
+/// continuation (None: no such line, or the text ends inside it).
+pub fn first_command(text: &str) -> Option<String> {
+    let mut lines = text
+        .lines()
+        .skip_while(|l| !l.trim_start().starts_with("cargo xtask "));
+    let mut block = vec![lines.next()?.trim()];
+    while block.last()?.ends_with('\\') {
+        block.push(lines.next()?.trim());
+    }
+    Some(block.join("\n") + "\n")
+}
+
 /// The words after `cargo xtask qemu-test` in a block, its continuations
 /// joined and its single quotes undone: what the CI runs with `--dry-run`.
 pub fn qemu_test_words(block: &str) -> Result<Vec<String>> {

@@ -1,0 +1,126 @@
+//! The findings' reproducers run live: the command each
+//! `docs/findings/*/README.md` prints (the one its mail to the list prints
+//! too) is run as written, building the kernels it lacks, and must pass:
+//! a finding whose reproducer no longer reproduces it fails CI.
+
+use anyhow::{bail, Context, Result};
+use xshell::Shell;
+
+use crate::{
+    progress::{self, Event},
+    report::reproduce,
+    tasks::{args, qemu_test::QemuTest},
+    util,
+};
+
+/// The findings' folders, each with a README.md that prints its command.
+const FINDINGS: &str = "docs/findings";
+
+/// Each finding's command, as its README prints it: the README's and its
+/// mail's must be the same command (the reader of either runs it).
+pub fn commands() -> Result<Vec<(String, Vec<String>)>> {
+    commands_in(&util::project_root().join(FINDINGS))
+}
+
+fn commands_in(root: &std::path::Path) -> Result<Vec<(String, Vec<String>)>> {
+    let mut out = Vec::new();
+    let mut dirs: Vec<_> = std::fs::read_dir(root)
+        .with_context(|| format!("listing {}", root.display()))?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_dir())
+        .collect();
+    dirs.sort();
+    for dir in dirs {
+        let name = dir
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .to_string();
+        let readme = dir.join("README.md");
+        let text = std::fs::read_to_string(&readme)
+            .with_context(|| format!("reading {}", readme.display()))?;
+        let block = reproduce::first_command(&text).with_context(|| {
+            format!(
+                "{} prints no `cargo xtask qemu-test` command: a finding says how to reproduce it",
+                readme.display()
+            )
+        })?;
+        let mail = dir.join("mail.txt");
+        if mail.is_file() {
+            let m = std::fs::read_to_string(&mail)
+                .with_context(|| format!("reading {}", mail.display()))?;
+            let theirs = reproduce::first_command(&m).map(|b| reproduce::qemu_test_words(&b));
+            let ours = reproduce::qemu_test_words(&block)?;
+            match theirs {
+                Some(Ok(w)) if w == ours => {}
+                _ => bail!(
+                    "{} and {} print different commands: make the mail's the README's",
+                    readme.display(),
+                    mail.display()
+                ),
+            }
+        }
+        let words = reproduce::qemu_test_words(&block)
+            .with_context(|| format!("the command of {}", readme.display()))?;
+        out.push((name, words));
+    }
+    if out.is_empty() {
+        bail!("no finding under {} to reproduce", root.display());
+    }
+    Ok(out)
+}
+
+/// Every finding's command run live; each must pass.
+pub fn reproduce_findings(sh: &Shell) -> Result<()> {
+    for (name, words) in commands()? {
+        let argv: Vec<&str> = words.iter().map(String::as_str).collect();
+        args::parse::<QemuTest>(&argv)
+            .with_context(|| format!("the command of docs/findings/{name}"))?
+            .run(sh)
+            .with_context(|| {
+                format!(
+                    "docs/findings/{name} no longer reproduces as its README says: qemu-test {}",
+                    words.join(" ")
+                )
+            })?;
+        progress::emit(Event::Note(&format!(
+            "ci: docs/findings/{name} reproduced: qemu-test {}",
+            words.join(" ")
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_finding_prints_one_command_its_mail_prints_too() {
+        let c = super::commands().unwrap();
+        assert!(c.iter().any(|(n, w)| n == "memcg-stale-stats"
+            && w.windows(2)
+                .any(|p| p == ["--scenario", "memcg-stale-stats"])));
+    }
+
+    #[test]
+    fn a_mail_that_prints_another_command_or_a_readme_without_one_is_refused() {
+        let dir = std::env::temp_dir().join(format!("wbstall-findings-{}", std::process::id()));
+        let f = dir.join("x");
+        std::fs::create_dir_all(&f).unwrap();
+        let cmd = "    cargo xtask qemu-test --scenario memcg-stale-stats \\\n        --runs 4\n";
+        std::fs::write(f.join("README.md"), format!("# x\n\n{cmd}")).unwrap();
+        std::fs::write(f.join("mail.txt"), "  cargo xtask qemu-test --runs 2\n").unwrap();
+        let e = format!("{:#}", super::commands_in(&dir).unwrap_err());
+        assert!(e.contains("print different commands"), "{e}");
+        std::fs::write(f.join("mail.txt"), cmd).unwrap();
+        let ok = super::commands_in(&dir).unwrap();
+        assert_eq!(ok[0].1, ["--scenario", "memcg-stale-stats", "--runs", "4"]);
+        std::fs::write(f.join("README.md"), "# x\nno command\n").unwrap();
+        let e = format!("{:#}", super::commands_in(&dir).unwrap_err());
+        assert!(
+            e.contains("prints no `cargo xtask qemu-test` command"),
+            "{e}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
