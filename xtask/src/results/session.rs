@@ -41,7 +41,7 @@ pub struct Session {
     /// choice existed ran them on the host's.
     #[serde(default = "historical_disk")]
     pub disk: Disk,
-    #[serde(default = "crate::results::record::historical_cpu_model")]
+    #[serde(default = "crate::results::machine::historical_cpu_model")]
     pub cpu_model: String,
     /// Extra kernel arguments (`--kernel-arg`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
