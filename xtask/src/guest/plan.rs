@@ -22,20 +22,40 @@ use crate::{
     kernel::build::Built,
 };
 
-/// How a guest is sized and run.
-#[derive(Debug, Clone)]
+/// How a guest is sized and run. `session.json` keeps it as it is, in the
+/// session's own fields (flattened), with the defaults of sessions from
+/// before each was kept; a boot's record keeps its own
+/// (`results::machine::MachineFacts`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Machine {
     pub accel: Accel,
+    #[serde(default)]
     pub clock: Clock,
+    /// The disk under the disk scenarios' ext4 (`--disk`); sessions from
+    /// before the choice existed ran them on the host's.
+    #[serde(default = "historical_disk")]
+    pub disk: Disk,
+    #[serde(default = "historical_cpu_model")]
     pub cpu_model: String,
     /// More kernel command-line arguments (`--kernel-arg`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub kernel_args: Vec<String>,
     pub cpus: u32,
     pub memory_mib: u32,
-    /// The guest's init (kernel `rdinit=`).
+    /// The guest's init (kernel `rdinit=`); not in `session.json` (it never
+    /// was): empty in a session read back.
+    #[serde(skip)]
     pub rdinit: String,
-    /// The disk under the disk scenarios' ext4 (`--disk`).
-    pub disk: Disk,
+}
+
+/// What every run used before `--cpu-model` existed.
+pub fn historical_cpu_model() -> String {
+    "max".into()
+}
+
+/// The disk of every session recorded before `--disk` existed.
+fn historical_disk() -> Disk {
+    Disk::Host
 }
 
 impl Machine {

@@ -7,14 +7,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::guest::{
     disk::Disk,
-    plan::Boot,
+    plan::{historical_cpu_model, Boot},
     qemu::{Accel, Clock},
 };
-
-/// What every run used before `--cpu-model` existed.
-pub fn historical_cpu_model() -> String {
-    "max".into()
-}
 
 /// The machine one boot ran on.
 ///
@@ -60,7 +55,21 @@ impl MachineFacts {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::results::{dir::ResultsDir, record::RunRecord};
+    use crate::results::{dir::ResultsDir, record::RunRecord, session::Session};
+
+    /// The top-level keys of `v`, in the order they are written.
+    fn keys(v: &impl Serialize) -> Vec<String> {
+        let text = serde_json::to_string_pretty(v).unwrap();
+        text.lines()
+            .filter_map(|l| Some(l.strip_prefix("  \"")?.split_once('"')?.0.to_string()))
+            .collect()
+    }
+
+    /// `want`, found in `keys` one after the other.
+    fn in_a_row(keys: &[String], want: &[&str]) {
+        let at = keys.iter().position(|k| k == want[0]).unwrap();
+        assert_eq!(keys[at..at + want.len()], *want, "{keys:?}");
+    }
 
     /// The machine nested in the record leaves results.json as it was: its
     /// fields where they always were, between the run and the kernel, and a
@@ -102,6 +111,41 @@ mod tests {
                 disk: None,
                 cpu_model: "max".into(),
                 ..new.machine.clone()
+            }
+        );
+    }
+
+    /// The session's machine (`guest::plan::Machine`), flattened, leaves
+    /// session.json as it was: its fields between the start and the runs,
+    /// the kernel arguments only when given, and a session from before the
+    /// clock, the disk and the CPU model were kept reads with their defaults.
+    #[test]
+    fn the_sessions_keep_their_format() {
+        let dir = ResultsDir::new(crate::util::project_root().join("docs/example-report"));
+        let (mut session, _) = dir.load().unwrap();
+        let machine = ["accel", "clock", "disk", "cpu_model", "cpus", "memory_mib"];
+        in_a_row(
+            &keys(&session),
+            &[&["started"], &machine[..], &["runs"]].concat(),
+        );
+        session.machine.kernel_args = vec!["tsc=reliable".into()];
+        in_a_row(
+            &keys(&session),
+            &["cpu_model", "kernel_args", "cpus", "memory_mib", "runs"],
+        );
+        let mut old = serde_json::to_value(&session).unwrap();
+        for key in ["clock", "disk", "cpu_model", "kernel_args"] {
+            old.as_object_mut().unwrap().remove(key).unwrap();
+        }
+        let old: Session = serde_json::from_value(old).unwrap();
+        assert_eq!(
+            old.machine,
+            crate::guest::plan::Machine {
+                clock: Clock::Real,
+                disk: Disk::Host,
+                cpu_model: "max".into(),
+                kernel_args: Vec::new(),
+                ..session.machine.clone()
             }
         );
     }

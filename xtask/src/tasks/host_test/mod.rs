@@ -25,7 +25,7 @@ use crate::{
         fio,
         fuse_server::{self, UserServer},
         initramfs,
-        plan::{run_params, Detector, RunParams},
+        plan::{run_params, Detector, Machine, RunParams},
         protocol::param,
         qemu::{Accel, Clock},
         scenario::{self, Scenario},
@@ -321,11 +321,14 @@ impl HostTest {
         Ok(Session {
             command: std::env::args().skip(1).collect::<Vec<_>>().join(" "),
             started: util::timestamp(),
-            accel: Accel::Native,
-            clock: Clock::Real,
-            cpu_model: host.cpu_model.clone(),
-            cpus: host.cpus,
-            memory_mib: host.memory_mib,
+            machine: Machine {
+                accel: Accel::Native,
+                clock: Clock::Real,
+                cpu_model: host.cpu_model.clone(),
+                cpus: host.cpus,
+                memory_mib: host.memory_mib,
+                ..Machine::default()
+            },
             runs: self.runs(),
             quick: self.job.quick,
             toolchain: deps::Toolchain {
