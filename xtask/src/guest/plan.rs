@@ -16,75 +16,11 @@ use crate::{
         disk::Disk,
         job::Job,
         protocol::param,
-        qemu::{Accel, Clock, Console, VmConfig, DEFAULT_ICOUNT_SHIFT},
+        qemu::{Clock, Machine, DEFAULT_ICOUNT_SHIFT},
         scenario::Scenario,
     },
     kernel::build::Built,
 };
-
-/// How a guest is sized and run. `session.json` keeps it as it is, in the
-/// session's own fields (flattened), with the defaults of sessions from
-/// before each was kept; a boot's record keeps its own
-/// (`results::machine::MachineFacts`).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Machine {
-    pub accel: Accel,
-    #[serde(default)]
-    pub clock: Clock,
-    /// The disk under the disk scenarios' ext4 (`--disk`); sessions from
-    /// before the choice existed ran them on the host's.
-    #[serde(default = "historical_disk")]
-    pub disk: Disk,
-    #[serde(default = "historical_cpu_model")]
-    pub cpu_model: String,
-    /// More kernel command-line arguments (`--kernel-arg`).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub kernel_args: Vec<String>,
-    pub cpus: u32,
-    pub memory_mib: u32,
-    /// The guest's init (kernel `rdinit=`); not in `session.json` (it never
-    /// was): empty in a session read back.
-    #[serde(skip)]
-    pub rdinit: String,
-}
-
-/// What every run used before `--cpu-model` existed.
-pub fn historical_cpu_model() -> String {
-    "max".into()
-}
-
-/// The disk of every session recorded before `--disk` existed.
-fn historical_disk() -> Disk {
-    Disk::Host
-}
-
-impl Machine {
-    /// A VM of this machine booting `kernel` with `initrd`.
-    pub fn vm(
-        &self,
-        kernel: &Built,
-        initrd: PathBuf,
-        params: Vec<(String, String)>,
-        console: Console,
-    ) -> VmConfig {
-        VmConfig {
-            kernel: kernel.bzimage(),
-            initrd,
-            accel: self.accel,
-            clock: self.clock,
-            cpu_model: self.cpu_model.clone(),
-            kernel_args: self.kernel_args.clone(),
-            cpus: self.cpus,
-            memory_mib: self.memory_mib,
-            init: self.rdinit.clone(),
-            params,
-            console,
-            results: None,
-            disk: None,
-            null_blk: None,
-        }
-    }
-}
 
 /// What classes the writers' throttle sleeps: the wbstall module (its probes
 /// see `writeback_in_progress()` itself), or the kernel's own writeback trace

@@ -7,13 +7,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::guest::{
     disk::Disk,
-    plan::{historical_cpu_model, Boot},
-    qemu::{Accel, Clock},
+    plan::Boot,
+    qemu::{historical_cpu_model, Accel, Clock},
 };
 
 /// The machine one boot ran on.
 ///
-/// Not the session's machine (`Session`'s fields, `guest::plan::Machine`):
+/// Not the session's machine (`Session`'s fields, `guest::qemu::Machine`):
 /// its `disk` is the boot's, none for the FUSE scenarios, where the session's
 /// is the one its disk scenarios used; and the session keeps the kernel
 /// arguments, a record does not.
@@ -115,7 +115,7 @@ mod tests {
         );
     }
 
-    /// The session's machine (`guest::plan::Machine`), flattened, leaves
+    /// The session's machine (`guest::qemu::Machine`), flattened, leaves
     /// session.json as it was: its fields between the start and the runs,
     /// the kernel arguments only when given, and a session from before the
     /// clock, the disk and the CPU model were kept reads with their defaults.
@@ -140,7 +140,7 @@ mod tests {
         let old: Session = serde_json::from_value(old).unwrap();
         assert_eq!(
             old.machine,
-            crate::guest::plan::Machine {
+            crate::guest::qemu::Machine {
                 clock: Clock::Real,
                 disk: Disk::Host,
                 cpu_model: "max".into(),

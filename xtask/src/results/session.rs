@@ -5,7 +5,8 @@ use crate::{
     deps,
     guest::{
         job::Job,
-        plan::{plan_position, Machine, Shard},
+        plan::{plan_position, Shard},
+        qemu::Machine,
         run_id::RunId,
     },
     kernel::build as kernel,

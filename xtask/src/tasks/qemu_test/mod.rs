@@ -34,8 +34,8 @@ use crate::{
     deps,
     guest::{
         fuse_server::{self, UserServer},
-        plan::{self, Boot, Machine, Plan, Runs},
-        qemu::Clock,
+        plan::{self, Boot, Plan, Runs},
+        qemu::{Clock, Machine},
         scenario::{self, Scenario},
     },
     kernel::{
