@@ -15,8 +15,8 @@ use crate::{
     guest::{
         boot,
         job::Job,
-        plan::{Boot, Machine, Plan},
-        qemu::{self, Accel, Clock, Console, VmConfig, VmError},
+        plan::{Boot, Plan},
+        qemu::{self, Accel, Clock, Console, Machine, VmConfig, VmError},
         scenario,
         stream::End,
     },
@@ -55,13 +55,15 @@ fn config(t: &testdir::Dir) -> (VmConfig, PathBuf) {
     let cfg = VmConfig {
         kernel: t.path().join("bzImage"),
         initrd: t.path().join("initrd.cpio"),
-        accel: Accel::Tcg,
-        clock: Clock::Real,
-        cpu_model: "max".into(),
-        kernel_args: Vec::new(),
-        cpus: 2,
-        memory_mib: 512,
-        init: "/init".into(),
+        machine: Machine {
+            accel: Accel::Tcg,
+            clock: Clock::Real,
+            cpu_model: "max".into(),
+            cpus: 2,
+            memory_mib: 512,
+            rdinit: "/init".into(),
+            ..Machine::default()
+        },
         params: vec![("scenario".into(), "fuse-strictlimit".into())],
         console: Console::File(console.clone()),
         results: Some(t.path().join("results.bin")),

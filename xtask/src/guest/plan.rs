@@ -16,55 +16,11 @@ use crate::{
         disk::Disk,
         job::Job,
         protocol::param,
-        qemu::{Accel, Clock, Console, VmConfig, DEFAULT_ICOUNT_SHIFT},
+        qemu::{Clock, Machine, DEFAULT_ICOUNT_SHIFT},
         scenario::Scenario,
     },
     kernel::build::Built,
 };
-
-/// How a guest is sized and run.
-#[derive(Debug, Clone)]
-pub struct Machine {
-    pub accel: Accel,
-    pub clock: Clock,
-    pub cpu_model: String,
-    /// More kernel command-line arguments (`--kernel-arg`).
-    pub kernel_args: Vec<String>,
-    pub cpus: u32,
-    pub memory_mib: u32,
-    /// The guest's init (kernel `rdinit=`).
-    pub rdinit: String,
-    /// The disk under the disk scenarios' ext4 (`--disk`).
-    pub disk: Disk,
-}
-
-impl Machine {
-    /// A VM of this machine booting `kernel` with `initrd`.
-    pub fn vm(
-        &self,
-        kernel: &Built,
-        initrd: PathBuf,
-        params: Vec<(String, String)>,
-        console: Console,
-    ) -> VmConfig {
-        VmConfig {
-            kernel: kernel.bzimage(),
-            initrd,
-            accel: self.accel,
-            clock: self.clock,
-            cpu_model: self.cpu_model.clone(),
-            kernel_args: self.kernel_args.clone(),
-            cpus: self.cpus,
-            memory_mib: self.memory_mib,
-            init: self.rdinit.clone(),
-            params,
-            console,
-            results: None,
-            disk: None,
-            null_blk: None,
-        }
-    }
-}
 
 /// What classes the writers' throttle sleeps: the wbstall module (its probes
 /// see `writeback_in_progress()` itself), or the kernel's own writeback trace

@@ -1,5 +1,5 @@
 use super::*;
-use crate::guest::scenario;
+use crate::guest::{qemu::Accel, scenario};
 
 #[test]
 fn the_virtual_clock_refuses_the_hosts_disk_by_name() {

@@ -13,6 +13,7 @@ use std::{
 };
 
 use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
 use xshell::{cmd, Shell};
 
 pub use crate::guest::outcome::{classify, VmError};
@@ -118,21 +119,73 @@ pub fn detect_accel() -> Accel {
     choose_accel(&cpuinfo, kvm)
 }
 
+/// How a guest is sized and run. `session.json` keeps it as it is, in the
+/// session's own fields (flattened), with the defaults of sessions from
+/// before each was kept; a boot's record keeps its own
+/// (`results::machine::MachineFacts`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Machine {
+    pub accel: Accel,
+    #[serde(default)]
+    pub clock: Clock,
+    /// The disk under the disk scenarios' ext4 (`--disk`); sessions from
+    /// before the choice existed ran them on the host's.
+    #[serde(default = "historical_disk")]
+    pub disk: Disk,
+    #[serde(default = "historical_cpu_model")]
+    pub cpu_model: String,
+    /// More kernel command-line arguments (`--kernel-arg`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kernel_args: Vec<String>,
+    pub cpus: u32,
+    pub memory_mib: u32,
+    /// The guest's init (kernel `rdinit=`); not in `session.json` (it never
+    /// was): empty in a session read back.
+    #[serde(skip)]
+    pub rdinit: String,
+}
+
+/// What every run used before `--cpu-model` existed.
+pub fn historical_cpu_model() -> String {
+    "max".into()
+}
+
+/// The disk of every session recorded before `--disk` existed.
+fn historical_disk() -> Disk {
+    Disk::Host
+}
+
+impl Machine {
+    /// A VM of this machine booting `kernel` with `initrd`.
+    pub fn vm(
+        &self,
+        kernel: &crate::kernel::build::Built,
+        initrd: PathBuf,
+        params: Vec<(String, String)>,
+        console: Console,
+    ) -> VmConfig {
+        VmConfig {
+            kernel: kernel.bzimage(),
+            initrd,
+            machine: self.clone(),
+            params,
+            console,
+            results: None,
+            disk: None,
+            null_blk: None,
+        }
+    }
+}
+
 /// Everything one boot needs.
 #[derive(Debug, Clone)]
 pub struct VmConfig {
     pub kernel: PathBuf,
     pub initrd: PathBuf,
-    pub accel: Accel,
-    pub clock: Clock,
-    /// QEMU's `-cpu` model under TCG (KVM always passes the host's).
-    pub cpu_model: String,
-    pub cpus: u32,
-    pub memory_mib: u32,
-    /// The user's extra kernel arguments (`--kernel-arg`), after wbstall's.
-    pub kernel_args: Vec<String>,
-    /// The initramfs program the kernel runs as init (`/init`).
-    pub init: String,
+    /// The guest machine: its accelerator, clock, CPU model, size, kernel
+    /// arguments (after wbstall's) and init. Its `disk` is the session's: the
+    /// boot's own are `disk` and `null_blk` below.
+    pub machine: Machine,
     /// `wbstall.KEY=VALUE` parameters for the guest's init.
     pub params: Vec<(String, String)>,
     /// Serial console: a log file, or the terminal for `shell`.
@@ -247,7 +300,8 @@ pub fn kernel_cmdline(
 }
 
 pub fn kernel_args(cfg: &VmConfig) -> Vec<OsString> {
-    let line = kernel_cmdline(&cfg.init, &cfg.params, cfg.null_blk, &cfg.kernel_args);
+    let m = &cfg.machine;
+    let line = kernel_cmdline(&m.rdinit, &cfg.params, cfg.null_blk, &m.kernel_args);
     vec![
         "-kernel".into(),
         cfg.kernel.clone().into(),
@@ -315,11 +369,11 @@ pub fn disk_args(disk: &Path) -> Vec<OsString> {
 pub fn argv(cfg: &VmConfig) -> Vec<OsString> {
     let mut a = base_args();
     a.extend(accel_args(
-        cfg.accel,
-        cfg.clock,
-        &cfg.cpu_model,
-        cfg.cpus,
-        cfg.memory_mib,
+        cfg.machine.accel,
+        cfg.machine.clock,
+        &cfg.machine.cpu_model,
+        cfg.machine.cpus,
+        cfg.machine.memory_mib,
     ));
     a.extend(kernel_args(cfg));
     a.extend(console_args(&cfg.console));

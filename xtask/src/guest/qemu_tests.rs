@@ -88,13 +88,15 @@ fn full_argv_has_every_part_once() {
     let cfg = VmConfig {
         kernel: "/k/bzImage".into(),
         initrd: "/k/initrd.cpio".into(),
-        accel: Accel::Tcg,
-        clock: Clock::Real,
-        cpu_model: "max".into(),
-        kernel_args: Vec::new(),
-        cpus: 2,
-        memory_mib: 2048,
-        init: "/init".into(),
+        machine: Machine {
+            accel: Accel::Tcg,
+            clock: Clock::Real,
+            cpu_model: "max".into(),
+            cpus: 2,
+            memory_mib: 2048,
+            rdinit: "/init".into(),
+            ..Machine::default()
+        },
         params: vec![("scenario".into(), "x".into())],
         console: Console::File("/r/console.log".into()),
         results: Some("/r/results.bin".into()),

@@ -329,25 +329,25 @@ fn tests(j: &Judgement, ids: &Ids, kernels: &BTreeMap<String, &str>) -> Result<T
 
 /// Where every test ran: the guest, as the session booted it.
 fn environment(s: &Session) -> Result<Value> {
-    let accel = serde_json::to_value(s.accel)?;
+    let accel = serde_json::to_value(s.machine.accel)?;
     Ok(json!({
         "comment": format!(
             "QEMU ({}), {} vCPUs ({}), {} MiB, {} clock, disk {}",
             accel.as_str().context("the accelerator's name")?,
-            s.cpus,
-            s.cpu_model,
-            s.memory_mib,
-            s.clock,
-            s.disk
+            s.machine.cpus,
+            s.machine.cpu_model,
+            s.machine.memory_mib,
+            s.machine.clock,
+            s.machine.disk
         ),
         "misc": {
             "accel": accel,
-            "clock": serde_json::to_value(s.clock)?,
-            "disk": serde_json::to_value(s.disk)?,
-            "cpu_model": s.cpu_model,
-            "cpus": s.cpus,
-            "memory_mib": s.memory_mib,
-            "kernel_args": s.kernel_args,
+            "clock": serde_json::to_value(s.machine.clock)?,
+            "disk": serde_json::to_value(s.machine.disk)?,
+            "cpu_model": s.machine.cpu_model,
+            "cpus": s.machine.cpus,
+            "memory_mib": s.machine.memory_mib,
+            "kernel_args": s.machine.kernel_args,
             "host_cpus": s.host_cpus,
             "jobs_vm": s.jobs_vm,
             "harness": s.harness,

@@ -272,29 +272,29 @@ pub(super) fn setup_block(o: &mut String, session: &Session) {
          results directory\n",
     );
     let t = &session.toolchain;
-    let _ = match session.accel {
+    let _ = match session.machine.accel {
         crate::guest::qemu::Accel::Native => writeln!(
             o,
             "machine:  the running kernel, no QEMU (host-test), {} CPUs, {} MiB; runs per cell: {}",
-            session.cpus,
-            session.memory_mib,
+            session.machine.cpus,
+            session.machine.memory_mib,
             session.runs_per_cell()
         ),
         _ => writeln!(
             o,
             "machine:  QEMU {}, {} (clock {}), {} vCPUs, {} MiB; runs per cell: {}",
             t.qemu,
-            format::accel(session.accel),
-            session.clock,
-            session.cpus,
-            session.memory_mib,
+            format::accel(session.machine.accel),
+            session.machine.clock,
+            session.machine.cpus,
+            session.machine.memory_mib,
             session.runs_per_cell()
         ),
     };
     let _ = writeln!(
         o,
         "disk:     {} (under the disk scenarios' ext4)",
-        session.disk
+        session.machine.disk
     );
     if let Some(server) = &session.fuse_server {
         let _ = writeln!(

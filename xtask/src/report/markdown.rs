@@ -504,7 +504,10 @@ fn native_environment(o: &mut String, session: &Session) {
         o,
         "- No QEMU: the host's running kernel (`cargo xtask host-test`), {} CPUs ({}), {} MiB; \
          sleeps classed by the tracefs detector in a tracing instance of its own; {}.",
-        session.cpus, session.cpu_model, session.memory_mib, session.toolchain.fio
+        session.machine.cpus,
+        session.machine.cpu_model,
+        session.machine.memory_mib,
+        session.toolchain.fio
     );
     fuse_server_line(o, session);
     let _ = writeln!(o, "- fio jobs:");
@@ -516,7 +519,7 @@ fn native_environment(o: &mut String, session: &Session) {
 fn environment(o: &mut String, session: &Session) {
     // Environment.
     let _ = writeln!(o, "## Environment\n");
-    if session.accel == crate::guest::qemu::Accel::Native {
+    if session.machine.accel == crate::guest::qemu::Accel::Native {
         return native_environment(o, session);
     }
     if let Some(m) = session.variants.first() {
@@ -566,16 +569,16 @@ fn environment(o: &mut String, session: &Session) {
         "- QEMU {}, {} (clock {}, CPU model {}); guest: {} CPUs, {} MiB; disk of the disk \
          scenarios: {}; host: {} CPUs.",
         t.qemu,
-        format::accel(session.accel),
-        session.clock,
-        if session.accel == crate::guest::qemu::Accel::Kvm {
+        format::accel(session.machine.accel),
+        session.machine.clock,
+        if session.machine.accel == crate::guest::qemu::Accel::Kvm {
             "host"
         } else {
-            &session.cpu_model
+            &session.machine.cpu_model
         },
-        session.cpus,
-        session.memory_mib,
-        session.disk,
+        session.machine.cpus,
+        session.machine.memory_mib,
+        session.machine.disk,
         session.host_cpus
     );
     let _ = writeln!(

@@ -1,5 +1,7 @@
 use super::*;
-use crate::results::{detection::writer_record, problems::problems, witness::Tolerance};
+use crate::results::{
+    detection::writer_record, machine::MachineFacts, problems::problems, witness::Tolerance,
+};
 use crate::{
     guest::{
         job::Job,
@@ -47,15 +49,17 @@ fn build_with(
             .map(|s| s.strictlimit)
             .unwrap_or(false),
         run: 0,
-        accel: Accel::default(),
-        clock: Clock::Real,
-        // The recorded streams were made on the host's disk.
-        disk: crate::guest::scenario::by_name(scenario)
-            .is_ok_and(|s| s.disk)
-            .then_some(crate::guest::disk::Disk::Host),
-        cpu_model: "max",
-        cpus: 2,
-        memory_mib: 2048,
+        machine: MachineFacts {
+            accel: Accel::default(),
+            clock: Clock::Real,
+            // The recorded streams were made on the host's disk.
+            disk: crate::guest::scenario::by_name(scenario)
+                .is_ok_and(|s| s.disk)
+                .then_some(crate::guest::disk::Disk::Host),
+            cpu_model: "max".into(),
+            cpus: 2,
+            memory_mib: 2048,
+        },
         job: &job,
         started: "20261202T060724Z".into(),
         wall_secs: 1.0,

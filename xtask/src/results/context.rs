@@ -2,15 +2,13 @@
 //! `builder::build` and of the detectors.
 
 use crate::{
-    guest::qemu::{Accel, Clock},
     guest::{
         boot::Booted,
-        disk::Disk,
         job::Job,
         plan::{Boot, Detector, Phase},
     },
     kernel::build::VariantMeta,
-    results::warnings::warnings,
+    results::{machine::MachineFacts, warnings::warnings},
 };
 
 /// Where a run came from, besides the stream.
@@ -20,13 +18,7 @@ pub struct RunContext<'a> {
     /// Whether the scenario runs the writers' BDI with `strict_limit` set.
     pub scenario_strictlimit: bool,
     pub run: u32,
-    pub accel: Accel,
-    pub clock: Clock,
-    /// The disk under the scenario's file system; none for the FUSE ones.
-    pub disk: Option<Disk>,
-    pub cpu_model: &'a str,
-    pub cpus: u32,
-    pub memory_mib: u32,
+    pub machine: MachineFacts,
     pub job: &'a Job,
     /// When the boot started, UTC (`util::timestamp`'s form).
     pub started: String,
@@ -48,12 +40,7 @@ impl<'a> RunContext<'a> {
             scenario: b.scenario.name,
             scenario_strictlimit: b.scenario.strictlimit,
             run: b.run,
-            accel: b.machine.accel,
-            clock: b.machine.clock,
-            disk: b.disk(),
-            cpu_model: &b.machine.cpu_model,
-            cpus: b.machine.cpus,
-            memory_mib: b.machine.memory_mib,
+            machine: MachineFacts::of(b),
             job: &b.job,
             started: booted.started.clone(),
             wall_secs: booted.wall_secs,

@@ -9,6 +9,7 @@ pub mod detection;
 pub mod dir;
 pub mod fio;
 pub mod ktap;
+pub mod machine;
 pub mod mechanism;
 pub mod phases;
 pub mod problems;

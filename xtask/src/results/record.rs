@@ -8,18 +8,13 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::{
-    guest::{
-        disk::Disk,
-        job::Job,
-        plan::Detector,
-        qemu::{Accel, Clock},
-        run_id::RunId,
-    },
+    guest::{job::Job, plan::Detector, run_id::RunId},
     kernel::build::{PatchMeta, VariantMeta},
     results::{
         debugfs::KvLine,
         fio::FioResult,
         ktap::Ktap,
+        machine::MachineFacts,
         mechanism::Mechanism,
         phases::Phase,
         tracefs,
@@ -55,11 +50,6 @@ impl From<&VariantMeta> for KernelIds {
     }
 }
 
-/// What every run used before `--cpu-model` existed.
-pub fn historical_cpu_model() -> String {
-    "max".into()
-}
-
 /// Where a measurement started in the kernel's timer cycles: asked
 /// (`cycle_ms`, `offset_ms`) and as the guest saw it (`start_ms`, its
 /// uptime then).
@@ -88,21 +78,9 @@ pub struct RunRecord {
     /// with `[phase]`; absent in records from before).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_phase: Option<StartPhase>,
-    pub accel: Accel,
-    /// Guest time: the host's, or QEMU's instruction count. Records from
-    /// before the choice existed ran on the real clock.
-    #[serde(default)]
-    pub clock: Clock,
-    /// The disk under the scenario's file system: none for the FUSE scenarios.
-    /// Absent also in records from before the choice existed, whose disk
-    /// scenarios ran on the host's disk.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub disk: Option<Disk>,
-    /// QEMU's -cpu under TCG (`host` under KVM); older records used `max`.
-    #[serde(default = "historical_cpu_model")]
-    pub cpu_model: String,
-    pub cpus: u32,
-    pub memory_mib: u32,
+    /// The machine it ran on.
+    #[serde(flatten)]
+    pub machine: MachineFacts,
     pub kernel: KernelIds,
     pub job: Job,
     pub fio: FioResult,

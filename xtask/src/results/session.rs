@@ -4,21 +4,15 @@
 use crate::{
     deps,
     guest::{
-        disk::Disk,
         job::Job,
         plan::{plan_position, Shard},
-        qemu::{Accel, Clock},
+        qemu::Machine,
         run_id::RunId,
     },
     kernel::build as kernel,
     kernel::variants,
     results::record::RunRecord,
 };
-
-/// The disk of every session recorded before `--disk` existed.
-fn historical_disk() -> Disk {
-    Disk::Host
-}
 
 /// What produced a results directory (`session.json`).
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
@@ -34,20 +28,9 @@ pub struct Session {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reporter: Option<String>,
     pub started: String,
-    pub accel: Accel,
-    #[serde(default)]
-    pub clock: Clock,
-    /// The disk of the disk scenarios (`--disk`); sessions from before the
-    /// choice existed ran them on the host's.
-    #[serde(default = "historical_disk")]
-    pub disk: Disk,
-    #[serde(default = "crate::results::record::historical_cpu_model")]
-    pub cpu_model: String,
-    /// Extra kernel arguments (`--kernel-arg`).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub kernel_args: Vec<String>,
-    pub cpus: u32,
-    pub memory_mib: u32,
+    /// The guest machine of its boots.
+    #[serde(flatten)]
+    pub machine: Machine,
     pub runs: u32,
     pub quick: bool,
     pub toolchain: deps::Toolchain,

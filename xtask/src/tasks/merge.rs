@@ -97,15 +97,15 @@ pub fn identity(s: &Session) -> Vec<(&'static str, String)> {
     vec![
         ("kernels", kernels.join(", ")),
         ("source", base.unwrap_or_default()),
-        ("accelerator", format!("{:?}", s.accel)),
-        ("clock", s.clock.to_string()),
-        ("disk", s.disk.to_string()),
+        ("accelerator", format!("{:?}", s.machine.accel)),
+        ("clock", s.machine.clock.to_string()),
+        ("disk", s.machine.disk.to_string()),
         ("FUSE server", s.fuse_server.clone().unwrap_or_default()),
-        ("CPU model", s.cpu_model.clone()),
-        ("kernel arguments", s.kernel_args.join(" ")),
+        ("CPU model", s.machine.cpu_model.clone()),
+        ("kernel arguments", s.machine.kernel_args.join(" ")),
         (
             "guest size",
-            format!("{} CPUs, {} MiB", s.cpus, s.memory_mib),
+            format!("{} CPUs, {} MiB", s.machine.cpus, s.machine.memory_mib),
         ),
         ("runs", s.runs_per_cell().to_string()),
         ("jobs", jobs.join("; ")),
@@ -262,11 +262,11 @@ mod tests {
             .to_string();
         assert!(e.contains("shard 1/3 is given twice"), "{e}");
         let mut other = shards.clone();
-        other[1].1.clock = crate::guest::qemu::Clock::Virtual { shift: 5 };
+        other[1].1.machine.clock = crate::guest::qemu::Clock::Virtual { shift: 5 };
         let e = merge(&other).unwrap_err().to_string();
         assert!(e.contains("differ in their clock"), "{e}");
         let mut other = shards.clone();
-        other[0].1.disk = crate::guest::disk::Disk::Host;
+        other[0].1.machine.disk = crate::guest::disk::Disk::Host;
         let e = merge(&other).unwrap_err().to_string();
         assert!(e.contains("differ in their disk"), "{e}");
         let mut other = shards.clone();

@@ -96,7 +96,7 @@ impl ModuleStress {
             self.cycles,
             self.churn,
             b.label(),
-            cfg.accel,
+            cfg.machine.accel,
             if debug {
                 ""
             } else {

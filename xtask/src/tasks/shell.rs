@@ -53,7 +53,7 @@ impl ShellCmd {
         }
         progress::emit(Event::Note(&format!(
             "shell: booting {} ({:?}); Ctrl-A X quits QEMU",
-            b.meta.variant, cfg.accel
+            b.meta.variant, cfg.machine.accel
         )));
         qemu::interactive(sh, &cfg)
     }

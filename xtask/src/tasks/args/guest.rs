@@ -13,9 +13,9 @@ use crate::{
     guest::{
         disk::{self, Disk, DiskKind},
         fuse_server, initramfs,
-        plan::{Detector, Machine},
+        plan::Detector,
         protocol,
-        qemu::{self, Accel, Clock},
+        qemu::{self, Accel, Clock, Machine},
     },
     kernel::{
         build::{self as kernel, Built},

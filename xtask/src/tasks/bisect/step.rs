@@ -32,7 +32,7 @@ use crate::{
         variants::{Selection, Variant},
     },
     progress::{self, Event},
-    results::{builder, context::RunContext, problems::problems, record::RunRecord},
+    results::{builder, context::RunContext, record::RunRecord},
     tasks::args::guest::GuestArgs,
     util,
 };
@@ -104,6 +104,9 @@ pub struct Judged {
     pub verdict: String,
     pub stall_share: Option<f64>,
     pub mib_s: Option<f64>,
+    /// Why the run is no evidence (the verdict's `excluded`), said as the
+    /// step runs; empty for a usable run.
+    pub unusable: Vec<String>,
 }
 
 /// Judges a step's run(s) with [`verdict::judge`], as `qemu-test` judges a
@@ -134,6 +137,9 @@ pub fn judge_step(records: &[RunRecord], expected: &Expected, scenario: &str) ->
         verdict,
         stall_share: cell.map(|c| c.stall_fraction()),
         mib_s: cell.map(|c| c.bw_mib_s()),
+        unusable: (as_ok.excluded.iter())
+            .flat_map(|x| x.problems.clone())
+            .collect(),
     };
     if as_ok.passed() {
         return judged(0, "ok".into());
@@ -221,14 +227,18 @@ impl BisectStep {
             .unwrap_or_default();
         let (hash, subject) = head.split_once('\0').unwrap_or((&head, ""));
         let judged = step_expectations()
-            .and_then(|expected| Ok((self.measure(sh, &expected)?, expected)))
+            .and_then(|expected| Ok((self.measure(sh)?, expected)))
             .map(|(rec, expected)| judge_step(&[rec], &expected, &self.step.scenario))
             .unwrap_or_else(|e| Judged {
                 exit: 125,
                 verdict: format!("skip: {e:#}"),
                 stall_share: None,
                 mib_s: None,
+                unusable: Vec::new(),
             });
+        for p in &judged.unusable {
+            progress::emit(Event::Unusable(p));
+        }
         StepRow {
             commit: hash.to_string(),
             subject: subject.to_string(),
@@ -243,7 +253,7 @@ impl BisectStep {
 
     /// Builds the checked-out commit (plus the patch), boots it once, and
     /// makes the run's record as `qemu-test` makes one.
-    fn measure(&self, sh: &Shell, expected: &Expected) -> Result<RunRecord> {
+    fn measure(&self, sh: &Shell) -> Result<RunRecord> {
         let tc = deps::check_for(sh, self.guest.flavour.no_rust)?;
         let source = SourceArgs {
             kernel_src: Some(self.kernel_src.clone()),
@@ -280,9 +290,6 @@ impl BisectStep {
         let booted = boot::boot(sh, &dir, &b).context("booting the step's kernel")?;
         let rec = builder::build(RunContext::of(&b, &booted), &booted.stream)
             .context("reading the step's run")?;
-        for p in problems(&rec, &expected.witness) {
-            progress::emit(Event::Unusable(&p));
-        }
         Ok(rec)
     }
 }
@@ -352,5 +359,17 @@ mod tests {
             "{}",
             j.verdict
         );
+        // Its problems, said as the step runs, are the verdict's: the rule
+        // runs once.
+        assert_eq!(j.unusable.len(), 1, "{:?}", j.unusable);
+        assert!(
+            j.unusable[0].starts_with("warning: dmesg has 1 warning"),
+            "{:?}",
+            j.unusable
+        );
+        // A usable run has none.
+        assert!(judge(rec(VARIANT, "fuse-strictlimit", 100.0, 0.0))
+            .unusable
+            .is_empty());
     }
 }

@@ -374,7 +374,7 @@ mod tests {
         // The plan as it would be now: the same passes, another clock is named.
         check_same(&r, &r.session).unwrap();
         let mut now = r.session.clone();
-        now.clock = crate::guest::qemu::Clock::Virtual { shift: 5 };
+        now.machine.clock = crate::guest::qemu::Clock::Virtual { shift: 5 };
         let err = check_same(&r, &now).unwrap_err().to_string();
         assert!(err.contains("the session's clock differ(s)"), "{err}");
         flags(&r).unwrap();
