@@ -65,6 +65,12 @@ pub struct SourceArgs {
     /// GitHub's runners).
     #[arg(long, value_name = "URL", conflicts_with = "kernel_src")]
     pub debian_mirror: Option<String>,
+    /// Another checkout of the tree `kernel_src` is built as (bisect's
+    /// worktree of it): `kernel_src` is then built in this tree's mirror and
+    /// build directory, synced from `kernel_src`, so that a bisect starts
+    /// from the build of `--kernel-src TREE`. Not a flag.
+    #[arg(skip)]
+    pub mirror_of: Option<PathBuf>,
 }
 
 /// `X.Y`, as Debian names its `linux-source-X.Y` packages.
@@ -118,7 +124,7 @@ impl SourceArgs {
     /// the mirror's id for a developer's tree.
     pub fn tag(&self) -> Result<String> {
         match (&self.kernel_src, self.series()) {
-            (Some(dir), _) => local_id(dir),
+            (Some(dir), _) => local_id(self.mirror_of.as_deref().unwrap_or(dir)),
             (None, BASE_SERIES) => Ok(String::new()),
             (None, other) => Ok(format!("debian-{other}")),
         }
@@ -147,7 +153,7 @@ impl SourceArgs {
                 .with_context(|| format!("locking {}", lock_path.display()))?;
         }
         match &self.kernel_src {
-            Some(dir) => local_tree(sh, cache, dir),
+            Some(dir) => local_tree(sh, cache, dir, self.mirror_of.as_deref()),
             None => debian_tree(sh, cache, self),
         }
     }
@@ -423,10 +429,11 @@ fn local_id(dir: &Path) -> Result<String> {
     ))
 }
 
-/// The mirror of a developer's tree: one per tree path, copied once with tar
-/// and kept in step by [`Source::sync`] afterwards.
-fn local_tree(sh: &Shell, cache: &Path, dir: &Path) -> Result<Source> {
-    let id = local_id(dir)?;
+/// The mirror of a developer's tree: one per tree path (`mirror_of`'s, when
+/// given), copied once with tar and kept in step with `dir` by
+/// [`Source::sync`] afterwards.
+fn local_tree(sh: &Shell, cache: &Path, dir: &Path, mirror_of: Option<&Path>) -> Result<Source> {
+    let id = local_id(mirror_of.unwrap_or(dir))?;
     let dir = fs::canonicalize(dir)
         .with_context(|| format!("--kernel-src {}: no such directory", dir.display()))?;
     let kernel_version = validate_tree(&dir)?;
@@ -439,6 +446,11 @@ fn local_tree(sh: &Shell, cache: &Path, dir: &Path) -> Result<Source> {
     }
     let root = cache.join("src").join(&id);
     if let (Some(meta), true) = (read_meta(&root), root.join("manifest").is_file()) {
+        // Synced from `dir` (another checkout of the tree, with mirror_of).
+        let meta = SourceMeta {
+            origin: Some(dir.display().to_string()),
+            ..meta
+        };
         return Ok(Source { id, root, meta });
     }
     progress::emit(Event::Note(&format!(
@@ -479,10 +491,11 @@ fn local_tree(sh: &Shell, cache: &Path, dir: &Path) -> Result<Source> {
 }
 
 impl Source {
-    /// Brings a developer's tree's mirror up to date (a no-op for a Debian
-    /// source): copies the files written since the last sync, removes the
-    /// deleted ones, and renews the provenance. Called with the source's
-    /// build lock held: nothing builds from the mirror meanwhile.
+    /// Brings a developer's tree's mirror up to date with the tree it was
+    /// prepared for (a no-op for a Debian source): copies the files written
+    /// since the last sync whose content differs, removes the deleted ones,
+    /// and renews the provenance. Called with the source's build lock held:
+    /// nothing builds from the mirror meanwhile.
     pub fn sync(&self, sh: &Shell) -> Result<Source> {
         let Some(origin) = self
             .meta
@@ -505,7 +518,7 @@ impl Source {
         let new = mirror::scan(dir, &files)?;
         let delta = mirror::delta(&old, &new);
         if !delta.is_empty() {
-            crate::kernel::switch::Worktree::new(&self.root).take_pristine(
+            let copied = crate::kernel::switch::Worktree::new(&self.root).take_pristine(
                 dir,
                 &delta.changed,
                 &delta.removed,
@@ -517,17 +530,22 @@ impl Source {
                     .context("make mrproper in the mirror (the tree carries an in-tree build)")?;
             }
             util::write_atomic(&manifest_path, mirror::render(&new))?;
-            let shown: Vec<&str> = delta.changed.iter().take(3).map(String::as_str).collect();
+            let shown: Vec<&str> = copied.iter().take(3).map(String::as_str).collect();
+            let same = delta.changed.len() - copied.len();
             progress::emit(Event::Note(&format!(
-                "{origin}: {} file(s) changed ({}{}), {} removed since the last build",
-                delta.changed.len(),
+                "{origin}: {} file(s) changed ({}{}), {} removed since the last build{}",
+                copied.len(),
                 shown.join(", "),
-                if delta.changed.len() > shown.len() {
+                if copied.len() > shown.len() {
                     ", ..."
                 } else {
                     ""
                 },
-                delta.removed.len()
+                delta.removed.len(),
+                match same {
+                    0 => String::new(),
+                    n => format!("; {n} more written with the same content, left as they were"),
+                }
             )));
         }
         let meta = SourceMeta {

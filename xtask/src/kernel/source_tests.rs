@@ -68,7 +68,7 @@ fn a_developer_tree_is_copied_never_modified_and_identified_by_content() {
     let status = git(&["status", "--porcelain"]);
 
     let cache = testdir::Dir::new("cache");
-    let src = local_tree(&sh, cache.path(), d).unwrap();
+    let src = local_tree(&sh, cache.path(), d, None).unwrap();
     let tree = src.tree();
     assert!(fs::read_to_string(tree.join("mm/page-writeback.c"))
         .unwrap()
@@ -88,7 +88,7 @@ fn a_developer_tree_is_copied_never_modified_and_identified_by_content() {
     );
 
     // One mirror per tree: an edit is synced into it, nothing else is copied.
-    let again = local_tree(&sh, cache.path(), d).unwrap();
+    let again = local_tree(&sh, cache.path(), d, None).unwrap();
     assert_eq!(again.id, src.id);
     assert_eq!(again.sync(&sh).unwrap().meta.sha256, src.meta.sha256);
     let untouched = fs::metadata(tree.join("Makefile"))
@@ -100,7 +100,10 @@ fn a_developer_tree_is_copied_never_modified_and_identified_by_content() {
     fs::remove_file(d.join("mm/page-writeback.o")).unwrap();
     git(&["rm", "-q", "--cached", ".gitignore"]);
     fs::remove_file(d.join(".gitignore")).unwrap();
-    let synced = local_tree(&sh, cache.path(), d).unwrap().sync(&sh).unwrap();
+    let synced = local_tree(&sh, cache.path(), d, None)
+        .unwrap()
+        .sync(&sh)
+        .unwrap();
     assert_eq!(synced.id, src.id);
     assert_ne!(
         synced.meta.sha256, src.meta.sha256,
@@ -122,13 +125,72 @@ fn a_developer_tree_is_copied_never_modified_and_identified_by_content() {
     assert_eq!(read_meta(&src.root).unwrap().sha256, synced.meta.sha256);
 }
 
+/// bisect's case: a worktree of the tree, checked out afresh (every mtime
+/// new), built in the tree's own mirror.
+#[test]
+fn another_checkout_syncs_into_the_trees_mirror_copying_only_what_differs() {
+    let dir = fake_tree("7.4.1", true);
+    let d = dir.path();
+    let sh = Shell::new().unwrap();
+    let git = |args: &[&str]| testdir::git(d, args);
+    git(&["init", "-q"]);
+    git(&["add", "."]);
+    git(&["commit", "-qm", "base"]);
+    let cache = testdir::Dir::new("mirror-of");
+    let src = local_tree(&sh, cache.path(), d, None).unwrap();
+    let mtime = |rel: &str| {
+        fs::metadata(src.tree().join(rel))
+            .unwrap()
+            .modified()
+            .unwrap()
+    };
+    let makefile = mtime("Makefile");
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let other = testdir::Dir::new("mirror-of-wt");
+    let wt = other.path().join("wt");
+    git(&["worktree", "add", "-q", "--detach", wt.to_str().unwrap()]);
+    fs::write(
+        wt.join("mm/page-writeback.c"),
+        "static int balance_dirty_pages(x) { wb_start_background_writeback(wb); } /* wt */
+",
+    )
+    .unwrap();
+    let args = SourceArgs {
+        kernel_src: Some(wt.clone()),
+        mirror_of: Some(d.to_path_buf()),
+        ..SourceArgs::default()
+    };
+    assert_eq!(args.tag().unwrap(), local_id(d).unwrap());
+    let synced = args.prepare(&sh, cache.path()).unwrap().sync(&sh).unwrap();
+    assert_eq!(synced.id, src.id, "the tree's own mirror");
+    let pw = fs::read_to_string(src.tree().join("mm/page-writeback.c")).unwrap();
+    assert!(pw.contains("/* wt */"), "{pw}");
+    assert_eq!(
+        mtime("Makefile"),
+        makefile,
+        "checked out again with the same content: not copied (make would rebuild it)"
+    );
+    assert_eq!(
+        synced.meta.origin.as_deref(),
+        Some(fs::canonicalize(&wt).unwrap().to_str().unwrap())
+    );
+    // Back to the tree itself: its own file again, the rest left alone.
+    let back = local_tree(&sh, cache.path(), d, None)
+        .unwrap()
+        .sync(&sh)
+        .unwrap();
+    let pw = fs::read_to_string(back.tree().join("mm/page-writeback.c")).unwrap();
+    assert!(!pw.contains("/* wt */"), "{pw}");
+    assert_eq!(mtime("Makefile"), makefile);
+}
+
 #[test]
 fn an_edit_to_a_patched_file_reaches_the_variant_through_its_patch() {
     let dir = fake_tree("7.4.3", true);
     let d = dir.path();
     let sh = Shell::new().unwrap();
     let cache = testdir::Dir::new("patched-edit");
-    let src = local_tree(&sh, cache.path(), d).unwrap();
+    let src = local_tree(&sh, cache.path(), d, None).unwrap();
     let diff = "--- a/mm/page-writeback.c\n+++ b/mm/page-writeback.c\n@@ -1,4 +1,5 @@\n static int balance_dirty_pages(struct bdi_writeback *wb)\n {\n+\t/* patched */\n \twb_start_background_writeback(wb);\n }\n";
     let variant = crate::kernel::variants::Variant {
         name: "p".into(),
@@ -200,11 +262,11 @@ fn a_leftover_tree_is_replaced_not_reused() {
     let dir = fake_tree("7.4.2", true);
     let cache = testdir::Dir::new("stale");
     let sh = Shell::new().unwrap();
-    let first = local_tree(&sh, cache.path(), dir.path()).unwrap();
+    let first = local_tree(&sh, cache.path(), dir.path(), None).unwrap();
     // Interrupted: the tree lost its source.json and holds junk.
     fs::remove_file(first.root.join("source.json")).unwrap();
     fs::write(first.tree().join("JUNK"), "x").unwrap();
-    let again = local_tree(&sh, cache.path(), dir.path()).unwrap();
+    let again = local_tree(&sh, cache.path(), dir.path(), None).unwrap();
     assert_eq!(again.id, first.id);
     assert!(!again.tree().join("JUNK").exists());
     assert!(read_meta(&again.root).is_some());

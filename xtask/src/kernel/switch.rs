@@ -10,6 +10,7 @@
 use std::{
     collections::{BTreeMap, BTreeSet},
     fs,
+    os::unix::fs::PermissionsExt,
     path::{Path, PathBuf},
 };
 
@@ -116,13 +117,26 @@ impl Worktree {
     }
 
     /// Takes new pristine content from `from` (a developer's tree): each of
-    /// `changed` is copied, each of `removed` deleted. A file some variant has
+    /// `changed` is copied, unless its content and mode are the pristine
+    /// copy's already, each of `removed` deleted. A file some variant has
     /// patched gets its new original in `orig/`, and the tree's copy is left to
     /// the next [`Worktree::switch`], which re-applies the patches to it.
-    pub fn take_pristine(&self, from: &Path, changed: &[String], removed: &[String]) -> Result<()> {
+    /// Returns the files copied: a fresh checkout of the same commit (every
+    /// mtime new) copies none, so `make` rebuilds nothing.
+    pub fn take_pristine(
+        &self,
+        from: &Path,
+        changed: &[String],
+        removed: &[String],
+    ) -> Result<Vec<String>> {
         let mut st = self.load_state()?;
+        let mut copied = Vec::new();
         for rel in changed {
             let src = from.join(rel);
+            if self.is_pristine(&st, &src, rel)? {
+                continue;
+            }
+            copied.push(rel.clone());
             match st.originals.get_mut(rel) {
                 Some(existed) => {
                     mirror::copy_entry(&src, &self.root.join("orig").join(rel))?;
@@ -154,7 +168,34 @@ impl Worktree {
         }
         // The tree no longer holds exactly the recorded variant.
         st.patches.clear();
-        self.save_state(&st)
+        self.save_state(&st)?;
+        Ok(copied)
+    }
+
+    /// Whether `src` (a file or a symlink) is what the pristine tree holds
+    /// at `rel`: the same bytes and permission bits, or the same link.
+    fn is_pristine(&self, st: &TreeState, src: &Path, rel: &str) -> Result<bool> {
+        let pristine = match st.originals.get(rel) {
+            Some(false) => return Ok(false),
+            Some(true) => self.root.join("orig").join(rel),
+            None => self.tree().join(rel),
+        };
+        let (Ok(a), Ok(b)) = (fs::symlink_metadata(src), fs::symlink_metadata(&pristine)) else {
+            return Ok(false);
+        };
+        if a.file_type().is_symlink() || b.file_type().is_symlink() {
+            return Ok(a.file_type().is_symlink()
+                && b.file_type().is_symlink()
+                && fs::read_link(src).ok() == fs::read_link(&pristine).ok());
+        }
+        if !(a.is_file() && b.is_file())
+            || a.len() != b.len()
+            || a.permissions().mode() & 0o7777 != b.permissions().mode() & 0o7777
+        {
+            return Ok(false);
+        }
+        let read = |p: &Path| fs::read(p).with_context(|| format!("reading {}", p.display()));
+        Ok(read(src)? == read(&pristine)?)
     }
 
     /// Makes the tree hold `variant`: pristine plus its patches, in order.

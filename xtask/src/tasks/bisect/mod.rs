@@ -196,10 +196,19 @@ fn absolute(guest: &GuestArgs) -> Result<GuestArgs> {
     Ok(g)
 }
 
+/// What a bisect found: the first bad commit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bisected {
+    /// Its full hash.
+    pub commit: String,
+    pub subject: String,
+}
+
 impl Bisect {
     /// The step every commit runs (the end points in this process, the rest
-    /// as `bisect-step` under git bisect run), with absolute paths.
-    fn step_task(&self, worktree: &Path, log: &Path) -> Result<BisectStep> {
+    /// as `bisect-step` under git bisect run), with absolute paths: it builds
+    /// the `worktree` of `repo` in `repo`'s mirror.
+    fn step_task(&self, repo: &Path, worktree: &Path, log: &Path) -> Result<BisectStep> {
         let mut step = self.step.clone();
         if let Some(p) = &step.patch {
             step.patch = Some(
@@ -209,6 +218,7 @@ impl Bisect {
         }
         Ok(BisectStep {
             kernel_src: worktree.to_path_buf(),
+            mirror_of: Some(repo.to_path_buf()),
             log: log.to_path_buf(),
             step,
             guest: absolute(&self.guest)?,
@@ -216,6 +226,12 @@ impl Bisect {
     }
 
     pub fn run(self, sh: &Shell) -> Result<()> {
+        self.bisect(sh).map(|_| ())
+    }
+
+    /// Bisects, prints the table of steps and the first bad commit, and
+    /// returns it.
+    pub fn bisect(self, sh: &Shell) -> Result<Bisected> {
         let dir = check_tree(sh, &self.kernel_src)?;
         let good = commit(sh, &dir, &self.good)?;
         let bad = commit(sh, &dir, &self.bad)?;
@@ -254,7 +270,7 @@ impl Bisect {
         )));
         let started = Instant::now();
         let (rows, bisect_log, ran) = in_worktree(sh, &dir, &worktree, &good, |wt| {
-            self.bisect_in(sh, wt, (&good, &bad), &out, &log)
+            self.bisect_in(sh, &dir, wt, (&good, &bad), &out, &log)
         })?;
         // A step that died before writing its row (a crash reads as `bad` to
         // git bisect run) makes the result worthless.
@@ -283,7 +299,11 @@ impl Bisect {
             started.elapsed().as_secs_f64(),
             dir.display()
         );
-        Ok(())
+        let (abbrev, subject) = first.split_once(' ').unwrap_or((&first, ""));
+        Ok(Bisected {
+            commit: commit(sh, &dir, abbrev)?,
+            subject: subject.to_string(),
+        })
     }
 
     /// In the worktree: the end points, then git bisect run. Returns the
@@ -292,12 +312,13 @@ impl Bisect {
     fn bisect_in(
         &self,
         sh: &Shell,
+        repo: &Path,
         wt: &Worktree,
         (good, bad): (&str, &str),
         out: &Path,
         log: &Path,
     ) -> Result<(Vec<StepRow>, String, std::process::Output)> {
-        let task = self.step_task(wt.path(), log)?;
+        let task = self.step_task(repo, wt.path(), log)?;
         progress::emit(Event::Note(
             "measuring the end points first: --good must judge ok, --bad stall",
         ));
@@ -318,6 +339,7 @@ impl Bisect {
         let mut step = vec![
             "bisect-step".to_string(),
             format!("--kernel-src={}", task.kernel_src.display()),
+            format!("--mirror-of={}", repo.display()),
             format!("--log={}", log.display()),
             format!("--scenario={}", task.step.scenario),
         ];
@@ -557,7 +579,9 @@ mod tests {
                 Some(PathBuf::from("/no/such.patch")),
                 "{flag}"
             );
-            let e = b.step_task(Path::new("/wt"), Path::new("/l")).unwrap_err();
+            let e = b
+                .step_task(Path::new("/k"), Path::new("/wt"), Path::new("/l"))
+                .unwrap_err();
             assert_eq!(e.to_string(), "--patch /no/such.patch: no such file");
         }
     }
@@ -574,8 +598,17 @@ mod tests {
             "tsc=reliable",
         ]);
         let task = b
-            .step_task(Path::new("/wt"), Path::new("/out/steps.jsonl"))
+            .step_task(
+                Path::new("/k"),
+                Path::new("/wt"),
+                Path::new("/out/steps.jsonl"),
+            )
             .unwrap();
+        assert_eq!(
+            task.mirror_of.as_deref(),
+            Some(Path::new("/k")),
+            "built in the tree's own mirror"
+        );
         let args = task.guest.to_args();
         for a in [
             "--clock=virtual",
@@ -586,7 +619,7 @@ mod tests {
             assert!(args.iter().any(|x| x == a), "{a} not in {args:?}");
         }
         let e = parse(&["--kconfig-add", "/no/such.frag"])
-            .step_task(Path::new("/wt"), Path::new("/l"))
+            .step_task(Path::new("/k"), Path::new("/wt"), Path::new("/l"))
             .err()
             .unwrap()
             .to_string();

@@ -86,6 +86,11 @@ pub const VARIANT: &str = "bisect";
 pub struct BisectStep {
     #[arg(long, value_name = "DIR")]
     pub kernel_src: PathBuf,
+    /// The tree --kernel-src is a worktree of: built in that tree's mirror
+    /// and build directory (those of `qemu-test --kernel-src DIR`), synced
+    /// from --kernel-src, so that only what differs is rebuilt.
+    #[arg(long, value_name = "DIR")]
+    pub mirror_of: Option<PathBuf>,
     /// Append the step's row (JSON) to FILE.
     #[arg(long, value_name = "FILE")]
     pub log: PathBuf,
@@ -257,6 +262,7 @@ impl BisectStep {
         let tc = deps::check_for(sh, self.guest.flavour.no_rust)?;
         let source = SourceArgs {
             kernel_src: Some(self.kernel_src.clone()),
+            mirror_of: self.mirror_of.clone(),
             ..SourceArgs::default()
         };
         let patches = match &self.step.patch {
