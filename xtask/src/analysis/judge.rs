@@ -42,10 +42,16 @@ pub struct MetricChange {
 }
 
 impl MetricChange {
-    /// The interval excludes 0, with two runs a side at least (one run has
-    /// no spread to resample).
+    /// The interval, where it is one: two runs a side at least (one run has
+    /// no spread to resample; its "interval" is the change itself).
+    pub fn resampled(&self) -> Option<Change> {
+        self.interval
+            .filter(|_| self.runs.0 >= 2 && self.runs.1 >= 2)
+    }
+
+    /// The interval excludes 0, with two runs a side at least.
     pub fn significant(&self) -> bool {
-        self.runs.0 >= 2 && self.runs.1 >= 2 && self.interval.is_some_and(|c| c.resolved())
+        self.resampled().is_some_and(|c| c.resolved())
     }
 }
 

@@ -3,6 +3,7 @@
 
 use crate::analysis::{
     aggregate::Aggregate,
+    change::{Change, Resolution},
     judge::MetricChange,
     judgement::{CellVerdict, Line, Margins},
     matrix::Matrix,
@@ -63,6 +64,40 @@ pub fn pct_interval(pct_: f64, lo: f64, hi: f64) -> String {
     } else {
         format!("{} [{}, {}]", pct(pct_), pct(lo), pct(hi))
     }
+}
+
+/// A compared pair's change `c` (of `m`) and what it resolves against the
+/// scenario's A/A `floor`, as report.md says them: `-97.4% [-98.3%, -95.0%]`
+/// and `resolved: ...`; with one run on a side the change alone, unresolved.
+pub fn compared(m: &MetricChange, c: Change, floor: Option<Change>) -> (String, String) {
+    let Some(r) = m.resampled().map(|c| c.against(floor.as_ref())) else {
+        let why = format!(
+            "{} against {} run(s): one run has no spread to resample, so not resolvable; \
+             --runs 2 or more gives an interval",
+            m.runs.1, m.runs.0
+        );
+        return (pct(c.pct), why);
+    };
+    let words = match r {
+        Resolution::Resolved if floor.is_none() => {
+            "resolved: the interval excludes 0; no A/A control was measured".to_string()
+        }
+        Resolution::Resolved => {
+            "resolved: the interval excludes 0 and the change lies outside the A/A interval"
+                .to_string()
+        }
+        Resolution::NoisyControl => {
+            "the interval excludes 0, but so does the A/A control's: not resolvable".to_string()
+        }
+        Resolution::InsideFloor => "the interval excludes 0, but the change lies inside the \
+                                    A/A control's interval: not resolvable"
+            .to_string(),
+        Resolution::NotResolved => format!(
+            "not resolvable at this noise: the interval is {:.1} points wide",
+            c.width()
+        ),
+    };
+    (pct_interval(c.pct, c.lo, c.hi), words)
 }
 
 /// How one metric's aggregate moved from `base` to `other`, as its kind

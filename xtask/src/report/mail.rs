@@ -165,7 +165,7 @@ fn bw_finding(o: &mut String, j: &Judgement, s: &str) {
     };
     let aa = change(&roles.reference, &format!("{}{AA_SUFFIX}", roles.reference))
         .and_then(|a| a.interval);
-    let judged = match c.interval.map(|i| i.against(aa.as_ref())) {
+    let judged = match c.resampled().map(|i| i.against(aa.as_ref())) {
         Some(Resolution::Resolved) => " (significant, beyond the A/A noise)",
         Some(Resolution::InsideFloor) => " (inside the A/A noise)",
         Some(Resolution::NoisyControl) => " (not resolvable: the A/A control differs too)",

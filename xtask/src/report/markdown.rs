@@ -10,9 +10,9 @@ use super::{
 };
 use crate::{
     analysis::{
-        change::{Change, Resolution, RESAMPLES},
+        change::{Change, RESAMPLES},
         expected::{Expected, AA_SUFFIX},
-        judge::Judgement,
+        judge::{Judgement, MetricChange},
         judgement::{CellVerdict, Verdict, BW},
     },
     guest::fuse_server,
@@ -370,44 +370,24 @@ fn throughput_stats(o: &mut String, j: &Judgement, s: &str) {
         }
     }
     for pair in &roles.compare {
-        compare_pair(o, pair, interval(&pair.b, &pair.a), s, floor);
+        compare_pair(o, pair, j.change(s, BW, &pair.b, &pair.a), s, floor);
     }
 }
 
-/// `a` against `b` on one scenario, judged against the A/A `floor`.
+/// `a` against `b` on one scenario, judged against the A/A `floor`; with one
+/// run on a side, not at all.
 fn compare_pair(
     o: &mut String,
     pair: &Comparison,
-    c: Option<Change>,
+    m: Option<&MetricChange>,
     s: &str,
     floor: Option<Change>,
 ) {
-    let Some(c) = c else {
+    let Some((m, c)) = m.and_then(|m| Some((m, m.interval?))) else {
         return;
     };
-    let verdict = match c.against(floor.as_ref()) {
-        Resolution::Resolved => {
-            "resolved: the interval excludes 0 and the change lies outside the A/A interval"
-                .to_string()
-        }
-        Resolution::NoisyControl => {
-            "the interval excludes 0, but so does the A/A control's: not resolvable".to_string()
-        }
-        Resolution::InsideFloor => "the interval excludes 0, but the change lies inside the \
-                                    A/A control's interval: not resolvable"
-            .to_string(),
-        Resolution::NotResolved => format!(
-            "not resolvable at this noise: the interval is {:.1} points wide",
-            c.width()
-        ),
-    };
-    let _ = writeln!(
-        o,
-        "{} against {}: {} ({verdict}).",
-        pair.a,
-        pair.b,
-        change_text(Some(c))
-    );
+    let (change, verdict) = format::compared(m, c, floor);
+    let _ = writeln!(o, "{} against {}: {change} ({verdict}).", pair.a, pair.b);
     if let Some(claim) = pair.claims.get(s) {
         let _ = writeln!(o, "Claimed: {claim}");
     }

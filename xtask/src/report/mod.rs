@@ -203,6 +203,29 @@ mod tests {
         assert!(md.contains("## Environment"));
     }
 
+    /// `--compare` after `--quick`: one run each has no interval, whatever
+    /// the bootstrap of one value says (its "interval" is the change itself).
+    #[test]
+    fn a_comparison_of_one_run_a_side_is_not_resolved() {
+        let r: Vec<RunRecord> = records().into_iter().filter(|r| r.run == 0).collect();
+        let (e, session) = (expected(), Session::default());
+        let md = markdown(&judged(&session, &r, &e, 1), &[]);
+        let line = md
+            .lines()
+            .find(|l| l.starts_with("v1 against v2:"))
+            .unwrap();
+        assert_eq!(
+            line,
+            "v1 against v2: +2.0% (1 against 1 run(s): one run has no spread to resample, so \
+             not resolvable; --runs 2 or more gives an interval)."
+        );
+        let three = markdown(&judged(&session, &records(), &e, 3), &[]);
+        assert!(
+            three.contains("v1 against v2: +2.0% [") && three.contains("(resolved:"),
+            "{three}"
+        );
+    }
+
     #[test]
     fn a_long_expectation_widens_its_scenarios_columns_and_keeps_them_aligned() {
         let (r, mut e, session) = (records(), expected(), Session::default());
