@@ -259,7 +259,8 @@ impl QemuTest {
                 u.variant,
                 u.file,
                 u.base,
-                if self.selection.base.is_none() {
+                // A --rev is on its tree's working copy, not on a variant.
+                if self.selection.base.is_none() && !u.other_base.is_empty() {
                     format!(
                         " (the reference, where a patch against mainline applies; \
                          --base {} for a fix of the regression itself)",
