@@ -15,6 +15,7 @@
 //! checks of the workflow (`workflow`) and of the KCIDB output (`kcidb`), and
 //! the repository's rules kept by tests (`tidy`).
 
+pub mod dev_loop;
 pub mod findings;
 pub mod host_kill;
 pub mod kcidb;
@@ -52,8 +53,12 @@ pub struct Ci {
     pub no_kernel: bool,
     /// Only the Slurm step, on the kernels already built (`cargo xtask
     /// build-kernel`): to try it, or a host's Slurm and MUNGE, alone.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "dev_loop_only")]
     pub slurm_only: bool,
+    /// Only the developer's loop steps (the synthetic history, `--rev` and
+    /// `--compare` on it, `bisect`), building what they need: to try them alone.
+    #[arg(long, conflicts_with = "no_kernel")]
+    pub dev_loop_only: bool,
 }
 
 impl Ci {
@@ -69,6 +74,9 @@ impl Ci {
             return step(SLURM_STEP, || {
                 slurm::slurm_matrix(sh, &Variants::repo()?.roles)
             });
+        }
+        if self.dev_loop_only {
+            return dev_loop_steps(sh);
         }
         let cargo = sh.var("CARGO").unwrap_or_else(|_| "cargo".to_string());
         step("cargo fmt --check", || {
@@ -225,8 +233,35 @@ fn live_steps(sh: &Shell) -> Result<()> {
         "the findings reproduced as their READMEs say (docs/findings/*: the command run live)",
         || findings::reproduce_findings(sh),
     )?;
+    dev_loop_steps(sh)?;
     step(SLURM_STEP, || slurm::slurm_matrix(sh, &roles))?;
     Ok(())
+}
+
+/// The developer's loop on `.ci/synthetic-history`: its tree (made once per
+/// input, kept in the cache), both ends as `--rev`s with `--compare`, then
+/// `bisect` ([`dev_loop`]).
+fn dev_loop_steps(sh: &Shell) -> Result<()> {
+    let mut made = None;
+    step(
+        "the synthetic history (.ci/synthetic-history: Debian's 7.3, patches/0001 as the \
+         culprit), in the cache",
+        || {
+            made = Some(dev_loop::synthetic_history(sh)?);
+            Ok(())
+        },
+    )?;
+    let (tree, history) = made.context("the synthetic history step made no tree")?;
+    step(
+        "qemu-test --quick --runs 2 --kernel-src <the history> --rev GOOD --rev BAD --compare \
+         (fuse-strictlimit): GOOD ok, BAD stall, the drop resolved",
+        || dev_loop::live_revs(sh, &tree, &history),
+    )?;
+    step(
+        "bisect --kernel-src <the history> --good GOOD --bad BAD (fuse-strictlimit) names \
+         the culprit",
+        || dev_loop::live_bisect(sh, &tree, &history),
+    )
 }
 
 /// module-stress on the debug kernel (KASAN, lockdep, debug objects), which

@@ -379,27 +379,8 @@ fn extract(
         deb.display(),
         root.display()
     )));
-    let doing = format!("extracting {package}");
     let staging = fresh_staging(cache, &id)?;
-    cache::ensure_space(&staging, cache::EXTRACT_BYTES, &doing)?;
-    let unpacked = cmd!(sh, "dpkg-deb -x {deb} {staging}/deb")
-        .run()
-        .with_context(|| {
-            format!(
-                "unpacking {} (a damaged package? remove it to fetch it again)",
-                deb.display()
-            )
-        });
-    cache::map_out_of_space(unpacked, &staging, cache::EXTRACT_BYTES, &doing)?;
-    let tarball = staging.join(format!("deb/usr/src/{package}.tar.xz"));
-    let sha256 = util::sha256_file(&tarball)?;
-    let untarred = cmd!(sh, "tar -xJf {tarball} -C {staging}")
-        .run()
-        .with_context(|| format!("extracting {}", tarball.display()));
-    cache::map_out_of_space(untarred, &staging, cache::EXTRACT_BYTES, &doing)?;
-    fs::remove_dir_all(staging.join("deb")).ok();
-    fs::rename(staging.join(package), staging.join("tree"))
-        .with_context(|| format!("{} did not contain {package}/", tarball.display()))?;
+    let sha256 = unpack(sh, deb, package, &staging)?;
     let kernel_version = validate_any_series(&staging.join("tree"))?;
     if cache::check(deb)? == cache::Stamped::Unknown {
         // A package from before stamps: it extracted whole, so it is.
@@ -414,6 +395,44 @@ fn extract(
         origin: None,
     };
     publish(&staging, root, id, meta)
+}
+
+/// Unpacks the kernel tarball of the package `deb` into `into/tree`;
+/// returns the tarball's sha256.
+fn unpack(sh: &Shell, deb: &Path, package: &str, into: &Path) -> Result<String> {
+    let doing = format!("extracting {package}");
+    cache::ensure_space(into, cache::EXTRACT_BYTES, &doing)?;
+    let unpacked = cmd!(sh, "dpkg-deb -x {deb} {into}/deb")
+        .run()
+        .with_context(|| {
+            format!(
+                "unpacking {} (a damaged package? remove it to fetch it again)",
+                deb.display()
+            )
+        });
+    cache::map_out_of_space(unpacked, into, cache::EXTRACT_BYTES, &doing)?;
+    let tarball = into.join(format!("deb/usr/src/{package}.tar.xz"));
+    let sha256 = util::sha256_file(&tarball)?;
+    let untarred = cmd!(sh, "tar -xJf {tarball} -C {into}")
+        .run()
+        .with_context(|| format!("extracting {}", tarball.display()));
+    cache::map_out_of_space(untarred, into, cache::EXTRACT_BYTES, &doing)?;
+    fs::remove_dir_all(into.join("deb")).ok();
+    fs::rename(into.join(package), into.join("tree"))
+        .with_context(|| format!("{} did not contain {package}/", tarball.display()))?;
+    Ok(sha256)
+}
+
+/// Debian's linux-source-7.3 as packaged, unpacked anew into `into/tree`
+/// (`into` an empty directory): the cached tree holds the last variant
+/// built, this one no variant's patches. Returns the tarball's sha256, the
+/// `sha256` of the cached source's provenance.
+pub fn unpack_pristine(sh: &Shell, cache: &Path, into: &Path) -> Result<String> {
+    let package = format!("linux-source-{BASE_SERIES}");
+    let deb = debian_deb(sh, cache, &SourceArgs::default(), &package, SUITES)?;
+    let sha256 = unpack(sh, &deb, &package, into)?;
+    validate_tree(&into.join("tree"))?;
+    Ok(sha256)
 }
 
 /// `local-<name>-<hash of the path>`: one mirror per tree path.
