@@ -6,8 +6,10 @@
 //! BUG()s (its boot an `oops`, the reference beside it measured), one live
 //! run that the verdict must reject, and on the debug kernel 10 rmmod/insmod cycles of
 //! the module under writers with a reader held open across rmmod, then memcg writeback
-//! domains churned under throttled writers (`module-stress`), and the
-//! quick plan as `cargo xtask slurm` jobs on a one-node Slurm cluster.
+//! domains churned under throttled writers (`module-stress`), the
+//! developer's loop (`--rev`, `--compare` and `bisect`) on a synthetic history
+//! (`dev_loop`), and the quick plan as `cargo xtask slurm` jobs on a one-node
+//! Slurm cluster.
 //!
 //! The room above `tasks/`: it runs the other tasks in-process. This file is
 //! the command (its flags, `run` and the steps in their order); each live step
