@@ -1,7 +1,7 @@
-//! The findings' reproducers run live: the command each
-//! `docs/findings/*/README.md` prints (the one its mail to the list prints
-//! too) is run as written, building the kernels it lacks, and must pass:
-//! a finding whose reproducer no longer reproduces it fails CI.
+//! The findings' reproducers run live (`cargo xtask ci --findings-only`):
+//! the command each `docs/findings/*/README.md` prints (the one its mail to
+//! the list prints too) is run as written, building the kernels it lacks,
+//! and must pass: a finding whose reproducer no longer reproduces it fails.
 
 use anyhow::{bail, Context, Result};
 use xshell::Shell;

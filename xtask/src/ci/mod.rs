@@ -45,6 +45,10 @@ use crate::{
 
 use negative::{live_negative, live_wrong_patch, WRONG_PATCH};
 
+/// `--findings-only`'s one step.
+const FINDINGS_STEP: &str =
+    "the findings reproduced as their READMEs say (docs/findings/*: the command run live)";
+
 /// Run the test command: fmt, clippy, unit tests, then a quick qemu-test of
 /// every variant (which builds them), a live negative, and the module stress test.
 #[derive(Debug, clap::Args)]
@@ -61,6 +65,13 @@ pub struct Ci {
     /// `--compare` on it, `bisect`), building what they need: to try them alone.
     #[arg(long, conflicts_with = "no_kernel")]
     pub dev_loop_only: bool,
+    /// Only the findings' reproducers (each docs/findings/*/README.md's
+    /// command, run live; it must pass), building what they need. Not among
+    /// the test command's steps: memcg-stale-stats passes with a thin margin
+    /// (the trace detector read 5.0-7.8% on upstream in 8 runs of 2026-12-04,
+    /// the stall line is 5%), and a gating step must not gamble on it.
+    #[arg(long, conflicts_with_all = ["no_kernel", "slurm_only", "dev_loop_only"])]
+    pub findings_only: bool,
 }
 
 impl Ci {
@@ -79,6 +90,9 @@ impl Ci {
         }
         if self.dev_loop_only {
             return dev_loop_steps(sh);
+        }
+        if self.findings_only {
+            return step(FINDINGS_STEP, || findings::reproduce_findings(sh));
         }
         let cargo = sh.var("CARGO").unwrap_or_else(|_| "cargo".to_string());
         step("cargo fmt --check", || {
@@ -230,10 +244,6 @@ fn live_steps(sh: &Shell) -> Result<()> {
             ])?
             .run(sh)
         },
-    )?;
-    step(
-        "the findings reproduced as their READMEs say (docs/findings/*: the command run live)",
-        || findings::reproduce_findings(sh),
     )?;
     dev_loop_steps(sh)?;
     step(SLURM_STEP, || slurm::slurm_matrix(sh, &roles))?;
