@@ -9,7 +9,8 @@ be moved, a commit cannot), the kernel source must be given a Debian mirror
 agree: the matrix lists 1..SHARDS, the shard step passes --shard I/SHARDS and a
 --clock (merged shards must share it), and the merge job needs the shard job
 and runs `cargo xtask merge`. The shard job's results are uploaded `if:
-always()` (a failing shard's evidence), and no cache key names the run (a new
+always()` (a failing shard's evidence), a shard installs only a boot's tools
+(`deps --install --boot`: the kernels come built), and no cache key names the run (a new
 copy every run, never found again). actionlint checks the rest (`cargo xtask
 ci`). Exits 1 naming every problem."""
 
@@ -72,6 +73,11 @@ runs = " ".join(
 )
 if "--shard" not in runs or "matrix.shard" not in runs or "env.SHARDS" not in runs:
     problems.append("the shard job does not run qemu-test --shard <matrix.shard>/<SHARDS>")
+if "deps --install" in runs and "deps --install --boot" not in runs:
+    problems.append(
+        "the shard job installs the kernels' compilers (`deps --install`): a shard only "
+        "boots what the kernels job built (`cargo xtask deps --install --boot`)"
+    )
 if "--clock" not in runs:
     problems.append("the shard job does not give qemu-test a --clock (merged shards share one)")
 kernels = jobs.get("kernels", {})

@@ -198,6 +198,15 @@ mod tests {
             e.contains("the shard job's upload of its results has no `if: always()`"),
             "{e}"
         );
+        // A shard that installs LLVM and bindgen to boot built kernels: refused.
+        let boot = "run: cargo xtask deps --install --boot";
+        let e = shape(&sh, &edited(&dir, boot, "run: cargo xtask deps --install"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("the shard job installs the kernels' compilers"),
+            "{e}"
+        );
         let key = "key: rust-${{ runner.os }}-${{ hashFiles('Cargo.lock') }}";
         let e = shape(&sh, &edited(&dir, key, "key: rust-${{ github.run_id }}"))
             .unwrap_err()

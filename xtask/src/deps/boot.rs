@@ -16,7 +16,14 @@ use crate::util;
 /// those the kernels were built with ([`Toolchain::booting`]); its fio is empty
 /// when staged (the stage records the fio the guest carries).
 pub fn ensure_boot(sh: &Shell, staged: bool) -> Result<Toolchain> {
-    ensure_checked(sh, util::is_root(), || check_boot(sh, staged))
+    ensure_boot_with(sh, staged, util::is_root())
+}
+
+/// [`ensure_boot`], installing what is missing when `install` is set (`deps
+/// --install --boot`: a fleet's node that only boots, without the kernels'
+/// compilers, LLVM or bindgen).
+pub fn ensure_boot_with(sh: &Shell, staged: bool, install: bool) -> Result<Toolchain> {
+    ensure_checked(sh, install, || check_boot(sh, staged))
 }
 
 fn check_boot(sh: &Shell, staged: bool) -> (Option<Toolchain>, Vec<Missing>) {

@@ -3,7 +3,10 @@
 use anyhow::Result;
 use xshell::Shell;
 
-use crate::{deps::ensure_with, util};
+use crate::{
+    deps::{boot::ensure_boot_with, ensure_with},
+    util,
+};
 
 /// Check (and optionally install) the host tools the pipeline needs.
 #[derive(Debug, clap::Args)]
@@ -14,13 +17,23 @@ pub struct Deps {
     /// root.
     #[arg(long)]
     pub install: bool,
+    /// Only what a boot of kernels built elsewhere needs (`qemu-test
+    /// --no-build`: QEMU, fio, a static busybox, mke2fs), none of the kernels'
+    /// compilers (LLVM, bindgen-cli, rust-src): a fleet's shard that boots
+    /// the kernels a build job made.
+    #[arg(long)]
+    pub boot: bool,
 }
 
 impl Deps {
     pub fn run(self, sh: &Shell) -> Result<()> {
         let install = self.install || (util::in_ci() && util::is_root());
-        let tc = ensure_with(sh, install)?;
-        println!("{tc}");
+        if self.boot {
+            let tc = ensure_boot_with(sh, false, install)?;
+            println!("a boot's tools: qemu {}, {}", tc.qemu, tc.fio);
+        } else {
+            println!("{}", ensure_with(sh, install)?);
+        }
         Ok(())
     }
 }
