@@ -3,6 +3,8 @@
 //! the list prints too) is run as written, building the kernels it lacks,
 //! and must pass: a finding whose reproducer no longer reproduces it fails.
 
+use std::path::{Path, PathBuf};
+
 use anyhow::{bail, Context, Result};
 use xshell::Shell;
 
@@ -16,13 +18,22 @@ use crate::{
 /// The findings' folders, each with a README.md that prints its command.
 const FINDINGS: &str = "docs/findings";
 
+/// A finding's command: its folder's name, the `qemu-test` words, and each
+/// file that prints it (README.md, mail.txt) with the block as printed there.
+#[derive(Debug)]
+pub struct Finding {
+    pub name: String,
+    pub words: Vec<String>,
+    pub printed: Vec<(PathBuf, String)>,
+}
+
 /// Each finding's command, as its README prints it: the README's and its
 /// mail's must be the same command (the reader of either runs it).
-pub fn commands() -> Result<Vec<(String, Vec<String>)>> {
+pub fn commands() -> Result<Vec<Finding>> {
     commands_in(&util::project_root().join(FINDINGS))
 }
 
-fn commands_in(root: &std::path::Path) -> Result<Vec<(String, Vec<String>)>> {
+fn commands_in(root: &Path) -> Result<Vec<Finding>> {
     let mut out = Vec::new();
     let mut dirs: Vec<_> = std::fs::read_dir(root)
         .with_context(|| format!("listing {}", root.display()))?
@@ -46,14 +57,16 @@ fn commands_in(root: &std::path::Path) -> Result<Vec<(String, Vec<String>)>> {
                 readme.display()
             )
         })?;
+        let words = reproduce::qemu_test_words(&block)
+            .with_context(|| format!("the command of {}", readme.display()))?;
+        let mut printed = vec![(readme.clone(), block)];
         let mail = dir.join("mail.txt");
         if mail.is_file() {
             let m = std::fs::read_to_string(&mail)
                 .with_context(|| format!("reading {}", mail.display()))?;
-            let theirs = reproduce::first_command(&m).map(|b| reproduce::qemu_test_words(&b));
-            let ours = reproduce::qemu_test_words(&block)?;
-            match theirs {
-                Some(Ok(w)) if w == ours => {}
+            let theirs = reproduce::first_command(&m);
+            match theirs.as_deref().map(reproduce::qemu_test_words) {
+                Some(Ok(w)) if w == words => printed.extend(theirs.map(|b| (mail, b))),
                 _ => bail!(
                     "{} and {} print different commands: make the mail's the README's",
                     readme.display(),
@@ -61,9 +74,11 @@ fn commands_in(root: &std::path::Path) -> Result<Vec<(String, Vec<String>)>> {
                 ),
             }
         }
-        let words = reproduce::qemu_test_words(&block)
-            .with_context(|| format!("the command of {}", readme.display()))?;
-        out.push((name, words));
+        out.push(Finding {
+            name,
+            words,
+            printed,
+        });
     }
     if out.is_empty() {
         bail!("no finding under {} to reproduce", root.display());
@@ -73,7 +88,7 @@ fn commands_in(root: &std::path::Path) -> Result<Vec<(String, Vec<String>)>> {
 
 /// Every finding's command run live; each must pass.
 pub fn reproduce_findings(sh: &Shell) -> Result<()> {
-    for (name, words) in commands()? {
+    for Finding { name, words, .. } in commands()? {
         let argv: Vec<&str> = words.iter().map(String::as_str).collect();
         args::parse::<QemuTest>(&argv)
             .with_context(|| format!("the command of docs/findings/{name}"))?
@@ -97,8 +112,10 @@ mod tests {
     #[test]
     fn every_finding_prints_one_command_its_mail_prints_too() {
         let c = super::commands().unwrap();
-        assert!(c.iter().any(|(n, w)| n == "memcg-stale-stats"
-            && w.windows(2)
+        assert!(c.iter().any(|f| f.name == "memcg-stale-stats"
+            && f.printed.len() == 2
+            && f.words
+                .windows(2)
                 .any(|p| p == ["--scenario", "memcg-stale-stats"])));
     }
 
@@ -114,7 +131,10 @@ mod tests {
         assert!(e.contains("print different commands"), "{e}");
         std::fs::write(f.join("mail.txt"), cmd).unwrap();
         let ok = super::commands_in(&dir).unwrap();
-        assert_eq!(ok[0].1, ["--scenario", "memcg-stale-stats", "--runs", "4"]);
+        assert_eq!(
+            ok[0].words,
+            ["--scenario", "memcg-stale-stats", "--runs", "4"]
+        );
         std::fs::write(f.join("README.md"), "# x\nno command\n").unwrap();
         let e = format!("{:#}", super::commands_in(&dir).unwrap_err());
         assert!(

@@ -17,6 +17,7 @@
 //! checks of the workflow (`workflow`) and of the KCIDB output (`kcidb`), and
 //! the repository's rules kept by tests (`tidy`).
 
+pub mod checkpatch;
 pub mod dev_loop;
 pub mod findings;
 pub mod host_kill;
@@ -192,6 +193,11 @@ fn live_steps(sh: &Shell) -> Result<()> {
     // memcg statistics' 2 s wait (4.8% stall), which a CI run must not gamble
     // on; see docs/reference.md, "Why CI boots these cells".
     let roles = Variants::repo()?.roles;
+    step(
+        "checkpatch --strict of the patches a person sends (docs/own-patch, docs/findings), \
+         an unsigned copy refused",
+        || checkpatch::check_sendable_patches(sh),
+    )?;
     step("SIGTERM to xtask mid-build: no child survives", || {
         sigterm::sigterm_mid_build(sh, &roles.reference)
     })?;

@@ -4,6 +4,8 @@
 //! `chromium-headless-shell`): a screenshot kept in the results directory and
 //! the page's DOM checked.
 
+use std::path::Path;
+
 use anyhow::{bail, Context, Result};
 use xshell::{cmd, Shell};
 
@@ -37,23 +39,44 @@ pub fn committed_reproducers(sh: &Shell) -> Result<()> {
             );
         }
         for block in blocks {
-            let file = dir.join("reproducer.sh");
-            std::fs::write(&file, &block).with_context(|| format!("writing {}", file.display()))?;
-            cmd!(sh, "bash -n {file}").run().with_context(|| {
-                format!("bash -n of the reproducer of {}:\n{block}", mail.display())
-            })?;
+            bash_n(sh, &dir, mail, &block)?;
             let words = reproduce::qemu_test_words(&block)
                 .with_context(|| format!("the reproducer of {}", mail.display()))?;
-            cmd!(sh, "{exe} qemu-test {words...} --dry-run")
-                .run()
-                .with_context(|| format!("the reproducer of {}, with --dry-run", mail.display()))?;
+            dry_run(sh, &exe, mail, &words)?;
         }
     }
+    // The findings' READMEs and draft mails (docs/findings/*/mail.txt), whose
+    // command `ci --findings-only` runs live: read and planned here too.
+    let findings = crate::ci::findings::commands()?;
+    for f in &findings {
+        for (file, block) in &f.printed {
+            bash_n(sh, &dir, file, block)?;
+        }
+        dry_run(sh, &exe, &f.printed[0].0, &f.words)?;
+    }
     progress::emit(Event::Note(&format!(
-        "ci: {} committed mail(s): each reproducer read by bash -n and planned by --dry-run",
-        mails.len()
+        "ci: {} committed mail(s) and {} finding(s): each reproducer read by bash -n and \
+         planned by --dry-run",
+        mails.len(),
+        findings.len()
     )));
     Ok(())
+}
+
+/// `bash -n` of a reproducer as `from` prints it.
+fn bash_n(sh: &Shell, dir: &Path, from: &Path, block: &str) -> Result<()> {
+    let file = dir.join("reproducer.sh");
+    std::fs::write(&file, block).with_context(|| format!("writing {}", file.display()))?;
+    cmd!(sh, "bash -n {file}")
+        .run()
+        .with_context(|| format!("bash -n of the reproducer of {}:\n{block}", from.display()))
+}
+
+/// The plan of a reproducer's `qemu-test` (`--dry-run`: nothing built or booted).
+fn dry_run(sh: &Shell, exe: &Path, from: &Path, words: &[String]) -> Result<()> {
+    cmd!(sh, "{exe} qemu-test {words...} --dry-run")
+        .run()
+        .with_context(|| format!("the reproducer of {}, with --dry-run", from.display()))
 }
 
 /// The headless browser, Debian's package and its command.
