@@ -328,8 +328,8 @@ fn host_steps(sh: &Shell) -> Result<()> {
 }
 
 const SLURM_STEP: &str = "Slurm: the quick plan as a job array of 2 shards and a merge job \
-                          on a one-node cluster without Rust or Debian's sources, judged as \
-                          the same plan unsharded";
+                          on a one-node cluster without Rust or Debian's sources, one task \
+                          requeued mid-run, judged as the same plan unsharded";
 
 /// The cells booted once beside fuse-strictlimit (already built): every
 /// variant on the ext4 control, the baseline under the memcg, and libfuse's

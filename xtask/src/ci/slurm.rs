@@ -281,6 +281,61 @@ impl Cluster {
         }
     }
 
+    /// Requeues task `task` of job array `array` as a node failure would
+    /// (`scontrol requeue`), once it is running and has written its first
+    /// record under `shard`; returns the task's name (`ARRAY_TASK`).
+    fn requeue_after_a_record(
+        &mut self,
+        sh: &Shell,
+        array: u32,
+        task: u32,
+        shard: &Path,
+        limit: Duration,
+    ) -> Result<String> {
+        let name = format!("{array}_{task}");
+        let array = array.to_string();
+        let deadline = Instant::now() + limit;
+        loop {
+            self.check_daemons()?;
+            let out = cmd!(sh, "scontrol -o show job {array}")
+                .env("SLURM_CONF", &self.conf)
+                .quiet()
+                .read()
+                .with_context(|| format!("scontrol show job {array}"))?;
+            let state = out
+                .lines()
+                .filter_map(JobState::parse)
+                .find(|j| j.job == name);
+            let recorded = sessions_in(shard)?
+                .iter()
+                .any(|d| d.join(ResultsDir::RESULTS).is_file());
+            match state {
+                Some(j) if j.state == "RUNNING" && recorded => break,
+                Some(j) if j.ended() => bail!(
+                    "task {j} ended before it could be requeued mid-run: the step needs a shard \
+                     of more than one boot"
+                ),
+                _ => {}
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "task {name} wrote no record within {} s: see {}",
+                    limit.as_secs(),
+                    shard.display()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        cmd!(sh, "scontrol requeue {name}")
+            .env("SLURM_CONF", &self.conf)
+            .run()
+            .with_context(|| format!("scontrol requeue {name}"))?;
+        progress::emit(Event::Note(&format!(
+            "slurm: task {name} requeued after its first record, as a node failure would"
+        )));
+        Ok(name)
+    }
+
     /// Stops the daemons and everything they started, reaps what xtask
     /// adopted, removes the directory; fails when a process survived.
     fn stop(&mut self) -> Result<()> {
@@ -411,6 +466,8 @@ pub struct JobState {
     pub job: String,
     pub state: String,
     pub reason: String,
+    /// How often Slurm requeued it (`Restarts=`), where it says.
+    pub restarts: Option<u32>,
 }
 
 impl JobState {
@@ -424,6 +481,7 @@ impl JobState {
             job,
             state: get("JobState")?.to_string(),
             reason: get("Reason").unwrap_or("None").to_string(),
+            restarts: get("Restarts").and_then(|r| r.parse().ok()),
         })
     }
 
@@ -442,6 +500,25 @@ impl std::fmt::Display for JobState {
             r => write!(f, "{} {} ({r})", self.job, self.state),
         }
     }
+}
+
+/// The session directories under a shard's `--results-in` directory: those
+/// holding a session.json.
+fn sessions_in(shard: &Path) -> Result<Vec<PathBuf>> {
+    let Ok(entries) = fs::read_dir(shard) else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::new();
+    for e in entries {
+        let p = e
+            .with_context(|| format!("listing {}", shard.display()))?
+            .path();
+        if p.join(ResultsDir::SESSION).is_file() {
+            out.push(p);
+        }
+    }
+    out.sort();
+    Ok(out)
 }
 
 /// Each cell of a verdict as one line: where, how many runs, what class,
@@ -542,9 +619,26 @@ pub fn slurm_matrix(sh: &Shell, roles: &Roles) -> Result<()> {
         let _env = bare.env(sh);
         jobs.submit(sh)?
     };
+    // A node failure, as Slurm sees it: task 1 requeued after its first
+    // record; it must go on with the session it began, and merge take it once.
+    let shard = jobs.dir.join("shard-1");
+    let task = cluster.requeue_after_a_record(sh, s.array, 1, &shard, Duration::from_secs(300))?;
     let states = cluster.wait_jobs(sh, &[s.array, s.merge], Duration::from_secs(600))?;
     if let Some(bad) = states.iter().find(|j| j.state != "COMPLETED") {
         bail!("Slurm job {bad}: see the jobs' logs in {}/logs", jobs_dir);
+    }
+    let restarts = (states.iter())
+        .find(|j| j.job == task)
+        .map(|j| j.restarts)
+        .with_context(|| format!("Slurm no longer shows task {task}"))?;
+    let sessions = sessions_in(&shard)?;
+    if restarts != Some(1) || sessions.len() != 1 {
+        bail!(
+            "task {task} was requeued once: Slurm counts {restarts:?} restart(s) and {} holds \
+             {} session(s) ({sessions:?}); a requeued task must resume the one it began",
+            shard.display(),
+            sessions.len()
+        );
     }
     bare.check_untouched()?;
     let path = jobs.merged().join(ResultsDir::VERDICT);
@@ -555,12 +649,14 @@ pub fn slurm_matrix(sh: &Shell, roles: &Roles) -> Result<()> {
     cluster.stop()?;
     progress::emit(Event::Note(&format!(
         "slurm: job array {} and merge job {} ended in {:.0} s (cluster up to down), on a node \
-         without {} and with an empty cache, none of them called; the merged verdict judges \
-         as the unsharded run {}: {same}",
+         without {} and with an empty cache, none of them called; task {task} requeued after \
+         its first record resumed its session ({}); the merged verdict judges as the \
+         unsharded run {}: {same}",
         s.array,
         s.merge,
         started.elapsed().as_secs_f64(),
         BareNode::ABSENT.join(", "),
+        sessions[0].display(),
         whole.dir.display()
     )));
     Ok(())
@@ -693,14 +789,17 @@ PartitionName=ci Nodes=vm Default=YES MaxTime=INFINITE State=UP
     fn job_states_are_read_from_scontrol_one_liners() {
         // As 22.05 prints them: an array task split off, the merge job held.
         let task = "JobId=7 ArrayJobId=6 ArrayTaskId=1 JobName=wbstall-shards UserId=root(0) \
-                    JobState=COMPLETED Reason=None Dependency=(null) ExitCode=0:0";
+                    JobState=COMPLETED Reason=None Dependency=(null) Requeue=1 Restarts=1 \
+                    BatchFlag=1 ExitCode=0:0";
         let held = "JobId=8 JobName=wbstall-merge JobState=CANCELLED \
                     Reason=DependencyNeverSatisfied Dependency=afterok:6_*(failed)";
         let pending = "JobId=6 ArrayJobId=6 ArrayTaskId=1-2 JobState=PENDING Reason=None";
         let t = JobState::parse(task).unwrap();
         assert_eq!((t.job.as_str(), t.ended()), ("6_1", true));
+        assert_eq!(t.restarts, Some(1));
         let h = JobState::parse(held).unwrap();
         assert!(h.ended());
+        assert_eq!(h.restarts, None);
         assert_eq!(h.to_string(), "8 CANCELLED (DependencyNeverSatisfied)");
         let p = JobState::parse(pending).unwrap();
         assert_eq!(
