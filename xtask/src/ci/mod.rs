@@ -17,6 +17,7 @@
 //! checks of the workflow (`workflow`) and of the KCIDB output (`kcidb`), and
 //! the repository's rules kept by tests (`tidy`).
 
+pub mod bare_node;
 pub mod checkpatch;
 pub mod dev_loop;
 pub mod findings;
