@@ -6,7 +6,7 @@ use std::path::Path;
 use crate::{
     analysis::{expected::Expected, judgement::Planned},
     guest::scenario,
-    results::{ktap, record::RunRecord, session::Session},
+    results::{ktap, record::RunRecord, session::Session, tracefs},
 };
 
 pub const EXPECTED: &str = r#"
@@ -66,20 +66,41 @@ pub fn judged<'a>(
     crate::analysis::judge::Judgement::of(session, records, expected, &plan(records, runs), roles)
 }
 
+/// The writers' time of [`rec`]'s records, ms: 4 writers x 25 s of fio.
+pub const WRITER_MS: f64 = 100_000.0;
+
+/// `share` of [`WRITER_MS`], in ms: what a record's share is derived from.
+pub fn ms_of(share: f64) -> u64 {
+    (share * WRITER_MS).round() as u64
+}
+
+/// Sets the tracefs detector's stall and draining shares of `r` (its
+/// sleeps' times); `None` leaves the record without that detector.
+pub fn set_trace(r: &mut RunRecord, shares: Option<(f64, f64)>) {
+    r.tracefs = shares.map(|(stall, draining)| tracefs::Detected {
+        throttle_sleeps: r.witness.throttle_sleeps,
+        bg_starts: r.witness.bg_starts,
+        stall_ms: ms_of(stall),
+        draining_ms: ms_of(draining),
+        ..tracefs::Detected::default()
+    });
+}
+
 /// A record that is usable evidence, with just what the verdict reads:
-/// throttled (throttle_sleeps > 0), its witness agreeing with the module.
+/// throttled (throttle_sleeps > 0), its witness agreeing with the module
+/// and with the tracefs detector, which saw the same stall share.
 pub fn rec(variant: &str, scenario: &str, bw: f64, stall: f64) -> RunRecord {
     let strict = scenario::by_name(scenario).unwrap().strictlimit;
     let mut r = RunRecord {
         variant: variant.into(),
         scenario: scenario.into(),
-        stall_fraction: stall,
-        tracefs_stall_fraction: Some(stall),
-        tracefs_draining_fraction: Some(0.0),
+        fio_wall_s: 25.0,
         ktap: ktap::parse("KTAP version 1\n1..1\nok 1 wbstall_table\n"),
         ktap_suites: vec!["wbstall".into()],
         ..RunRecord::default()
     };
+    r.job.numjobs = 4;
+    r.mechanism.stall_ms = ms_of(stall);
     r.fio.bw_mib_s = bw;
     r.fio.clat_max_us = if stall > 0.05 { 4_000_000.0 } else { 300_000.0 };
     r.mechanism.strictlimit = u64::from(strict);
@@ -100,5 +121,6 @@ pub fn rec(variant: &str, scenario: &str, bw: f64, stall: f64) -> RunRecord {
         bg_starts: r.mechanism.bg_starts,
         dropped: 0,
     };
+    set_trace(&mut r, Some((stall, 0.0)));
     r
 }

@@ -149,14 +149,14 @@ pub const ALL: &[Metric] = &[
         "stall share of writer time",
         "%",
         Kind::Share,
-        |r| Some(r.stall_fraction * 100.0),
+        |r| Some(r.stall_fraction() * 100.0),
     ),
     m(
         "tracefs.stall_share_%",
         "stall share, tracefs detector",
         "%",
         Kind::Share,
-        |r| r.tracefs_stall_fraction.map(|f| f * 100.0),
+        |r| r.tracefs_stall_fraction().map(|f| f * 100.0),
     ),
     m(
         "wbstall.unrequested_share_%",
@@ -201,14 +201,14 @@ pub const ALL: &[Metric] = &[
         "draining share of writer time",
         "%",
         Kind::Share,
-        |r| Some(r.draining_fraction * 100.0),
+        |r| Some(r.draining_fraction() * 100.0),
     ),
     m(
         "tracefs.draining_share_%",
         "draining share, tracefs detector",
         "%",
         Kind::Share,
-        |r| r.tracefs_draining_fraction.map(|f| f * 100.0),
+        |r| r.tracefs_draining_fraction().map(|f| f * 100.0),
     ),
     m(
         "wbstall.flushing_share_%",

@@ -123,22 +123,22 @@ fn run_verdict(r: &RunRecord, expected: &Expected) -> RunVerdict {
         }
     };
     let trace = match r.detector {
-        Detector::Module => r.tracefs_stall_fraction,
+        Detector::Module => r.tracefs_stall_fraction(),
         Detector::Tracefs => None,
     };
-    let class = class_of(r.stall_fraction);
+    let class = class_of(r.stall_fraction());
     let max_call_ms = r.mechanism.max_call_ms as f64;
     let latency = expected.latency.get(&r.scenario);
     let bound = latency.and_then(|l| Some((latency_bound_ms(r, l)?, l)));
     RunVerdict {
         run: r.run,
         class,
-        stall_fraction: r.stall_fraction,
+        stall_fraction: r.stall_fraction(),
         tracefs_stall_fraction: trace,
         tracefs_class: trace.map(class_of),
-        draining_fraction: r.draining_fraction,
+        draining_fraction: r.draining_fraction(),
         tracefs_draining_fraction: match r.detector {
-            Detector::Module => r.tracefs_draining_fraction,
+            Detector::Module => r.tracefs_draining_fraction(),
             Detector::Tracefs => None,
         },
         bw_mib_s: r.fio.bw_mib_s,
@@ -146,7 +146,7 @@ fn run_verdict(r: &RunRecord, expected: &Expected) -> RunVerdict {
         max_call_ms,
         margins: margins(
             class,
-            r.stall_fraction,
+            r.stall_fraction(),
             max_call_ms,
             r.mechanism.max_pause_ms as f64,
             bound,

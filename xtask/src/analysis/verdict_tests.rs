@@ -1,8 +1,8 @@
 use super::*;
 use crate::results::tracefs::Causes;
 // report/'s tests import these from here (crate::test_support is their home).
-use crate::test_support::EXPECTED;
 pub use crate::test_support::{expected, judged, plan, rec};
+use crate::test_support::{ms_of, set_trace, EXPECTED};
 
 /// Lines as the reports print them.
 pub fn texts<T: std::fmt::Display>(v: &[T]) -> Vec<String> {
@@ -39,7 +39,7 @@ fn the_expected_matrix_passes_and_the_ratio_is_reported() {
 #[test]
 fn the_two_detectors_must_class_a_cell_alike() {
     let with = |mut r: RunRecord, t: f64| {
-        r.tracefs_stall_fraction = Some(t);
+        set_trace(&mut r, Some((t, 0.0)));
         r
     };
     let agree = [
@@ -73,7 +73,7 @@ fn the_two_detectors_must_class_a_cell_alike() {
     // A module-mode run without the trace's share: no median of the
     // others stands in for it, and the run has no second opinion.
     let mut lone = rec("regressed", "fuse-strictlimit", 1.0, 0.6);
-    lone.tracefs_stall_fraction = None;
+    set_trace(&mut lone, None);
     let partial = [
         lone,
         run(with(rec("regressed", "fuse-strictlimit", 1.0, 0.6), 0.0), 1),
@@ -118,6 +118,8 @@ fn a_control_that_was_never_throttled_is_idle_and_fails_ok() {
     r.mechanism.throttle_sleeps = 0;
     r.witness.throttle_events = 0;
     r.witness.throttle_sleeps = 0;
+    // The tracefs detector saw what the witness saw: nothing.
+    set_trace(&mut r, Some((0.0, 0.0)));
     let records = [r];
     let v = judge(&records, &expected(), &plan(&records, 1));
     assert!(!v.passed());
@@ -263,8 +265,8 @@ fn an_in_between_share_is_unclear_whatever_the_latency_and_draining_is_not_judge
     // was the bottleneck) and none in stall sleeps: ok, the draining
     // share reported beside it.
     let mut r = rec("v2", "memcg-ext4", 150.0, 0.0);
-    r.draining_fraction = 0.3;
-    r.tracefs_draining_fraction = Some(0.3);
+    r.mechanism.draining_ms = ms_of(0.3);
+    set_trace(&mut r, Some((0.0, 0.3)));
     let records = [r];
     let v = judge(&records, &expected(), &plan(&records, 1));
     assert!(v.passed(), "{v:?}");
@@ -282,9 +284,8 @@ fn an_in_between_share_is_unclear_whatever_the_latency_and_draining_is_not_judge
 fn a_run_whose_draining_the_detectors_count_apart_fails() {
     let with = |stall: f64, draining: f64, t_stall: f64, t_draining: f64| {
         let mut r = rec("regressed", "memcg-ext4", 50.0, stall);
-        r.draining_fraction = draining;
-        r.tracefs_stall_fraction = Some(t_stall);
-        r.tracefs_draining_fraction = Some(t_draining);
+        r.mechanism.draining_ms = ms_of(draining);
+        set_trace(&mut r, Some((t_stall, t_draining)));
         let records = [r];
         texts(&judge(&records, &expected(), &plan(&records, 1)).cells[0].failures)
     };
@@ -407,6 +408,7 @@ fn the_latency_criterion_can_contradict_the_module() {
     let mut ok = rec("v2", "memcg-ext4", 150.0, 0.0);
     ok.mechanism.bg_starts = 0;
     ok.witness.bg_starts = 0;
+    set_trace(&mut ok, Some((0.0, 0.0)));
     let records = [rec("regressed", "memcg-ext4", 150.0, 0.4), ok];
     let v = judge(&records, &expected(), &plan(&records, 1));
     assert!(v.cells[0].failures.is_empty(), "{:?}", v.cells[0]);
@@ -710,6 +712,7 @@ fn an_unclear_run_fails_with_a_negative_margin() {
     let mut idle = rec("v2", "memcg-ext4", 150.0, 0.0);
     idle.mechanism.throttle_sleeps = 0;
     idle.witness.throttle_sleeps = 0;
+    set_trace(&mut idle, Some((0.0, 0.0)));
     let records = [idle];
     let v = judge(&records, &expected(), &plan(&records, 1));
     assert_eq!(v.cells[0].run_verdicts[0].margins, None);

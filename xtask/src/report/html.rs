@@ -169,7 +169,7 @@ fn run_charts(o: &mut String, r: &RunRecord, points: &[Point]) -> Result<()> {
         escape(&r.variant),
         r.id().short(),
         format::num(r.fio.bw_mib_s),
-        r.stall_fraction * 100.0
+        r.stall_fraction() * 100.0
     );
     let pages = if r.scenario_strictlimit {
         vec![

@@ -200,7 +200,7 @@ mod tests {
     #[test]
     fn each_run_is_its_own_outcome_and_says_whether_it_held() {
         let mut disagrees = rec("v1", "fuse-strictlimit", 195.0, 0.0);
-        disagrees.tracefs_stall_fraction = Some(0.03);
+        crate::test_support::set_trace(&mut disagrees, Some((0.03, 0.0)));
         let mut warned = rec("v1", "fuse-strictlimit", 190.0, 0.0);
         warned.dmesg_warnings = vec!["WARNING: CPU: 0 PID: 1 at mm/x.c:1".into()];
         let records = [

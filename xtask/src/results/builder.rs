@@ -20,7 +20,7 @@ use crate::{
         fio,
         ktap::{self, Ktap},
         phases,
-        record::{writer_ms, RunRecord, StartPhase},
+        record::{RunRecord, StartPhase},
         warnings::{merge_warnings, warnings},
         witness::{Drops, Witness},
     },
@@ -117,7 +117,6 @@ pub fn build(ctx: RunContext<'_>, stream: &Stream) -> Result<RunRecord> {
         tracefs,
     } = detect(&ctx, &need, &writer, &witness)?;
     let fio_wall_s = wall_seconds(&need(stream::FIO_WALL)?)?;
-    let writer_ms = writer_ms(ctx.job, fio_wall_s);
     let (vmstat, vmstat_delta) = vmstat(&need(stream::VMSTAT_BEFORE)?, &need(stream::VMSTAT)?)?;
     let (bdi_stats, bdi_written_kb) =
         written(&need(stream::BDI_STATS_BEFORE)?, &need(stream::BDI_STATS)?)?;
@@ -136,10 +135,6 @@ pub fn build(ctx: RunContext<'_>, stream: &Stream) -> Result<RunRecord> {
         memcg_events: memcg_events(&need, &writer_domain)?,
         writer_domain,
         cgroup_ino,
-        stall_fraction: mechanism.stall_ms as f64 / writer_ms,
-        draining_fraction: mechanism.draining_ms as f64 / writer_ms,
-        tracefs_stall_fraction: Some(tracefs.stall_ms as f64 / writer_ms),
-        tracefs_draining_fraction: Some(tracefs.draining_ms as f64 / writer_ms),
         detector: ctx.detector,
         tracefs: Some(tracefs),
         mechanism,

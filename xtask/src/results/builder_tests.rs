@@ -87,7 +87,7 @@ fn recorded_streams_build_usable_records() {
     assert_eq!(r.writer_domain, "global");
     assert_eq!((r.mechanism.stall_sleeps, r.mechanism.bg_starts), (2056, 0));
     assert_eq!(r.witness.throttle_sleeps, r.mechanism.throttle_sleeps);
-    assert!(r.stall_fraction > 0.5, "{}", r.stall_fraction);
+    assert!(r.stall_fraction() > 0.5, "{}", r.stall_fraction());
     assert_eq!(r.vm_knobs["vm.dirty_writeback_centisecs"], 500);
     assert!(r.bdi_written_kb > 0);
     assert_eq!(problems(&r, &tolerance()), Vec::<String>::new());
@@ -119,7 +119,7 @@ fn a_recorded_draining_disk_is_no_stall_by_either_detector() {
     // fewer completed, far below `ok`.
     assert_eq!(m.stall_ms, 8);
     assert_eq!(t.stall_sleeps, 0, "{t:?}");
-    assert!(r.stall_fraction < 0.001, "{}", r.stall_fraction);
+    assert!(r.stall_fraction() < 0.001, "{}", r.stall_fraction());
     assert_eq!(problems(&r, &tolerance()), Vec::<String>::new());
     // Its draining sleeps, made stalls in the module's counts (what the
     // old definition said), fail the agreement with the trace: the
@@ -128,9 +128,10 @@ fn a_recorded_draining_disk_is_no_stall_by_either_detector() {
     // (Judged where the test expectations have a hypothesis.)
     miscounted.scenario = "memcg-ext4".into();
     miscounted.variant = "v2".into();
-    miscounted.stall_fraction += 0.2;
-    miscounted.draining_fraction = 0.0;
-    miscounted.tracefs_draining_fraction = Some(0.2);
+    let fifth = (0.2 * crate::results::record::writer_ms(&r.job, r.fio_wall_s)) as u64;
+    miscounted.mechanism.stall_ms += fifth;
+    miscounted.mechanism.draining_ms = 0;
+    miscounted.tracefs.as_mut().unwrap().draining_ms = fifth;
     let e = crate::test_support::expected();
     let records = [miscounted];
     let v = crate::analysis::verdict::judge(&records, &e, &crate::test_support::plan(&records, 1));
@@ -174,8 +175,8 @@ fn the_tracefs_detector_classes_a_recorded_boot_as_the_module_did() {
     );
     // A recorded real stall stays a stall, by both: two thirds of the
     // writers' time, every call of a writer up to 5.2 s.
-    let tr = by_module.tracefs_stall_fraction.unwrap();
-    assert!(by_module.stall_fraction > 0.6 && tr > 0.6, "{tr}");
+    let tr = by_module.tracefs_stall_fraction().unwrap();
+    assert!(by_module.stall_fraction() > 0.6 && tr > 0.6, "{tr}");
     assert_eq!((m.max_call_ms, t.max_call_ms), (5152, 5152));
     // Without the module's files, judged by the trace alone.
     let bare = without_module(&s);
@@ -188,7 +189,7 @@ fn the_tracefs_detector_classes_a_recorded_boot_as_the_module_did() {
     )
     .unwrap();
     assert_eq!(r.detector, Detector::Tracefs);
-    assert_eq!(Some(r.stall_fraction), by_module.tracefs_stall_fraction);
+    assert_eq!(Some(r.stall_fraction()), by_module.tracefs_stall_fraction());
     assert_eq!(r.mechanism.strictlimit, 1);
     assert_eq!(problems(&r, &tolerance()), Vec::<String>::new());
     // The module asked for but absent: an error naming the file.

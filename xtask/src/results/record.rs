@@ -100,15 +100,9 @@ pub struct RunRecord {
     #[serde(default)]
     pub detector: Detector,
     /// The tracefs detector's classification of the same boot, whichever
-    /// detector ran (absent in records from before it existed), and its
-    /// stall share.
+    /// detector ran (absent in records from before it existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tracefs: Option<tracefs::Detected>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tracefs_stall_fraction: Option<f64>,
-    /// The tracefs detector's draining share, beside its stall share.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tracefs_draining_fraction: Option<f64>,
     pub mechanism: Mechanism,
     /// The kernel's own count of the same events (tracefs hist triggers).
     pub witness: Witness,
@@ -116,11 +110,6 @@ pub struct RunRecord {
     /// before they were kept apart: `witness.dropped` then stands for each).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub witness_drops: Option<Drops>,
-    /// Writer time lost to stall sleeps: stall_ms / (numjobs × fio wall ms).
-    pub stall_fraction: f64,
-    /// Writer time in draining sleeps (no pass, pages completing), the same
-    /// way: reported beside the stall share, not judged.
-    pub draining_fraction: f64,
     /// fio's wall time in the guest, seconds.
     pub fio_wall_s: f64,
     pub wbstall_stats: Vec<KvLine>,
@@ -176,6 +165,39 @@ impl RunRecord {
     pub fn share_of_writer_time(&self, ms: u64) -> Option<f64> {
         let writer_ms = writer_ms(&self.job, self.fio_wall_s);
         (writer_ms > 0.0).then(|| ms as f64 / writer_ms)
+    }
+
+    // The shares below are derived from the sleeps' times and the writers'
+    // time, never stored: results.json keeps their inputs (records written
+    // before 2026-12-06 also carry the shares, equal to these to the bit in
+    // docs/example-report, and are read without them). NaN for a record
+    // without a writer time, which the builder never makes (fio's wall time
+    // is required) and which no class accepts.
+
+    /// Writer time lost to stall sleeps, by the run's detector
+    /// (`mechanism.stall_ms`): the share the verdict judges.
+    pub fn stall_fraction(&self) -> f64 {
+        self.share_or_nan(self.mechanism.stall_ms)
+    }
+
+    /// Writer time in draining sleeps (no pass, pages completing), the same
+    /// way: reported beside the stall share, not judged.
+    pub fn draining_fraction(&self) -> f64 {
+        self.share_or_nan(self.mechanism.draining_ms)
+    }
+
+    /// The tracefs detector's stall share, where it classed the boot.
+    pub fn tracefs_stall_fraction(&self) -> Option<f64> {
+        (self.tracefs.as_ref()).map(|t| self.share_or_nan(t.stall_ms))
+    }
+
+    /// The tracefs detector's draining share, beside its stall share.
+    pub fn tracefs_draining_fraction(&self) -> Option<f64> {
+        (self.tracefs.as_ref()).map(|t| self.share_or_nan(t.draining_ms))
+    }
+
+    fn share_or_nan(&self, ms: u64) -> f64 {
+        self.share_of_writer_time(ms).unwrap_or(f64::NAN)
     }
 }
 

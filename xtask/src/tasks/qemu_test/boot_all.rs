@@ -110,7 +110,7 @@ pub fn recorded(rec: &RunRecord) {
     progress::emit(Event::BootEnd {
         run: &rec.id().to_string(),
         mib_s: &report::format::num(rec.fio.bw_mib_s),
-        stall_fraction: rec.stall_fraction,
+        stall_fraction: rec.stall_fraction(),
         stall_sleeps: rec.mechanism.stall_sleeps,
         throttle_sleeps: (rec.mechanism.throttle_sleeps, rec.witness.throttle_sleeps),
         bg_starts: (rec.mechanism.bg_starts, rec.witness.bg_starts),
@@ -119,12 +119,12 @@ pub fn recorded(rec: &RunRecord) {
             Detector::Tracefs => "trace",
         },
         tracefs_stall_fraction: match rec.detector {
-            Detector::Module => rec.tracefs_stall_fraction,
+            Detector::Module => rec.tracefs_stall_fraction(),
             Detector::Tracefs => None,
         },
-        draining_fraction: rec.draining_fraction,
+        draining_fraction: rec.draining_fraction(),
         tracefs_draining_fraction: match rec.detector {
-            Detector::Module => rec.tracefs_draining_fraction,
+            Detector::Module => rec.tracefs_draining_fraction(),
             Detector::Tracefs => None,
         },
         max_call_ms: rec.mechanism.max_call_ms,
