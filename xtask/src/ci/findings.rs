@@ -1,4 +1,4 @@
-//! The findings' reproducers run live (`cargo xtask ci --findings-only`):
+//! The findings' reproducers run live (a step of `cargo xtask ci`; alone: `--findings-only`):
 //! the command each `docs/findings/*/README.md` prints (the one its mail to
 //! the list prints too) is run as written, building the kernels it lacks,
 //! and must pass: a finding whose reproducer no longer reproduces it fails.

@@ -46,7 +46,7 @@ pub fn committed_reproducers(sh: &Shell) -> Result<()> {
         }
     }
     // The findings' READMEs and draft mails (docs/findings/*/mail.txt), whose
-    // command `ci --findings-only` runs live: read and planned here too.
+    // command the findings step runs live: read and planned here too.
     let findings = crate::ci::findings::commands()?;
     for f in &findings {
         for (file, block) in &f.printed {
