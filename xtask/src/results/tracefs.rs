@@ -26,6 +26,11 @@
 //! - `flushing`: a flusher pass on the writer's wb overlapped the sleep and
 //!   wrote pages (its `writeback_start` at or before the sleep's end, its
 //!   `writeback_written` at or after its start, `nr_pages` lower at the end).
+//!   A pass lasts, as the module reads it (`WB_writeback_running`, the
+//!   kernel's `writeback_in_progress()`), from its `writeback_start` until the
+//!   worker's next `writeback_start` or its `writeback_pages_written` (it left
+//!   `wb_do_writeback()`): a sleep in the gap between two works of one run
+//!   of the flusher is flushing by the pages of the pass before it.
 //!   A pass that found nothing to write (v2's unconditional start wakes the
 //!   flusher whether or not the wb is over its background threshold) does
 //!   not make a sleep flushing;
@@ -375,6 +380,7 @@ pub fn detect(events: &[TraceEvent], wb: &Wb) -> Detected {
             ..Detected::default()
         },
         passes: Vec::new(),
+        ended: Vec::new(),
         wakes: Vec::new(),
         written: None,
         open: Vec::new(),
@@ -394,6 +400,9 @@ struct State<'a> {
     d: Detected,
     /// Passes in progress on any wb of the writer's bdi.
     passes: Vec<(Wb, Pass)>,
+    /// Passes of the writer's wb that ended (`writeback_written`) while their
+    /// worker is still in `wb_do_writeback()`: (pid, pages written).
+    ended: Vec<(u32, u64)>,
     /// Background starts asked for the wb.
     wakes: Vec<u64>,
     /// The last global `written` count.
@@ -419,6 +428,8 @@ impl State<'_> {
             EventKind::Written { wb: w, nr_pages } if w.bdi == wb.bdi => {
                 self.pass_end(e, w, *nr_pages)
             }
+            // The worker left wb_do_writeback(): its last pass is over.
+            EventKind::PagesWritten => self.ended.retain(|(pid, _)| *pid != e.pid),
             EventKind::Wake(w) if w == wb => {
                 self.d.bg_starts += 1;
                 self.wakes.push(e.us);
@@ -434,6 +445,7 @@ impl State<'_> {
 
     fn pass_start(&mut self, e: &TraceEvent, w: &Wb, reason: &str, nr_pages: i64) {
         self.passes.retain(|(_, p)| p.pid != e.pid);
+        self.ended.retain(|(pid, _)| *pid != e.pid);
         self.passes.push((
             w.clone(),
             Pass {
@@ -480,6 +492,8 @@ impl State<'_> {
         {
             o.pass_pages += wrote;
         }
+        // Until its worker starts another or leaves, the pass runs on.
+        self.ended.push((pass.pid, wrote));
     }
 
     fn sleep(&mut self, us: u64, paused_ms: u64, pause_ms: u64) {
@@ -493,7 +507,8 @@ impl State<'_> {
             end_us: us + pause_ms * 1000,
             call_us: us.saturating_sub(paused_ms * 1000),
             pause_ms,
-            pass_pages: 0,
+            // A pass that wrote and whose worker has not left yet.
+            pass_pages: self.ended.iter().map(|(_, wrote)| wrote).sum(),
             written_before: self.written,
             written_after: None,
         });
@@ -731,6 +746,38 @@ mod tests {
         // module reads its count at the sleep's end exactly.
         assert_eq!(class_of(&after).0, 0);
         assert_eq!(class_of(&after).1, 1);
+    }
+
+    #[test]
+    fn a_pass_runs_on_until_its_worker_starts_another_or_leaves() {
+        // A pass wrote 800 pages and ended (writeback_written) at 5 ms, its
+        // worker still in wb_do_writeback() (the kernel's
+        // writeback_in_progress(), the module's WB_writeback_running) when
+        // the sleep began at 10 ms; the device completed 900 pages meanwhile.
+        let pass = |then: Vec<TraceEvent>| {
+            let mut ev = vec![at(0, g(5)), at(1_000, start(1000)), at(5_000, written(200))];
+            ev.extend(then);
+            ev.extend([at(10_000, sleep(0, 100)), at(200_000, g(905))]);
+            let (flushing, draining, _) = class_of(&ev);
+            (flushing, draining)
+        };
+        assert_eq!(pass(vec![]), (1, 0));
+        // The worker left wb_do_writeback() before the sleep: draining.
+        assert_eq!(pass(vec![at(6_000, EventKind::PagesWritten)]), (0, 1));
+        // It began another pass, which wrote nothing by the sleep's end and
+        // ended before it: that pass is the one in progress, and it wrote
+        // nothing.
+        let other = vec![at(6_000, start(5000)), at(8_000, written(5000))];
+        assert_eq!(pass(other), (0, 1));
+        // A pass that wrote nothing runs on, and makes nothing flushing.
+        let empty = [
+            at(0, g(5)),
+            at(1_000, start(1000)),
+            at(5_000, written(1000)),
+            at(10_000, sleep(0, 100)),
+            at(200_000, g(905)),
+        ];
+        assert_eq!(class_of(&empty).0, 0);
     }
 
     #[test]
