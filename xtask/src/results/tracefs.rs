@@ -189,7 +189,8 @@ fn event(head: &str, name: &str, body: &str) -> Result<TraceEvent> {
         "global_dirty_state" => EventKind::Global {
             written: fields.num("written")?,
         },
-        _ => EventKind::PagesWritten,
+        "writeback_pages_written" => EventKind::PagesWritten,
+        other => bail!("`{other}` is not one of the events the detector reads (EVENTS)"),
     };
     Ok(TraceEvent { us, pid, kind })
 }
