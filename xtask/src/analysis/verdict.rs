@@ -126,14 +126,15 @@ fn run_verdict(r: &RunRecord, expected: &Expected) -> RunVerdict {
         Detector::Module => r.tracefs_stall_fraction(),
         Detector::Tracefs => None,
     };
-    let class = class_of(r.stall_fraction());
+    let stall = r.stall_fraction();
+    let class = class_of(stall);
     let max_call_ms = r.mechanism.max_call_ms as f64;
     let latency = expected.latency.get(&r.scenario);
     let bound = latency.and_then(|l| Some((latency_bound_ms(r, l)?, l)));
     RunVerdict {
         run: r.run,
         class,
-        stall_fraction: r.stall_fraction(),
+        stall_fraction: stall,
         tracefs_stall_fraction: trace,
         tracefs_class: trace.map(class_of),
         draining_fraction: r.draining_fraction(),
@@ -146,7 +147,7 @@ fn run_verdict(r: &RunRecord, expected: &Expected) -> RunVerdict {
         max_call_ms,
         margins: margins(
             class,
-            r.stall_fraction(),
+            stall,
             max_call_ms,
             r.mechanism.max_pause_ms as f64,
             bound,
