@@ -392,7 +392,7 @@ run_fio() {
 	# pid; its stderr kept, so that fio_check can name the cause of a failure.
 	WB_DIR=$dir WB_BS=$(need bs) WB_SIZE=$(need size) WB_NUMJOBS=$(need numjobs) \
 		WB_RAMP=$(need ramp) WB_RUNTIME=$(need runtime) WB_INVALIDATE=$(need invalidate) \
-		WB_THINKTIME=${WB_thinktime_us:-0} \
+		WB_THINKTIME=${WB_thinktime_us:-0} WB_LOG_MS=$(fio_log_ms) \
 		fio --eta=never --output-format=json --output="$out" "$WB_ROOT/jobs/writeback.fio" \
 		2>/tmp/fio.err &
 	pid=$!
@@ -405,6 +405,12 @@ run_fio() {
 	echo "$t0 $t1" >/tmp/fio-wall
 	emit fio-wall /tmp/fio-wall
 	return $rc
+}
+
+# fio's per-job progress log interval: the sampler's, else once a second
+# (the log is then not sent).
+fio_log_ms() {
+	if [ "${WB_sample_ms:-0}" -gt 0 ]; then echo "$WB_sample_ms"; else echo 1000; fi
 }
 
 # The time series: every $WB_sample_ms ms, the module's snapshot and counters
@@ -427,6 +433,13 @@ stop_sampler() {
 	[ -n "$SAMPLER_PID" ] || return 0
 	kill "$SAMPLER_PID"
 	wait "$SAMPLER_PID" 2>/dev/null
+	# After the blocks, each fio job's progress log (`time, KiB/s, ...`), a
+	# line per entry: `F job=<n> unix_ms=<time> kib_s=<bandwidth>`.
+	for f in /tmp/fio-progress_bw.*.log; do
+		[ -f "$f" ] || continue
+		n=${f#/tmp/fio-progress_bw.}
+		awk -F', *' -v n="${n%.log}" '{ print "F job=" n " unix_ms=" $1 " kib_s=" $2 }' "$f"
+	done >>/tmp/samples
 	emit samples /tmp/samples
 }
 

@@ -5,7 +5,7 @@
 //! (the format `xtask/src/results/samples.rs` parses):
 //!
 //! ```text
-//! S t=<first field of /proc/uptime>
+//! S t=<first field of /proc/uptime> unix_ms=<the real-time clock, ms>
 //! T <line>            each line of /sys/kernel/debug/wbstall/thresholds (with --module)
 //! C <line>            each line of /sys/kernel/debug/wbstall/stats (with --module)
 //! B k=v k=v ...       /sys/kernel/debug/bdi/<BDI>/stats: first word (less a trailing ':')
@@ -65,7 +65,13 @@ fn block(bdi_stats: &str, module: bool, i: u64) -> Result<String, String> {
     let mut out = String::new();
     let uptime = read("/proc/uptime")?;
     let t = uptime.split_whitespace().next().unwrap_or("");
-    let _ = writeln!(out, "S t={t}");
+    // The real-time clock beside the uptime: fio's per-job logs are stamped
+    // in Unix milliseconds (`log_unix_epoch`).
+    let unix_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_err(|e| format!("wbstall-sample: the real-time clock is before 1970: {e}"))?
+        .as_millis();
+    let _ = writeln!(out, "S t={t} unix_ms={unix_ms}");
     if module {
         prefixed(
             &mut out,

@@ -37,6 +37,9 @@ pub struct Booted {
     /// The serial console's text (which, unlike dmesg, cannot wrap).
     pub console: String,
     pub samples: Option<String>,
+    /// Where the run's classed throttle sleeps go (`results::sleeps`), a
+    /// file the record's builder writes.
+    pub sleeps: std::path::PathBuf,
 }
 
 /// Boots `b`, with its files in `dir`.
@@ -102,6 +105,7 @@ pub fn boot_until(sh: &Shell, dir: &Path, b: &Boot, stop: &AtomicBool) -> Result
         console: fs::read_to_string(&console)
             .with_context(|| format!("reading {}", console.display()))?,
         samples,
+        sleeps: dir.join(format!("{name}.sleeps.txt")),
     })
 }
 

@@ -1,11 +1,12 @@
 //! The report as one self-contained page (`report.html`): no script, no
 //! request, every plot an inline SVG. The verdict first (its lines and the
 //! matrix of cells); then per scenario and variant, the plots a writeback
-//! developer knows from the IO-less dirty throttling work, from the sampler's
-//! series of the variant's first run: dirty and writeback pages against the
-//! thresholds that bind (the wb's for a strictlimit BDI, else the writer's
-//! domain's), the pause of each throttle sleep and the time paused per
-//! call, and the writers' progress.
+//! developer knows from the IO-less dirty throttling work, of the variant's
+//! first run: dirty and writeback pages against the thresholds that bind
+//! (the wb's for a strictlimit BDI, else the writer's domain's; the sampler's
+//! series), the pause of each throttle sleep by its class and the time paused
+//! per `balance_dirty_pages()` call (the run's `sleeps.txt`, from the trace),
+//! and each writer's progress (each fio job's log, sent with the samples).
 
 use std::fmt::Write;
 
@@ -13,12 +14,17 @@ use anyhow::{Context, Result};
 
 use super::{
     format,
-    plots::{self, Line, COLORS},
+    plots::{self, Line, RunSeries, COLORS},
     terminal::verdict_lines,
 };
 use crate::{
     analysis::{judge::Judgement, judgement::CellVerdict},
-    results::{record::RunRecord, samples::Point},
+    results::{
+        record::RunRecord,
+        samples::Point,
+        sleeps,
+        tracefs::{Cause, Sleep, SleepClass},
+    },
 };
 
 /// One chart's size, px.
@@ -30,7 +36,7 @@ pre{background:#f4f4f4;padding:.6em;white-space:pre-wrap}\
 table{border-collapse:collapse;margin:.6em 0}td,th{border:1px solid #aaa;padding:.3em .6em;\
 text-align:left;vertical-align:top}td.pass{background:#e3f4e1}td.fail{background:#f9dcdc}\
 td.none{background:#eee}.charts{display:flex;flex-wrap:wrap;gap:8px}\
-.verdict-pass{color:#1b6e1b}.verdict-fail{color:#b01515}";
+.verdict-pass{color:#1b6e1b}.verdict-fail{color:#b01515}.note{color:#555}";
 
 /// Text for HTML: `&`, `<`, `>` and `"` escaped.
 pub fn escape(text: &str) -> String {
@@ -81,8 +87,9 @@ pub fn html(dir: &std::path::Path, j: &Judgement) -> Result<String> {
         if runs.is_empty() {
             o.push_str("<p>No run of this scenario has its samples here.</p>\n");
         }
-        for (r, points) in &runs {
-            run_charts(&mut o, r, points).with_context(|| format!("plotting {}", r.id()))?;
+        for run in &runs {
+            run_charts(&mut o, dir, run)
+                .with_context(|| format!("plotting {}", run.record.id()))?;
         }
     }
     o.push_str("</body></html>\n");
@@ -144,7 +151,7 @@ fn cell(c: &CellVerdict) -> String {
 
 /// The differences of a cumulative series, per interval: `d(num)/d(den)`
 /// where `den` moved (the time paused per throttle sleep).
-fn per_call(points: &[Point]) -> Vec<(f64, f64)> {
+fn per_interval(points: &[Point]) -> Vec<(f64, f64)> {
     (points.windows(2))
         .filter_map(|w| {
             let calls = w[1].throttle_sleeps - w[0].throttle_sleeps;
@@ -161,8 +168,11 @@ fn series(points: &[Point], pick: impl Fn(&Point) -> Option<f64>) -> Vec<(f64, f
         .collect()
 }
 
-/// The three charts of one run.
-fn run_charts(o: &mut String, r: &RunRecord, points: &[Point]) -> Result<()> {
+/// The charts of one run: its pages against the thresholds that bind, the
+/// pause of each throttle sleep (by class), the time paused per call, and
+/// each writer's progress.
+fn run_charts(o: &mut String, dir: &std::path::Path, run: &RunSeries<'_>) -> Result<()> {
+    let (r, points) = (run.record, &run.points);
     let _ = writeln!(
         o,
         "<h3>{} {}: {} MiB/s, stall share {:.1}%</h3><div class=\"charts\">",
@@ -171,7 +181,45 @@ fn run_charts(o: &mut String, r: &RunRecord, points: &[Point]) -> Result<()> {
         format::num(r.fio.bw_mib_s),
         r.stall_fraction() * 100.0
     );
-    let pages = if r.scenario_strictlimit {
+    let mut charts = vec![pages_chart(r, points)?];
+    match run.sleeps(dir)? {
+        Ok(sleeps) => {
+            charts.push(plots::lines_svg(
+                "The pause of each throttle sleep",
+                "ms",
+                &pauses(&sleeps),
+                CHART,
+            )?);
+            charts.push(plots::lines_svg(
+                "Time paused per balance_dirty_pages() call",
+                "ms",
+                &per_call(&sleeps, run.t0),
+                CHART,
+            )?);
+        }
+        Err(why) => {
+            let _ = writeln!(
+                o,
+                "<p class=\"note\">No per-sleep plots for this run: {}; the pauses below \
+                 are the sampler's, every interval.</p>",
+                escape(&why)
+            );
+            charts.push(sampled_pauses(points)?);
+        }
+    }
+    charts.push(progress_chart(run)?);
+    for c in charts {
+        o.push_str(&c);
+        o.push('\n');
+    }
+    o.push_str("</div>\n");
+    Ok(())
+}
+
+/// Dirty and writeback pages against the thresholds that bind: the wb's for
+/// a strictlimit BDI, else the writer's domain's.
+fn pages_chart(r: &RunRecord, points: &[Point]) -> Result<String> {
+    let mut pages = if r.scenario_strictlimit {
         vec![
             line("wb dirty", 0, series(points, |p| p.wb_dirty)),
             line("wb_thresh", 3, series(points, |p| p.wb_thresh)),
@@ -184,7 +232,6 @@ fn run_charts(o: &mut String, r: &RunRecord, points: &[Point]) -> Result<()> {
             line("bg_thresh", 4, series(points, |p| p.bg_thresh)),
         ]
     };
-    let mut pages = pages;
     pages.push(line(
         "BDI writeback",
         1,
@@ -195,51 +242,163 @@ fn run_charts(o: &mut String, r: &RunRecord, points: &[Point]) -> Result<()> {
     } else {
         format!("the {} domain's", r.writer_domain)
     };
-    let charts = [
-        plots::lines_svg(
-            &format!("Pages against {binds} thresholds"),
-            "pages",
-            &pages,
-            CHART,
-        )?,
-        plots::lines_svg(
-            "Throttle pauses",
-            "ms",
-            &[
-                line("pause of the last sleep", 0, series(points, |p| p.pause_ms)),
-                line("time paused per sleep", 1, per_call(points)),
-            ],
-            CHART,
-        )?,
-        plots::lines_svg(
-            "The writers' progress (all, on the BDI)",
-            "MiB",
-            &[
-                line("dirtied", 2, series(points, |p| Some(p.dirtied_mib))),
-                line("written back", 1, series(points, |p| Some(p.written_mib))),
-            ],
-            CHART,
-        )?,
-    ];
-    for c in charts {
-        o.push_str(&c);
-        o.push('\n');
-    }
-    o.push_str("</div>\n");
-    Ok(())
+    plots::lines_svg(
+        &format!("Pages against {binds} thresholds"),
+        "pages",
+        &pages,
+        CHART,
+    )
 }
 
-fn line(label: &'static str, color: usize, points: Vec<(f64, f64)>) -> Line {
+/// The classes in the order they are drawn (stalls last, on top), with
+/// their colours.
+const CLASSES: [(SleepClass, usize); 4] = [
+    (SleepClass::Flushing, 1),
+    (SleepClass::Draining, 4),
+    (SleepClass::Stall(Cause::Declined), 3),
+    (SleepClass::Stall(Cause::Unrequested), 0),
+];
+
+/// Each sleep's pause at its start, a series of dots per class.
+fn pauses(sleeps: &[(f64, Sleep)]) -> Vec<Line> {
+    (CLASSES.iter())
+        .map(|(class, color)| {
+            let pts = (sleeps.iter())
+                .filter(|(_, s)| s.class == *class)
+                .map(|(t, s)| (*t, s.pause_ms as f64))
+                .collect::<Vec<_>>();
+            (class, color, pts)
+        })
+        .filter(|(_, _, pts)| !pts.is_empty())
+        .map(|(class, color, pts)| Line {
+            label: format!("{} ({})", sleeps::class_name(*class), pts.len()),
+            color: COLORS[*color],
+            points: pts,
+            dots: true,
+        })
+        .collect()
+}
+
+/// Each call's time paused in all, at its end: the calls that had a stall
+/// sleep apart from the others.
+fn per_call(sleeps: &[(f64, Sleep)], t0: f64) -> Vec<Line> {
+    let only: Vec<Sleep> = sleeps.iter().map(|(_, s)| *s).collect();
+    let calls = sleeps::calls(&only);
+    [(false, "no stall sleep", 1), (true, "a stall sleep", 0)]
+        .into_iter()
+        .map(|(stalled, what, color)| {
+            let pts: Vec<(f64, f64)> = (calls.iter())
+                .filter(|c| c.stalled == stalled)
+                .map(|c| (c.end_us as f64 / 1e6 - t0, c.paused_ms as f64))
+                .collect();
+            Line {
+                label: format!("calls with {what} ({})", pts.len()),
+                color: COLORS[color],
+                points: pts,
+                dots: true,
+            }
+        })
+        .filter(|l| !l.points.is_empty())
+        .collect()
+}
+
+/// The sampler's view of the pauses, for runs without their sleeps.
+fn sampled_pauses(points: &[Point]) -> Result<String> {
+    plots::lines_svg(
+        "Throttle pauses (sampled)",
+        "ms",
+        &[
+            line("pause of the last sleep", 0, series(points, |p| p.pause_ms)),
+            line("time paused per sleep", 1, per_interval(points)),
+        ],
+        CHART,
+    )
+}
+
+/// Each writer's progress (the MiB each fio job's writes took, from its
+/// log), and what the BDI wrote back; for a run from before fio's log was
+/// kept, what all writers dirtied on the BDI instead.
+fn progress_chart(run: &RunSeries<'_>) -> Result<String> {
+    let points = &run.points;
+    let (title, mut lines) = match &run.writers {
+        Some(jobs) => (
+            "Each writer's progress",
+            (jobs.iter().enumerate())
+                .map(|(i, (job, pts))| Line {
+                    label: format!("fio job {job}"),
+                    color: COLORS[(i + 2) % COLORS.len()],
+                    points: pts.clone(),
+                    dots: false,
+                })
+                .collect(),
+        ),
+        None => (
+            "The writers' progress (all, on the BDI)",
+            vec![line("dirtied", 2, series(points, |p| Some(p.dirtied_mib)))],
+        ),
+    };
+    lines.push(line(
+        "written back (BDI)",
+        1,
+        series(points, |p| Some(p.written_mib)),
+    ));
+    plots::lines_svg(title, "MiB", &lines, CHART)
+}
+
+fn line(label: &str, color: usize, points: Vec<(f64, f64)>) -> Line {
     Line {
-        label,
+        label: label.to_string(),
         color: COLORS[color % COLORS.len()],
         points,
+        dots: false,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn sleep(t: f64, pid: u32, pause_ms: u64, paused_ms: u64, class: SleepClass) -> (f64, Sleep) {
+        let start_us = (t * 1e6) as u64;
+        let s = Sleep {
+            start_us,
+            pid,
+            pause_ms,
+            paused_ms,
+            class,
+        };
+        (t, s)
+    }
+
+    /// A dot per sleep, a series per class that has sleeps (stalls drawn
+    /// last), each labelled with its count; a call with a stall sleep apart
+    /// from the others, at its end, with its time paused in all.
+    #[test]
+    fn each_sleep_is_a_dot_of_its_class_and_each_call_one_of_its_kind() {
+        let stall = SleepClass::Stall(Cause::Unrequested);
+        let sleeps = [
+            sleep(1.0, 7, 200, 0, stall),
+            sleep(1.2, 7, 100, 200, SleepClass::Flushing),
+            sleep(2.0, 8, 12, 0, SleepClass::Flushing),
+        ];
+        let p = pauses(&sleeps);
+        let labels: Vec<&str> = p.iter().map(|l| l.label.as_str()).collect();
+        assert_eq!(labels, ["flushing (2)", "stall:unrequested (1)"]);
+        assert_eq!(p[1].points, [(1.0, 200.0)]);
+        assert!(p.iter().all(|l| l.dots));
+        // t0 = 0: the sleeps' times are already on the samples' axis.
+        let c = per_call(&sleeps, 0.0);
+        let labels: Vec<&str> = c.iter().map(|l| l.label.as_str()).collect();
+        assert_eq!(
+            labels,
+            [
+                "calls with no stall sleep (1)",
+                "calls with a stall sleep (1)"
+            ]
+        );
+        assert_eq!(c[1].points, [(1.3, 300.0)]);
+        assert_eq!(c[0].points, [(2.012, 12.0)]);
+    }
 
     #[test]
     fn text_is_escaped() {
@@ -262,6 +421,6 @@ mod tests {
             p(0.2, 4.0, 40.0),
             p(0.3, 5.0, 240.0),
         ];
-        assert_eq!(per_call(&pts), [(0.1, 10.0), (0.3, 200.0)]);
+        assert_eq!(per_interval(&pts), [(0.1, 10.0), (0.3, 200.0)]);
     }
 }

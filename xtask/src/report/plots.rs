@@ -12,7 +12,7 @@ use crate::{
     analysis::{judge::Judgement, judgement::BW, matrix::Matrix, metrics},
     report::format,
     results::record::RunRecord,
-    results::samples,
+    results::{samples, sleeps, tracefs::Sleep},
 };
 
 pub(super) const COLORS: [RGBColor; 6] = [
@@ -144,8 +144,8 @@ pub fn timeseries(dir: &Path, j: &Judgement, scenario: &str, out: &Path) -> Resu
     legend(&top)?;
     let panels = body.split_evenly((runs.len(), 1));
     let scale = Scale::of(&runs);
-    for ((r, points), area) in runs.iter().zip(panels.iter()) {
-        panel(area, r, points, scenario, &scale)?;
+    for (r, area) in runs.iter().zip(panels.iter()) {
+        panel(area, r.record, &r.points, scenario, &scale)?;
     }
     root.present().map_err(err)?;
     Ok(true)
@@ -161,8 +161,8 @@ struct Scale {
 }
 
 impl Scale {
-    fn of(runs: &[(&RunRecord, Vec<samples::Point>)]) -> Scale {
-        let points = || runs.iter().flat_map(|(_, p)| p.iter());
+    fn of(runs: &[RunSeries<'_>]) -> Scale {
+        let points = || runs.iter().flat_map(|r| r.points.iter());
         Scale {
             t_max: points().map(|p| p.t).fold(1.0, f64::max),
             y_max: points()
@@ -195,13 +195,43 @@ fn legend(area: &DrawingArea<SVGBackend<'_>, Shift>) -> Result<()> {
     Ok(())
 }
 
+/// A run's series for the plots: the samples' points, in seconds since the
+/// first sample, taken at `t0` (the guest's uptime).
+pub(super) struct RunSeries<'a> {
+    pub record: &'a RunRecord,
+    pub points: Vec<samples::Point>,
+    /// Each fio job's progress on the same axis (`None`: not in the file).
+    pub writers: Option<Vec<samples::Progress>>,
+    pub t0: f64,
+}
+
+impl RunSeries<'_> {
+    /// The run's classed sleeps, each at its time on the samples' axis; or
+    /// why there are none to plot.
+    pub fn sleeps(&self, dir: &Path) -> Result<Result<Vec<(f64, Sleep)>, String>> {
+        let Some(file) = &self.record.sleeps else {
+            return Ok(Err(
+                "its record is from before wbstall kept each sleep".into()
+            ));
+        };
+        let Ok(text) = std::fs::read_to_string(dir.join(file)) else {
+            return Ok(Err(format!("{file} is not in this directory")));
+        };
+        let s = sleeps::parse(&text, file)?;
+        Ok(Ok(s
+            .into_iter()
+            .map(|s| (s.start_us as f64 / 1e6 - self.t0, s))
+            .collect()))
+    }
+}
+
 /// Per variant, the first run of `scenario` whose samples are at hand.
 pub(super) fn first_runs<'a>(
     dir: &Path,
     m: &Matrix<'a>,
     scenario: &str,
-) -> Result<Vec<(&'a RunRecord, Vec<samples::Point>)>> {
-    let mut runs: Vec<(&RunRecord, Vec<samples::Point>)> = Vec::new();
+) -> Result<Vec<RunSeries<'a>>> {
+    let mut runs = Vec::new();
     for v in &m.variants {
         let Some(r) = m
             .cell(scenario, v)
@@ -215,10 +245,16 @@ pub(super) fn first_runs<'a>(
         let Ok(text) = std::fs::read_to_string(&path) else {
             continue; // a results directory copied without its samples
         };
-        let points = samples::series(&samples::parse(&text)?, &r.bdi, r.memcg_id);
-        if !points.is_empty() {
-            runs.push((r, points));
-        }
+        let parsed = samples::parse(&text)?;
+        let Some(t0) = parsed.blocks.first().map(|s| s.t) else {
+            continue;
+        };
+        runs.push(RunSeries {
+            record: r,
+            points: samples::series(&parsed.blocks, &r.bdi, r.memcg_id),
+            writers: samples::writers(&parsed),
+            t0,
+        });
     }
     Ok(runs)
 }
@@ -310,11 +346,23 @@ fn panel(
     Ok(())
 }
 
-/// One line of an inline chart: its label, colour and points.
+/// One series of an inline chart: its label, colour and points, drawn as a
+/// line or, with `dots`, a dot per point (each sleep, each call).
 pub struct Line {
-    pub label: &'static str,
+    pub label: String,
     pub color: RGBColor,
     pub points: Vec<(f64, f64)>,
+    pub dots: bool,
+}
+
+/// The points that fall on different pixels (`px`: a pixel's width and
+/// height in data units), in their order: thousands of sleeps of one pause
+/// are one dot, not thousands of elements in the page.
+fn one_per_pixel(points: &[(f64, f64)], px: (f64, f64)) -> Vec<(f64, f64)> {
+    let mut seen = std::collections::HashSet::new();
+    (points.iter().copied())
+        .filter(|(x, y)| seen.insert(((x / px.0).round() as i64, (y / px.1).round() as i64)))
+        .collect()
 }
 
 /// An inline SVG chart (for report.html): `lines` over seconds since the
@@ -352,10 +400,16 @@ pub fn lines_svg(title: &str, y_desc: &str, lines: &[Line], size: (u32, u32)) ->
             .map_err(err)?;
         for l in lines {
             let color = l.color;
-            chart
-                .draw_series(LineSeries::new(l.points.clone(), color.stroke_width(2)))
+            let drawn = if l.dots {
+                let dot = |p: (f64, f64)| Circle::new(p, 2, color.filled());
+                let px = (t_max / f64::from(size.0), y_max / f64::from(size.1));
+                chart.draw_series(one_per_pixel(&l.points, px).into_iter().map(dot))
+            } else {
+                chart.draw_series(LineSeries::new(l.points.clone(), color.stroke_width(2)))
+            };
+            drawn
                 .map_err(err)?
-                .label(l.label)
+                .label(l.label.as_str())
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color));
         }
         chart
@@ -369,4 +423,25 @@ pub fn lines_svg(title: &str, y_desc: &str, lines: &[Line], size: (u32, u32)) ->
         root.present().map_err(err)?;
     }
     Ok(svg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Points on one pixel are one dot; the first of them is kept, in order.
+    #[test]
+    fn one_dot_per_pixel() {
+        let pts = [
+            (0.0, 8.0),
+            (0.004, 8.0),
+            (0.5, 8.0),
+            (0.004, 12.0),
+            (0.001, 8.2),
+        ];
+        assert_eq!(
+            one_per_pixel(&pts, (0.01, 1.0)),
+            [(0.0, 8.0), (0.5, 8.0), (0.004, 12.0)]
+        );
+    }
 }

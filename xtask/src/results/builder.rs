@@ -115,7 +115,12 @@ pub fn build(ctx: RunContext<'_>, stream: &Stream) -> Result<RunRecord> {
         mechanism,
         memcg_id,
         tracefs,
+        sleeps,
     } = detect(&ctx, &need, &writer, &witness)?;
+    let sleeps = match &ctx.sleeps {
+        Some(path) => Some(write_sleeps(path, &sleeps)?),
+        None => None,
+    };
     let fio_wall_s = wall_seconds(&need(stream::FIO_WALL)?)?;
     let (vmstat, vmstat_delta) = vmstat(&need(stream::VMSTAT_BEFORE)?, &need(stream::VMSTAT)?)?;
     let (bdi_stats, bdi_written_kb) =
@@ -162,7 +167,19 @@ pub fn build(ctx: RunContext<'_>, stream: &Stream) -> Result<RunRecord> {
         wall_secs: ctx.wall_secs,
         console_log: ctx.console_log,
         samples: ctx.samples,
+        sleeps,
     })
+}
+
+/// Writes the classed sleeps to `path`; its file name, for the record.
+fn write_sleeps(
+    path: &std::path::Path,
+    sleeps: &[crate::results::tracefs::Sleep],
+) -> Result<String> {
+    crate::util::write_atomic(path, crate::results::sleeps::text(sleeps))?;
+    let name = path.file_name().and_then(|n| n.to_str());
+    name.map(str::to_string)
+        .with_context(|| format!("{} has no file name", path.display()))
 }
 
 /// The guest's `start-phase` (`cycle_ms=C`, `offset_ms=O`, `start_ms=S`

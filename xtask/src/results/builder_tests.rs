@@ -66,6 +66,7 @@ fn build_with(
         console_log: "console.log".into(),
         console_warnings: Vec::new(),
         samples: None,
+        sleeps: None,
         detector,
         // The recorded streams predate the phase wait.
         phase: None,

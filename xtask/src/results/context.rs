@@ -27,6 +27,8 @@ pub struct RunContext<'a> {
     /// Kernel warnings on the serial console.
     pub console_warnings: Vec<String>,
     pub samples: Option<String>,
+    /// Where to write the classed sleeps (`results::sleeps`), if anywhere.
+    pub sleeps: Option<std::path::PathBuf>,
     pub detector: Detector,
     /// Where the measurement was asked to start in the kernel's timer cycles.
     pub phase: Option<Phase>,
@@ -47,6 +49,7 @@ impl<'a> RunContext<'a> {
             console_log: booted.console_log.clone(),
             console_warnings: warnings(&booted.console),
             samples: booted.samples.clone(),
+            sleeps: Some(booted.sleeps.clone()),
             detector: b.detector,
             phase: b.phase,
         }

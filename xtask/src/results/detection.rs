@@ -34,6 +34,8 @@ pub struct Detection {
     pub mechanism: Mechanism,
     pub memcg_id: Option<u64>,
     pub tracefs: tracefs::Detected,
+    /// Each sleep the tracefs detector classed, in time order.
+    pub sleeps: Vec<tracefs::Sleep>,
 }
 
 /// Runs the tracefs detector (in every boot: beside the module, the two class
@@ -44,7 +46,7 @@ pub fn detect(
     w: &Writer<'_>,
     witness: &Witness,
 ) -> Result<Detection> {
-    let tracefs = tracefs::from_files(
+    let (tracefs, sleeps) = tracefs::from_files(
         &need(stream::TRACE_EVENTS)?,
         &need(stream::TRACE_STATS)?,
         &tracefs::Wb {
@@ -65,6 +67,7 @@ pub fn detect(
                 mechanism,
                 memcg_id,
                 tracefs,
+                sleeps,
             })
         }
         Detector::Tracefs => {
@@ -84,6 +87,7 @@ pub fn detect(
                 mechanism: trace_mechanism(&tracefs, witness, w.strictlimit),
                 memcg_id: None,
                 tracefs,
+                sleeps,
             })
         }
     }

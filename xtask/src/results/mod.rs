@@ -16,6 +16,8 @@ pub mod problems;
 pub mod record;
 pub mod samples;
 pub mod session;
+pub mod sleeps;
+pub mod trace_events;
 pub mod tracefs;
 pub mod warnings;
 pub mod witness;

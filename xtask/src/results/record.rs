@@ -149,6 +149,10 @@ pub struct RunRecord {
     /// Files of this run, relative to the results directory.
     pub console_log: String,
     pub samples: Option<String>,
+    /// Its throttle sleeps as the tracefs detector classed them
+    /// (`results::sleeps`; absent in records from before it was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sleeps: Option<String>,
 }
 
 /// The module's KUnit suite: it must have run and passed in every boot.

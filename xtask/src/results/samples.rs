@@ -2,12 +2,16 @@
 //! per interval, each line prefixed with what it is:
 //!
 //! ```text
-//! S t=<uptime s>
+//! S t=<uptime s> unix_ms=<real-time clock, ms>
 //! T <wbstall thresholds line>      (one per slot)
 //! C <wbstall stats line>           (one per slot)
 //! B <bdi stats as key=value>
 //! V <vmstat as key=value>
 //! ```
+//!
+//! and after the last block, each fio job's progress log (`qemu/lib.sh`
+//! `stop_sampler`): `F job=<n> unix_ms=<time> kib_s=<bandwidth over the
+//! interval that ends then>`. Files from before lack `unix_ms` and `F`.
 
 use std::collections::BTreeMap;
 
@@ -19,6 +23,8 @@ use crate::results::debugfs::{self, KvLine};
 pub struct Sample {
     /// Guest uptime, seconds.
     pub t: f64,
+    /// The guest's real-time clock at the same moment, ms.
+    pub unix_ms: Option<u64>,
     pub thresholds: Vec<KvLine>,
     pub stats: Vec<KvLine>,
     pub bdi: BTreeMap<String, i64>,
@@ -35,24 +41,72 @@ fn numbers(words: &str) -> BTreeMap<String, i64> {
         .collect()
 }
 
+/// One entry of a fio job's progress log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogEntry {
+    pub job: u32,
+    /// When the interval ended, the guest's real-time clock, ms.
+    pub unix_ms: u64,
+    /// The job's bandwidth over the interval, KiB/s.
+    pub kib_s: u64,
+}
+
+/// A samples file: the sampler's blocks, and fio's per-job log after them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Samples {
+    pub blocks: Vec<Sample>,
+    pub fio_log: Vec<LogEntry>,
+}
+
+/// `S`'s words: `t=` and, from samplers that send it, `unix_ms=`.
+fn block_start(rest: &str) -> Option<Sample> {
+    let mut w = rest.split_whitespace();
+    let t = w.next()?.strip_prefix("t=")?.parse::<f64>().ok()?;
+    let unix_ms = match w.next() {
+        Some(u) => Some(u.strip_prefix("unix_ms=")?.parse().ok()?),
+        None => None,
+    };
+    Some(Sample {
+        t,
+        unix_ms,
+        ..Sample::default()
+    })
+}
+
+/// An `F` line's words.
+fn log_entry(rest: &str) -> Option<LogEntry> {
+    let kv = numbers(rest);
+    let get = |k: &str| kv.get(k).and_then(|v| u64::try_from(*v).ok());
+    Some(LogEntry {
+        job: u32::try_from(get("job")?).ok()?,
+        unix_ms: get("unix_ms")?,
+        kib_s: get("kib_s")?,
+    })
+}
+
 /// Parses a samples file. A last block cut short (the sampler is killed at any
-/// point) is kept as far as it goes.
-pub fn parse(text: &str) -> Result<Vec<Sample>> {
+/// point) is kept as far as it goes; fio's log lines follow the blocks.
+pub fn parse(text: &str) -> Result<Samples> {
     let mut out: Vec<Sample> = Vec::new();
-    let last = text.lines().count().saturating_sub(1);
-    for (i, line) in text.lines().enumerate() {
+    let mut fio_log = Vec::new();
+    // The sampler's last line: before fio's log, else the file's last.
+    let lines: Vec<&str> = text.lines().collect();
+    let first_log = lines.iter().position(|l| l.starts_with("F "));
+    let last = first_log.unwrap_or(lines.len()).saturating_sub(1);
+    for (i, line) in lines.iter().copied().enumerate() {
         let (tag, rest) = line.split_once(' ').unwrap_or((line, ""));
+        if first_log.is_some_and(|f| i >= f) {
+            let Some(e) = (tag == "F").then(|| log_entry(rest)).flatten() else {
+                bail!("samples:{}: not a line of fio's log: `{line}`", i + 1);
+            };
+            fio_log.push(e);
+            continue;
+        }
         if tag == "S" {
-            let t = rest
-                .strip_prefix("t=")
-                .and_then(|v| v.trim().parse::<f64>().ok());
-            let Some(t) = t else {
+            let Some(s) = block_start(rest) else {
                 bail!("samples:{}: bad time `{line}`", i + 1);
             };
-            out.push(Sample {
-                t,
-                ..Sample::default()
-            });
+            out.push(s);
             continue;
         }
         let known = ["T", "C", "B", "V"].contains(&tag);
@@ -73,7 +127,49 @@ pub fn parse(text: &str) -> Result<Vec<Sample>> {
             _ => s.vmstat = numbers(rest),
         }
     }
-    Ok(out)
+    Ok(Samples {
+        blocks: out,
+        fio_log,
+    })
+}
+
+/// One fio job's progress: its number and (time, MiB) points.
+pub type Progress = (u32, Vec<(f64, f64)>);
+
+/// Each fio job's progress: (job, [(seconds since the first block, MiB its
+/// writes took)]), from 0 at its first log entry: each later entry is the
+/// job's bandwidth since the one before (fio logs when a write completes
+/// after the interval passed, so a job held in a sleep logs late, over the
+/// whole wait), the first one's interval is unknown. `None` when the file
+/// has no log or no real-time clock to place it by.
+pub fn writers(s: &Samples) -> Option<Vec<Progress>> {
+    let first = s.blocks.first()?;
+    // The real-time clock at uptime 0, ms.
+    let at = s
+        .blocks
+        .iter()
+        .find_map(|b| Some(b.unix_ms? as f64 - b.t * 1000.0))?;
+    let t = |unix_ms: f64| (unix_ms - at) / 1000.0 - first.t;
+    let mut jobs: BTreeMap<u32, Vec<LogEntry>> = BTreeMap::new();
+    for e in &s.fio_log {
+        jobs.entry(e.job).or_default().push(*e);
+    }
+    let out: Vec<Progress> = jobs
+        .into_iter()
+        .map(|(job, mut log)| {
+            log.sort_by_key(|e| e.unix_ms);
+            let mut prev = log[0].unix_ms;
+            let mut mib = 0.0;
+            let mut pts = vec![(t(prev as f64), 0.0)];
+            for e in &log[1..] {
+                mib += e.kib_s as f64 * (e.unix_ms - prev) as f64 / 1000.0 / 1024.0;
+                prev = e.unix_ms;
+                pts.push((t(e.unix_ms as f64), mib));
+            }
+            (job, pts)
+        })
+        .collect();
+    (!out.is_empty()).then_some(out)
 }
 
 /// The record of the writer (BDI, and memcg id when it has one) in a list.
@@ -168,7 +264,7 @@ S t=10.2";
 
     #[test]
     fn blocks_parse_and_a_torn_end_is_kept() {
-        let s = parse(SAMPLES).unwrap();
+        let s = parse(SAMPLES).unwrap().blocks;
         assert_eq!(s.len(), 3);
         assert_eq!(s[0].bdi["BdiReclaimable"], 4000);
         assert_eq!(s[0].vmstat["nr_dirty"], 1000);
@@ -178,7 +274,7 @@ S t=10.2";
 
     #[test]
     fn the_writer_series_follows_the_counters() {
-        let p = series(&parse(SAMPLES).unwrap(), "0:45", None);
+        let p = series(&parse(SAMPLES).unwrap().blocks, "0:45", None);
         assert_eq!(p[0].t, 0.0);
         assert_eq!(p[0].dirty, 1000.0);
         assert_eq!(p[0].wb_thresh, Some(948.0));
@@ -206,6 +302,54 @@ S t=10.2";
         assert!(e.contains("samples:3"), "{e}");
         // A torn last line is the kill, not an error.
         let s = parse("S t=1.0\nB BdiWriteback=4\nBdiRecl").unwrap();
-        assert_eq!(s.len(), 1);
+        assert_eq!(s.blocks.len(), 1);
+        // Also when fio's log follows it.
+        let s = parse("S t=1.0\nB BdiWriteback=4\nBdiRecl\nF job=1 unix_ms=5 kib_s=1\n").unwrap();
+        assert_eq!((s.blocks.len(), s.fio_log.len()), (1, 1));
+    }
+
+    /// fio's log, placed by the real-time clock the blocks carry: each
+    /// job's MiB from 0 at the start of its first interval.
+    #[test]
+    fn each_job_s_progress_is_its_log_summed_on_the_samples_clock() {
+        let text = "\
+S t=10.00 unix_ms=1000000
+B BdiWriteback=0
+S t=10.10 unix_ms=1000100
+B BdiWriteback=0
+F job=1 unix_ms=1000600 kib_s=10240
+F job=1 unix_ms=1000700 kib_s=0
+F job=1 unix_ms=1000800 kib_s=20480
+F job=2 unix_ms=1000700 kib_s=1024
+";
+        let s = parse(text).unwrap();
+        assert_eq!(s.blocks[1].unix_ms, Some(1_000_100));
+        let w = writers(&s).unwrap();
+        let close = |a: &[(f64, f64)], b: &[(f64, f64)]| {
+            a.len() == b.len()
+                && a.iter()
+                    .zip(b)
+                    .all(|(x, y)| (x.0 - y.0).abs() < 1e-9 && (x.1 - y.1).abs() < 1e-9)
+        };
+        assert_eq!(w.len(), 2);
+        assert!(
+            close(&w[0].1, &[(0.6, 0.0), (0.7, 0.0), (0.8, 2.0)]),
+            "{w:?}"
+        );
+        // One entry: its interval is unknown, the job is placed, at 0.
+        assert!(close(&w[1].1, &[(0.7, 0.0)]), "{w:?}");
+        // Without the real-time clock there is nothing to place the log by.
+        let old = parse("S t=10.00\nB BdiWriteback=0\nF job=1 unix_ms=5 kib_s=1\n").unwrap();
+        assert_eq!(writers(&old), None);
+    }
+
+    #[test]
+    fn a_bad_log_line_is_an_error_with_its_line() {
+        let e = parse("S t=1.0 unix_ms=5\nF job=1 unix_ms=6 kib_s=1\nB BdiWriteback=0\n");
+        let e = e.unwrap_err().to_string();
+        assert!(e.contains("samples:3: not a line of fio's log"), "{e}");
+        let e = parse("S t=1.0 unix_ms=5\nF job=1 unix_ms=six kib_s=1\n").unwrap_err();
+        assert!(e.to_string().contains("samples:2"), "{e}");
+        assert!(parse("S t=1.0 unix_ms=soon\n").is_err());
     }
 }

@@ -50,10 +50,12 @@
 //! the trace's last `global_dirty_state`, or that a pass still in progress at
 //! the trace's end overlapped, is `unended`, not classed.
 
-use std::{collections::BTreeMap, sync::OnceLock};
+use std::sync::OnceLock;
 
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
+
+pub use super::trace_events::{parse, EventKind, TraceEvent, Wb};
 
 /// Pages that must complete writeback during a sleep with no pass before it
 /// is `draining`: one stray completion (a journal block, the last page of
@@ -79,165 +81,18 @@ fn parse_drain_floor(src: &str) -> Option<u64> {
     rest.split(';').next()?.trim().replace('_', "").parse().ok()
 }
 
-/// One trace line.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TraceEvent {
-    /// `trace_clock=mono` time, microseconds.
-    pub us: u64,
+/// One throttle sleep of the writers' wb, as the detector classed it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sleep {
+    /// When it began (the tracepoint fires before the task sleeps), µs.
+    pub start_us: u64,
+    /// The writer.
     pub pid: u32,
-    pub kind: EventKind,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub enum EventKind {
-    Sleep {
-        wb: Wb,
-        paused_ms: u64,
-        pause_ms: u64,
-    },
-    Wake(Wb),
-    Start {
-        wb: Wb,
-        reason: String,
-        /// What the pass's work may still write (`work->nr_pages`).
-        nr_pages: i64,
-    },
-    /// `writeback_written`: the pass that this worker began last ended.
-    Written {
-        wb: Wb,
-        nr_pages: i64,
-    },
-    PagesWritten,
-    /// `global_dirty_state`: the global `written` count (pages whose
-    /// writeback completed, NR_WRITTEN).
-    Global {
-        written: u64,
-    },
-}
-
-/// A writeback domain: the bdi's name and the cgroup inode of its wb.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Wb {
-    pub bdi: String,
-    pub cgroup_ino: u64,
-}
-
-/// The events the detector needs, by the names the kernel gives them.
-pub const EVENTS: [&str; 6] = [
-    "balance_dirty_pages",
-    "writeback_wake_background",
-    "writeback_start",
-    "writeback_written",
-    "writeback_pages_written",
-    "global_dirty_state",
-];
-
-/// Parses the tracefs `trace` file. Lines of other events and comments are
-/// skipped; a line of one of [`EVENTS`] that does not parse is an error.
-pub fn parse(text: &str, origin: &str) -> Result<Vec<TraceEvent>> {
-    let mut out = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        if line.starts_with('#') || line.trim().is_empty() {
-            continue;
-        }
-        let Some((name, at)) = EVENTS
-            .iter()
-            .find_map(|e| line.find(&format!(": {e}: ")).map(|at| (*e, at)))
-        else {
-            continue;
-        };
-        let ev = event(&line[..at], name, &line[at + name.len() + 4..])
-            .with_context(|| format!("{origin}:{}: `{line}`", i + 1))?;
-        out.push(ev);
-    }
-    Ok(out)
-}
-
-/// `<comm>-<pid> [<cpu>] <flags> <seconds>` and the event's fields.
-fn event(head: &str, name: &str, body: &str) -> Result<TraceEvent> {
-    let (task, rest) = head.rsplit_once(" [").context("no `[cpu]`")?;
-    let pid = task
-        .trim()
-        .rsplit_once('-')
-        .context("no `comm-pid`")?
-        .1
-        .parse()
-        .context("pid")?;
-    let secs = rest.split_whitespace().last().context("no timestamp")?;
-    let (s, frac) = secs.split_once('.').context("timestamp without `.`")?;
-    if frac.len() != 6 {
-        bail!("timestamp `{secs}` is not in microseconds (trace_clock mono?)");
-    }
-    let us = s.parse::<u64>().context("timestamp")? * 1_000_000 + frac.parse::<u64>()?;
-    let fields = Fields::of(body);
-    let kind = match name {
-        "balance_dirty_pages" => EventKind::Sleep {
-            wb: fields.wb()?,
-            paused_ms: fields.num("paused")?,
-            pause_ms: fields.num("pause")?,
-        },
-        "writeback_wake_background" => EventKind::Wake(fields.wb()?),
-        "writeback_start" => EventKind::Start {
-            wb: fields.wb()?,
-            reason: fields.get("reason")?.to_string(),
-            nr_pages: fields.signed("nr_pages")?,
-        },
-        "writeback_written" => EventKind::Written {
-            wb: fields.wb()?,
-            nr_pages: fields.signed("nr_pages")?,
-        },
-        "global_dirty_state" => EventKind::Global {
-            written: fields.num("written")?,
-        },
-        "writeback_pages_written" => EventKind::PagesWritten,
-        other => bail!("`{other}` is not one of the events the detector reads (EVENTS)"),
-    };
-    Ok(TraceEvent { us, pid, kind })
-}
-
-/// `bdi 0:45: k=v k=v ...`
-struct Fields<'a> {
-    bdi: Option<&'a str>,
-    kv: BTreeMap<&'a str, &'a str>,
-}
-
-impl<'a> Fields<'a> {
-    fn of(body: &'a str) -> Fields<'a> {
-        let (bdi, rest) = match body.strip_prefix("bdi ").and_then(|b| b.split_once(": ")) {
-            Some((b, r)) => (Some(b), r),
-            None => (None, body),
-        };
-        let kv = rest
-            .split_whitespace()
-            .filter_map(|w| w.split_once('='))
-            .collect();
-        Fields { bdi, kv }
-    }
-    fn get(&self, k: &str) -> Result<&'a str> {
-        self.kv
-            .get(k)
-            .copied()
-            .with_context(|| format!("no `{k}=`"))
-    }
-    fn num(&self, k: &str) -> Result<u64> {
-        let v = self.get(k)?;
-        // `pause` is signed in the kernel; a negative one is no sleep.
-        match v.parse::<i64>() {
-            Ok(n) => Ok(n.max(0) as u64),
-            Err(_) => bail!("`{k}={v}` is not a number"),
-        }
-    }
-    fn signed(&self, k: &str) -> Result<i64> {
-        let v = self.get(k)?;
-        v.parse()
-            .with_context(|| format!("`{k}={v}` is not a number"))
-    }
-    fn wb(&self) -> Result<Wb> {
-        Ok(Wb {
-            bdi: self.bdi.context("no `bdi NAME:`")?.to_string(),
-            cgroup_ino: self.num("cgroup_ino")?,
-        })
-    }
+    /// How long it slept, and how long its `balance_dirty_pages()` call had
+    /// slept before it (the tracepoint's `pause` and `paused`), ms.
+    pub pause_ms: u64,
+    pub paused_ms: u64,
+    pub class: SleepClass,
 }
 
 /// How a throttle sleep is classed (the module's `SleepClass`).
@@ -344,11 +199,13 @@ pub struct Detected {
 
 /// A sleep of the writer's wb, waiting for its end to be classed.
 struct Open {
+    pid: u32,
     start_us: u64,
     end_us: u64,
     /// When its `balance_dirty_pages()` call began (`t0 - paused`).
     call_us: u64,
     pause_ms: u64,
+    paused_ms: u64,
     /// Pages written by the wb's passes that overlapped it (so far).
     pass_pages: u64,
     /// The global `written` count before it, and the first at or after its end.
@@ -365,7 +222,14 @@ struct Pass {
 }
 
 /// Classes every sleep of `wb` in `events` (in time order).
+#[cfg(test)]
 pub fn detect(events: &[TraceEvent], wb: &Wb) -> Detected {
+    detect_each(events, wb).0
+}
+
+/// [`detect`], and each sleep it classed, in time order (those the trace
+/// ended before they could be classed are only counted: `unended_sleeps`).
+pub fn detect_each(events: &[TraceEvent], wb: &Wb) -> (Detected, Vec<Sleep>) {
     let mut st = State {
         wb,
         floor: drain_floor_pages(),
@@ -385,13 +249,15 @@ pub fn detect(events: &[TraceEvent], wb: &Wb) -> Detected {
         wakes: Vec::new(),
         written: None,
         open: Vec::new(),
+        classed: Vec::new(),
     };
     for e in events {
         st.event(e);
         st.class_ready();
     }
     st.d.unended_sleeps = st.open.len() as u64;
-    st.d
+    st.classed.sort_by_key(|s| (s.start_us, s.pid));
+    (st.d, st.classed)
 }
 
 /// The detector between two events.
@@ -409,6 +275,7 @@ struct State<'a> {
     /// The last global `written` count.
     written: Option<u64>,
     open: Vec<Open>,
+    classed: Vec<Sleep>,
 }
 
 impl State<'_> {
@@ -439,7 +306,7 @@ impl State<'_> {
                 wb: w,
                 paused_ms,
                 pause_ms,
-            } if w == wb && *pause_ms > 0 => self.sleep(e.us, *paused_ms, *pause_ms),
+            } if w == wb && *pause_ms > 0 => self.sleep(e, *paused_ms, *pause_ms),
             _ => {}
         }
     }
@@ -497,17 +364,20 @@ impl State<'_> {
         self.ended.push((pass.pid, wrote));
     }
 
-    fn sleep(&mut self, us: u64, paused_ms: u64, pause_ms: u64) {
+    fn sleep(&mut self, e: &TraceEvent, paused_ms: u64, pause_ms: u64) {
+        let us = e.us;
         let d = &mut self.d;
         d.throttle_sleeps += 1;
         d.pause_ms += pause_ms;
         d.max_pause_ms = d.max_pause_ms.max(pause_ms);
         d.max_call_ms = d.max_call_ms.max(paused_ms + pause_ms);
         self.open.push(Open {
+            pid: e.pid,
             start_us: us,
             end_us: us + pause_ms * 1000,
             call_us: us.saturating_sub(paused_ms * 1000),
             pause_ms,
+            paused_ms,
             // A pass that wrote and whose worker has not left yet.
             pass_pages: self.ended.iter().map(|(_, wrote)| wrote).sum(),
             written_before: self.written,
@@ -520,6 +390,7 @@ impl State<'_> {
     fn class_ready(&mut self) {
         let (wb, floor) = (self.wb, self.floor);
         let (passes, wakes, d) = (&self.passes, &self.wakes, &mut self.d);
+        let classed = &mut self.classed;
         self.open.retain(|o| {
             let Some(after) = o.written_after else {
                 return true;
@@ -541,6 +412,13 @@ impl State<'_> {
                 SleepClass::Stall(Cause::Unrequested)
             };
             d.count(class, o.pause_ms);
+            classed.push(Sleep {
+                start_us: o.start_us,
+                pid: o.pid,
+                pause_ms: o.pause_ms,
+                paused_ms: o.paused_ms,
+                class,
+            });
             false
         });
     }
@@ -564,7 +442,7 @@ impl Detected {
 }
 /// The detector's counts for the writer's `wb` from a boot's `trace-events`
 /// and `trace-stats`; a trace that lost events is refused.
-pub fn from_files(trace: &str, stats: &str, wb: &Wb) -> Result<Detected> {
+pub fn from_files(trace: &str, stats: &str, wb: &Wb) -> Result<(Detected, Vec<Sleep>)> {
     let lost = overruns(stats, "trace-stats")?;
     if lost > 0 {
         bail!(
@@ -573,7 +451,7 @@ pub fn from_files(trace: &str, stats: &str, wb: &Wb) -> Result<Detected> {
              shorten the run"
         );
     }
-    Ok(detect(&parse(trace, "trace-events")?, wb))
+    Ok(detect_each(&parse(trace, "trace-events")?, wb))
 }
 
 /// Events the ring buffer lost: the `overrun:` lines of every CPU's `stats`
@@ -636,6 +514,34 @@ mod tests {
             }
         );
         assert_eq!(ev[15].pid, 300, "a comm with a dash: {:?}", ev[15]);
+    }
+
+    /// Each classed sleep comes back with its writer, pause, paused and
+    /// class, in time order; the unended one is left out.
+    #[test]
+    fn each_classed_sleep_is_kept_with_its_class() {
+        let ev = parse(&fixture(), "trace.txt").unwrap();
+        let (d, sleeps) = detect_each(&ev, &wb("0:45", 1));
+        assert_eq!(sleeps.len() as u64, d.throttle_sleeps - d.unended_sleeps);
+        let classes: Vec<SleepClass> = sleeps.iter().map(|s| s.class).collect();
+        assert_eq!(
+            classes,
+            [
+                SleepClass::Stall(Cause::Unrequested),
+                SleepClass::Stall(Cause::Declined),
+                SleepClass::Flushing,
+                SleepClass::Draining
+            ]
+        );
+        assert_eq!(
+            (
+                sleeps[0].start_us,
+                sleeps[0].pid,
+                sleeps[0].pause_ms,
+                sleeps[0].paused_ms
+            ),
+            (12_000_000, 210, 200, 0)
+        );
     }
 
     #[test]

@@ -230,20 +230,14 @@ impl HostTest {
                 scenario: scen.name,
                 scenario_strictlimit: scen.strictlimit,
                 run,
-                machine: MachineFacts {
-                    accel: Accel::Native,
-                    clock: Clock::Real,
-                    disk: None,
-                    cpu_model: host.cpu_model.clone(),
-                    cpus: host.cpus,
-                    memory_mib: host.memory_mib,
-                },
+                machine: machine_facts(host),
                 job: &job,
                 started: ran.started.clone(),
                 wall_secs: ran.wall_secs,
                 console_log: ran.log.clone(),
                 console_warnings: warnings(&log),
                 samples,
+                sleeps: Some(dir.join(format!("{name}.sleeps.txt"))),
                 detector: Detector::Tracefs,
                 phase: None,
             },
@@ -446,6 +440,18 @@ fn running_kernel() -> Result<VariantMeta> {
     meta.base.kind = "running".into();
     meta.base.kernel_version = release;
     Ok(meta)
+}
+
+/// What the records say of this host: the run is native, on the real clock.
+fn machine_facts(host: &HostMachine) -> MachineFacts {
+    MachineFacts {
+        accel: Accel::Native,
+        clock: Clock::Real,
+        disk: None,
+        cpu_model: host.cpu_model.clone(),
+        cpus: host.cpus,
+        memory_mib: host.memory_mib,
+    }
 }
 
 /// The trace buffer per CPU: 128 MiB, which held every event of a native

@@ -1,0 +1,235 @@
+//! Each throttle sleep of a run's writers, as the tracefs detector classed
+//! it, kept beside the run's samples (`<boot>.sleeps.txt`) for the report's
+//! per-sleep and per-call plots; and the `balance_dirty_pages()` calls the
+//! sleeps make up.
+//!
+//! ```text
+//! # wbstall sleeps 1: start_s pid pause_ms paused_ms class
+//! 14.932274 235 12 4492 stall:unrequested
+//! ```
+//!
+//! `start_s` is the trace's clock (seconds since boot, the samples' clock);
+//! `class` is `flushing`, `draining` or `stall:<cause>`.
+
+use std::fmt::Write as _;
+
+use anyhow::{bail, Context, Result};
+
+use crate::results::tracefs::{Cause, Sleep, SleepClass};
+
+/// The file's first line: its format and columns.
+const HEADER: &str = "# wbstall sleeps 1: start_s pid pause_ms paused_ms class";
+
+/// A sleep's class in the file (and in the report's legends).
+pub fn class_name(c: SleepClass) -> &'static str {
+    match c {
+        SleepClass::Flushing => "flushing",
+        SleepClass::Draining => "draining",
+        SleepClass::Stall(Cause::Unrequested) => "stall:unrequested",
+        SleepClass::Stall(Cause::Declined) => "stall:declined",
+    }
+}
+
+fn class_of(word: &str) -> Option<SleepClass> {
+    [
+        SleepClass::Flushing,
+        SleepClass::Draining,
+        SleepClass::Stall(Cause::Unrequested),
+        SleepClass::Stall(Cause::Declined),
+    ]
+    .into_iter()
+    .find(|c| class_name(*c) == word)
+}
+
+/// The file's text.
+pub fn text(sleeps: &[Sleep]) -> String {
+    let mut out = format!("{HEADER}\n");
+    for s in sleeps {
+        let _ = writeln!(
+            out,
+            "{}.{:06} {} {} {} {}",
+            s.start_us / 1_000_000,
+            s.start_us % 1_000_000,
+            s.pid,
+            s.pause_ms,
+            s.paused_ms,
+            class_name(s.class)
+        );
+    }
+    out
+}
+
+/// Reads a file [`text`] wrote; `origin` names it in errors.
+pub fn parse(text: &str, origin: &str) -> Result<Vec<Sleep>> {
+    let mut lines = text.lines();
+    if lines.next() != Some(HEADER) {
+        bail!("{origin}: not a wbstall sleeps file (its first line is not `{HEADER}`)");
+    }
+    lines
+        .enumerate()
+        .map(|(i, line)| sleep(line).with_context(|| format!("{origin}:{}: `{line}`", i + 2)))
+        .collect()
+}
+
+fn sleep(line: &str) -> Result<Sleep> {
+    let w: Vec<&str> = line.split_whitespace().collect();
+    let [start, pid, pause, paused, class] = w[..] else {
+        bail!("not five words");
+    };
+    let (s, frac) = start.split_once('.').context("start_s without `.`")?;
+    if frac.len() != 6 {
+        bail!("start_s `{start}` is not in microseconds");
+    }
+    Ok(Sleep {
+        start_us: s.parse::<u64>().context("start_s")? * 1_000_000
+            + frac.parse::<u64>().context("start_s")?,
+        pid: pid.parse().context("pid")?,
+        pause_ms: pause.parse().context("pause_ms")?,
+        paused_ms: paused.parse().context("paused_ms")?,
+        class: class_of(class).with_context(|| format!("unknown class `{class}`"))?,
+    })
+}
+
+/// One `balance_dirty_pages()` call that slept: its writer, its sleeps, when
+/// it ended and the time it paused in all (the last sleep's `paused + pause`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Call {
+    pub pid: u32,
+    pub sleeps: u32,
+    pub end_us: u64,
+    pub paused_ms: u64,
+    /// Whether a sleep of it was classed a stall.
+    pub stalled: bool,
+}
+
+/// The calls the sleeps (in time order) make up. Within a call `paused` is
+/// the time since the call began, so a writer's next sleep belongs to the
+/// same call when its `paused` has grown by at least the last `pause` (the
+/// jiffies a sleep takes count in it), and begins a new call when it has not
+/// (a new call's first sleep has `paused` 0, or a jiffy of computing).
+pub fn calls(sleeps: &[Sleep]) -> Vec<Call> {
+    let mut done: Vec<Call> = Vec::new();
+    let mut open: Vec<(Call, u64)> = Vec::new(); // (call, its last paused + pause)
+    for s in sleeps {
+        let same = open
+            .iter()
+            .position(|(c, reach)| c.pid == s.pid && s.paused_ms >= *reach);
+        let at = open.iter().position(|(c, _)| c.pid == s.pid);
+        if let (Some(i), None) = (at, same) {
+            done.push(open.swap_remove(i).0);
+        }
+        let reach = s.paused_ms + s.pause_ms;
+        let end_us = s.start_us + s.pause_ms * 1000;
+        let stalled = matches!(s.class, SleepClass::Stall(_));
+        match same {
+            Some(i) => {
+                let (c, r) = &mut open[i];
+                c.sleeps += 1;
+                c.end_us = end_us;
+                c.paused_ms = reach;
+                c.stalled |= stalled;
+                *r = reach;
+            }
+            None => open.push((
+                Call {
+                    pid: s.pid,
+                    sleeps: 1,
+                    end_us,
+                    paused_ms: reach,
+                    stalled,
+                },
+                reach,
+            )),
+        }
+    }
+    done.extend(open.into_iter().map(|(c, _)| c));
+    done.sort_by_key(|c| (c.end_us, c.pid));
+    done
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(start_us: u64, pid: u32, pause_ms: u64, paused_ms: u64, class: SleepClass) -> Sleep {
+        Sleep {
+            start_us,
+            pid,
+            pause_ms,
+            paused_ms,
+            class,
+        }
+    }
+
+    #[test]
+    fn the_file_reads_back_what_was_written() {
+        let sleeps = [
+            s(
+                14_932_274,
+                235,
+                12,
+                4492,
+                SleepClass::Stall(Cause::Unrequested),
+            ),
+            s(15_000_001, 236, 200, 0, SleepClass::Flushing),
+            s(16_000_000, 235, 4, 8, SleepClass::Draining),
+            s(17_000_000, 235, 4, 0, SleepClass::Stall(Cause::Declined)),
+        ];
+        let t = text(&sleeps);
+        assert!(
+            t.contains("\n14.932274 235 12 4492 stall:unrequested\n"),
+            "{t}"
+        );
+        assert_eq!(parse(&t, "x").unwrap(), sleeps);
+    }
+
+    #[test]
+    fn a_bad_file_is_refused_with_its_line() {
+        let e = parse("14.9 235 12 4492 flushing\n", "a.sleeps.txt").unwrap_err();
+        assert!(e.to_string().contains("not a wbstall sleeps file"), "{e}");
+        let e = parse(
+            &format!("{HEADER}\n1.000000 2 3 4 napping\n"),
+            "a.sleeps.txt",
+        );
+        let e = format!("{:#}", e.unwrap_err());
+        assert!(
+            e.contains("a.sleeps.txt:2") && e.contains("unknown class `napping`"),
+            "{e}"
+        );
+        let e = parse(&format!("{HEADER}\n1.5 2 3 4 flushing\n"), "f").unwrap_err();
+        assert!(format!("{e:#}").contains("not in microseconds"), "{e:#}");
+    }
+
+    /// A writer's sleeps whose `paused` grows by each `pause` are one call;
+    /// one whose `paused` falls back begins another, also when it is not 0;
+    /// two writers' calls interleave without mixing.
+    #[test]
+    fn calls_follow_each_writer_s_paused_time() {
+        let (f, st) = (SleepClass::Flushing, SleepClass::Stall(Cause::Unrequested));
+        let sleeps = [
+            s(1_000_000, 7, 200, 0, st),
+            s(1_100_000, 8, 20, 0, f),
+            s(1_200_000, 7, 200, 200, st),
+            s(1_400_000, 7, 200, 404, f),
+            s(1_700_000, 7, 12, 4, f),
+            s(1_800_000, 8, 20, 0, f),
+        ];
+        let c = calls(&sleeps);
+        let call = |pid, sleeps, end_us, paused_ms, stalled| Call {
+            pid,
+            sleeps,
+            end_us,
+            paused_ms,
+            stalled,
+        };
+        assert_eq!(
+            c,
+            [
+                call(8, 1, 1_120_000, 20, false),
+                call(7, 3, 1_600_000, 604, true),
+                call(7, 1, 1_712_000, 16, false),
+                call(8, 1, 1_820_000, 20, false),
+            ]
+        );
+    }
+}
