@@ -11,6 +11,7 @@ use std::{
 };
 
 use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
 use xshell::{cmd, Shell};
 
 use crate::{deps, util};
@@ -24,8 +25,10 @@ pub const PASSTHROUGH_LL: &str = "usr/bin/passthrough_ll";
 /// The scenario that runs these servers.
 pub const SCENARIO: &str = "fuse-passthrough";
 
-/// The server a plan's fuse-passthrough scenario runs, if the plan has it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The server a plan's fuse-passthrough scenario runs, if the plan has it;
+/// as a staged guest records it (`stage.json`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum External {
     /// The plan has no fuse-passthrough.
     None,
@@ -41,7 +44,7 @@ impl External {
         match self {
             External::None => "none".into(),
             External::PassthroughLl => "libfuse's passthrough_ll".into(),
-            External::User(u) => format!("`{}`", u.line),
+            External::User(u) => UserServer::describe_line(&u.line),
         }
     }
 
@@ -75,12 +78,13 @@ pub fn plan_names(named: &[String], user_server: bool) -> Result<Vec<String>> {
     Ok(named.to_vec())
 }
 
-/// `--fuse-server 'PROGRAM ARGS'`: the user's server, found on the host.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// `--fuse-server 'PROGRAM ARGS'`: the user's server, found on the host
+/// that makes the guest (for a staged guest, the host that staged it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UserServer {
     /// As given, for the session and the report.
     pub line: String,
-    /// The program on the host.
+    /// The program on the host that makes the guest.
     pub program: PathBuf,
     pub args: Vec<String>,
 }
@@ -122,6 +126,11 @@ impl UserServer {
             program,
             args: words.map(str::to_string).collect(),
         })
+    }
+
+    /// `--fuse-server LINE` in words, as [`External::describe`] names it.
+    pub fn describe_line(line: &str) -> String {
+        format!("`{}`", line.trim())
     }
 
     /// The server's path in the guest.

@@ -14,24 +14,35 @@ use crate::{
         fuse_server::{External, UserServer},
         initramfs,
         scenario::Scenario,
-        stage,
+        stage::Staged,
     },
     kernel::build::Built,
 };
 
 impl QemuTest {
     /// The FUSE server the plan's guest carries: what its initramfs is made
-    /// with, here or staged by `cargo xtask slurm`.
+    /// with here, or, staged by `cargo xtask slurm` (`--staged`), what it
+    /// was staged with, checked to be the plan's.
     pub fn external(&self) -> Result<External> {
-        let user = self.user_server()?;
+        let staged = self.staged_guest()?;
+        let user = self.user_server(staged.as_ref())?;
         let scenarios = self.scenarios(user.as_ref())?;
-        Ok(Self::external_of(&scenarios, user))
+        Self::external_for(&scenarios, user, staged.as_ref())
     }
 
-    /// The FUSE server a plan of `scenarios` needs, with the user's if given.
-    pub(super) fn external_of(scenarios: &[Scenario], user: Option<UserServer>) -> External {
+    /// The FUSE server a plan of `scenarios` needs, with the user's if given;
+    /// a `staged` guest made for another is refused.
+    pub(super) fn external_for(
+        scenarios: &[Scenario],
+        user: Option<UserServer>,
+        staged: Option<&Staged>,
+    ) -> Result<External> {
         let names: Vec<&str> = scenarios.iter().map(|s| s.name).collect();
-        External::of(&names, user)
+        let external = External::of(&names, user);
+        if let Some(s) = staged {
+            s.check(&external)?;
+        }
+        Ok(external)
     }
 
     /// The tools this session needs: the kernels' build's, or with
@@ -45,24 +56,28 @@ impl QemuTest {
     }
 
     /// The base initramfs, and the session's toolchain: with --no-build this
-    /// host's QEMU and the compilers the kernels were built with; staged, the
-    /// stage's fio.
+    /// host's QEMU and the compilers the kernels were built with; `staged`
+    /// (checked for this plan: [`Self::external_for`]), the stage's fio.
     pub(super) fn guest_base(
         &self,
         sh: &Shell,
         tc: deps::Toolchain,
         built: &[Built],
         external: &External,
+        staged: Option<&Staged>,
     ) -> Result<(PathBuf, deps::Toolchain)> {
         let tc = match built.first() {
             Some(b) if self.guest.no_build => tc.booting(&b.meta.toolchain),
             _ => tc,
         };
-        match &self.staged {
-            Some(dir) => {
-                let s = stage::open(dir, external)?;
-                Ok((s.base, deps::Toolchain { fio: s.fio, ..tc }))
-            }
+        match staged {
+            Some(s) => Ok((
+                s.base.clone(),
+                deps::Toolchain {
+                    fio: s.fio.clone(),
+                    ..tc
+                },
+            )),
             None => {
                 let base = initramfs::base(sh, external).context("building the initramfs")?;
                 Ok((base, tc))

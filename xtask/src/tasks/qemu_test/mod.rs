@@ -33,10 +33,11 @@ use crate::{
     cli::heading,
     deps,
     guest::{
-        fuse_server::{self, UserServer},
+        fuse_server::{self, External, UserServer},
         plan::{self, Boot, Plan, Runs},
         qemu::{Clock, Machine},
         scenario::{self, Scenario},
+        stage::{self, Staged},
     },
     kernel::{
         build::Built,
@@ -65,8 +66,10 @@ pub struct QemuTest {
     /// libfuse's passthrough_ll: PROGRAM (a path, or a name on PATH) and its
     /// arguments, split at white space; the mount point is added last, and
     /// /run/pt-src is an empty tmpfs directory it may serve. It and the
-    /// libraries ldd lists go into the guest. A mount without the writeback
-    /// cache cannot show the bug: such runs are left out, said why.
+    /// libraries ldd lists go into the guest (with --staged, the guest carries
+    /// the one it was staged with: this host need not have it). A mount
+    /// without the writeback cache cannot show the bug: such runs are left
+    /// out, said why.
     #[arg(long, value_name = "'PROGRAM ARGS'", help_heading = heading::JOB)]
     pub fuse_server: Option<String>,
     /// Boots per variant and scenario, interleaved (ABBA) across variants.
@@ -145,8 +148,12 @@ pub struct QemuTest {
 /// What a session is made of, every input checked: what `measure` builds
 /// and boots, and what `--dry-run` shows.
 struct Inputs {
+    /// The guest `--staged` names, checked whole and made for this plan.
+    staged: Option<Staged>,
     user_server: Option<UserServer>,
     scenarios: Vec<Scenario>,
+    /// The FUSE server the plan's guest carries.
+    external: External,
     selection: Selection,
     selected: Vec<Variant>,
     under_test: Vec<UnderTest>,
@@ -161,11 +168,21 @@ struct Inputs {
 }
 
 impl QemuTest {
-    /// `--fuse-server`, parsed and found on the host.
-    fn user_server(&self) -> Result<Option<UserServer>> {
+    /// The guest `--staged DIR` names, checked whole (not yet against the plan).
+    fn staged_guest(&self) -> Result<Option<Staged>> {
+        self.staged.as_deref().map(stage::open).transpose()
+    }
+
+    /// `--fuse-server`: with `--staged`, the server the `staged` guest carries
+    /// (found where it was staged; never looked up here), else parsed and
+    /// found on this host.
+    fn user_server(&self, staged: Option<&Staged>) -> Result<Option<UserServer>> {
         let Some(line) = &self.fuse_server else {
             return Ok(None);
         };
+        if let Some(s) = staged {
+            return s.user_server(line).map(Some);
+        }
         let path = std::env::var("PATH").unwrap_or_default();
         UserServer::parse(line, &path).map(Some)
     }
@@ -394,8 +411,10 @@ impl QemuTest {
 
     /// Every input of the session, checked before the long work starts.
     fn inputs(&self, sh: &Shell) -> Result<Inputs> {
-        let user_server = self.user_server()?;
+        let staged = self.staged_guest()?;
+        let user_server = self.user_server(staged.as_ref())?;
         let scenarios = self.scenarios(user_server.as_ref())?;
+        let external = Self::external_for(&scenarios, user_server.clone(), staged.as_ref())?;
         let variants = Variants::repo()?;
         let selection = revs::select(sh, &self.selection, &self.source)?;
         let selected = selection.resolve(&variants)?;
@@ -416,8 +435,10 @@ impl QemuTest {
         let crowded = plan::check_jobs_vm(jobs_vm, host_cpus, machine.cpus, machine.clock)?;
         let roles = self.roles(&variants, &selected, runs.most())?;
         Ok(Inputs {
+            staged,
             user_server,
             scenarios,
+            external,
             selection,
             selected,
             under_test,
@@ -524,8 +545,7 @@ impl QemuTest {
         if let Some(aa) = self.aa_variant(&built, runs.most(), &i.roles)? {
             built.push(aa);
         }
-        let external = Self::external_of(scenarios, i.user_server.clone());
-        let (base, tc) = self.guest_base(sh, tc, &built, &external)?;
+        let (base, tc) = self.guest_base(sh, tc, &built, &i.external, i.staged.as_ref())?;
         let (dir, _lock, mut session, earlier) = self.results_dir(sh, &tc, &built, &i, resumed)?;
         progress::emit(Event::Plan {
             variants: built.len(),

@@ -119,7 +119,7 @@ fn a_user_fuse_server_runs_in_fuse_passthrough_and_nowhere_else() {
         crate::tasks::args::try_parse_from::<super::QemuTest>(argv).unwrap()
     };
     let names = |q: &super::QemuTest| -> Vec<&str> {
-        let u = q.user_server().unwrap();
+        let u = q.user_server(None).unwrap();
         q.scenarios(u.as_ref())
             .unwrap()
             .iter()
@@ -143,14 +143,16 @@ fn a_user_fuse_server_runs_in_fuse_passthrough_and_nowhere_else() {
     assert_eq!(names(&q), ["fuse-strictlimit", "fuse-passthrough"]);
     // Named scenarios without fuse-passthrough: refused, with the fix.
     let q = parse(&["--fuse-server", "sh", "--scenario", "fuse-strictlimit"]);
-    let e = q.scenarios(q.user_server().unwrap().as_ref()).unwrap_err();
+    let e = q
+        .scenarios(q.user_server(None).unwrap().as_ref())
+        .unwrap_err();
     assert!(
         e.to_string().contains("add --scenario fuse-passthrough"),
         "{e}"
     );
     // A server that is not there: refused before anything runs.
     let q = parse(&["--fuse-server", "/no/such/server -o writeback"]);
-    let e = format!("{:#}", q.user_server().unwrap_err());
+    let e = format!("{:#}", q.user_server(None).unwrap_err());
     assert!(e.contains("no file /no/such/server"), "{e}");
 }
 
@@ -269,10 +271,94 @@ fn a_staged_guest_is_for_kernels_built_before_and_carries_the_plan_s_fuse_server
         q.staged.as_deref(),
         Some(std::path::Path::new("/jobs/guest"))
     );
+    // Its FUSE server is the stage's: no stage, none.
+    let e = format!("{:#}", q.external().unwrap_err());
+    assert!(e.contains("no staged guest"), "{e}");
     // What slurm stages for a plan is what the shard's plan needs.
+    let q = parse(&["--no-build"]).unwrap();
     assert_eq!(q.external().unwrap(), External::None);
     let q = parse(&["--no-build", "--scenario", "fuse-passthrough"]).unwrap();
     assert_eq!(q.external().unwrap(), External::PassthroughLl);
     let q = parse(&["--fuse-server", "sh -c true"]).unwrap();
     assert!(matches!(q.external().unwrap(), External::User(u) if u.line == "sh -c true"));
+}
+
+/// A guest staged for `--fuse-server LINE` where the server was
+/// `/submit-host/bin/...`, a path no host of the tests has.
+fn staged_with_user_server(t: &util::testdir::Dir, line: &str) -> std::path::PathBuf {
+    use crate::guest::{
+        fuse_server::{External, UserServer},
+        stage,
+    };
+    let dir = t.path().join("guest");
+    std::fs::create_dir_all(&dir).unwrap();
+    let base = dir.join("base.cpio");
+    std::fs::write(&base, b"070701 the archive").unwrap();
+    let mut words = line.split_whitespace();
+    let name = words.next().unwrap();
+    let u = UserServer {
+        line: line.into(),
+        program: std::path::Path::new("/submit-host/bin").join(name),
+        args: words.map(String::from).collect(),
+    };
+    stage::record(&dir, &base, "fio-3.33", &External::User(u)).unwrap();
+    dir
+}
+
+#[test]
+fn a_staged_shard_takes_the_user_server_from_the_stage_not_from_this_host() {
+    use super::QemuTest;
+    use crate::guest::fuse_server::External;
+    let t = util::testdir::Dir::new("staged-user-server");
+    let line = "wbstall-no-such-server -f -o writeback";
+    let dir = staged_with_user_server(&t, line);
+    let dir = dir.to_str().unwrap();
+    let q = crate::tasks::args::try_parse_from::<QemuTest>([
+        "qemu-test",
+        "--no-build",
+        "--staged",
+        dir,
+        "--fuse-server",
+        line,
+    ])
+    .unwrap();
+    // Not on this host's PATH: the staged guest carries it, as it was found
+    // where it was staged, and the session names the user's line.
+    let External::User(u) = q.external().unwrap() else {
+        panic!("no user server");
+    };
+    assert_eq!(u.line, line);
+    assert_eq!(
+        u.program,
+        std::path::Path::new("/submit-host/bin/wbstall-no-such-server")
+    );
+    assert_eq!(u.args, ["-f", "-o", "writeback"]);
+}
+
+#[test]
+fn a_stage_made_for_another_fuse_server_is_refused_with_the_fix() {
+    use super::QemuTest;
+    let t = util::testdir::Dir::new("staged-other-server");
+    let dir = staged_with_user_server(&t, "wbstall-no-such-server -f -o writeback");
+    let dir = dir.to_str().unwrap();
+    let external = |extra: &[&str]| {
+        let argv = ["qemu-test", "--no-build", "--staged", dir]
+            .into_iter()
+            .chain(extra.iter().copied());
+        let q = crate::tasks::args::try_parse_from::<QemuTest>(argv).unwrap();
+        format!("{:#}", q.external().unwrap_err())
+    };
+    // Another server (one this host has): refused, not looked up here.
+    let e = external(&["--fuse-server", "sh -c true"]);
+    assert!(
+        e.contains(
+            "staged with FUSE server `wbstall-no-such-server -f -o writeback`, this plan's is \
+             `sh -c true`"
+        ),
+        "{e}"
+    );
+    assert!(e.contains("submit them again"), "{e}");
+    // No --fuse-server: libfuse's passthrough_ll is not what it carries.
+    let e = external(&["--scenario", "fuse-passthrough"]);
+    assert!(e.contains("this plan's is libfuse's passthrough_ll"), "{e}");
 }
