@@ -77,7 +77,7 @@ pub struct Judgement<'a> {
     /// The usable records by cell.
     pub matrix: Matrix<'a>,
     /// Every planned cell's verdict, its aggregates and its runs' margins.
-    pub verdict: Verdict,
+    pub verdict: Verdict<'a>,
     /// (scenario, from, to) → the change of every metric, in report order.
     changes: BTreeMap<(String, String, String), Vec<MetricChange>>,
     pub time_per_boot: Vec<BootTime>,

@@ -82,7 +82,7 @@ pub fn html(dir: &std::path::Path, j: &Judgement) -> Result<String> {
             o.push_str("<p>No run of this scenario has its samples here.</p>\n");
         }
         for (r, points) in &runs {
-            run_charts(&mut o, r, points).with_context(|| format!("plotting {}", r.id()))?;
+            run_charts(&mut o, r, points).with_context(|| format!("plotting {}", r.id))?;
         }
     }
     o.push_str("</body></html>\n");
@@ -166,12 +166,12 @@ fn run_charts(o: &mut String, r: &RunRecord, points: &[Point]) -> Result<()> {
     let _ = writeln!(
         o,
         "<h3>{} {}: {} MiB/s, stall share {:.1}%</h3><div class=\"charts\">",
-        escape(&r.variant),
-        r.id().short(),
+        escape(&r.id.variant),
+        r.id.short(),
         format::num(r.fio.bw_mib_s),
         r.stall_fraction() * 100.0
     );
-    let pages = if r.scenario_strictlimit {
+    let pages = if r.detection.writer.scenario_strictlimit {
         vec![
             line("wb dirty", 0, series(points, |p| p.wb_dirty)),
             line("wb_thresh", 3, series(points, |p| p.wb_thresh)),
@@ -190,10 +190,10 @@ fn run_charts(o: &mut String, r: &RunRecord, points: &[Point]) -> Result<()> {
         1,
         series(points, |p| Some(p.writeback)),
     ));
-    let binds = if r.scenario_strictlimit {
+    let binds = if r.detection.writer.scenario_strictlimit {
         "the wb's (strictlimit)".to_string()
     } else {
-        format!("the {} domain's", r.writer_domain)
+        format!("the {} domain's", r.detection.writer.writer_domain)
     };
     let charts = [
         plots::lines_svg(

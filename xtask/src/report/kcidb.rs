@@ -280,7 +280,7 @@ fn tests(j: &Judgement, ids: &Ids, kernels: &BTreeMap<String, &str>) -> Result<T
         excluded: by_run((verdict.excluded.iter()).map(|x| (&x.run, x.problems.join("; ")))),
         failed: by_run(session.failures.iter().map(|f| (&f.run, f.why.clone()))),
         records: (j.evidence.runs.iter())
-            .map(|c| (c.record.id(), c.record))
+            .map(|c| (c.record.id.clone(), c.record))
             .collect(),
     };
     for id in seen.excluded.keys().chain(seen.failed.keys()) {
@@ -378,7 +378,7 @@ fn test(
             r.run.variant,
             r.run.short(),
             v.class,
-            v.stall_fraction * 100.0,
+            v.stall_fraction() * 100.0,
             v.margins.as_ref().map_or(String::new(), |m| format!(
                 "; {}",
                 super::format::margins(m)
@@ -414,7 +414,7 @@ fn test(
         let started = Stamp::parse(started).with_context(|| format!("the start of {}", r.run))?;
         t["start_time"] = json!(started.rfc3339());
         t["duration"] = json!(rec.wall_secs);
-        let bw = r.verdict.map_or(rec.fio.bw_mib_s, |v| v.bw_mib_s);
+        let bw = r.verdict.map_or(rec.fio.bw_mib_s, |v| v.bw_mib_s());
         t["number"] = json!({"value": bw, "unit": UNIT});
     }
     Ok(t)
@@ -482,15 +482,17 @@ fn failed_cell(out: &mut Tests, ids: &Ids, c: &CellVerdict, runs: &[&RunId]) -> 
     let subject = if c.observed == expected.class {
         format!(
             "{} on {}: observed {}, as expected, but {}",
-            c.variant,
-            c.scenario,
+            c.variant(),
+            c.scenario(),
             c.observed,
             why.join("; ")
         )
     } else {
         format!(
             "{} on {}: observed {}, expected {expected}",
-            c.variant, c.scenario, c.observed
+            c.variant(),
+            c.scenario(),
+            c.observed
         )
     };
     let body = json!({
@@ -501,7 +503,7 @@ fn failed_cell(out: &mut Tests, ids: &Ids, c: &CellVerdict, runs: &[&RunId]) -> 
     issue(
         out,
         ids,
-        &format!("{}/{}", c.scenario, c.variant),
+        &format!("{}/{}", c.scenario(), c.variant()),
         body,
         runs,
     );

@@ -215,7 +215,11 @@ pub(super) fn first_runs<'a>(
         let Ok(text) = std::fs::read_to_string(&path) else {
             continue; // a results directory copied without its samples
         };
-        let points = samples::series(&samples::parse(&text)?, &r.bdi, r.memcg_id);
+        let points = samples::series(
+            &samples::parse(&text)?,
+            &r.detection.writer.bdi,
+            r.detection.writer.memcg_id,
+        );
         if !points.is_empty() {
             runs.push((r, points));
         }
@@ -257,9 +261,9 @@ fn panel(
         .caption(
             format!(
                 "{} / {}, run {}: {} {}, stall share {:.1}%",
-                r.variant,
+                r.id.variant,
                 scenario,
-                r.id().number(),
+                r.id.number(),
                 (bw.extract)(r).map_or("-".into(), format::num),
                 bw.unit,
                 (share.extract)(r).unwrap_or(f64::NAN)
