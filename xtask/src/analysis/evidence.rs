@@ -112,7 +112,7 @@ mod tests {
     fn a_run_with_a_problem_is_left_out_and_named() {
         let mut bad = rec("v1", "fuse-strictlimit", 100.0, 0.0);
         bad.id.run = 1;
-        bad.dmesg_warnings = vec![
+        bad.boot.dmesg_warnings = vec![
             "[ 2.0] ------------[ cut here ]------------".into(),
             "[ 2.0] WARNING: mm/x.c:1 at balance_dirty_pages+0x1/0x2, CPU#0: fio/9".into(),
         ];

@@ -178,7 +178,7 @@ fn an_expected_cell_without_a_record_fails() {
 #[test]
 fn runs_with_problems_are_left_out_of_the_medians_and_listed() {
     let mut bad = run(rec("v1", "fuse-strictlimit", 1.0, 0.9), 1);
-    bad.dmesg_warnings = vec!["WARNING: CPU: 0 PID: 1 at mm/x.c:1".into()];
+    bad.boot.dmesg_warnings = vec!["WARNING: CPU: 0 PID: 1 at mm/x.c:1".into()];
     let records = [
         rec("regressed", "fuse-strictlimit", 1.0, 0.6),
         rec("v1", "fuse-strictlimit", 200.0, 0.0),
@@ -218,11 +218,13 @@ fn a_missing_kunit_suite_or_a_wrong_strict_limit_makes_a_run_unusable() {
     );
     // A tick-resolution clocksource: latencies and stall times are noise.
     let mut r = rec("regressed", "fuse-strictlimit", 1.0, 0.6);
-    r.guest_env.insert("clocksource".into(), "jiffies".into());
+    r.boot
+        .guest_env
+        .insert("clocksource".into(), "jiffies".into());
     assert!(
         crate::results::problems::problems(&r, &t)[0].contains("ran on the jiffies clocksource")
     );
-    r.guest_env.insert("clocksource".into(), "tsc".into());
+    r.boot.guest_env.insert("clocksource".into(), "tsc".into());
     assert!(crate::results::problems::problems(&r, &t).is_empty());
 }
 

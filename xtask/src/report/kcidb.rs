@@ -404,7 +404,7 @@ fn test(
         },
     });
     if let Some(rec) = r.record {
-        let started = (rec.started.as_deref()).with_context(|| {
+        let started = (rec.boot.started.as_deref()).with_context(|| {
             format!(
                 "results.json's record of {} has no start time (`started`): it was recorded \
                  before wbstall kept one; run the session again for its KCIDB document",
@@ -413,7 +413,7 @@ fn test(
         })?;
         let started = Stamp::parse(started).with_context(|| format!("the start of {}", r.run))?;
         t["start_time"] = json!(started.rfc3339());
-        t["duration"] = json!(rec.wall_secs);
+        t["duration"] = json!(rec.boot.wall_secs);
         let bw = r.verdict.map_or(rec.fio.bw_mib_s, |v| v.bw_mib_s());
         t["number"] = json!({"value": bw, "unit": UNIT});
     }
@@ -531,7 +531,7 @@ mod tests {
         assert!(e.to_string().contains("no start time"), "{e}");
         let docs = crate::util::project_root().join("docs/example-report");
         let (session, mut records) = ResultsDir::new(&docs).load().unwrap();
-        records[3].started = None;
+        records[3].boot.started = None;
         let expected = crate::analysis::verdict::session_expectations(&session, None).unwrap();
         let j = crate::analysis::judge(&session, &records, &expected).unwrap();
         let e = format!("{:#}", document(&j).unwrap_err());

@@ -208,7 +208,7 @@ mod tests {
         let mut disagrees = rec("v1", "fuse-strictlimit", 195.0, 0.0);
         crate::test_support::set_trace(&mut disagrees, Some((0.03, 0.0)));
         let mut warned = rec("v1", "fuse-strictlimit", 190.0, 0.0);
-        warned.dmesg_warnings = vec!["WARNING: CPU: 0 PID: 1 at mm/x.c:1".into()];
+        warned.boot.dmesg_warnings = vec!["WARNING: CPU: 0 PID: 1 at mm/x.c:1".into()];
         let records = [
             at(rec("regressed", "fuse-strictlimit", 1.0, 0.7), 0),
             at(rec("regressed", "fuse-strictlimit", 190.0, 0.0), 1),

@@ -94,7 +94,7 @@ mod tests {
                 r.id.run = k;
                 r.detection.writer.bdi = "0:45".into();
                 r.detection.mechanism.stall_sleeps = (stall * 1000.0) as u64;
-                r.samples = Some(format!("{v}-{k}.samples.txt"));
+                r.boot.samples = Some(format!("{v}-{k}.samples.txt"));
                 out.push(r);
             }
         }

@@ -207,11 +207,11 @@ pub(super) fn first_runs<'a>(
             .cell(scenario, v)
             .iter()
             .copied()
-            .find(|r| r.samples.is_some())
+            .find(|r| r.boot.samples.is_some())
         else {
             continue;
         };
-        let path = dir.join(r.samples.as_deref().unwrap_or_default());
+        let path = dir.join(r.boot.samples.as_deref().unwrap_or_default());
         let Ok(text) = std::fs::read_to_string(&path) else {
             continue; // a results directory copied without its samples
         };

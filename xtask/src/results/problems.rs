@@ -175,7 +175,7 @@ fn reclaim_writeback(r: &RunRecord) -> Vec<String> {
 pub fn problems(r: &RunRecord, tolerance: &Tolerance) -> Vec<String> {
     let mut p: Vec<String> = kunit_problem(r).into_iter().collect();
     // Records from before the clocksource was recorded have none to check.
-    if let Some(cs) = r.guest_env.get("clocksource") {
+    if let Some(cs) = r.boot.guest_env.get("clocksource") {
         if COARSE_CLOCKSOURCES.contains(&cs.as_str()) {
             p.push(format!(
                 "the guest ran on the {cs} clocksource (tick resolution): latencies and \
@@ -210,24 +210,24 @@ pub fn problems(r: &RunRecord, tolerance: &Tolerance) -> Vec<String> {
     p.extend(trace_problem(r));
     p.extend(unclassed_problems(r));
     p.extend(disagreements(r, tolerance));
-    if r.verify_ok == Some(false) {
+    if r.fuse.verify_ok == Some(false) {
         p.push("fio verify on the data-keeping FUSE mount failed".into());
     }
-    if let Some(ready) = &r.fuse_ready {
+    if let Some(ready) = &r.fuse.fuse_ready {
         if ready["writeback_cache"] != Value::Bool(true) {
             p.push("the FUSE writeback cache was not negotiated".into());
         }
     }
-    if let Some(stats) = &r.fuse_stats {
+    if let Some(stats) = &r.fuse.fuse_stats {
         if stats["writes_cached"].as_u64() == Some(0) {
             p.push("the FUSE server saw no page-cache (FUSE_WRITE_CACHE) writes".into());
         }
     }
     p.extend(reclaim_writeback(r));
-    if let Some((line, function)) = crate::results::warnings::first_named(&r.dmesg_warnings) {
+    if let Some((line, function)) = crate::results::warnings::first_named(&r.boot.dmesg_warnings) {
         p.push(format!(
             "warning: dmesg has {} warning line(s), first{}: {line}",
-            r.dmesg_warnings.len(),
+            r.boot.dmesg_warnings.len(),
             function.map_or_else(String::new, |f| format!(" in {f}"))
         ));
     }

@@ -98,10 +98,27 @@ pub struct RunRecord {
     /// The kernel's counters and knobs around the measurement.
     #[serde(flatten)]
     pub counters: Counters,
+    /// The FUSE server's evidence (FUSE scenarios).
+    #[serde(flatten)]
+    pub fuse: FuseFacts,
+    /// The boot itself: its warnings, environment, times and files.
+    #[serde(flatten)]
+    pub boot: BootFacts,
+}
+
+/// What the FUSE server said of its mount (FUSE scenarios; none elsewhere).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct FuseFacts {
     pub fuse_ready: Option<Value>,
     pub fuse_stats: Option<Value>,
     /// Result of the fio verify pass on the data-keeping FUSE mount, if it ran.
     pub verify_ok: Option<bool>,
+}
+
+/// The boot itself: what its kernel warned of, the guest's environment,
+/// where its time went, and the files it left.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct BootFacts {
     pub dmesg_warnings: Vec<String>,
     pub guest_env: BTreeMap<String, String>,
     /// Where the boot's time went, on the guest's clock.
@@ -294,7 +311,7 @@ mod tests {
         let old: RunRecord = serde_json::from_value(old).unwrap();
         assert_eq!(old.detection.detector, Detector::Module);
         assert!(old.detection.tracefs.is_none() && old.detection.witness_drops.is_none());
-        assert!(old.phases.is_empty() && old.started.is_none());
+        assert!(old.boot.phases.is_empty() && old.boot.started.is_none());
         assert_eq!(old.id, records[0].id);
         assert_eq!(old.detection.writer, records[0].detection.writer);
     }

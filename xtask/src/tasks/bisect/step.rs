@@ -355,7 +355,7 @@ mod tests {
         );
         // A run that is no evidence is a skip, saying why.
         let mut r = rec(VARIANT, "fuse-strictlimit", 1.0, 0.7);
-        r.dmesg_warnings = vec!["WARNING: CPU: 0 PID: 1 at mm/x.c:1".into()];
+        r.boot.dmesg_warnings = vec!["WARNING: CPU: 0 PID: 1 at mm/x.c:1".into()];
         let j = judge(r);
         assert_eq!(j.exit, 125);
         assert!(

@@ -138,7 +138,7 @@ pub fn recorded(rec: &RunRecord) {
             Detector::Tracefs => None,
         },
         max_call_ms: rec.detection.mechanism.max_call_ms,
-        secs: rec.wall_secs,
+        secs: rec.boot.wall_secs,
     });
 }
 
