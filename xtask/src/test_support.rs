@@ -5,7 +5,7 @@ use std::path::Path;
 
 use crate::{
     analysis::{expected::Expected, judgement::Planned},
-    guest::scenario,
+    guest::{run_id::RunId, scenario},
     results::{ktap, record::RunRecord, session::Session, tracefs},
 };
 
@@ -43,11 +43,11 @@ pub fn plan(records: &[RunRecord], runs: u32) -> Planned {
         ..Planned::default()
     };
     for r in records {
-        if !p.variants.contains(&r.variant) {
-            p.variants.push(r.variant.clone());
+        if !p.variants.contains(&r.id.variant) {
+            p.variants.push(r.id.variant.clone());
         }
-        if !p.scenarios.contains(&r.scenario) {
-            p.scenarios.push(r.scenario.clone());
+        if !p.scenarios.contains(&r.id.scenario) {
+            p.scenarios.push(r.id.scenario.clone());
         }
     }
     p
@@ -77,9 +77,9 @@ pub fn ms_of(share: f64) -> u64 {
 /// Sets the tracefs detector's stall and draining shares of `r` (its
 /// sleeps' times); `None` leaves the record without that detector.
 pub fn set_trace(r: &mut RunRecord, shares: Option<(f64, f64)>) {
-    r.tracefs = shares.map(|(stall, draining)| tracefs::Detected {
-        throttle_sleeps: r.witness.throttle_sleeps,
-        bg_starts: r.witness.bg_starts,
+    r.detection.tracefs = shares.map(|(stall, draining)| tracefs::Detected {
+        throttle_sleeps: r.detection.witness.throttle_sleeps,
+        bg_starts: r.detection.witness.bg_starts,
         stall_ms: ms_of(stall),
         draining_ms: ms_of(draining),
         ..tracefs::Detected::default()
@@ -92,33 +92,34 @@ pub fn set_trace(r: &mut RunRecord, shares: Option<(f64, f64)>) {
 pub fn rec(variant: &str, scenario: &str, bw: f64, stall: f64) -> RunRecord {
     let strict = scenario::by_name(scenario).unwrap().strictlimit;
     let mut r = RunRecord {
-        variant: variant.into(),
-        scenario: scenario.into(),
-        fio_wall_s: 25.0,
-        ktap: ktap::parse("KTAP version 1\n1..1\nok 1 wbstall_table\n"),
-        ktap_suites: vec!["wbstall".into()],
+        id: RunId::new(scenario, variant, 0),
         ..RunRecord::default()
     };
+    r.detection.fio_wall_s = 25.0;
+    r.counters.ktap = ktap::parse("KTAP version 1\n1..1\nok 1 wbstall_table\n");
+    r.counters.ktap_suites = vec!["wbstall".into()];
     r.job.numjobs = 4;
-    r.mechanism.stall_ms = ms_of(stall);
+    r.detection.mechanism.stall_ms = ms_of(stall);
     r.fio.bw_mib_s = bw;
     r.fio.clat_max_us = if stall > 0.05 { 4_000_000.0 } else { 300_000.0 };
-    r.mechanism.strictlimit = u64::from(strict);
-    r.scenario_strictlimit = strict;
-    r.bdi_knobs
+    r.detection.mechanism.strictlimit = u64::from(strict);
+    r.detection.writer.scenario_strictlimit = strict;
+    r.counters
+        .bdi_knobs
         .insert("strict_limit".into(), u8::from(strict).to_string());
-    r.vm_knobs
+    r.counters
+        .vm_knobs
         .insert("vm.dirty_writeback_centisecs".into(), 500);
-    r.mechanism.throttle_events = 1200;
-    r.mechanism.throttle_sleeps = 1000;
-    r.mechanism.stall_sleeps = (stall * 1000.0) as u64;
-    r.mechanism.flushing_sleeps = 1000 - r.mechanism.stall_sleeps;
-    r.mechanism.max_call_ms = if stall > 0.05 { 4_000 } else { 300 };
-    r.mechanism.bg_starts = if stall > 0.05 { 0 } else { 4000 };
-    r.witness = crate::results::witness::Witness {
-        throttle_events: r.mechanism.throttle_events,
-        throttle_sleeps: r.mechanism.throttle_sleeps,
-        bg_starts: r.mechanism.bg_starts,
+    r.detection.mechanism.throttle_events = 1200;
+    r.detection.mechanism.throttle_sleeps = 1000;
+    r.detection.mechanism.stall_sleeps = (stall * 1000.0) as u64;
+    r.detection.mechanism.flushing_sleeps = 1000 - r.detection.mechanism.stall_sleeps;
+    r.detection.mechanism.max_call_ms = if stall > 0.05 { 4_000 } else { 300 };
+    r.detection.mechanism.bg_starts = if stall > 0.05 { 0 } else { 4000 };
+    r.detection.witness = crate::results::witness::Witness {
+        throttle_events: r.detection.mechanism.throttle_events,
+        throttle_sleeps: r.detection.mechanism.throttle_sleeps,
+        bg_starts: r.detection.mechanism.bg_starts,
         dropped: 0,
     };
     set_trace(&mut r, Some((stall, 0.0)));

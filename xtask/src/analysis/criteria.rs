@@ -30,7 +30,8 @@ pub fn near_share_points(line: Line, criteria: &Criteria) -> f64 {
 /// A run's latency bound in ms: the scenario's share of its periodic
 /// writeback interval (`None`: the run lacks the knob).
 pub fn latency_bound_ms(r: &RunRecord, l: &Latency) -> Option<f64> {
-    r.vm_knobs
+    r.counters
+        .vm_knobs
         .get(WRITEBACK_INTERVAL)
         .map(|&cs| cs as f64 * 10.0 * l.max_call_share_of_writeback_interval)
 }
@@ -85,18 +86,18 @@ pub fn margins(
 pub fn detectors_criterion(c: &mut CellVerdict, runs: &[&RunRecord], criteria: &Criteria) {
     let within = criteria.ok_fraction;
     for (r, rec) in c.run_verdicts.iter().zip(runs) {
-        if rec.detector != Detector::Module {
+        if rec.detection.detector != Detector::Module {
             continue;
         }
         let (Some(t), Some(tc), Some(td)) = (
-            r.tracefs_stall_fraction,
+            r.tracefs_stall_fraction(),
             r.tracefs_class,
-            r.tracefs_draining_fraction,
+            r.tracefs_draining_fraction(),
         ) else {
             let why = "the tracefs detector classed no sleep of this run: the module's class has \
                        no second opinion";
             c.failures.push(Failure {
-                run: Some(c.id(r.run)),
+                run: Some(r.id().clone()),
                 why: why.into(),
             });
             continue;
@@ -106,12 +107,12 @@ pub fn detectors_criterion(c: &mut CellVerdict, runs: &[&RunRecord], criteria: &
             why.push(format!(
                 "the detectors disagree: the module's stall share is {:.2}% ({}), the \
                  tracefs detector's {:.2}% ({tc})",
-                r.stall_fraction * 100.0,
+                r.stall_fraction() * 100.0,
                 r.class,
                 t * 100.0
             ));
         }
-        let (m_idle, t_idle) = (r.stall_fraction + r.draining_fraction, t + td);
+        let (m_idle, t_idle) = (r.stall_fraction() + r.draining_fraction(), t + td);
         if (m_idle - t_idle).abs() > within {
             why.push(format!(
                 "the detectors disagree on the sleeps without a flusher pass: the module's \
@@ -122,17 +123,17 @@ pub fn detectors_criterion(c: &mut CellVerdict, runs: &[&RunRecord], criteria: &
                 within * 100.0
             ));
         }
-        if t > r.stall_fraction + within {
+        if t > r.stall_fraction() + within {
             why.push(format!(
                 "the tracefs detector counts {:.2}% of writer time in stall sleeps, the \
                  module {:.2}%: the trace sees completions machine-wide, so a sleep it calls a \
                  stall the module cannot have seen drain (ok_fraction: {:.0} point(s))",
                 t * 100.0,
-                r.stall_fraction * 100.0,
+                r.stall_fraction() * 100.0,
                 within * 100.0
             ));
         }
-        let id = c.id(r.run);
+        let id = r.id().clone();
         c.failures.extend(why.into_iter().map(|why| Failure {
             run: Some(id.clone()),
             why,
@@ -153,16 +154,16 @@ pub fn cause_criterion(
 ) {
     let mut failures = Vec::new();
     for (r, rec) in c.run_verdicts.iter().zip(runs) {
-        let causes = match rec.detector {
-            Detector::Module => rec.mechanism.causes,
-            Detector::Tracefs => rec.tracefs.as_ref().and_then(|t| t.causes),
+        let causes = match rec.detection.detector {
+            Detector::Module => rec.detection.mechanism.causes,
+            Detector::Tracefs => rec.detection.tracefs.as_ref().and_then(|t| t.causes),
         };
         let share = causes.and_then(|k| rec.share_of_writer_time(k.of(cause).1));
         let why = match share {
             None => format!(
                 "the {} detector's record has no stall causes: `stall:{}` cannot be judged \
                  (boot it again with this wbstall)",
-                rec.detector.name(),
+                rec.detection.detector.name(),
                 cause.name()
             ),
             Some(share) if share < criteria.stall_fraction => format!(
@@ -170,15 +171,15 @@ pub fn cause_criterion(
                  below stall_fraction {:.0}%: the stall is not `{}`",
                 share * 100.0,
                 cause.name(),
-                rec.detector.name(),
-                r.stall_fraction * 100.0,
+                rec.detection.detector.name(),
+                r.stall_fraction() * 100.0,
                 criteria.stall_fraction * 100.0,
                 cause.name()
             ),
             Some(_) => continue,
         };
         failures.push(Failure {
-            run: Some(c.id(r.run)),
+            run: Some(r.id().clone()),
             why,
         });
     }
@@ -195,7 +196,7 @@ pub fn latency_criterion(c: &mut CellVerdict, runs: &[&RunRecord], l: &Latency) 
     let mut failures = Vec::new();
     for (r, rec) in c.run_verdicts.iter().zip(runs) {
         let Some(m) = &r.margins else { continue };
-        let mut fail = |why: String| failures.push((r.run, why));
+        let mut fail = |why: String| failures.push((r.id().clone(), why));
         let Some(limit) = m.bound_ms else {
             fail(format!(
                 "the record lacks {WRITEBACK_INTERVAL}: the latency criterion cannot be judged"
@@ -215,10 +216,10 @@ pub fn latency_criterion(c: &mut CellVerdict, runs: &[&RunRecord], l: &Latency) 
                         "ok by the sleep classes, but a writer spent {:.0} ms in one \
                          balance_dirty_pages() call, at or above {bound}: writers waited for \
                          the periodic flusher",
-                        r.max_call_ms
+                        r.max_call_ms()
                     ));
                 }
-                if rec.witness.bg_starts == 0 {
+                if rec.detection.witness.bg_starts == 0 {
                     fail(
                         "ok by the sleep classes, but the tracefs witness saw no background \
                           writeback start in the writers' domain"
@@ -230,14 +231,16 @@ pub fn latency_criterion(c: &mut CellVerdict, runs: &[&RunRecord], l: &Latency) 
                 "stall by the sleep classes, but no writer spent more than {:.0} ms in \
                  one balance_dirty_pages() call, below {bound}: no writer waited for the \
                  periodic flusher",
-                r.max_call_ms
+                r.max_call_ms()
             )),
             _ => {}
         }
     }
     for (run, why) in failures {
-        let run = Some(c.id(run));
-        c.failures.push(Failure { run, why });
+        c.failures.push(Failure {
+            run: Some(run),
+            why,
+        });
     }
 }
 
@@ -246,12 +249,12 @@ pub fn latency_criterion(c: &mut CellVerdict, runs: &[&RunRecord], l: &Latency) 
 pub fn throughput_criterion(verdict: &mut Verdict, expected: &Expected) {
     let mut scenarios: Vec<String> = Vec::new();
     for c in &verdict.cells {
-        if !scenarios.contains(&c.scenario) {
-            scenarios.push(c.scenario.clone());
+        if !scenarios.iter().any(|s| s == c.scenario()) {
+            scenarios.push(c.scenario().to_string());
         }
     }
     for scenario in &scenarios {
-        let clean = |c: &&CellVerdict| &c.scenario == scenario && c.observed == Class::Ok;
+        let clean = |c: &&CellVerdict| c.scenario() == scenario && c.observed == Class::Ok;
         let slowest_cell = verdict
             .cells
             .iter()
@@ -262,7 +265,7 @@ pub fn throughput_criterion(verdict: &mut Verdict, expected: &Expected) {
             .cells
             .iter()
             .filter(clean)
-            .flat_map(|c| c.run_verdicts.iter().map(|r| r.bw_mib_s))
+            .flat_map(|c| c.run_verdicts.iter().map(|r| r.bw_mib_s()))
             .fold(f64::INFINITY, f64::min);
         if !slowest_run.is_finite() || slowest_run <= 0.0 {
             continue;
@@ -271,24 +274,24 @@ pub fn throughput_criterion(verdict: &mut Verdict, expected: &Expected) {
         for c in verdict
             .cells
             .iter_mut()
-            .filter(|c| &c.scenario == scenario && c.observed == Class::Stall)
+            .filter(|c| c.scenario() == scenario && c.observed == Class::Stall)
         {
             verdict.throughput_ratio.insert(
-                format!("{}:{}", scenario, c.variant),
+                format!("{}:{}", scenario, c.variant()),
                 c.bw_mib_s() / slowest_cell,
             );
             let Some(limit) = limit else { continue };
             let mut failures = Vec::new();
             for r in &c.run_verdicts {
-                let ratio = r.bw_mib_s / slowest_run;
+                let ratio = r.bw_mib_s() / slowest_run;
                 if ratio >= *limit {
                     failures.push(Failure {
-                        run: Some(c.id(r.run)),
+                        run: Some(r.id().clone()),
                         why: format!(
                             "stall sleeps without the throughput cost: {:.1} MiB/s is {:.0}% \
                              of the slowest clean run ({slowest_run:.1} MiB/s; a stall must be \
                              below {:.0}%)",
-                            r.bw_mib_s,
+                            r.bw_mib_s(),
                             ratio * 100.0,
                             limit * 100.0
                         ),

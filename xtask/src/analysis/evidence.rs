@@ -62,7 +62,7 @@ impl<'a> Evidence<'a> {
             .iter()
             .filter(|c| !c.problems.is_empty())
             .map(|c| Excluded {
-                run: c.record.id(),
+                run: c.record.id.clone(),
                 problems: c.problems.clone(),
             })
             .collect()
@@ -79,12 +79,12 @@ mod tests {
         let with = |module_unclassed: u64, trace_unended: u64| {
             let mut r = rec("v1", "fuse-strictlimit", 100.0, 0.0);
             r.job.numjobs = 4;
-            r.mechanism.throttle_sleeps += module_unclassed;
-            r.witness.throttle_sleeps = r.mechanism.throttle_sleeps;
-            r.tracefs = Some(crate::results::tracefs::Detected {
-                throttle_sleeps: r.mechanism.throttle_sleeps,
+            r.detection.mechanism.throttle_sleeps += module_unclassed;
+            r.detection.witness.throttle_sleeps = r.detection.mechanism.throttle_sleeps;
+            r.detection.tracefs = Some(crate::results::tracefs::Detected {
+                throttle_sleeps: r.detection.mechanism.throttle_sleeps,
                 unended_sleeps: trace_unended,
-                bg_starts: r.mechanism.bg_starts,
+                bg_starts: r.detection.mechanism.bg_starts,
                 ..Default::default()
             });
             let records = [r];
@@ -111,8 +111,8 @@ mod tests {
     #[test]
     fn a_run_with_a_problem_is_left_out_and_named() {
         let mut bad = rec("v1", "fuse-strictlimit", 100.0, 0.0);
-        bad.run = 1;
-        bad.dmesg_warnings = vec![
+        bad.id.run = 1;
+        bad.boot.dmesg_warnings = vec![
             "[ 2.0] ------------[ cut here ]------------".into(),
             "[ 2.0] WARNING: mm/x.c:1 at balance_dirty_pages+0x1/0x2, CPU#0: fio/9".into(),
         ];
@@ -121,7 +121,7 @@ mod tests {
         assert_eq!(e.usable().count(), 1);
         let excluded = e.excluded();
         assert_eq!(excluded.len(), 1);
-        assert_eq!(excluded[0].run, records[1].id());
+        assert_eq!(excluded[0].run, records[1].id);
         assert!(
             excluded[0].to_string().starts_with(
                 "fuse-strictlimit/v1 #2: warning: dmesg has 2 warning line(s), first in \

@@ -77,7 +77,7 @@ pub struct Judgement<'a> {
     /// The usable records by cell.
     pub matrix: Matrix<'a>,
     /// Every planned cell's verdict, its aggregates and its runs' margins.
-    pub verdict: Verdict,
+    pub verdict: Verdict<'a>,
     /// (scenario, from, to) → the change of every metric, in report order.
     changes: BTreeMap<(String, String, String), Vec<MetricChange>>,
     pub time_per_boot: Vec<BootTime>,
@@ -249,25 +249,25 @@ fn time_per_boot(m: &Matrix) -> Vec<BootTime> {
             .variants
             .iter()
             .flat_map(|v| m.cell(s, v))
-            .filter(|r| !r.phases.is_empty())
+            .filter(|r| !r.boot.phases.is_empty())
             .collect();
         let Some(first) = records.first() else {
             continue;
         };
-        let phases = phases::durations(&first.phases)
+        let phases = phases::durations(&first.boot.phases)
             .into_iter()
             .map(|(name, _)| {
                 let secs: Vec<f64> = records
                     .iter()
                     .filter_map(|r| {
-                        let d = phases::durations(&r.phases);
+                        let d = phases::durations(&r.boot.phases);
                         d.into_iter().find(|(n, _)| *n == name).map(|(_, s)| s)
                     })
                     .collect();
                 (name, mean(&secs))
             })
             .collect();
-        let wall: Vec<f64> = records.iter().map(|r| r.wall_secs).collect();
+        let wall: Vec<f64> = records.iter().map(|r| r.boot.wall_secs).collect();
         out.push(BootTime {
             scenario: s.clone(),
             boots: records.len(),

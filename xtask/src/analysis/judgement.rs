@@ -6,13 +6,16 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Serialize, Serializer};
 
 use super::{
     aggregate::Aggregates,
     expected::{Class, Expect},
 };
-use crate::{guest::run_id::RunId, results::session::Session};
+use crate::{
+    guest::{plan::Detector, run_id::RunId},
+    results::{record::RunRecord, session::Session},
+};
 
 /// The version of `verdict.json`'s layout. 2: per-run classes, `judged`,
 /// `unjudged`, `passed`. 3: runs 0-based, failures, missing, unjudged and
@@ -107,34 +110,123 @@ impl Margins {
     }
 }
 
-/// One run's judgement.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct RunVerdict {
-    /// 0-based, as the plan counts runs ([`CellVerdict::id`] names it).
-    pub run: u32,
+/// One run's judgement: the run's record, and what the verdict made of it.
+/// Every value of the run is read from the record; `verdict.json` writes
+/// them beside the class as it always has.
+#[derive(Clone)]
+pub struct RunVerdict<'a> {
+    /// The run judged ([`RunVerdict::id`] names it).
+    pub record: &'a RunRecord,
     pub class: Class,
-    pub stall_fraction: f64,
-    /// The tracefs detector's share and class of the same run, beside the
-    /// module's (module-mode runs).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tracefs_stall_fraction: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The tracefs detector's class of the same run, beside the module's
+    /// (module-mode runs).
     pub tracefs_class: Option<Class>,
-    /// Writer time in draining sleeps (no pass, pages completing): reported
-    /// beside the stall share, never judged as either.
-    pub draining_fraction: f64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tracefs_draining_fraction: Option<f64>,
-    pub bw_mib_s: f64,
-    /// fio's clat max, ms (reported; the latency criterion is the kernel's).
-    pub clat_max_ms: f64,
-    /// The longest time a writer spent in one balance_dirty_pages() call,
-    /// ms, as the run's detector counted it (ramp included).
-    pub max_call_ms: f64,
     /// Its distances to its class boundaries; None for an idle run (never
     /// throttled: no share to judge).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub margins: Option<Margins>,
+}
+
+impl RunVerdict<'_> {
+    /// Which run this is.
+    pub fn id(&self) -> &RunId {
+        &self.record.id
+    }
+
+    /// The share of writer time in stall sleeps, by the run's detector.
+    pub fn stall_fraction(&self) -> f64 {
+        self.record.stall_fraction()
+    }
+
+    /// Writer time in draining sleeps (no pass, pages completing): reported
+    /// beside the stall share, never judged as either.
+    pub fn draining_fraction(&self) -> f64 {
+        self.record.draining_fraction()
+    }
+
+    /// The tracefs detector's stall share beside the module's (module-mode
+    /// runs; a tracefs run's own is [`Self::stall_fraction`]).
+    pub fn tracefs_stall_fraction(&self) -> Option<f64> {
+        self.beside_the_module(RunRecord::tracefs_stall_fraction)
+    }
+
+    /// The tracefs detector's draining share, the same way.
+    pub fn tracefs_draining_fraction(&self) -> Option<f64> {
+        self.beside_the_module(RunRecord::tracefs_draining_fraction)
+    }
+
+    fn beside_the_module(&self, share: fn(&RunRecord) -> Option<f64>) -> Option<f64> {
+        match self.record.detection.detector {
+            Detector::Module => share(self.record),
+            Detector::Tracefs => None,
+        }
+    }
+
+    /// fio's write MiB/s.
+    pub fn bw_mib_s(&self) -> f64 {
+        self.record.fio.bw_mib_s
+    }
+
+    /// fio's clat max, ms (reported; the latency criterion is the kernel's).
+    pub fn clat_max_ms(&self) -> f64 {
+        self.record.fio.clat_max_us / 1000.0
+    }
+
+    /// The longest time a writer spent in one balance_dirty_pages() call,
+    /// ms, as the run's detector counted it (ramp included).
+    pub fn max_call_ms(&self) -> f64 {
+        self.record.detection.mechanism.max_call_ms as f64
+    }
+}
+
+/// The run and its class, not the record's every value.
+impl std::fmt::Debug for RunVerdict<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunVerdict")
+            .field("id", self.id())
+            .field("class", &self.class)
+            .field("tracefs_class", &self.tracefs_class)
+            .field("margins", &self.margins)
+            .finish()
+    }
+}
+
+/// As `verdict.json` has it: the run 0-based, its class, the values it was
+/// judged on, its margins.
+impl Serialize for RunVerdict<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Json<'b> {
+            run: u32,
+            class: Class,
+            stall_fraction: f64,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            tracefs_stall_fraction: Option<f64>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            tracefs_class: Option<Class>,
+            draining_fraction: f64,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            tracefs_draining_fraction: Option<f64>,
+            bw_mib_s: f64,
+            clat_max_ms: f64,
+            max_call_ms: f64,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            margins: Option<&'b Margins>,
+        }
+        Json {
+            run: self.id().run,
+            class: self.class,
+            stall_fraction: self.stall_fraction(),
+            tracefs_stall_fraction: self.tracefs_stall_fraction(),
+            tracefs_class: self.tracefs_class,
+            draining_fraction: self.draining_fraction(),
+            tracefs_draining_fraction: self.tracefs_draining_fraction(),
+            bw_mib_s: self.bw_mib_s(),
+            clat_max_ms: self.clat_max_ms(),
+            max_call_ms: self.max_call_ms(),
+            margins: self.margins.as_ref(),
+        }
+        .serialize(s)
+    }
 }
 
 /// A reason a cell fails: about one of its runs, or about the cell.
@@ -155,25 +247,20 @@ impl std::fmt::Display for Failure {
     }
 }
 
-/// One cell's judgement.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct CellVerdict {
-    pub variant: String,
-    pub scenario: String,
-    /// Usable runs (runs with problems are left out).
-    pub runs: usize,
-    /// Usable runs whose writers were never throttled.
-    pub idle_runs: usize,
+/// One cell's judgement: its runs' verdicts, and the cell's class,
+/// aggregates and failures. Which cell it is, and how many runs, are read
+/// from its runs.
+#[derive(Debug, Clone)]
+pub struct CellVerdict<'a> {
+    /// Each usable run, judged on its own; one at least (a planned cell
+    /// without one is missing, not a cell).
+    pub run_verdicts: Vec<RunVerdict<'a>>,
     /// Every metric over the usable runs, aggregated by its kind (the
     /// harmonic mean for rates, the mean otherwise): a description; each run
     /// is judged on its own.
     pub aggregates: Aggregates,
-    /// The longest balance_dirty_pages() call of any run, ms.
-    pub max_call_ms: f64,
     /// Every run's class when they agree, else `mixed`.
     pub observed: Class,
-    /// Each usable run, judged on its own.
-    pub run_verdicts: Vec<RunVerdict>,
     /// The cell's hypothesis, with the cause its stalls must have where it names one.
     pub expected: Option<Expect>,
     /// Whether the cell had an expectation to be judged by.
@@ -182,14 +269,75 @@ pub struct CellVerdict {
     pub failures: Vec<Failure>,
 }
 
+/// As `verdict.json` has it: the cell's names and counts first.
+impl Serialize for CellVerdict<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Json<'b> {
+            variant: &'b str,
+            scenario: &'b str,
+            runs: usize,
+            idle_runs: usize,
+            aggregates: &'b Aggregates,
+            max_call_ms: f64,
+            observed: Class,
+            run_verdicts: &'b [RunVerdict<'b>],
+            expected: Option<Expect>,
+            judged: bool,
+            failures: &'b [Failure],
+        }
+        Json {
+            variant: self.variant(),
+            scenario: self.scenario(),
+            runs: self.runs(),
+            idle_runs: self.idle_runs(),
+            aggregates: &self.aggregates,
+            max_call_ms: self.max_call_ms(),
+            observed: self.observed,
+            run_verdicts: &self.run_verdicts,
+            expected: self.expected,
+            judged: self.judged,
+            failures: &self.failures,
+        }
+        .serialize(s)
+    }
+}
+
 /// The metric keys of the cell's headline aggregates.
 pub const BW: &str = "fio.write_bw_MiB/s";
 pub const STALL_SHARE: &str = "wbstall.stall_share_%";
 
-impl CellVerdict {
-    /// Which run `run` (0-based) of this cell is.
-    pub fn id(&self, run: u32) -> RunId {
-        RunId::new(&self.scenario, &self.variant, run)
+impl<'a> CellVerdict<'a> {
+    /// The cell's first run: its scenario and variant are the cell's.
+    fn first(&self) -> &'a RunRecord {
+        self.run_verdicts[0].record
+    }
+
+    pub fn scenario(&self) -> &'a str {
+        &self.first().id.scenario
+    }
+
+    pub fn variant(&self) -> &'a str {
+        &self.first().id.variant
+    }
+
+    /// Usable runs (runs with problems are left out).
+    pub fn runs(&self) -> usize {
+        self.run_verdicts.len()
+    }
+
+    /// Usable runs whose writers were never throttled.
+    pub fn idle_runs(&self) -> usize {
+        (self.run_verdicts.iter())
+            .filter(|r| r.class == Class::Idle)
+            .count()
+    }
+
+    /// The longest balance_dirty_pages() call of any run, ms.
+    pub fn max_call_ms(&self) -> f64 {
+        (self.run_verdicts.iter())
+            .map(RunVerdict::max_call_ms)
+            .fold(0.0, f64::max)
     }
 
     /// The runs' write MiB/s, aggregated as every rate is (the harmonic
@@ -216,7 +364,7 @@ impl CellVerdict {
     /// expectation to hold.
     pub fn run_passed(&self, r: &RunVerdict) -> Option<bool> {
         let e = self.expected?;
-        Some(r.class == e.class && self.failures_of_run(r.run).is_empty())
+        Some(r.class == e.class && self.failures_of_run(r.id().run).is_empty())
     }
 
     /// The runs' classes, `#1 ok (0.0%), #3 stall (40.0%)`.
@@ -226,9 +374,9 @@ impl CellVerdict {
             .map(|r| {
                 format!(
                     "{} {} ({:.1}%)",
-                    self.id(r.run).short(),
+                    r.id().short(),
                     r.class,
-                    r.stall_fraction * 100.0
+                    r.stall_fraction() * 100.0
                 )
             })
             .collect::<Vec<_>>()
@@ -236,7 +384,7 @@ impl CellVerdict {
     }
 
     /// The runs near a class boundary, with their margins.
-    pub fn near_runs(&self) -> impl Iterator<Item = (&RunVerdict, &Margins)> {
+    pub fn near_runs(&self) -> impl Iterator<Item = (&RunVerdict<'a>, &Margins)> {
         self.run_verdicts
             .iter()
             .filter_map(|r| Some((r, r.margins.as_ref().filter(|m| m.near())?)))
@@ -273,8 +421,8 @@ impl std::fmt::Display for Excluded {
 }
 
 /// The verdict over all measured cells.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct Verdict {
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Verdict<'a> {
     /// `SCHEMA` of this layout.
     #[serde(default)]
     pub schema: u32,
@@ -282,7 +430,7 @@ pub struct Verdict {
     /// no run left out.
     #[serde(default)]
     pub passed: bool,
-    pub cells: Vec<CellVerdict>,
+    pub cells: Vec<CellVerdict<'a>>,
     /// Regressed/fixed-style ratios: per scenario, the harmonic-mean
     /// throughput of the stalling cells over that of the slowest clean one.
     pub throughput_ratio: BTreeMap<String, f64>,
@@ -295,7 +443,7 @@ pub struct Verdict {
     pub excluded: Vec<Excluded>,
 }
 
-impl Verdict {
+impl<'a> Verdict<'a> {
     pub fn passed(&self) -> bool {
         !self.cells.is_empty()
             && self.missing.is_empty()
@@ -326,20 +474,45 @@ impl Verdict {
             && self
                 .cells
                 .iter()
-                .filter(|c| c.variant == variant)
+                .filter(|c| c.variant() == variant)
                 .all(|c| c.judged && c.failures.is_empty())
     }
 
     /// The cell (`scenario`, `variant`), if it was measured.
-    pub fn cell(&self, scenario: &str, variant: &str) -> Option<&CellVerdict> {
+    pub fn cell(&self, scenario: &str, variant: &str) -> Option<&CellVerdict<'a>> {
         self.cells
             .iter()
-            .find(|c| c.scenario == scenario && c.variant == variant)
+            .find(|c| c.scenario() == scenario && c.variant() == variant)
     }
 
     /// Cells judged against an expectation, and cells measured without one.
     pub fn judged_count(&self) -> (usize, usize) {
         let judged = self.cells.iter().filter(|c| c.judged).count();
         (judged, self.cells.len() - judged)
+    }
+}
+
+/// A verdict as `verdict.json` keeps it, read back: whether it passed, and
+/// its cells (a [`Verdict`] borrows its records: it is written, never read).
+#[derive(Debug, Clone, Deserialize)]
+pub struct VerdictFile {
+    pub passed: bool,
+    pub cells: Vec<CellFile>,
+}
+
+/// A cell of [`VerdictFile`]: where, how many runs, what class, what was expected.
+#[derive(Debug, Clone, Deserialize)]
+pub struct CellFile {
+    pub scenario: String,
+    pub variant: String,
+    pub runs: usize,
+    pub observed: Class,
+    pub expected: Option<Expect>,
+}
+
+impl VerdictFile {
+    /// A verdict as its file says it.
+    pub fn of(v: &Verdict) -> anyhow::Result<VerdictFile> {
+        Ok(serde_json::from_value(serde_json::to_value(v)?)?)
     }
 }

@@ -22,14 +22,14 @@ impl<'a> Matrix<'a> {
             cells: BTreeMap::new(),
         };
         for r in records {
-            if !m.variants.contains(&r.variant) {
-                m.variants.push(r.variant.clone());
+            if !m.variants.contains(&r.id.variant) {
+                m.variants.push(r.id.variant.clone());
             }
-            if !m.scenarios.contains(&r.scenario) {
-                m.scenarios.push(r.scenario.clone());
+            if !m.scenarios.contains(&r.id.scenario) {
+                m.scenarios.push(r.id.scenario.clone());
             }
             m.cells
-                .entry((r.scenario.clone(), r.variant.clone()))
+                .entry((r.id.scenario.clone(), r.id.variant.clone()))
                 .or_default()
                 .push(r);
         }

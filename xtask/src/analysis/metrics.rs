@@ -85,8 +85,8 @@ impl Metric {
 /// without the module).
 fn cause_share(r: &RunRecord, detector: Detector, cause: Cause) -> Option<f64> {
     let ms = match detector {
-        Detector::Module => r.mechanism.get(&format!("{}_ms", cause.name()))?,
-        Detector::Tracefs => r.tracefs.as_ref()?.causes?.of(cause).1,
+        Detector::Module => r.detection.mechanism.get(&format!("{}_ms", cause.name()))?,
+        Detector::Tracefs => r.detection.tracefs.as_ref()?.causes?.of(cause).1,
     };
     r.share_of_writer_time(ms).map(|f| f * 100.0)
 }
@@ -96,14 +96,14 @@ fn cause_share(r: &RunRecord, detector: Detector, cause: Cause) -> Option<f64> {
 /// `fadvise(DONTNEED)` at every loop with `invalidate=1`). None in records
 /// without the passes' pages.
 fn writers_own_writeback(r: &RunRecord) -> Option<f64> {
-    let pass_kb = r.tracefs.as_ref()?.bdi_pass_pages? as f64 * 4.0;
-    let written_kb = r.bdi_written_kb as f64;
+    let pass_kb = r.detection.tracefs.as_ref()?.bdi_pass_pages? as f64 * 4.0;
+    let written_kb = r.counters.bdi_written_kb as f64;
     (written_kb > 0.0).then(|| (100.0 * (1.0 - pass_kb / written_kb)).max(0.0))
 }
 
 /// A counter of the module's `stats` line, by its key.
 fn counter(r: &RunRecord, key: &str) -> Option<f64> {
-    r.mechanism.get(key).map(|v| v as f64)
+    r.detection.mechanism.get(key).map(|v| v as f64)
 }
 
 const fn m(
@@ -216,7 +216,7 @@ pub const ALL: &[Metric] = &[
         "%",
         Kind::Share,
         |r| {
-            r.share_of_writer_time(r.mechanism.flushing_ms)
+            r.share_of_writer_time(r.detection.mechanism.flushing_ms)
                 .map(|f| f * 100.0)
         },
     ),
@@ -226,7 +226,8 @@ pub const ALL: &[Metric] = &[
         "%",
         Kind::Share,
         |r| {
-            r.tracefs
+            r.detection
+                .tracefs
                 .as_ref()
                 .and_then(|t| r.share_of_writer_time(t.flushing_ms))
                 .map(|f| f * 100.0)
@@ -258,7 +259,7 @@ pub const ALL: &[Metric] = &[
         "longest call, tracefs detector",
         "ms",
         Kind::Time,
-        |r| r.tracefs.as_ref().map(|t| t.max_call_ms as f64),
+        |r| r.detection.tracefs.as_ref().map(|t| t.max_call_ms as f64),
     ),
     m(
         "wbstall.throttle_sleeps",
@@ -306,14 +307,14 @@ pub const ALL: &[Metric] = &[
         "passes reclaim began (vmscan)",
         "",
         Kind::Count,
-        |r| r.tracefs.as_ref().map(|t| t.work_vmscan as f64),
+        |r| r.detection.tracefs.as_ref().map(|t| t.work_vmscan as f64),
     ),
     m(
         "tracefs.vmscan_pages",
         "pages reclaim's passes wrote",
         "pages",
         Kind::Count,
-        |r| r.tracefs.as_ref().map(|t| t.vmscan_pages as f64),
+        |r| r.detection.tracefs.as_ref().map(|t| t.vmscan_pages as f64),
     ),
     m(
         "bdi.writers_own_writeback_%",
@@ -334,49 +335,49 @@ pub const ALL: &[Metric] = &[
         "nr_dirtied",
         "pages",
         Kind::Count,
-        |r| r.vmstat_delta.get("nr_dirtied").map(|&v| v as f64),
+        |r| r.counters.vmstat_delta.get("nr_dirtied").map(|&v| v as f64),
     ),
     m(
         "vmstat.nr_written",
         "nr_written",
         "pages",
         Kind::Count,
-        |r| r.vmstat_delta.get("nr_written").map(|&v| v as f64),
+        |r| r.counters.vmstat_delta.get("nr_written").map(|&v| v as f64),
     ),
     m(
         "tracefs.writeback_wake_background",
         "witness bg_starts",
         "",
         Kind::Count,
-        |r| Some(r.witness.bg_starts as f64),
+        |r| Some(r.detection.witness.bg_starts as f64),
     ),
     m(
         "tracefs.balance_dirty_pages",
         "witness throttle_events",
         "",
         Kind::Count,
-        |r| Some(r.witness.throttle_events as f64),
+        |r| Some(r.detection.witness.throttle_events as f64),
     ),
     m(
         "tracefs.balance_dirty_pages_pause>0",
         "witness throttle_sleeps",
         "",
         Kind::Count,
-        |r| Some(r.witness.throttle_sleeps as f64),
+        |r| Some(r.detection.witness.throttle_sleeps as f64),
     ),
     m(
         "memcg.max_events",
         "memcg memory.max events",
         "",
         Kind::Count,
-        |r| r.memcg_events.get("max").map(|&v| v as f64),
+        |r| r.counters.memcg_events.get("max").map(|&v| v as f64),
     ),
     m(
         "bdi.BdiWritten_kB",
         "written back kB (BdiWritten)",
         "kB",
         Kind::Count,
-        |r| Some(r.bdi_written_kb as f64),
+        |r| Some(r.counters.bdi_written_kb as f64),
     ),
 ];
 

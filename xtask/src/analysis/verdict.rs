@@ -22,10 +22,7 @@ use super::{
     judgement::{CellNote, CellVerdict, Excluded, Failure, Planned, RunVerdict, Verdict, SCHEMA},
     matrix::Matrix,
 };
-use crate::{
-    guest::plan::Detector,
-    results::{record::RunRecord, session::Session},
-};
+use crate::results::{record::RunRecord, session::Session};
 
 /// The expectations to judge a session by: `file` when given, else those
 /// the session recorded (already checked then against its own variants and
@@ -63,7 +60,7 @@ pub fn session_expectations(session: &Session, file: Option<&Path>) -> Result<Ex
 /// Judges `records`: [`Evidence::of`] them, group the usable ones
 /// ([`Matrix`]), then [`judge_matrix`]. (`analysis::judge` does the same
 /// once for a whole report.)
-pub fn judge(records: &[RunRecord], expected: &Expected, plan: &Planned) -> Verdict {
+pub fn judge<'a>(records: &'a [RunRecord], expected: &Expected, plan: &Planned) -> Verdict<'a> {
     let evidence = Evidence::of(records, expected);
     let matrix = Matrix::new(evidence.usable());
     judge_matrix(&matrix, evidence.excluded(), expected, plan)
@@ -71,12 +68,12 @@ pub fn judge(records: &[RunRecord], expected: &Expected, plan: &Planned) -> Verd
 
 /// Judges the usable runs of `plan` (`matrix`), run by run and cell by cell;
 /// `excluded` are the runs left out.
-pub fn judge_matrix(
-    matrix: &Matrix<'_>,
+pub fn judge_matrix<'a>(
+    matrix: &Matrix<'a>,
     excluded: Vec<Excluded>,
     expected: &Expected,
     plan: &Planned,
-) -> Verdict {
+) -> Verdict<'a> {
     let mut verdict = Verdict {
         schema: SCHEMA,
         excluded,
@@ -114,46 +111,32 @@ pub fn judge_matrix(
 }
 
 /// One run, judged on its own, with its margins.
-fn run_verdict(r: &RunRecord, expected: &Expected) -> RunVerdict {
+fn run_verdict<'a>(r: &'a RunRecord, expected: &Expected) -> RunVerdict<'a> {
     let class_of = |share: f64| {
-        if r.mechanism.throttle_sleeps == 0 {
+        if r.detection.mechanism.throttle_sleeps == 0 {
             Class::Idle
         } else {
             expected.classify(share)
         }
     };
-    let trace = match r.detector {
-        Detector::Module => r.tracefs_stall_fraction(),
-        Detector::Tracefs => None,
+    let mut v = RunVerdict {
+        record: r,
+        class: class_of(r.stall_fraction()),
+        tracefs_class: None,
+        margins: None,
     };
-    let stall = r.stall_fraction();
-    let class = class_of(stall);
-    let max_call_ms = r.mechanism.max_call_ms as f64;
-    let latency = expected.latency.get(&r.scenario);
+    v.tracefs_class = v.tracefs_stall_fraction().map(class_of);
+    let latency = expected.latency.get(&r.id.scenario);
     let bound = latency.and_then(|l| Some((latency_bound_ms(r, l)?, l)));
-    RunVerdict {
-        run: r.run,
-        class,
-        stall_fraction: stall,
-        tracefs_stall_fraction: trace,
-        tracefs_class: trace.map(class_of),
-        draining_fraction: r.draining_fraction(),
-        tracefs_draining_fraction: match r.detector {
-            Detector::Module => r.tracefs_draining_fraction(),
-            Detector::Tracefs => None,
-        },
-        bw_mib_s: r.fio.bw_mib_s,
-        clat_max_ms: r.fio.clat_max_us / 1000.0,
-        max_call_ms,
-        margins: margins(
-            class,
-            stall,
-            max_call_ms,
-            r.mechanism.max_pause_ms as f64,
-            bound,
-            &expected.criteria,
-        ),
-    }
+    v.margins = margins(
+        v.class,
+        v.stall_fraction(),
+        v.max_call_ms(),
+        r.detection.mechanism.max_pause_ms as f64,
+        bound,
+        &expected.criteria,
+    );
+    v
 }
 
 /// Every run's class when they agree, else `mixed`.
@@ -164,23 +147,19 @@ fn cell_class(runs: &[RunVerdict]) -> Class {
     }
 }
 
-fn cell(
-    runs: &[&RunRecord],
+/// The cell of `runs` (one at least), all of (`scenario`, `variant`).
+fn cell<'a>(
+    runs: &[&'a RunRecord],
     scenario: &str,
     variant: &str,
     expected: &Expected,
     planned: u32,
-) -> CellVerdict {
+) -> CellVerdict<'a> {
     let exp = expected.expectation(scenario, variant);
     let rv: Vec<RunVerdict> = runs.iter().map(|r| run_verdict(r, expected)).collect();
     let observed = cell_class(&rv);
     let mut c = CellVerdict {
-        variant: variant.to_string(),
-        scenario: scenario.to_string(),
-        runs: rv.len(),
-        idle_runs: rv.iter().filter(|r| r.class == Class::Idle).count(),
         aggregates: Aggregates::of(runs),
-        max_call_ms: rv.iter().map(|r| r.max_call_ms).fold(0.0, f64::max),
         observed,
         expected: exp,
         judged: exp.is_some(),
@@ -231,7 +210,7 @@ fn mismatch(c: &CellVerdict, criteria: &Criteria) -> String {
             },
             c.run_verdicts
                 .iter()
-                .map(|r| c.id(r.run).short())
+                .map(|r| r.id().short())
                 .collect::<Vec<_>>()
                 .join(", ")
         ),
@@ -243,7 +222,7 @@ fn mismatch(c: &CellVerdict, criteria: &Criteria) -> String {
             "writers lost {} of their time to stall sleeps {thresholds}",
             c.run_verdicts
                 .iter()
-                .map(|r| format!("{:.1}%", r.stall_fraction * 100.0))
+                .map(|r| format!("{:.1}%", r.stall_fraction() * 100.0))
                 .collect::<Vec<_>>()
                 .join(", ")
         ),

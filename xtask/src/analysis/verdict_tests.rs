@@ -11,7 +11,7 @@ pub fn texts<T: std::fmt::Display>(v: &[T]) -> Vec<String> {
 
 /// `rec` for run index `run`.
 fn run(mut r: RunRecord, run: u32) -> RunRecord {
-    r.run = run;
+    r.id.run = run;
     r
 }
 
@@ -25,7 +25,7 @@ fn the_expected_matrix_passes_and_the_ratio_is_reported() {
     ];
     let v = judge(&records, &expected(), &plan(&records, 2));
     assert!(v.passed(), "{v:?}");
-    assert_eq!(v.cells[0].runs, 2);
+    assert_eq!(v.cells[0].runs(), 2);
     assert_eq!(v.cells[0].observed, Class::Stall);
     // Each cell's rate is the harmonic mean of its runs'.
     let h = |a: f64, b: f64| 2.0 / (1.0 / a + 1.0 / b);
@@ -81,7 +81,7 @@ fn the_two_detectors_must_class_a_cell_alike() {
     let v = judge(&partial, &expected(), &plan(&partial, 2));
     // The trace's aggregate is of the one run that has it, and says so.
     let trace = v.cells[0].aggregates.get("tracefs.stall_share_%").unwrap();
-    assert_eq!((trace.runs, v.cells[0].runs), (1, 2));
+    assert_eq!((trace.runs, v.cells[0].runs()), (1, 2));
     assert!(
         v.cells[0].failures[0]
             .to_string()
@@ -114,10 +114,10 @@ fn a_hypothesis_that_does_not_hold_fails_its_cell() {
 #[test]
 fn a_control_that_was_never_throttled_is_idle_and_fails_ok() {
     let mut r = rec("regressed", "fuse-nostrict", 290.0, 0.0);
-    r.mechanism.throttle_events = 0;
-    r.mechanism.throttle_sleeps = 0;
-    r.witness.throttle_events = 0;
-    r.witness.throttle_sleeps = 0;
+    r.detection.mechanism.throttle_events = 0;
+    r.detection.mechanism.throttle_sleeps = 0;
+    r.detection.witness.throttle_events = 0;
+    r.detection.witness.throttle_sleeps = 0;
     // The tracefs detector saw what the witness saw: nothing.
     set_trace(&mut r, Some((0.0, 0.0)));
     let records = [r];
@@ -178,7 +178,7 @@ fn an_expected_cell_without_a_record_fails() {
 #[test]
 fn runs_with_problems_are_left_out_of_the_medians_and_listed() {
     let mut bad = run(rec("v1", "fuse-strictlimit", 1.0, 0.9), 1);
-    bad.dmesg_warnings = vec!["WARNING: CPU: 0 PID: 1 at mm/x.c:1".into()];
+    bad.boot.dmesg_warnings = vec!["WARNING: CPU: 0 PID: 1 at mm/x.c:1".into()];
     let records = [
         rec("regressed", "fuse-strictlimit", 1.0, 0.6),
         rec("v1", "fuse-strictlimit", 200.0, 0.0),
@@ -186,8 +186,8 @@ fn runs_with_problems_are_left_out_of_the_medians_and_listed() {
         run(rec("v1", "fuse-strictlimit", 210.0, 0.0), 2),
     ];
     let v = judge(&records, &expected(), &plan(&records, 1));
-    let v1 = v.cells.iter().find(|c| c.variant == "v1").unwrap();
-    assert_eq!((v1.runs, v1.observed), (2, Class::Ok));
+    let v1 = v.cells.iter().find(|c| c.variant() == "v1").unwrap();
+    assert_eq!((v1.runs(), v1.observed), (2, Class::Ok));
     // The harmonic mean of 200 and 210, as every rate is aggregated.
     assert!((v1.bw_mib_s() - 2.0 / (1.0 / 200.0 + 1.0 / 210.0)).abs() < 1e-9);
     assert!(
@@ -205,29 +205,33 @@ fn a_missing_kunit_suite_or_a_wrong_strict_limit_makes_a_run_unusable() {
     let t = expected().witness;
     let mut r = rec("regressed", "fuse-strictlimit", 1.0, 0.6);
     assert!(crate::results::problems::problems(&r, &t).is_empty());
-    r.ktap_suites = vec!["rust_kernel".into()];
+    r.counters.ktap_suites = vec!["rust_kernel".into()];
     assert!(crate::results::problems::problems(&r, &t)[0]
         .contains("KUnit suite `wbstall` did not report (suites: rust_kernel)"));
     let mut r = rec("regressed", "fuse-strictlimit", 1.0, 0.6);
-    r.bdi_knobs.insert("strict_limit".into(), "0".into());
+    r.counters
+        .bdi_knobs
+        .insert("strict_limit".into(), "0".into());
     assert_eq!(
         crate::results::problems::problems(&r, &t),
         ["the BDI's strict_limit is 0, the scenario needs 1"]
     );
     // A tick-resolution clocksource: latencies and stall times are noise.
     let mut r = rec("regressed", "fuse-strictlimit", 1.0, 0.6);
-    r.guest_env.insert("clocksource".into(), "jiffies".into());
+    r.boot
+        .guest_env
+        .insert("clocksource".into(), "jiffies".into());
     assert!(
         crate::results::problems::problems(&r, &t)[0].contains("ran on the jiffies clocksource")
     );
-    r.guest_env.insert("clocksource".into(), "tsc".into());
+    r.boot.guest_env.insert("clocksource".into(), "tsc".into());
     assert!(crate::results::problems::problems(&r, &t).is_empty());
 }
 
 #[test]
 fn a_witness_that_disagrees_with_the_module_fails_the_boot() {
     let mut r = rec("v1", "fuse-strictlimit", 200.0, 0.0);
-    r.witness.bg_starts = 0;
+    r.detection.witness.bg_starts = 0;
     let records = [rec("regressed", "fuse-strictlimit", 1.0, 0.6), r];
     let v = judge(&records, &expected(), &plan(&records, 1));
     assert!(!v.passed());
@@ -249,7 +253,7 @@ fn an_in_between_share_is_unclear_whatever_the_latency_and_draining_is_not_judge
     // 3% of the writers' time in stall sleeps, every call short, starts
     // seen: no latency excuses it, the run is unclear and fails ok.
     let mut r = rec("v2", "memcg-ext4", 150.0, 0.03);
-    r.mechanism.max_call_ms = 90;
+    r.detection.mechanism.max_call_ms = 90;
     r.fio.clat_max_us = 90_000.0;
     let records = [r];
     let v = judge(&records, &expected(), &plan(&records, 1));
@@ -265,7 +269,7 @@ fn an_in_between_share_is_unclear_whatever_the_latency_and_draining_is_not_judge
     // was the bottleneck) and none in stall sleeps: ok, the draining
     // share reported beside it.
     let mut r = rec("v2", "memcg-ext4", 150.0, 0.0);
-    r.mechanism.draining_ms = ms_of(0.3);
+    r.detection.mechanism.draining_ms = ms_of(0.3);
     set_trace(&mut r, Some((0.0, 0.3)));
     let records = [r];
     let v = judge(&records, &expected(), &plan(&records, 1));
@@ -284,7 +288,7 @@ fn an_in_between_share_is_unclear_whatever_the_latency_and_draining_is_not_judge
 fn a_run_whose_draining_the_detectors_count_apart_fails() {
     let with = |stall: f64, draining: f64, t_stall: f64, t_draining: f64| {
         let mut r = rec("regressed", "memcg-ext4", 50.0, stall);
-        r.mechanism.draining_ms = ms_of(draining);
+        r.detection.mechanism.draining_ms = ms_of(draining);
         set_trace(&mut r, Some((t_stall, t_draining)));
         let records = [r];
         texts(&judge(&records, &expected(), &plan(&records, 1)).cells[0].failures)
@@ -329,15 +333,15 @@ fn both_halves_of_the_latency_bound_hold_on_every_scenario() {
     // 40% of 100 s of writer time, all of it unrequested (the cause the
     // repository expects), at 0.6 of the clean run's throughput.
     let mut stall = rec("regressed", "memcg-ext4", 90.0, 0.4);
-    stall.mechanism.max_call_ms = (bound("memcg-ext4") - 100.0) as u64;
-    (stall.job.numjobs, stall.fio_wall_s) = (4, 25.0);
-    stall.mechanism.causes = Some(Causes {
+    stall.detection.mechanism.max_call_ms = (bound("memcg-ext4") - 100.0) as u64;
+    (stall.job.numjobs, stall.detection.fio_wall_s) = (4, 25.0);
+    stall.detection.mechanism.causes = Some(Causes {
         unrequested_sleeps: 1000,
         unrequested_ms: 40_000,
         ..Causes::default()
     });
     let mut ok = rec("v2", "memcg-ext4", 150.0, 0.0);
-    ok.mechanism.max_call_ms = (bound("memcg-ext4") + 100.0) as u64;
+    ok.detection.mechanism.max_call_ms = (bound("memcg-ext4") + 100.0) as u64;
     let records = [stall, ok];
     let v = judge(&records, &repo, &plan(&records, 1));
     assert!(
@@ -357,9 +361,9 @@ fn both_halves_of_the_latency_bound_hold_on_every_scenario() {
     // fuse-passthrough's new criterion says no, both ways: a stall whose
     // writers never waited long, an ok run whose writer waited 2 s.
     let mut stall = rec("regressed", "fuse-passthrough", 1.0, 0.8);
-    stall.mechanism.max_call_ms = 300;
+    stall.detection.mechanism.max_call_ms = 300;
     let mut ok = rec("upstream", "fuse-passthrough", 40.0, 0.0);
-    ok.mechanism.max_call_ms = 2_000;
+    ok.detection.mechanism.max_call_ms = 2_000;
     let records = [stall, ok];
     let v = judge(&records, &repo, &plan(&records, 1));
     assert!(
@@ -383,9 +387,9 @@ fn the_latency_criterion_can_contradict_the_module() {
     // memcg: an ok cell whose writers still waited ~4 s, and a stall cell
     // whose writers never waited long.
     let mut ok = rec("v2", "memcg-ext4", 150.0, 0.0);
-    ok.mechanism.max_call_ms = 4_200;
+    ok.detection.mechanism.max_call_ms = 4_200;
     let mut stall = rec("regressed", "memcg-ext4", 150.0, 0.4);
-    stall.mechanism.max_call_ms = 300;
+    stall.detection.mechanism.max_call_ms = 300;
     let records = [stall, ok];
     let v = judge(&records, &expected(), &plan(&records, 1));
     assert!(
@@ -406,8 +410,8 @@ fn the_latency_criterion_can_contradict_the_module() {
     );
     // An ok cell whose witness saw no background start fails too.
     let mut ok = rec("v2", "memcg-ext4", 150.0, 0.0);
-    ok.mechanism.bg_starts = 0;
-    ok.witness.bg_starts = 0;
+    ok.detection.mechanism.bg_starts = 0;
+    ok.detection.witness.bg_starts = 0;
     set_trace(&mut ok, Some((0.0, 0.0)));
     let records = [rec("regressed", "memcg-ext4", 150.0, 0.4), ok];
     let v = judge(&records, &expected(), &plan(&records, 1));
@@ -421,7 +425,7 @@ fn the_latency_criterion_can_contradict_the_module() {
     );
     // A run without the writeback interval cannot be judged by it.
     let mut ok = rec("v2", "memcg-ext4", 150.0, 0.0);
-    ok.vm_knobs.clear();
+    ok.counters.vm_knobs.clear();
     let records = [ok];
     let v = judge(&records, &expected(), &plan(&records, 1));
     assert!(
@@ -495,7 +499,7 @@ fn one_run_over_the_latency_bound_fails_the_cell() {
     // memcg v2, three ok runs by the module; run 2's writers waited 2.6 s
     // (the median, 300 ms, is well below the 2.5 s bound).
     let mut slow = run(rec("v2", "memcg-ext4", 150.0, 0.0), 1);
-    slow.mechanism.max_call_ms = 2_600;
+    slow.detection.mechanism.max_call_ms = 2_600;
     let records = [
         rec("v2", "memcg-ext4", 150.0, 0.0),
         slow,
@@ -503,7 +507,7 @@ fn one_run_over_the_latency_bound_fails_the_cell() {
     ];
     let v = judge(&records, &expected(), &plan(&records, 3));
     assert!(!v.passed());
-    assert_eq!(v.cells[0].max_call_ms, 2600.0);
+    assert_eq!(v.cells[0].max_call_ms(), 2600.0);
     assert_eq!(
         texts(&v.cells[0].failures),
         [
@@ -535,7 +539,11 @@ fn an_adhoc_patch_that_stalls_fails_with_the_default_expectation() {
     assert!(!v.passed());
     assert!(!v.variant_passed("patch-wrong"));
     assert!(v.variant_passed("upstream") && v.variant_passed("regressed"));
-    let c = v.cells.iter().find(|c| c.variant == "patch-wrong").unwrap();
+    let c = v
+        .cells
+        .iter()
+        .find(|c| c.variant() == "patch-wrong")
+        .unwrap();
     assert!(c.judged);
     assert!(
         c.failures[0]
@@ -577,16 +585,27 @@ fn no_pass_rests_on_an_unjudged_cell() {
 /// Judges one memcg-ext4 run (latency bound 2500 ms: half the 5000 ms
 /// writeback interval), its longest single pause 100 ms; its verdict's
 /// first run, and what the reports say of it.
-fn margins_of(variant: &str, share: f64, max_call_ms: u64) -> (RunVerdict, Vec<String>) {
+fn margins_of(variant: &str, share: f64, max_call_ms: u64) -> (Judged, Vec<String>) {
     let mut r = rec(variant, "memcg-ext4", 150.0, share);
-    r.mechanism.max_call_ms = max_call_ms;
-    r.mechanism.max_pause_ms = 100;
+    r.detection.mechanism.max_call_ms = max_call_ms;
+    r.detection.mechanism.max_pause_ms = 100;
     let e = expected();
     let records = [r];
     let v = judge(&records, &e, &plan(&records, 1));
     let c = &v.cells[0];
     let near = crate::report::format::near_lines(c);
-    (c.run_verdicts[0].clone(), near)
+    let r = &c.run_verdicts[0];
+    let judged = Judged {
+        class: r.class,
+        margins: r.margins.clone(),
+    };
+    (judged, near)
+}
+
+/// What [`margins_of`]'s verdict made of its run.
+struct Judged {
+    class: Class,
+    margins: Option<super::super::judgement::Margins>,
 }
 
 /// A memcg-ext4 `regressed` run stalled 40% of 100 s of writer time,
@@ -599,8 +618,8 @@ fn cause_failures(causes: Option<(u64, u64)>) -> Vec<Failure> {
         .unwrap()
         .insert("regressed".into(), "stall:unrequested".parse().unwrap());
     let mut r = rec("regressed", "memcg-ext4", 20.0, 0.4);
-    (r.job.numjobs, r.fio_wall_s) = (4, 25.0);
-    r.mechanism.causes = causes.map(|(unrequested_ms, declined_ms)| Causes {
+    (r.job.numjobs, r.detection.fio_wall_s) = (4, 25.0);
+    r.detection.mechanism.causes = causes.map(|(unrequested_ms, declined_ms)| Causes {
         unrequested_sleeps: unrequested_ms / 40,
         unrequested_ms,
         declined_sleeps: declined_ms / 40,
@@ -704,14 +723,14 @@ fn an_unclear_run_fails_with_a_negative_margin() {
     );
     // Its cell fails its expectation, margins or not.
     let mut u = rec("v2", "memcg-ext4", 150.0, 0.03);
-    u.mechanism.max_pause_ms = 100;
+    u.detection.mechanism.max_pause_ms = 100;
     let records = [u];
     let v = judge(&records, &expected(), &plan(&records, 1));
     assert!(!v.passed());
     // An idle run has no share to measure from.
     let mut idle = rec("v2", "memcg-ext4", 150.0, 0.0);
-    idle.mechanism.throttle_sleeps = 0;
-    idle.witness.throttle_sleeps = 0;
+    idle.detection.mechanism.throttle_sleeps = 0;
+    idle.detection.witness.throttle_sleeps = 0;
     set_trace(&mut idle, Some((0.0, 0.0)));
     let records = [idle];
     let v = judge(&records, &expected(), &plan(&records, 1));

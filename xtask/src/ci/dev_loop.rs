@@ -240,7 +240,7 @@ pub fn live_revs(sh: &Shell, tree: &Path, h: &History) -> Result<()> {
     .measure(sh)?;
     let report = fs::read_to_string(out.dir.join(ResultsDir::REPORT))
         .with_context(|| format!("reading the report of {}", out.dir.display()))?;
-    let said = check_revs(&out.verdict, &out.failures, &report, &good_v, &bad_v)
+    let said = check_revs(&out.verdict(), &out.failures, &report, &good_v, &bad_v)
         .with_context(|| format!("see {}", out.dir.display()))?;
     progress::emit(Event::Note(&format!("ci: {said}")));
     Ok(())
@@ -264,7 +264,7 @@ fn check_revs(
         verdict
             .cells
             .iter()
-            .find(|c| c.variant == v && c.scenario == SCENARIO)
+            .find(|c| c.variant() == v && c.scenario() == SCENARIO)
             .with_context(|| format!("no {SCENARIO} cell of {v} in the verdict"))
     };
     let (g, b) = (cell(good)?, cell(bad)?);
@@ -375,9 +375,10 @@ mod tests {
         assert_eq!(bv, "rev-222222222222");
     }
 
-    /// The verdict of two runs each of `rev-g` and `rev-b` on fuse-strictlimit
-    /// (stall shares as given), both held to `ok` as qemu-test holds a --rev.
-    fn verdict_of(good: f64, bad: f64) -> Verdict {
+    /// [`check_revs`] of the verdict of two runs each of `rev-g` and `rev-b`
+    /// on fuse-strictlimit (stall shares as given), both held to `ok` as
+    /// qemu-test holds a --rev, with the boots lost and the report given.
+    fn check(good: f64, bad: f64, lost: &[BootFailure], report: &str) -> Result<String> {
         let mut e = test_support::expected();
         for v in ["rev-g", "rev-b"] {
             e.expect
@@ -395,7 +396,8 @@ mod tests {
                 ]
             })
             .collect();
-        verdict::judge(&recs, &e, &test_support::plan(&recs, 2))
+        let v = verdict::judge(&recs, &e, &test_support::plan(&recs, 2));
+        check_revs(&v, lost, report, "rev-g", "rev-b")
     }
 
     const COMPARED: &str = "rev-b against rev-g: -95.0% [-95.2%, -94.8%] (resolved: the \
@@ -403,43 +405,32 @@ mod tests {
 
     #[test]
     fn the_good_end_must_pass_the_bad_end_stall_and_the_comparison_resolve_the_drop() {
-        let said = check_revs(&verdict_of(0.0, 0.84), &[], COMPARED, "rev-g", "rev-b").unwrap();
+        let said = check(0.0, 0.84, &[], COMPARED).unwrap();
         assert!(
             said.starts_with("rev-g ok (0.0% stall), rev-b stall (84.0% stall"),
             "{said}"
         );
         // The bad end does not stall (a culprit that was not applied).
-        let e = check_revs(&verdict_of(0.0, 0.0), &[], COMPARED, "rev-g", "rev-b")
-            .unwrap_err()
-            .to_string();
+        let e = check(0.0, 0.0, &[], COMPARED).unwrap_err().to_string();
         assert!(e.contains("rev-b (the bad end) is not a stall"), "{e}");
         // The good end stalls too.
-        let e = check_revs(&verdict_of(0.84, 0.84), &[], COMPARED, "rev-g", "rev-b")
-            .unwrap_err()
-            .to_string();
+        let e = check(0.84, 0.84, &[], COMPARED).unwrap_err().to_string();
         assert!(e.contains("rev-g (the good end) is not judged `ok`"), "{e}");
         // No comparison, or one that does not resolve a drop.
-        let v = verdict_of(0.0, 0.84);
-        let e = check_revs(&v, &[], "", "rev-g", "rev-b")
-            .unwrap_err()
-            .to_string();
+        let e = check(0.0, 0.84, &[], "").unwrap_err().to_string();
         assert!(e.contains("no `rev-b against rev-g:` line"), "{e}");
         let unresolved = "rev-b against rev-g: -3.0% [-9.0%, +2.0%] (not resolvable at this \
                           noise: the interval is 11.0 points wide).";
-        let e = check_revs(&v, &[], unresolved, "rev-g", "rev-b")
-            .unwrap_err()
-            .to_string();
+        let e = check(0.0, 0.84, &[], unresolved).unwrap_err().to_string();
         assert!(e.contains("does not resolve a drop"), "{e}");
         let rise = COMPARED.replace("-95.0%", "+95.0%");
-        assert!(check_revs(&v, &[], &rise, "rev-g", "rev-b").is_err());
+        assert!(check(0.0, 0.84, &[], &rise).is_err());
         // A boot without its record.
         let lost = BootFailure {
             run: RunId::new(SCENARIO, "rev-g", 1),
             why: "hang: the guest hung".into(),
         };
-        let e = check_revs(&v, &[lost], COMPARED, "rev-g", "rev-b")
-            .unwrap_err()
-            .to_string();
+        let e = check(0.0, 0.84, &[lost], COMPARED).unwrap_err().to_string();
         assert!(e.contains("boots without a record"), "{e}");
     }
 }

@@ -46,7 +46,8 @@ pub fn live_negative(sh: &Shell, baseline: &str) -> Result<()> {
             out.failures
         );
     }
-    let cell = out.verdict.cells.iter().find(|c| c.variant == baseline);
+    let verdict = out.verdict();
+    let cell = verdict.cells.iter().find(|c| c.variant() == baseline);
     match cell {
         Some(c) if c.observed == Class::Stall && c.expected.map(|e| e.class) == Some(Class::Ok) => {
             progress::emit(Event::Note(&format!(
@@ -91,12 +92,12 @@ pub fn live_wrong_patch(sh: &Shell, baseline: &str) -> Result<()> {
         );
     }
     let name = "patch-memcg-bg-thresh";
-    let cell = out.verdict.cells.iter().find(|c| c.variant == name);
-    let others_pass = out
-        .verdict
+    let verdict = out.verdict();
+    let cell = verdict.cells.iter().find(|c| c.variant() == name);
+    let others_pass = verdict
         .cells
         .iter()
-        .filter(|c| c.variant != name)
+        .filter(|c| c.variant() != name)
         .all(|c| c.failures.is_empty());
     let mail = std::fs::read_to_string(out.dir.join(crate::results::dir::ResultsDir::MAIL))
         .context("reading the mail of the run")?;

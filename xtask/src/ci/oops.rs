@@ -43,7 +43,7 @@ pub fn live_oops(sh: &Shell, reference: &str) -> Result<()> {
             out.dir.display()
         );
     }
-    let line = check(&out.failures, out.verdict.variant_passed(reference))?;
+    let line = check(&out.failures, out.verdict().variant_passed(reference))?;
     progress::emit(Event::Note(&format!(
         "ci: the BUG fixture's boot failed, as it must: {}",
         line.lines().next().unwrap_or_default()

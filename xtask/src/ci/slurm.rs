@@ -21,7 +21,7 @@ use xshell::{cmd, Shell};
 
 use super::bare_node::BareNode;
 use crate::{
-    analysis::judgement::Verdict,
+    analysis::judgement::VerdictFile,
     kernel::variants::Roles,
     progress::{self, Event},
     reaper,
@@ -462,7 +462,7 @@ fn resumed_once(states: &[JobState], task: &str, shard: &Path) -> Result<PathBuf
 
 /// Each cell of a verdict as one line: where, how many runs, what class,
 /// what was expected; sorted.
-fn cells(v: &Verdict) -> Vec<String> {
+fn cells(v: &VerdictFile) -> Vec<String> {
     let mut out: Vec<String> = v
         .cells
         .iter()
@@ -481,7 +481,7 @@ fn cells(v: &Verdict) -> Vec<String> {
 /// Whether the merged shards were judged as the unsharded run was: the same
 /// cells, runs, classes and expectations, and the same pass or fail. Says
 /// which cells differ when not.
-pub fn same_cells(whole: &Verdict, merged: &Verdict) -> Result<String> {
+pub fn same_cells(whole: &VerdictFile, merged: &VerdictFile) -> Result<String> {
     let (a, b) = (cells(whole), cells(merged));
     if a != b {
         let only = |x: &[String], y: &[String]| -> String {
@@ -503,11 +503,11 @@ pub fn same_cells(whole: &Verdict, merged: &Verdict) -> Result<String> {
             only(&b, &a)
         );
     }
-    if whole.passed() != merged.passed() {
+    if whole.passed != merged.passed {
         bail!(
             "the unsharded run {} and the merged shards {}, with the same cells",
-            if whole.passed() { "passed" } else { "failed" },
-            if merged.passed() { "passed" } else { "failed" }
+            if whole.passed { "passed" } else { "failed" },
+            if merged.passed { "passed" } else { "failed" }
         );
     }
     Ok(a.join("; "))
@@ -570,9 +570,9 @@ pub fn slurm_matrix(sh: &Shell, roles: &Roles) -> Result<()> {
     bare.check_untouched()?;
     let path = jobs.merged().join(ResultsDir::VERDICT);
     let text = fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-    let merged: Verdict =
+    let merged: VerdictFile =
         serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
-    let same = same_cells(&whole.verdict, &merged)?;
+    let same = same_cells(&VerdictFile::of(&whole.verdict())?, &merged)?;
     cluster.stop()?;
     progress::emit(Event::Note(&format!(
         "slurm: job array {} and merge job {} ended in {:.0} s (cluster up to down), on a node \
@@ -593,7 +593,7 @@ pub fn slurm_matrix(sh: &Shell, roles: &Roles) -> Result<()> {
 mod tests {
     use super::*;
 
-    fn example() -> Verdict {
+    fn example() -> VerdictFile {
         let path = util::project_root().join("docs/example-report/verdict.json");
         serde_json::from_str(&fs::read_to_string(path).unwrap()).unwrap()
     }

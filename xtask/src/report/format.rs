@@ -149,7 +149,7 @@ pub fn margins(m: &Margins) -> String {
 pub fn near_lines(c: &CellVerdict) -> Vec<String> {
     let mut out = Vec::new();
     for (r, m) in c.near_runs() {
-        let run = format!("run {}", c.id(r.run).number());
+        let run = format!("run {}", r.id().clone().number());
         if m.near_share {
             let side = match (m.share_points < 0.0, m.line) {
                 (true, _) => "on the wrong side of",

@@ -88,8 +88,7 @@ pub fn html(dir: &std::path::Path, j: &Judgement) -> Result<String> {
             o.push_str("<p>No run of this scenario has its samples here.</p>\n");
         }
         for run in &runs {
-            run_charts(&mut o, dir, run)
-                .with_context(|| format!("plotting {}", run.record.id()))?;
+            run_charts(&mut o, dir, run).with_context(|| format!("plotting {}", run.record.id))?;
         }
     }
     o.push_str("</body></html>\n");
@@ -176,8 +175,8 @@ fn run_charts(o: &mut String, dir: &std::path::Path, run: &RunSeries<'_>) -> Res
     let _ = writeln!(
         o,
         "<h3>{} {}: {} MiB/s, stall share {:.1}%</h3><div class=\"charts\">",
-        escape(&r.variant),
-        r.id().short(),
+        escape(&r.id.variant),
+        r.id.short(),
         format::num(r.fio.bw_mib_s),
         r.stall_fraction() * 100.0
     );
@@ -219,7 +218,7 @@ fn run_charts(o: &mut String, dir: &std::path::Path, run: &RunSeries<'_>) -> Res
 /// Dirty and writeback pages against the thresholds that bind: the wb's for
 /// a strictlimit BDI, else the writer's domain's.
 fn pages_chart(r: &RunRecord, points: &[Point]) -> Result<String> {
-    let mut pages = if r.scenario_strictlimit {
+    let mut pages = if r.detection.writer.scenario_strictlimit {
         vec![
             line("wb dirty", 0, series(points, |p| p.wb_dirty)),
             line("wb_thresh", 3, series(points, |p| p.wb_thresh)),
@@ -237,10 +236,10 @@ fn pages_chart(r: &RunRecord, points: &[Point]) -> Result<String> {
         1,
         series(points, |p| Some(p.writeback)),
     ));
-    let binds = if r.scenario_strictlimit {
+    let binds = if r.detection.writer.scenario_strictlimit {
         "the wb's (strictlimit)".to_string()
     } else {
-        format!("the {} domain's", r.writer_domain)
+        format!("the {} domain's", r.detection.writer.writer_domain)
     };
     plots::lines_svg(
         &format!("Pages against {binds} thresholds"),

@@ -280,7 +280,7 @@ fn tests(j: &Judgement, ids: &Ids, kernels: &BTreeMap<String, &str>) -> Result<T
         excluded: by_run((verdict.excluded.iter()).map(|x| (&x.run, x.problems.join("; ")))),
         failed: by_run(session.failures.iter().map(|f| (&f.run, f.why.clone()))),
         records: (j.evidence.runs.iter())
-            .map(|c| (c.record.id(), c.record))
+            .map(|c| (c.record.id.clone(), c.record))
             .collect(),
     };
     for id in seen.excluded.keys().chain(seen.failed.keys()) {
@@ -378,7 +378,7 @@ fn test(
             r.run.variant,
             r.run.short(),
             v.class,
-            v.stall_fraction * 100.0,
+            v.stall_fraction() * 100.0,
             v.margins.as_ref().map_or(String::new(), |m| format!(
                 "; {}",
                 super::format::margins(m)
@@ -404,7 +404,7 @@ fn test(
         },
     });
     if let Some(rec) = r.record {
-        let started = (rec.started.as_deref()).with_context(|| {
+        let started = (rec.boot.started.as_deref()).with_context(|| {
             format!(
                 "results.json's record of {} has no start time (`started`): it was recorded \
                  before wbstall kept one; run the session again for its KCIDB document",
@@ -413,8 +413,8 @@ fn test(
         })?;
         let started = Stamp::parse(started).with_context(|| format!("the start of {}", r.run))?;
         t["start_time"] = json!(started.rfc3339());
-        t["duration"] = json!(rec.wall_secs);
-        let bw = r.verdict.map_or(rec.fio.bw_mib_s, |v| v.bw_mib_s);
+        t["duration"] = json!(rec.boot.wall_secs);
+        let bw = r.verdict.map_or(rec.fio.bw_mib_s, |v| v.bw_mib_s());
         t["number"] = json!({"value": bw, "unit": UNIT});
     }
     Ok(t)
@@ -482,15 +482,17 @@ fn failed_cell(out: &mut Tests, ids: &Ids, c: &CellVerdict, runs: &[&RunId]) -> 
     let subject = if c.observed == expected.class {
         format!(
             "{} on {}: observed {}, as expected, but {}",
-            c.variant,
-            c.scenario,
+            c.variant(),
+            c.scenario(),
             c.observed,
             why.join("; ")
         )
     } else {
         format!(
             "{} on {}: observed {}, expected {expected}",
-            c.variant, c.scenario, c.observed
+            c.variant(),
+            c.scenario(),
+            c.observed
         )
     };
     let body = json!({
@@ -501,7 +503,7 @@ fn failed_cell(out: &mut Tests, ids: &Ids, c: &CellVerdict, runs: &[&RunId]) -> 
     issue(
         out,
         ids,
-        &format!("{}/{}", c.scenario, c.variant),
+        &format!("{}/{}", c.scenario(), c.variant()),
         body,
         runs,
     );
@@ -529,7 +531,7 @@ mod tests {
         assert!(e.to_string().contains("no start time"), "{e}");
         let docs = crate::util::project_root().join("docs/example-report");
         let (session, mut records) = ResultsDir::new(&docs).load().unwrap();
-        records[3].started = None;
+        records[3].boot.started = None;
         let expected = crate::analysis::verdict::session_expectations(&session, None).unwrap();
         let j = crate::analysis::judge(&session, &records, &expected).unwrap();
         let e = format!("{:#}", document(&j).unwrap_err());

@@ -50,7 +50,7 @@ pub fn outcome(class: Class) -> Status {
 pub struct RunStatus<'a> {
     pub run: RunId,
     pub status: Status,
-    pub verdict: Option<&'a RunVerdict>,
+    pub verdict: Option<&'a RunVerdict<'a>>,
     pub record: Option<&'a RunRecord>,
     /// Whether it held its cell's expectation (in the expected class, no
     /// criterion failed on it); None without a usable record or expectation.
@@ -98,7 +98,7 @@ pub fn run_statuses<'a>(
     let mut runs: BTreeSet<u32> = (0..planned).collect();
     runs.extend(
         cell.iter()
-            .flat_map(|c| c.run_verdicts.iter().map(|r| r.run)),
+            .flat_map(|c| c.run_verdicts.iter().map(|r| r.id().run)),
     );
     runs.extend(
         listed(&seen.excluded)
@@ -108,7 +108,8 @@ pub fn run_statuses<'a>(
     let mut out = Vec::new();
     for run in runs {
         let key = RunId::new(scenario, variant, run);
-        let usable = cell.and_then(|c| Some((c, c.run_verdicts.iter().find(|r| r.run == run)?)));
+        let usable =
+            cell.and_then(|c| Some((c, c.run_verdicts.iter().find(|r| r.id().run == run)?)));
         let lines = |m: &ByRun| m.get(&key).cloned();
         let record = seen.records.get(&key).copied();
         let (status, verdict, held, why) =
@@ -144,10 +145,15 @@ pub fn run_statuses<'a>(
 
 /// A usable run's status, judgement, whether it held, and why it did not.
 fn usable_status<'a>(
-    c: &'a CellVerdict,
-    r: &'a RunVerdict,
-) -> (Status, Option<&'a RunVerdict>, Option<bool>, Vec<String>) {
-    let mut why: Vec<String> = (c.failures_of_run(r.run).into_iter())
+    c: &'a CellVerdict<'a>,
+    r: &'a RunVerdict<'a>,
+) -> (
+    Status,
+    Option<&'a RunVerdict<'a>>,
+    Option<bool>,
+    Vec<String>,
+) {
+    let mut why: Vec<String> = (c.failures_of_run(r.id().run).into_iter())
         .map(|f| f.why.clone())
         .collect();
     let held = c.run_passed(r);
@@ -181,15 +187,15 @@ mod tests {
         let seen = Seen {
             excluded: by_run(v.excluded.iter().map(|x| (&x.run, x.problems.join("; ")))),
             failed: by_run(failures.iter().map(|f| (&f.run, f.why.clone()))),
-            records: records.iter().map(|r| (r.id(), r)).collect(),
+            records: records.iter().map(|r| (r.id.clone(), r)).collect(),
         };
-        let cell = v.cells.iter().find(|c| c.variant == variant);
+        let cell = v.cells.iter().find(|c| c.variant() == variant);
         let runs = run_statuses(cell, ("fuse-strictlimit", variant), 4, &seen).unwrap();
         runs.iter().map(|r| (r.status, r.held)).collect()
     }
 
     fn at(mut r: RunRecord, run: u32) -> RunRecord {
-        r.run = run;
+        r.id.run = run;
         r
     }
 
@@ -202,7 +208,7 @@ mod tests {
         let mut disagrees = rec("v1", "fuse-strictlimit", 195.0, 0.0);
         crate::test_support::set_trace(&mut disagrees, Some((0.03, 0.0)));
         let mut warned = rec("v1", "fuse-strictlimit", 190.0, 0.0);
-        warned.dmesg_warnings = vec!["WARNING: CPU: 0 PID: 1 at mm/x.c:1".into()];
+        warned.boot.dmesg_warnings = vec!["WARNING: CPU: 0 PID: 1 at mm/x.c:1".into()];
         let records = [
             at(rec("regressed", "fuse-strictlimit", 1.0, 0.7), 0),
             at(rec("regressed", "fuse-strictlimit", 190.0, 0.0), 1),

@@ -120,7 +120,7 @@ pub(super) fn culprit<'j>(j: &'j Judgement) -> Option<&'j Culprit> {
     let c = j.roles.culprit.as_ref()?;
     let baseline = &j.roles.baseline;
     (j.verdict.cells.iter())
-        .any(|x| &x.variant == baseline && x.observed == Class::Stall)
+        .any(|x| x.variant() == baseline && x.observed == Class::Stall)
         .then_some(c)
 }
 
@@ -188,11 +188,11 @@ fn findings(o: &mut String, j: &Judgement) {
     let verdict = &j.verdict;
     o.push_str("Findings:\n\n");
     for s in &j.matrix.scenarios {
-        let cells: Vec<_> = verdict.cells.iter().filter(|c| &c.scenario == s).collect();
+        let cells: Vec<_> = verdict.cells.iter().filter(|c| c.scenario() == s).collect();
         let stalling: Vec<String> = cells
             .iter()
             .filter(|c| c.observed == Class::Stall)
-            .map(|c| format!("{} ({:.1}%)", c.variant, c.stall_fraction() * 100.0))
+            .map(|c| format!("{} ({:.1}%)", c.variant(), c.stall_fraction() * 100.0))
             .collect();
         let line = if stalling.is_empty() {
             format!("- {s}: no variant stalls")
@@ -215,7 +215,7 @@ fn findings(o: &mut String, j: &Judgement) {
             let _ = writeln!(
                 o,
                 "  FAIL {} ({observed}): {}",
-                c.variant,
+                c.variant(),
                 (c.failures.iter().map(|f| f.to_string()))
                     .collect::<Vec<_>>()
                     .join("; ")
@@ -223,7 +223,7 @@ fn findings(o: &mut String, j: &Judgement) {
         }
         for c in &cells {
             for l in format::near_lines(c) {
-                let _ = writeln!(o, "  near a boundary: {}: {l}", c.variant);
+                let _ = writeln!(o, "  near a boundary: {}: {l}", c.variant());
             }
         }
     }
@@ -401,10 +401,10 @@ fn summary(o: &mut String, j: &Judgement) {
     o.push_str("Summary for the thread:\n\n");
     let mut by_scenario: Vec<(String, Vec<String>)> = Vec::new();
     for c in &verdict.cells {
-        let text = format!("{} {}", c.variant, c.observed);
-        match by_scenario.iter_mut().find(|(s, _)| *s == c.scenario) {
+        let text = format!("{} {}", c.variant(), c.observed);
+        match by_scenario.iter_mut().find(|(s, _)| *s == c.scenario()) {
             Some((_, v)) => v.push(text),
-            None => by_scenario.push((c.scenario.clone(), vec![text])),
+            None => by_scenario.push((c.scenario().to_string(), vec![text])),
         }
     }
     let version = session

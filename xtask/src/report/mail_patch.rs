@@ -75,7 +75,7 @@ pub fn mail(j: &Judgement, u: &UnderTest) -> Result<String> {
 fn findings(o: &mut String, j: &Judgement, u: &UnderTest, failures: &[BootFailure]) {
     o.push_str("Findings:\n\n");
     let verdict = &j.verdict;
-    for c in verdict.cells.iter().filter(|c| c.variant == u.variant) {
+    for c in verdict.cells.iter().filter(|c| c.variant() == u.variant) {
         let expected = c
             .expected
             .map_or("no expectation".to_string(), |e| format!("expected {e}"));
@@ -83,7 +83,7 @@ fn findings(o: &mut String, j: &Judgement, u: &UnderTest, failures: &[BootFailur
         let _ = writeln!(
             o,
             "- {}: {} ({expected}); runs {}; {} MiB/s (harmonic mean), clat max {} ms (mean)",
-            c.scenario,
+            c.scenario(),
             c.observed,
             c.run_classes(),
             num(c.bw_mib_s()),
@@ -177,8 +177,14 @@ fn thread_lines(o: &mut String, session: &Session, verdict: &Verdict, u: &UnderT
         u.base,
         session.runs_per_cell()
     );
-    for c in verdict.cells.iter().filter(|c| c.variant == u.variant) {
-        let _ = writeln!(o, "  {}: {} ({})", c.scenario, c.observed, c.run_classes());
+    for c in verdict.cells.iter().filter(|c| c.variant() == u.variant) {
+        let _ = writeln!(
+            o,
+            "  {}: {} ({})",
+            c.scenario(),
+            c.observed,
+            c.run_classes()
+        );
     }
     if passed {
         let from = session
@@ -215,7 +221,7 @@ pub(crate) mod tests {
                 ),
             ] {
                 let mut r = rec(v, "fuse-strictlimit", bw + f64::from(run) * 0.01, stall);
-                r.run = run;
+                r.id.run = run;
                 records.push(r);
             }
         }

@@ -125,10 +125,16 @@ fn margins(o: &mut String, verdict: &Verdict, expected: &Expected) {
         let runs: Vec<String> = (c.run_verdicts.iter())
             .map(|r| {
                 let m = r.margins.as_ref().map_or("idle".into(), format::margins);
-                format!("{} {}: {m}", c.id(r.run).short(), r.class)
+                format!("{} {}: {m}", r.id().clone().short(), r.class)
             })
             .collect();
-        let _ = writeln!(o, "| {}/{} | {} |", c.scenario, c.variant, runs.join("; "));
+        let _ = writeln!(
+            o,
+            "| {}/{} | {} |",
+            c.scenario(),
+            c.variant(),
+            runs.join("; ")
+        );
     }
     let near: Vec<String> = verdict.cells.iter().flat_map(near).collect();
     if !near.is_empty() {
@@ -140,7 +146,7 @@ fn margins(o: &mut String, verdict: &Verdict, expected: &Expected) {
 fn near(c: &CellVerdict) -> Vec<String> {
     format::near_lines(c)
         .into_iter()
-        .map(|l| format!("- {}/{}: {l}", c.scenario, c.variant))
+        .map(|l| format!("- {}/{}: {l}", c.scenario(), c.variant()))
         .collect()
 }
 
@@ -194,8 +200,8 @@ fn verdict_matrix(o: &mut String, verdict: &Verdict, main: &[&String], scenarios
                             format!(
                                 "{} {:.1}% d{:.1}%",
                                 r.class,
-                                r.stall_fraction * 100.0,
-                                r.draining_fraction * 100.0
+                                r.stall_fraction() * 100.0,
+                                r.draining_fraction() * 100.0
                             )
                         })
                         .collect();
@@ -266,7 +272,7 @@ fn verdict_notes(o: &mut String, session: &Session, verdict: &Verdict, expected:
         .flat_map(|c| {
             c.failures
                 .iter()
-                .map(move |f| format!("- {}/{}: {f}", c.scenario, c.variant))
+                .map(move |f| format!("- {}/{}: {f}", c.scenario(), c.variant()))
         })
         .collect();
     if failures.is_empty() && !verdict.cells.is_empty() && session.failures.is_empty() {

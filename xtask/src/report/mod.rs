@@ -91,10 +91,10 @@ mod tests {
         ] {
             for k in 0..3 {
                 let mut r = rec(v, "fuse-strictlimit", bw * (1.0 + 0.01 * k as f64), stall);
-                r.run = k;
-                r.bdi = "0:45".into();
-                r.mechanism.stall_sleeps = (stall * 1000.0) as u64;
-                r.samples = Some(format!("{v}-{k}.samples.txt"));
+                r.id.run = k;
+                r.detection.writer.bdi = "0:45".into();
+                r.detection.mechanism.stall_sleeps = (stall * 1000.0) as u64;
+                r.boot.samples = Some(format!("{v}-{k}.samples.txt"));
                 out.push(r);
             }
         }
@@ -207,7 +207,7 @@ mod tests {
     /// the bootstrap of one value says (its "interval" is the change itself).
     #[test]
     fn a_comparison_of_one_run_a_side_is_not_resolved() {
-        let r: Vec<RunRecord> = records().into_iter().filter(|r| r.run == 0).collect();
+        let r: Vec<RunRecord> = records().into_iter().filter(|r| r.id.run == 0).collect();
         let (e, session) = (expected(), Session::default());
         let md = markdown(&judged(&session, &r, &e, 1), &[]);
         let line = md
@@ -251,11 +251,11 @@ mod tests {
     fn the_headline_rows_come_first_and_a_repeated_row_is_named_not_shown() {
         let mut r = records();
         for x in &mut r {
-            x.vmstat_delta.insert("nr_dirtied".into(), 5000);
-            x.vmstat_delta.insert("nr_written".into(), 5000);
+            x.counters.vmstat_delta.insert("nr_dirtied".into(), 5000);
+            x.counters.vmstat_delta.insert("nr_written".into(), 5000);
         }
         // One run's trace saw a throttle sleep more than the module: its row shows.
-        r[0].witness.throttle_sleeps += 1;
+        r[0].detection.witness.throttle_sleeps += 1;
         let (e, session) = (expected(), dated());
         let j = judged(&session, &r, &e, 3);
         let md = markdown(&j, &[]);
@@ -339,7 +339,7 @@ mod tests {
         ] {
             for (k, bw) in bws.into_iter().enumerate() {
                 let mut x = rec(v, "fuse-strictlimit", bw, 0.0);
-                x.run = k as u32;
+                x.id.run = k as u32;
                 r.push(x);
             }
         }
@@ -364,7 +364,7 @@ mod tests {
             ] {
                 for (k, bw) in bws.into_iter().enumerate() {
                     let mut x = rec(v, "fuse-nostrict", bw, 0.0);
-                    x.run = k as u32;
+                    x.id.run = k as u32;
                     r.push(x);
                 }
             }
@@ -404,7 +404,8 @@ mod tests {
         let (session, records) = ResultsDir::new(&docs).load().unwrap();
         let expected = crate::analysis::verdict::session_expectations(&session, None).unwrap();
         let judge = |s: &crate::results::session::Session, r: &[RunRecord], e| {
-            crate::analysis::verdict::judge(r, e, &crate::analysis::judgement::Planned::of(s))
+            let plan = crate::analysis::judgement::Planned::of(s);
+            serde_json::to_string(&crate::analysis::verdict::judge(r, e, &plan)).unwrap()
         };
         let before = judge(&session, &records, &expected);
         // Renamed everywhere the directory names them: gone from the repository.
@@ -417,13 +418,10 @@ mod tests {
         let records: Vec<RunRecord> =
             serde_json::from_str(&rename(&serde_json::to_string(&records).unwrap())).unwrap();
         assert!(crate::guest::scenario::by_name("fuse-retired").is_err());
-        assert!(records.iter().any(|r| r.variant == "v1-retired"));
+        assert!(records.iter().any(|r| r.id.variant == "v1-retired"));
         let expected = crate::analysis::verdict::session_expectations(&session, None).unwrap();
         let after = judge(&session, &records, &expected);
-        assert_eq!(
-            rename(&serde_json::to_string(&before).unwrap()),
-            serde_json::to_string(&after).unwrap()
-        );
+        assert_eq!(rename(&before), after);
     }
 
     #[test]

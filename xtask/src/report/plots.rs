@@ -209,7 +209,7 @@ impl RunSeries<'_> {
     /// The run's classed sleeps, each at its time on the samples' axis; or
     /// why there are none to plot.
     pub fn sleeps(&self, dir: &Path) -> Result<Result<Vec<(f64, Sleep)>, String>> {
-        let Some(file) = &self.record.sleeps else {
+        let Some(file) = &self.record.boot.sleeps else {
             return Ok(Err(
                 "its record is from before wbstall kept each sleep".into()
             ));
@@ -237,11 +237,11 @@ pub(super) fn first_runs<'a>(
             .cell(scenario, v)
             .iter()
             .copied()
-            .find(|r| r.samples.is_some())
+            .find(|r| r.boot.samples.is_some())
         else {
             continue;
         };
-        let path = dir.join(r.samples.as_deref().unwrap_or_default());
+        let path = dir.join(r.boot.samples.as_deref().unwrap_or_default());
         let Ok(text) = std::fs::read_to_string(&path) else {
             continue; // a results directory copied without its samples
         };
@@ -251,7 +251,11 @@ pub(super) fn first_runs<'a>(
         };
         runs.push(RunSeries {
             record: r,
-            points: samples::series(&parsed.blocks, &r.bdi, r.memcg_id),
+            points: samples::series(
+                &parsed.blocks,
+                &r.detection.writer.bdi,
+                r.detection.writer.memcg_id,
+            ),
             writers: samples::writers(&parsed),
             t0,
         });
@@ -293,9 +297,9 @@ fn panel(
         .caption(
             format!(
                 "{} / {}, run {}: {} {}, stall share {:.1}%",
-                r.variant,
+                r.id.variant,
                 scenario,
-                r.id().number(),
+                r.id.number(),
                 (bw.extract)(r).map_or("-".into(), format::num),
                 bw.unit,
                 (share.extract)(r).unwrap_or(f64::NAN)

@@ -27,7 +27,11 @@ impl Cell<'_> {
 
 /// The writer's last threshold snapshot of a run.
 fn snapshot(r: &RunRecord) -> Option<&debugfs::KvLine> {
-    debugfs::find(&r.wbstall_thresholds, &r.bdi, r.memcg_id.or(Some(0)))
+    debugfs::find(
+        &r.counters.wbstall_thresholds,
+        &r.detection.writer.bdi,
+        r.detection.writer.memcg_id.or(Some(0)),
+    )
 }
 
 /// A value of the last run's threshold snapshot: `none` where the writer
@@ -122,7 +126,7 @@ const ROWS: &[Row] = &[
             .last()
             .map(|r| {
                 let k = |n: &str| {
-                    r.vm_knobs.get(n).map_or("?".to_string(), |&v| {
+                    r.counters.vm_knobs.get(n).map_or("?".to_string(), |&v| {
                         if v == 0 {
                             "0".into()
                         } else {
@@ -139,7 +143,13 @@ const ROWS: &[Row] = &[
         c.runs
             .last()
             .map(|r| {
-                let k = |n: &str| r.bdi_knobs.get(n).cloned().unwrap_or_else(|| "-".into());
+                let k = |n: &str| {
+                    r.counters
+                        .bdi_knobs
+                        .get(n)
+                        .cloned()
+                        .unwrap_or_else(|| "-".into())
+                };
                 format!("{}/{}", k("strict_limit"), k("max_ratio"))
             })
             .unwrap_or_default()
@@ -191,7 +201,7 @@ fn rows(j: &Judgement, scenario: &str, present: &[&String]) -> Vec<(String, Vec<
             let runs = m.cell(scenario, v);
             let exact_witness = (j.evidence.runs.iter())
                 .filter(|c| c.exact_witness && c.problems.is_empty())
-                .filter(|c| c.record.id().in_cell(scenario, v))
+                .filter(|c| c.record.id.in_cell(scenario, v))
                 .count();
             Cell {
                 runs,
@@ -252,7 +262,7 @@ pub fn table(j: &Judgement) -> String {
         .flat_map(|c| {
             format::near_lines(c)
                 .into_iter()
-                .map(move |l| format!("near a boundary: {}/{}: {l}", c.scenario, c.variant))
+                .map(move |l| format!("near a boundary: {}/{}: {l}", c.scenario(), c.variant()))
         })
         .collect();
     if !near.is_empty() {
@@ -281,7 +291,7 @@ pub fn verdict_lines(j: &Judgement) -> String {
     let mut out = String::new();
     for c in &verdict.cells {
         for f in &c.failures {
-            out.push_str(&format!("FAIL {}/{}: {f}\n", c.scenario, c.variant));
+            out.push_str(&format!("FAIL {}/{}: {f}\n", c.scenario(), c.variant()));
         }
     }
     for m in &verdict.missing {
@@ -336,14 +346,14 @@ fn patch_line(verdict: &crate::analysis::judgement::Verdict, u: &UnderTest) -> S
     let cells: Vec<_> = verdict
         .cells
         .iter()
-        .filter(|c| c.variant == u.variant)
+        .filter(|c| c.variant() == u.variant)
         .collect();
     let failed = cells.is_empty() || !verdict.variant_passed(&u.variant);
     let classes: Vec<String> = cells
         .iter()
         .map(|c| match c.expected {
-            Some(e) => format!("{} {} (expected {e})", c.scenario, c.observed),
-            None => format!("{} {} (unjudged)", c.scenario, c.observed),
+            Some(e) => format!("{} {} (expected {e})", c.scenario(), c.observed),
+            None => format!("{} {} (unjudged)", c.scenario(), c.observed),
         })
         .collect();
     format!(

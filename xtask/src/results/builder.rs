@@ -11,16 +11,17 @@ use crate::{
     guest::{
         plan::Phase,
         protocol::{self, stream},
+        run_id::RunId,
         stream::Stream,
     },
     results::{
         context::RunContext,
         debugfs,
-        detection::{detect, Detection, Writer},
+        detection::{detect, Found, Writer},
         fio,
         ktap::{self, Ktap},
         phases,
-        record::{RunRecord, StartPhase},
+        record::{self, BootFacts, FuseFacts, RunRecord, StartPhase, WriterWb},
         warnings::{merge_warnings, warnings},
         witness::{Drops, Witness},
     },
@@ -97,8 +98,8 @@ fn wall_seconds(text: &str) -> Result<f64> {
 pub fn build(ctx: RunContext<'_>, stream: &Stream) -> Result<RunRecord> {
     let need = |name: &str| need(stream, name, &ctx.console_log);
     let fio = fio_result(&need(stream::FIO)?, &ctx.console_log)?;
-    let (fuse_ready, fuse_stats, verify_ok) = fuse_evidence(stream)?;
-    no_writeback_cache(fuse_ready.as_ref())?;
+    let fuse = fuse_evidence(stream)?;
+    no_writeback_cache(fuse.fuse_ready.as_ref())?;
     let bdi = need(stream::BDI)?.trim().to_string();
     let writer_domain = need(stream::WRITER_DOMAIN)?.trim().to_string();
     let (cgroup_ino, witness, witness_drops, bdi_knobs) = witnessed(&need, &bdi)?;
@@ -108,7 +109,7 @@ pub fn build(ctx: RunContext<'_>, stream: &Stream) -> Result<RunRecord> {
         cgroup_ino,
         strictlimit: bdi_knobs.get("strict_limit").map(String::as_str) == Some("1"),
     };
-    let Detection {
+    let Found {
         stats,
         thresholds,
         summary,
@@ -117,68 +118,74 @@ pub fn build(ctx: RunContext<'_>, stream: &Stream) -> Result<RunRecord> {
         tracefs,
         sleeps,
     } = detect(&ctx, &need, &writer, &witness)?;
-    let sleeps = match &ctx.sleeps {
-        Some(path) => Some(write_sleeps(path, &sleeps)?),
-        None => None,
-    };
+    let sleeps = write_sleeps(ctx.sleeps.as_deref(), &sleeps)?;
     let fio_wall_s = wall_seconds(&need(stream::FIO_WALL)?)?;
     let (vmstat, vmstat_delta) = vmstat(&need(stream::VMSTAT_BEFORE)?, &need(stream::VMSTAT)?)?;
     let (bdi_stats, bdi_written_kb) =
         written(&need(stream::BDI_STATS_BEFORE)?, &need(stream::BDI_STATS)?)?;
+    let memcg_events = memcg_events(&need, &writer_domain)?;
     Ok(RunRecord {
-        variant: ctx.variant.variant.clone(),
-        scenario: ctx.scenario.to_string(),
-        scenario_strictlimit: ctx.scenario_strictlimit,
-        run: ctx.run,
+        id: RunId::new(ctx.scenario, &ctx.variant.variant, ctx.run),
         start_phase: start_phase(&need, ctx.phase)?,
         machine: ctx.machine,
         kernel: ctx.variant.into(),
         job: ctx.job.clone(),
         fio,
-        bdi,
-        memcg_id,
-        memcg_events: memcg_events(&need, &writer_domain)?,
-        writer_domain,
-        cgroup_ino,
-        detector: ctx.detector,
-        tracefs: Some(tracefs),
-        mechanism,
-        witness,
-        witness_drops: Some(witness_drops),
-        fio_wall_s,
-        wbstall_stats: stats,
-        wbstall_thresholds: thresholds,
-        wbstall_summary: summary,
-        bdi_stats,
-        bdi_written_kb,
-        bdi_knobs,
-        vm_knobs: numbers(&need(stream::VM_KNOBS)?, "vm-knobs")?,
-        vmstat,
-        vmstat_delta,
-        ktap: ktap(stream),
-        ktap_suites: ktap_suites(stream),
-        fuse_ready,
-        fuse_stats,
-        verify_ok,
-        dmesg_warnings: merge_warnings(ctx.console_warnings, warnings(&need(stream::DMESG)?)),
-        guest_env: guest_env(&need(stream::GUEST_ENV)?, &ctx.console_log)?,
-        phases: phases_of(stream)?,
-        started: Some(ctx.started),
-        wall_secs: ctx.wall_secs,
-        console_log: ctx.console_log,
-        samples: ctx.samples,
-        sleeps,
+        detection: record::Detection {
+            writer: WriterWb {
+                bdi,
+                memcg_id,
+                writer_domain,
+                cgroup_ino,
+                scenario_strictlimit: ctx.scenario_strictlimit,
+            },
+            detector: ctx.detector,
+            tracefs: Some(tracefs),
+            mechanism,
+            witness,
+            witness_drops: Some(witness_drops),
+            fio_wall_s,
+        },
+        counters: record::Counters {
+            wbstall_stats: stats,
+            wbstall_thresholds: thresholds,
+            wbstall_summary: summary,
+            bdi_stats,
+            bdi_written_kb,
+            bdi_knobs,
+            vm_knobs: numbers(&need(stream::VM_KNOBS)?, "vm-knobs")?,
+            memcg_events,
+            vmstat,
+            vmstat_delta,
+            ktap: ktap(stream),
+            ktap_suites: ktap_suites(stream),
+        },
+        fuse,
+        boot: BootFacts {
+            dmesg_warnings: merge_warnings(ctx.console_warnings, warnings(&need(stream::DMESG)?)),
+            guest_env: guest_env(&need(stream::GUEST_ENV)?, &ctx.console_log)?,
+            phases: phases_of(stream)?,
+            started: Some(ctx.started),
+            wall_secs: ctx.wall_secs,
+            console_log: ctx.console_log,
+            samples: ctx.samples,
+            sleeps,
+        },
     })
 }
 
-/// Writes the classed sleeps to `path`; its file name, for the record.
+/// Writes the classed sleeps to `path`, if given; its file name, for the
+/// record.
 fn write_sleeps(
-    path: &std::path::Path,
+    path: Option<&std::path::Path>,
     sleeps: &[crate::results::tracefs::Sleep],
-) -> Result<String> {
+) -> Result<Option<String>> {
+    let Some(path) = path else {
+        return Ok(None);
+    };
     crate::util::write_atomic(path, crate::results::sleeps::text(sleeps))?;
     let name = path.file_name().and_then(|n| n.to_str());
-    name.map(str::to_string)
+    name.map(|n| Some(n.to_string()))
         .with_context(|| format!("{} has no file name", path.display()))
 }
 
@@ -260,14 +267,14 @@ type Knobs = BTreeMap<String, String>;
 
 /// The FUSE server's INIT answer and stats, and the verify pass's outcome
 /// (FUSE scenarios; None elsewhere).
-fn fuse_evidence(stream: &Stream) -> Result<(Option<Value>, Option<Value>, Option<bool>)> {
-    Ok((
-        json_line(stream, &protocol::stream::fuse("main", "ready"))?,
-        json_line(stream, &protocol::stream::fuse("main", "stats"))?,
-        stream
+fn fuse_evidence(stream: &Stream) -> Result<FuseFacts> {
+    Ok(FuseFacts {
+        fuse_ready: json_line(stream, &protocol::stream::fuse("main", "ready"))?,
+        fuse_stats: json_line(stream, &protocol::stream::fuse("main", "stats"))?,
+        verify_ok: stream
             .text(stream::FIO_VERIFY)
             .map(|t| fio::parse(&t).is_ok_and(|r| r.error == 0)),
-    ))
+    })
 }
 
 /// A FUSE mount without the writeback cache writes through to its server: no

@@ -85,22 +85,34 @@ fn tolerance() -> Tolerance {
 #[test]
 fn recorded_streams_build_usable_records() {
     let r = build_from(&stream(FUSE), "regressed", "fuse-strictlimit", "256M").unwrap();
-    assert_eq!(r.writer_domain, "global");
-    assert_eq!((r.mechanism.stall_sleeps, r.mechanism.bg_starts), (2056, 0));
-    assert_eq!(r.witness.throttle_sleeps, r.mechanism.throttle_sleeps);
+    assert_eq!(r.detection.writer.writer_domain, "global");
+    assert_eq!(
+        (
+            r.detection.mechanism.stall_sleeps,
+            r.detection.mechanism.bg_starts
+        ),
+        (2056, 0)
+    );
+    assert_eq!(
+        r.detection.witness.throttle_sleeps,
+        r.detection.mechanism.throttle_sleeps
+    );
     assert!(r.stall_fraction() > 0.5, "{}", r.stall_fraction());
-    assert_eq!(r.vm_knobs["vm.dirty_writeback_centisecs"], 500);
-    assert!(r.bdi_written_kb > 0);
+    assert_eq!(r.counters.vm_knobs["vm.dirty_writeback_centisecs"], 500);
+    assert!(r.counters.bdi_written_kb > 0);
     assert_eq!(problems(&r, &tolerance()), Vec::<String>::new());
 
     let r = build_from(&stream(MEMCG), "v2", "memcg-ext4", "16M").unwrap();
-    assert_eq!((r.memcg_id, r.cgroup_ino), (Some(2), 14));
-    assert_eq!(r.witness.bg_starts, 190);
-    assert_eq!(r.mechanism.bg_starts, 190);
+    assert_eq!(
+        (r.detection.writer.memcg_id, r.detection.writer.cgroup_ino),
+        (Some(2), 14)
+    );
+    assert_eq!(r.detection.witness.bg_starts, 190);
+    assert_eq!(r.detection.mechanism.bg_starts, 190);
     // memcg-ext4 streams its file set through memory.max: reclaim met it
     // 474 times and wrote nothing itself.
-    assert_eq!(r.memcg_events["max"], 474);
-    assert_eq!(r.vmstat_delta["nr_vmscan_write"], 0);
+    assert_eq!(r.counters.memcg_events["max"], 474);
+    assert_eq!(r.counters.vmstat_delta["nr_vmscan_write"], 0);
     assert_eq!(problems(&r, &tolerance()), Vec::<String>::new());
 }
 
@@ -111,7 +123,7 @@ fn a_recorded_draining_disk_is_no_stall_by_either_detector() {
     // so almost no sleep was a stall. The old definition (no pass running, none
     // asked for) read the disk's draining sleeps as stalls.
     let r = build_from(&stream(EXT4), "regressed", "ext4-global", "16M").unwrap();
-    let (m, t) = (&r.mechanism, r.tracefs.clone().unwrap());
+    let (m, t) = (&r.detection.mechanism, r.detection.tracefs.clone().unwrap());
     assert_eq!(
         (m.flushing_sleeps, m.draining_sleeps, m.stall_sleeps),
         (122, 31, 1)
@@ -127,12 +139,12 @@ fn a_recorded_draining_disk_is_no_stall_by_either_detector() {
     // trace still sees them drain.
     let mut miscounted = r.clone();
     // (Judged where the test expectations have a hypothesis.)
-    miscounted.scenario = "memcg-ext4".into();
-    miscounted.variant = "v2".into();
-    let fifth = (0.2 * crate::results::record::writer_ms(&r.job, r.fio_wall_s)) as u64;
-    miscounted.mechanism.stall_ms += fifth;
-    miscounted.mechanism.draining_ms = 0;
-    miscounted.tracefs.as_mut().unwrap().draining_ms = fifth;
+    miscounted.id.scenario = "memcg-ext4".into();
+    miscounted.id.variant = "v2".into();
+    let fifth = (0.2 * crate::results::record::writer_ms(&r.job, r.detection.fio_wall_s)) as u64;
+    miscounted.detection.mechanism.stall_ms += fifth;
+    miscounted.detection.mechanism.draining_ms = 0;
+    miscounted.detection.tracefs.as_mut().unwrap().draining_ms = fifth;
     let e = crate::test_support::expected();
     let records = [miscounted];
     let v = crate::analysis::verdict::judge(&records, &e, &crate::test_support::plan(&records, 1));
@@ -150,8 +162,8 @@ fn a_recorded_draining_disk_is_no_stall_by_either_detector() {
 fn the_tracefs_detector_classes_a_recorded_boot_as_the_module_did() {
     let s = stream(FUSE);
     let by_module = build_from(&s, "regressed", "fuse-strictlimit", "256M").unwrap();
-    let t = by_module.tracefs.clone().unwrap();
-    let m = &by_module.mechanism;
+    let t = by_module.detection.tracefs.clone().unwrap();
+    let m = &by_module.detection.mechanism;
     // The same sleeps and starts; of the 2091 sleeps the module classes
     // 2056 stall (no pass that wrote, 8 pages or fewer of the wb
     // completed), all unrequested, and the trace the same ones within a
@@ -189,9 +201,9 @@ fn the_tracefs_detector_classes_a_recorded_boot_as_the_module_did() {
         Detector::Tracefs,
     )
     .unwrap();
-    assert_eq!(r.detector, Detector::Tracefs);
+    assert_eq!(r.detection.detector, Detector::Tracefs);
     assert_eq!(Some(r.stall_fraction()), by_module.tracefs_stall_fraction());
-    assert_eq!(r.mechanism.strictlimit, 1);
+    assert_eq!(r.detection.mechanism.strictlimit, 1);
     assert_eq!(problems(&r, &tolerance()), Vec::<String>::new());
     // The module asked for but absent: an error naming the file.
     let err = build_from(&bare, "regressed", "fuse-strictlimit", "256M").unwrap_err();
@@ -397,8 +409,8 @@ fn a_trace_that_lost_sleeps_is_a_problem_naming_the_tracefs_detector() {
     let mut s = stream(FUSE);
     drop_trace_sleeps(&mut s, 20);
     let r = build_from(&s, "regressed", "fuse-strictlimit", "256M").unwrap();
-    let n = r.witness.throttle_sleeps;
-    assert_eq!(r.mechanism.throttle_sleeps, n);
+    let n = r.detection.witness.throttle_sleeps;
+    assert_eq!(r.detection.mechanism.throttle_sleeps, n);
     assert_eq!(
         problems(&r, &tolerance()),
         [format!(
@@ -436,22 +448,28 @@ fn a_trace_that_lost_sleeps_is_a_problem_naming_the_tracefs_detector() {
 fn reclaim_that_wrote_pages_makes_a_memcg_run_no_evidence_and_memory_max_alone_does_not() {
     let bare = without_module(&stream(MEMCG));
     let r = build_with(&bare, "v2", "memcg-ext4", "16M", Detector::Tracefs).unwrap();
-    assert_eq!((r.memcg_id, r.memcg_events["max"]), (None, 474));
+    assert_eq!(
+        (r.detection.writer.memcg_id, r.counters.memcg_events["max"]),
+        (None, 474)
+    );
     assert_eq!(problems(&r, &tolerance()), Vec::<String>::new());
     // Reclaim's own pageout: writeback nobody asked for.
     let mut wrote = r.clone();
-    wrote.vmstat_delta.insert("nr_vmscan_write".into(), 7);
+    wrote
+        .counters
+        .vmstat_delta
+        .insert("nr_vmscan_write".into(), 7);
     assert!(
         problems(&wrote, &tolerance())[0].starts_with("reclaim wrote 7 page(s) itself"),
         "{:?}",
         problems(&wrote, &tolerance())
     );
-    wrote.vmstat_delta.remove("nr_vmscan_write");
+    wrote.counters.vmstat_delta.remove("nr_vmscan_write");
     assert!(problems(&wrote, &tolerance())[0].contains("nr_vmscan_write is not in the record"));
     // A record from before reclaim's writeback was counted (no causes)
     // keeps the older rule: memory.max reached is no evidence.
     let mut old = r.clone();
-    old.tracefs.as_mut().unwrap().causes = None;
+    old.detection.tracefs.as_mut().unwrap().causes = None;
     assert!(problems(&old, &tolerance())[0]
         .starts_with("the writers' cgroup hit memory.max 474 time(s), and this record predates"));
     // Without memory.events the run cannot say.
@@ -460,7 +478,7 @@ fn reclaim_that_wrote_pages_makes_a_memcg_run_no_evidence_and_memory_max_alone_d
     let e = build_with(&none, "v2", "memcg-ext4", "16M", Detector::Tracefs).unwrap_err();
     assert!(format!("{e:#}").contains("no `memcg-events`"), "{e:#}");
     let mut r = build_with(&bare, "v2", "memcg-ext4", "16M", Detector::Tracefs).unwrap();
-    r.memcg_events.clear();
+    r.counters.memcg_events.clear();
     assert!(problems(&r, &tolerance())[0].contains("no memory.events `max` count"));
 }
 
@@ -476,13 +494,13 @@ fn drops_on_the_wake_hist_do_not_widen_the_sleep_comparison() {
     let r = build_from(&s, "v2", "memcg-ext4", "16M").unwrap();
     // 7 starts more than the wake hist counted: its drops allow them.
     let mut starts = r.clone();
-    starts.mechanism.bg_starts += 7;
+    starts.detection.mechanism.bg_starts += 7;
     assert_eq!(problems(&starts, &tolerance()), Vec::<String>::new());
     // 7 sleeps more than the sleep hist counted: nothing allows them.
     let mut sleeps = r.clone();
-    sleeps.mechanism.throttle_sleeps += 7;
-    sleeps.mechanism.flushing_sleeps += 7;
-    let n = r.witness.throttle_sleeps;
+    sleeps.detection.mechanism.throttle_sleeps += 7;
+    sleeps.detection.mechanism.flushing_sleeps += 7;
+    let n = r.detection.witness.throttle_sleeps;
     assert_eq!(
         problems(&sleeps, &tolerance()),
         [format!(

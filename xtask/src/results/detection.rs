@@ -27,7 +27,7 @@ pub struct Writer<'a> {
 }
 
 /// What the detectors made of a boot.
-pub struct Detection {
+pub struct Found {
     pub stats: Vec<KvLine>,
     pub thresholds: Vec<KvLine>,
     pub summary: Option<KvLine>,
@@ -45,7 +45,7 @@ pub fn detect(
     need: &dyn Fn(&str) -> Result<String>,
     w: &Writer<'_>,
     witness: &Witness,
-) -> Result<Detection> {
+) -> Result<Found> {
     let (tracefs, sleeps) = tracefs::from_files(
         &need(stream::TRACE_EVENTS)?,
         &need(stream::TRACE_STATS)?,
@@ -60,7 +60,7 @@ pub fn detect(
             let (writer, memcg_id) = writer_of(&stats, w.bdi, w.domain, &ctx.console_log)?;
             let summary = debugfs::parse_summary(&need(stream::WBSTALL_SUMMARY)?)?;
             let mechanism = Mechanism::from_module(writer, &summary)?;
-            Ok(Detection {
+            Ok(Found {
                 stats,
                 thresholds: debugfs::parse_thresholds(&need(stream::WBSTALL_THRESHOLDS)?)?,
                 summary: Some(summary),
@@ -80,7 +80,7 @@ pub fn detect(
                     ctx.console_log
                 );
             }
-            Ok(Detection {
+            Ok(Found {
                 stats: Vec::new(),
                 thresholds: Vec::new(),
                 summary: None,

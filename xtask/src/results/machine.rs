@@ -5,10 +5,13 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::guest::{
-    disk::Disk,
-    plan::Boot,
-    qemu::{historical_cpu_model, Accel, Clock},
+use crate::{
+    guest::{
+        disk::Disk,
+        plan::Boot,
+        qemu::{Accel, Clock},
+    },
+    results::compat,
 };
 
 /// The machine one boot ran on.
@@ -20,17 +23,14 @@ use crate::guest::{
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct MachineFacts {
     pub accel: Accel,
-    /// Guest time: the host's, or QEMU's instruction count. Records from
-    /// before the choice existed ran on the real clock.
-    #[serde(default)]
+    /// Guest time: the host's, or QEMU's instruction count.
+    #[serde(default = "compat::clock")]
     pub clock: Clock,
     /// The disk under the scenario's file system: none for the FUSE scenarios.
-    /// Absent also in records from before the choice existed, whose disk
-    /// scenarios ran on the host's disk.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default = "compat::disk", skip_serializing_if = "Option::is_none")]
     pub disk: Option<Disk>,
-    /// QEMU's -cpu under TCG (`host` under KVM); older records used `max`.
-    #[serde(default = "historical_cpu_model")]
+    /// QEMU's -cpu under TCG (`host` under KVM).
+    #[serde(default = "compat::cpu_model")]
     pub cpu_model: String,
     pub cpus: u32,
     pub memory_mib: u32,

@@ -19,21 +19,21 @@ const COARSE_CLOCKSOURCES: &[&str] = &["jiffies", "refined-jiffies"];
 /// The module's KUnit suite must have run and passed (no module, no suite:
 /// the tracefs detector).
 fn kunit_problem(r: &RunRecord) -> Option<String> {
-    if r.detector == Detector::Tracefs {
+    if r.detection.detector == Detector::Tracefs {
         None
-    } else if !r.ktap_suites.iter().any(|s| s == KUNIT_SUITE) {
+    } else if !r.counters.ktap_suites.iter().any(|s| s == KUNIT_SUITE) {
         Some(format!(
             "the module's KUnit suite `{KUNIT_SUITE}` did not report (suites: {})",
-            if r.ktap_suites.is_empty() {
+            if r.counters.ktap_suites.is_empty() {
                 "none".to_string()
             } else {
-                r.ktap_suites.join(", ")
+                r.counters.ktap_suites.join(", ")
             }
         ))
-    } else if !r.ktap.passed() {
+    } else if !r.counters.ktap.passed() {
         Some(format!(
             "the module's KUnit tests did not pass: {}",
-            r.ktap.summary()
+            r.counters.ktap.summary()
         ))
     } else {
         None
@@ -44,16 +44,22 @@ fn kunit_problem(r: &RunRecord) -> Option<String> {
 /// module mode; under the tracefs detector the mechanism is the trace's,
 /// compared below) and the tracefs detector's own counts, in every mode.
 pub fn disagreements(r: &RunRecord, tolerance: &Tolerance) -> Vec<String> {
-    let drops = Drops::of(&r.witness, r.witness_drops);
+    let drops = Drops::of(&r.detection.witness, r.detection.witness_drops);
     let mut d = Vec::new();
-    if r.detector == Detector::Module {
-        d.extend(tolerance.disagreements(
-            &witness::MODULE,
-            &r.witness.module_pairs(&drops, &r.mechanism),
-        ));
+    if r.detection.detector == Detector::Module {
+        d.extend(
+            tolerance.disagreements(
+                &witness::MODULE,
+                &r.detection
+                    .witness
+                    .module_pairs(&drops, &r.detection.mechanism),
+            ),
+        );
     }
-    if let Some(t) = &r.tracefs {
-        d.extend(tolerance.disagreements(&witness::TRACE, &r.witness.trace_pairs(&drops, t)));
+    if let Some(t) = &r.detection.tracefs {
+        d.extend(
+            tolerance.disagreements(&witness::TRACE, &r.detection.witness.trace_pairs(&drops, t)),
+        );
     }
     d
 }
@@ -63,17 +69,19 @@ pub fn disagreements(r: &RunRecord, tolerance: &Tolerance) -> Vec<String> {
 /// with every ok cell. (Records from before the detector ran in every boot
 /// have no trace to check.)
 fn trace_problem(r: &RunRecord) -> Option<String> {
-    match &r.tracefs {
-        Some(t) if t.throttle_sleeps == 0 && r.witness.throttle_sleeps > 0 => Some(format!(
-            "the tracefs detector found no throttle sleep of the writer's wb (BDI {}, cgroup \
+    match &r.detection.tracefs {
+        Some(t) if t.throttle_sleeps == 0 && r.detection.witness.throttle_sleeps > 0 => {
+            Some(format!(
+                "the tracefs detector found no throttle sleep of the writer's wb (BDI {}, cgroup \
              inode {}) in a trace of {} event(s), the witness counted {}: an empty trace in \
              {} mode is an error",
-            r.bdi,
-            r.cgroup_ino,
-            t.events,
-            r.witness.throttle_sleeps,
-            r.detector.name()
-        )),
+                r.detection.writer.bdi,
+                r.detection.writer.cgroup_ino,
+                t.events,
+                r.detection.witness.throttle_sleeps,
+                r.detection.detector.name()
+            ))
+        }
         _ => None,
     }
 }
@@ -85,8 +93,8 @@ fn trace_problem(r: &RunRecord) -> Option<String> {
 fn unclassed_problems(r: &RunRecord) -> Vec<String> {
     let writers = u64::from(r.job.numjobs);
     let mut p = Vec::new();
-    if r.detector == Detector::Module {
-        let m = &r.mechanism;
+    if r.detection.detector == Detector::Module {
+        let m = &r.detection.mechanism;
         let unclassed = m.throttle_sleeps.saturating_sub(m.classed_sleeps());
         if unclassed > writers {
             p.push(format!(
@@ -101,7 +109,7 @@ fn unclassed_problems(r: &RunRecord) -> Vec<String> {
             ));
         }
     }
-    if let Some(t) = &r.tracefs {
+    if let Some(t) = &r.detection.tracefs {
         if t.unended_sleeps > writers {
             p.push(format!(
                 "the tracefs detector could not class {} of {} throttle sleeps (their end lies \
@@ -127,17 +135,17 @@ fn unclassed_problems(r: &RunRecord) -> Vec<String> {
 /// held to the older, stricter rule: a memcg run must not have hit memory.max.
 fn reclaim_writeback(r: &RunRecord) -> Vec<String> {
     let mut p = Vec::new();
-    let max = r.memcg_events.get("max").copied();
-    if r.writer_domain == "memcg" && max.is_none() {
+    let max = r.counters.memcg_events.get("max").copied();
+    if r.detection.writer.writer_domain == "memcg" && max.is_none() {
         p.push(
             "the writers' cgroup has no memory.events `max` count: the run cannot show how \
              often it reached memory.max"
                 .into(),
         );
     }
-    let counted = r.tracefs.as_ref().filter(|t| t.causes.is_some());
+    let counted = r.detection.tracefs.as_ref().filter(|t| t.causes.is_some());
     match counted {
-        Some(_) => match r.vmstat_delta.get("nr_vmscan_write") {
+        Some(_) => match r.counters.vmstat_delta.get("nr_vmscan_write") {
             Some(&n) if n > 0 => p.push(format!(
                 "reclaim wrote {n} page(s) itself (nr_vmscan_write): writeback nobody's \
                      throttle asked for hides a missing start"
@@ -167,7 +175,7 @@ fn reclaim_writeback(r: &RunRecord) -> Vec<String> {
 pub fn problems(r: &RunRecord, tolerance: &Tolerance) -> Vec<String> {
     let mut p: Vec<String> = kunit_problem(r).into_iter().collect();
     // Records from before the clocksource was recorded have none to check.
-    if let Some(cs) = r.guest_env.get("clocksource") {
+    if let Some(cs) = r.boot.guest_env.get("clocksource") {
         if COARSE_CLOCKSOURCES.contains(&cs.as_str()) {
             p.push(format!(
                 "the guest ran on the {cs} clocksource (tick resolution): latencies and \
@@ -177,9 +185,10 @@ pub fn problems(r: &RunRecord, tolerance: &Tolerance) -> Vec<String> {
     }
     // The scenario's strictlimit as recorded with the run, not as the
     // scenario reads today.
-    let strict = r.scenario_strictlimit;
+    let strict = r.detection.writer.scenario_strictlimit;
     let want = u8::from(strict).to_string();
     let have = r
+        .counters
         .bdi_knobs
         .get("strict_limit")
         .map_or("absent", String::as_str);
@@ -189,34 +198,36 @@ pub fn problems(r: &RunRecord, tolerance: &Tolerance) -> Vec<String> {
         ));
     }
     // Without the module, the knob above is the only witness.
-    if r.detector == Detector::Module && r.mechanism.strictlimit != u64::from(strict) {
+    if r.detection.detector == Detector::Module
+        && r.detection.mechanism.strictlimit != u64::from(strict)
+    {
         p.push(format!(
             "the module saw strictlimit={} on the writer's BDI, the scenario needs {}",
-            r.mechanism.strictlimit,
+            r.detection.mechanism.strictlimit,
             u8::from(strict)
         ));
     }
     p.extend(trace_problem(r));
     p.extend(unclassed_problems(r));
     p.extend(disagreements(r, tolerance));
-    if r.verify_ok == Some(false) {
+    if r.fuse.verify_ok == Some(false) {
         p.push("fio verify on the data-keeping FUSE mount failed".into());
     }
-    if let Some(ready) = &r.fuse_ready {
+    if let Some(ready) = &r.fuse.fuse_ready {
         if ready["writeback_cache"] != Value::Bool(true) {
             p.push("the FUSE writeback cache was not negotiated".into());
         }
     }
-    if let Some(stats) = &r.fuse_stats {
+    if let Some(stats) = &r.fuse.fuse_stats {
         if stats["writes_cached"].as_u64() == Some(0) {
             p.push("the FUSE server saw no page-cache (FUSE_WRITE_CACHE) writes".into());
         }
     }
     p.extend(reclaim_writeback(r));
-    if let Some((line, function)) = crate::results::warnings::first_named(&r.dmesg_warnings) {
+    if let Some((line, function)) = crate::results::warnings::first_named(&r.boot.dmesg_warnings) {
         p.push(format!(
             "warning: dmesg has {} warning line(s), first{}: {line}",
-            r.dmesg_warnings.len(),
+            r.boot.dmesg_warnings.len(),
             function.map_or_else(String::new, |f| format!(" in {f}"))
         ));
     }

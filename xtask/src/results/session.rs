@@ -159,9 +159,9 @@ impl Session {
         let n = self.variants.len().max(1);
         records.sort_by_key(|r| {
             plan_position(
-                r.run,
-                scen_idx(&r.scenario).unwrap_or(usize::MAX),
-                var_idx(&r.variant).unwrap_or(usize::MAX).min(n - 1),
+                r.id.run,
+                scen_idx(&r.id.scenario).unwrap_or(usize::MAX),
+                var_idx(&r.id.variant).unwrap_or(usize::MAX).min(n - 1),
                 n,
             )
         });

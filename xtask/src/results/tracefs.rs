@@ -56,6 +56,7 @@ use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
 pub use super::trace_events::{parse, EventKind, TraceEvent, Wb};
+use crate::results::compat;
 
 /// Pages that must complete writeback during a sleep with no pass before it
 /// is `draining`: one stray completion (a journal block, the last page of
@@ -169,9 +170,8 @@ pub struct Detected {
     pub draining_ms: u64,
     pub stall_sleeps: u64,
     pub stall_ms: u64,
-    /// The stall sleeps by cause. None in records written before the causes
-    /// were classed (their stall sleeps have no cause to report).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The stall sleeps by cause.
+    #[serde(default = "compat::causes", skip_serializing_if = "Option::is_none")]
     pub causes: Option<Causes>,
     /// Sleeps that end after the trace's last `global_dirty_state`: not classed.
     pub unended_sleeps: u64,
@@ -180,17 +180,23 @@ pub struct Detected {
     pub work_periodic: u64,
     /// Passes on the wb begun by reclaim (`reason=vmscan`): writeback that
     /// neither the throttle nor the flusher's own checks asked for.
-    #[serde(default)]
+    #[serde(default = "compat::vmscan")]
     pub work_vmscan: u64,
     /// Pages those passes wrote.
-    #[serde(default)]
+    #[serde(default = "compat::vmscan")]
     pub vmscan_pages: u64,
     /// Pages the flusher's passes wrote: on the writer's wb, and on every wb
     /// of its bdi (beside the bdi's `BdiWritten`, what the writers' own
-    /// flushes wrote is the difference). None in older records.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// flushes wrote is the difference).
+    #[serde(
+        default = "compat::pass_pages",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub pass_pages: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default = "compat::pass_pages",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub bdi_pass_pages: Option<u64>,
     /// Events of all domains in the trace, and the trace's span in ms.
     pub events: u64,

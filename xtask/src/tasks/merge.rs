@@ -210,8 +210,8 @@ mod tests {
                 let r: Vec<RunRecord> = records
                     .iter()
                     .filter(|r| {
-                        let i = names.iter().position(|n| *n == r.scenario).unwrap();
-                        shard.takes(i, names.len(), r.run)
+                        let i = names.iter().position(|n| *n == r.id.scenario).unwrap();
+                        shard.takes(i, names.len(), r.id.run)
                     })
                     .cloned()
                     .collect();

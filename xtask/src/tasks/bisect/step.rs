@@ -315,13 +315,13 @@ mod tests {
     fn a_step_is_judged_as_a_qemu_test_cell_against_the_repository_expectations() {
         let e = step_expectations().unwrap();
         let judge = |r: RunRecord| {
-            let scenario = r.scenario.clone();
+            let scenario = r.id.scenario.clone();
             judge_step(&[r], &e, &scenario)
         };
         let ok = judge(rec(VARIANT, "fuse-strictlimit", 200.0, 0.0));
         assert_eq!((ok.exit, ok.verdict.as_str()), (0, "ok"));
         let mut bad = rec(VARIANT, "memcg-ext4", 1.0, 0.4);
-        bad.mechanism.max_call_ms = 5_000;
+        bad.detection.mechanism.max_call_ms = 5_000;
         let bad = judge(bad);
         assert_eq!((bad.exit, bad.verdict.as_str()), (1, "stall"));
         assert_eq!((bad.stall_share, bad.mib_s), (Some(0.4), Some(1.0)));
@@ -329,10 +329,10 @@ mod tests {
         // (no balance_dirty_pages() call reached the scenario's latency
         // bound) is no `bad`, on FUSE and under a memcg alike.
         let mut quick = rec(VARIANT, "memcg-ext4", 1.0, 0.4);
-        quick.mechanism.max_call_ms = 300;
+        quick.detection.mechanism.max_call_ms = 300;
         assert_eq!(judge(quick).exit, 125);
         let mut quick = rec(VARIANT, "fuse-strictlimit", 1.0, 0.4);
-        quick.mechanism.max_call_ms = 300;
+        quick.detection.mechanism.max_call_ms = 300;
         let j = judge(quick);
         assert_eq!(j.exit, 125, "{j:?}");
         assert!(
@@ -355,7 +355,7 @@ mod tests {
         );
         // A run that is no evidence is a skip, saying why.
         let mut r = rec(VARIANT, "fuse-strictlimit", 1.0, 0.7);
-        r.dmesg_warnings = vec!["WARNING: CPU: 0 PID: 1 at mm/x.c:1".into()];
+        r.boot.dmesg_warnings = vec!["WARNING: CPU: 0 PID: 1 at mm/x.c:1".into()];
         let j = judge(r);
         assert_eq!(j.exit, 125);
         assert!(

@@ -162,7 +162,7 @@ impl HostTest {
         for line in restorer.restore() {
             progress::emit(Event::Note(&format!("host-test: {line}")));
         }
-        let out = finish(dir, &session, &records, &expected)?;
+        let out = finish(dir, session, records, expected)?;
         if !out.passed() {
             bail!("host-test failed: see the FAIL lines above");
         }

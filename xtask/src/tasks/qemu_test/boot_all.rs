@@ -11,7 +11,11 @@ use anyhow::Result;
 use xshell::Shell;
 
 use crate::{
-    analysis::{expected::Expected, judgement::Verdict},
+    analysis::{
+        expected::Expected,
+        judgement::{Planned, Verdict},
+        verdict,
+    },
     guest::{
         boot, initramfs,
         plan::{self, Boot, Detector, Plan},
@@ -108,61 +112,92 @@ fn boot_ended(b: &Boot, booted: Result<boot::Booted>) -> Result<RunRecord, BootF
 /// with the verdict.
 pub fn recorded(rec: &RunRecord) {
     progress::emit(Event::BootEnd {
-        run: &rec.id().to_string(),
+        run: &rec.id.to_string(),
         mib_s: &report::format::num(rec.fio.bw_mib_s),
         stall_fraction: rec.stall_fraction(),
-        stall_sleeps: rec.mechanism.stall_sleeps,
-        throttle_sleeps: (rec.mechanism.throttle_sleeps, rec.witness.throttle_sleeps),
-        bg_starts: (rec.mechanism.bg_starts, rec.witness.bg_starts),
-        counter: match rec.detector {
+        stall_sleeps: rec.detection.mechanism.stall_sleeps,
+        throttle_sleeps: (
+            rec.detection.mechanism.throttle_sleeps,
+            rec.detection.witness.throttle_sleeps,
+        ),
+        bg_starts: (
+            rec.detection.mechanism.bg_starts,
+            rec.detection.witness.bg_starts,
+        ),
+        counter: match rec.detection.detector {
             Detector::Module => "module",
             Detector::Tracefs => "trace",
         },
-        tracefs_stall_fraction: match rec.detector {
+        tracefs_stall_fraction: match rec.detection.detector {
             Detector::Module => rec.tracefs_stall_fraction(),
             Detector::Tracefs => None,
         },
         draining_fraction: rec.draining_fraction(),
-        tracefs_draining_fraction: match rec.detector {
+        tracefs_draining_fraction: match rec.detection.detector {
             Detector::Module => rec.tracefs_draining_fraction(),
             Detector::Tracefs => None,
         },
-        max_call_ms: rec.mechanism.max_call_ms,
-        secs: rec.wall_secs,
+        max_call_ms: rec.detection.mechanism.max_call_ms,
+        secs: rec.boot.wall_secs,
     });
 }
 
 /// What a `qemu-test` run came to.
 pub struct Outcome {
     pub dir: PathBuf,
-    pub verdict: Verdict,
+    /// What was judged: none for a shard.
+    judged: Option<Judged>,
     /// Boots that produced no record.
     pub failures: Vec<BootFailure>,
-    /// A shard: not judged on its own.
-    pub sharded: bool,
+}
+
+/// The inputs of a run's verdict, kept with its outcome: the verdict borrows
+/// the records.
+struct Judged {
+    session: Session,
+    records: Vec<RunRecord>,
+    expected: Expected,
 }
 
 impl Outcome {
+    /// A slice of the plan: not judged on its own.
+    pub fn sharded(&self) -> bool {
+        self.judged.is_none()
+    }
+
+    /// The verdict the report rendered, judged again from the same records
+    /// and expectations (as [`finish`] judged them; judging is deterministic
+    /// and, without the report's bootstrap, cheap). Empty for a shard.
+    pub fn verdict(&self) -> Verdict<'_> {
+        match &self.judged {
+            Some(j) => verdict::judge(&j.records, &j.expected, &Planned::of(&j.session)),
+            None => Verdict::default(),
+        }
+    }
+
     pub fn passed(&self) -> bool {
-        self.failures.is_empty() && (self.sharded || self.verdict.passed())
+        self.failures.is_empty() && (self.sharded() || self.verdict().passed())
     }
 }
 
 /// Judges, renders and prints.
 pub fn finish(
     dir: PathBuf,
-    session: &Session,
-    records: &[RunRecord],
-    expected: &Expected,
+    session: Session,
+    records: Vec<RunRecord>,
+    expected: Expected,
 ) -> Result<Outcome> {
-    let j = crate::analysis::judge(session, records, expected)?;
+    let j = crate::analysis::judge(&session, &records, &expected)?;
     report::render(&dir, &j)?;
     print!("{}", report::terminal::summary(&dir, &j));
     Ok(Outcome {
-        verdict: j.verdict.clone(),
         dir,
         failures: session.failures.clone(),
-        sharded: false,
+        judged: Some(Judged {
+            session,
+            records,
+            expected,
+        }),
     })
 }
 
@@ -183,9 +218,8 @@ pub fn shard_outcome(
     );
     Outcome {
         dir,
-        verdict: Verdict::default(),
+        judged: None,
         failures: session.failures.clone(),
-        sharded: true,
     }
 }
 

@@ -567,7 +567,7 @@ impl QemuTest {
         let records = boot_all(sh, &dir, &plan, jobs_vm, &mut session, earlier)?;
         match self.shard {
             Some(shard) => Ok(shard_outcome(shard, dir, &session, records.len())),
-            None => finish(dir, &session, &records, expected),
+            None => finish(dir, session, records, expected.clone()),
         }
     }
 }

@@ -167,7 +167,7 @@ pub fn remaining(
     let boots: Vec<_> = (plan.boots.into_iter())
         .filter(|b| {
             let id = b.id();
-            let recorded = records.iter().any(|r| r.id() == id);
+            let recorded = records.iter().any(|r| r.id == id);
             let failed = failures.iter().any(|f| f.run == id);
             !recorded && (retry_failed || !failed)
         })
@@ -274,7 +274,7 @@ mod tests {
         let v = verdict::judge(&records, e, &Planned::of(&s));
         let cells: Vec<_> = records
             .iter()
-            .map(|r| (r.variant.clone(), r.scenario.clone(), r.run))
+            .map(|r| (r.id.variant.clone(), r.id.scenario.clone(), r.id.run))
             .collect();
         (
             format!("{cells:?}\n{}", serde_json::to_string(&v).unwrap()),
