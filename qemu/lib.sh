@@ -434,11 +434,13 @@ stop_sampler() {
 	kill "$SAMPLER_PID"
 	wait "$SAMPLER_PID" 2>/dev/null
 	# After the blocks, each fio job's progress log (`time, KiB/s, ...`), a
-	# line per entry: `F job=<n> unix_ms=<time> kib_s=<bandwidth>`.
+	# line per entry: `F job=<n> unix_ms=<time> kib_s=<bandwidth> ms=<its
+	# interval>` (an interval without a write has no entry).
 	for f in /tmp/fio-progress_bw.*.log; do
 		[ -f "$f" ] || continue
 		n=${f#/tmp/fio-progress_bw.}
-		awk -F', *' -v n="${n%.log}" '{ print "F job=" n " unix_ms=" $1 " kib_s=" $2 }' "$f"
+		awk -F', *' -v n="${n%.log}" -v ms="$(fio_log_ms)" \
+			'{ print "F job=" n " unix_ms=" $1 " kib_s=" $2 " ms=" ms }' "$f"
 	done >>/tmp/samples
 	emit samples /tmp/samples
 }

@@ -424,6 +424,27 @@ mod tests {
         assert_eq!(rename(&before), after);
     }
 
+    /// A failing cell's page: FAIL first, each failure under the matrix.
+    #[test]
+    fn a_failing_cell_is_said_first_and_listed_under_the_matrix() {
+        let docs = crate::util::project_root().join("docs/example-report");
+        let (session, mut records) = ResultsDir::new(&docs).load().unwrap();
+        // memcg-ext4/v2 #1 made to stall (both detectors): v2 expects `ok`.
+        let r = (records.iter_mut())
+            .find(|r| r.id.to_string() == "memcg-ext4/v2 #1")
+            .unwrap();
+        let ms = (0.3 * crate::results::record::writer_ms(&r.job, r.detection.fio_wall_s)) as u64;
+        r.detection.mechanism.stall_ms = ms;
+        r.detection.tracefs.as_mut().unwrap().stall_ms = ms;
+        let expected = crate::analysis::verdict::session_expectations(&session, None).unwrap();
+        let j = crate::analysis::judge(&session, &records, &expected).unwrap();
+        let page = html::html(&docs, &j).unwrap();
+        let at = |s: &str| page.find(s).unwrap_or(usize::MAX);
+        assert!(at("the verdict is FAIL") < at("id=\"verdict-table\""));
+        assert!(at("id=\"verdict-table\"") < at("<li>FAIL memcg-ext4/v2: run #1: "));
+        assert!(at("<li>FAIL memcg-ext4/v2") < at("<h2 id=\"fuse-strictlimit\">"));
+    }
+
     #[test]
     fn the_example_report_renders_the_same() {
         let docs = crate::util::project_root().join("docs/example-report");
@@ -467,12 +488,21 @@ mod tests {
         let page = read(ResultsDir::HTML);
         let at = |s: &str| page.find(s).unwrap_or(usize::MAX);
         assert!(
-            at("the verdict is FAIL") < at("id=\"verdict-table\"")
+            at("the verdict is PASS") < at("id=\"verdict-table\"")
                 && at("id=\"verdict-table\"") < at("<h2 id=\"fuse-strictlimit\">"),
             "report.html"
         );
-        assert!(page.contains("<li>FAIL memcg-ext4/v1: run #2: stall by the sleep classes"));
-        assert!(page.matches("<svg").count() >= 3 * 4 * 5, "report.html");
+        assert!(!page.contains("<ul id=\"failures\">"), "report.html");
+        // Each scenario's and variant's first run: its pages, each sleep, each
+        // call and each fio job's progress (its sleeps and fio's log are kept).
+        assert_eq!(page.matches("<svg").count(), 4 * 4 * 5, "report.html");
+        assert_eq!(
+            page.matches(">\nThe pause of each throttle sleep\n<")
+                .count(),
+            4 * 5
+        );
+        assert_eq!(page.matches(">\nfio job 4\n<").count(), 4 * 5);
+        assert!(!page.contains("No per-sleep plots"), "report.html");
         assert!(!page.contains("<script") && !page.contains("src=") && !page.contains("href="));
         let mail = read(ResultsDir::MAIL);
         assert!(

@@ -11,7 +11,8 @@
 //!
 //! and after the last block, each fio job's progress log (`qemu/lib.sh`
 //! `stop_sampler`): `F job=<n> unix_ms=<time> kib_s=<bandwidth over the
-//! interval that ends then>`. Files from before lack `unix_ms` and `F`.
+//! interval that ends then> ms=<the interval>`; an interval in which the
+//! job wrote nothing has no line. Files from before lack `unix_ms` and `F`.
 
 use std::collections::BTreeMap;
 
@@ -49,6 +50,8 @@ pub struct LogEntry {
     pub unix_ms: u64,
     /// The job's bandwidth over the interval, KiB/s.
     pub kib_s: u64,
+    /// The interval, ms (fio's `log_avg_msec`).
+    pub ms: u64,
 }
 
 /// A samples file: the sampler's blocks, and fio's per-job log after them.
@@ -81,6 +84,7 @@ fn log_entry(rest: &str) -> Option<LogEntry> {
         job: u32::try_from(get("job")?).ok()?,
         unix_ms: get("unix_ms")?,
         kib_s: get("kib_s")?,
+        ms: get("ms")?,
     })
 }
 
@@ -137,11 +141,11 @@ pub fn parse(text: &str) -> Result<Samples> {
 pub type Progress = (u32, Vec<(f64, f64)>);
 
 /// Each fio job's progress: (job, [(seconds since the first block, MiB its
-/// writes took)]), from 0 at its first log entry: each later entry is the
-/// job's bandwidth since the one before (fio logs when a write completes
-/// after the interval passed, so a job held in a sleep logs late, over the
-/// whole wait), the first one's interval is unknown. `None` when the file
-/// has no log or no real-time clock to place it by.
+/// writes took)]), from 0 at the start of its first logged interval: each
+/// entry adds its bandwidth over its interval (fio's helper computes every
+/// job's rate each interval and logs none for an interval without a write,
+/// so a stalled job's line stays flat). `None` when the file has no log or
+/// no real-time clock to place it by.
 pub fn writers(s: &Samples) -> Option<Vec<Progress>> {
     let first = s.blocks.first()?;
     // The real-time clock at uptime 0, ms.
@@ -158,12 +162,10 @@ pub fn writers(s: &Samples) -> Option<Vec<Progress>> {
         .into_iter()
         .map(|(job, mut log)| {
             log.sort_by_key(|e| e.unix_ms);
-            let mut prev = log[0].unix_ms;
             let mut mib = 0.0;
-            let mut pts = vec![(t(prev as f64), 0.0)];
-            for e in &log[1..] {
-                mib += e.kib_s as f64 * (e.unix_ms - prev) as f64 / 1000.0 / 1024.0;
-                prev = e.unix_ms;
+            let mut pts = vec![(t(log[0].unix_ms.saturating_sub(log[0].ms) as f64), 0.0)];
+            for e in &log {
+                mib += e.kib_s as f64 * e.ms as f64 / 1000.0 / 1024.0;
                 pts.push((t(e.unix_ms as f64), mib));
             }
             (job, pts)
@@ -304,7 +306,8 @@ S t=10.2";
         let s = parse("S t=1.0\nB BdiWriteback=4\nBdiRecl").unwrap();
         assert_eq!(s.blocks.len(), 1);
         // Also when fio's log follows it.
-        let s = parse("S t=1.0\nB BdiWriteback=4\nBdiRecl\nF job=1 unix_ms=5 kib_s=1\n").unwrap();
+        let s = parse("S t=1.0\nB BdiWriteback=4\nBdiRecl\nF job=1 unix_ms=5 kib_s=1 ms=1\n");
+        let s = s.unwrap();
         assert_eq!((s.blocks.len(), s.fio_log.len()), (1, 1));
     }
 
@@ -317,10 +320,10 @@ S t=10.00 unix_ms=1000000
 B BdiWriteback=0
 S t=10.10 unix_ms=1000100
 B BdiWriteback=0
-F job=1 unix_ms=1000600 kib_s=10240
-F job=1 unix_ms=1000700 kib_s=0
-F job=1 unix_ms=1000800 kib_s=20480
-F job=2 unix_ms=1000700 kib_s=1024
+F job=1 unix_ms=1000600 kib_s=10240 ms=100
+F job=1 unix_ms=1000700 kib_s=0 ms=100
+F job=1 unix_ms=1001800 kib_s=20480 ms=100
+F job=2 unix_ms=1000700 kib_s=1024 ms=100
 ";
         let s = parse(text).unwrap();
         assert_eq!(s.blocks[1].unix_ms, Some(1_000_100));
@@ -332,23 +335,25 @@ F job=2 unix_ms=1000700 kib_s=1024
                     .all(|(x, y)| (x.0 - y.0).abs() < 1e-9 && (x.1 - y.1).abs() < 1e-9)
         };
         assert_eq!(w.len(), 2);
-        assert!(
-            close(&w[0].1, &[(0.6, 0.0), (0.7, 0.0), (0.8, 2.0)]),
-            "{w:?}"
-        );
-        // One entry: its interval is unknown, the job is placed, at 0.
-        assert!(close(&w[1].1, &[(0.7, 0.0)]), "{w:?}");
+        // 10 MiB/s for 0.1 s, nothing, then (after 1.1 s without a write,
+        // no entry) 20 MiB/s for 0.1 s: 1, 1 and 3 MiB.
+        let job1 = [(0.5, 0.0), (0.6, 1.0), (0.7, 1.0), (1.8, 3.0)];
+        assert!(close(&w[0].1, &job1), "{w:?}");
+        assert!(close(&w[1].1, &[(0.6, 0.0), (0.7, 0.1)]), "{w:?}");
         // Without the real-time clock there is nothing to place the log by.
-        let old = parse("S t=10.00\nB BdiWriteback=0\nF job=1 unix_ms=5 kib_s=1\n").unwrap();
+        let old = parse("S t=10.00\nB BdiWriteback=0\nF job=1 unix_ms=5 kib_s=1 ms=1\n").unwrap();
         assert_eq!(writers(&old), None);
     }
 
     #[test]
     fn a_bad_log_line_is_an_error_with_its_line() {
-        let e = parse("S t=1.0 unix_ms=5\nF job=1 unix_ms=6 kib_s=1\nB BdiWriteback=0\n");
+        let e = parse("S t=1.0 unix_ms=5\nF job=1 unix_ms=6 kib_s=1 ms=1\nB BdiWriteback=0\n");
         let e = e.unwrap_err().to_string();
         assert!(e.contains("samples:3: not a line of fio's log"), "{e}");
-        let e = parse("S t=1.0 unix_ms=5\nF job=1 unix_ms=six kib_s=1\n").unwrap_err();
+        let e = parse("S t=1.0 unix_ms=5\nF job=1 unix_ms=six kib_s=1 ms=1\n").unwrap_err();
+        assert!(e.to_string().contains("samples:2"), "{e}");
+        // Without its interval a line cannot say what the job wrote.
+        let e = parse("S t=1.0 unix_ms=5\nF job=1 unix_ms=6 kib_s=1\n").unwrap_err();
         assert!(e.to_string().contains("samples:2"), "{e}");
         assert!(parse("S t=1.0 unix_ms=soon\n").is_err());
     }
