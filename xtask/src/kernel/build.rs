@@ -1,5 +1,5 @@
 //! `cargo xtask build-kernel`: every selected variant built from one shared build
-//! directory per (source, config), in the cached tree ([`build_dir_in`]), with
+//! directory per (source, config), in the cached tree ([`seed::build_dir_in`]), with
 //! the `wbstall` module, into
 //! `target/wbstall/kernels/<variant>/` (`bzImage`, `config`, `wbstall.ko`,
 //! `build.log`, `variant.json`); debug kernels (`--debug-kernel`) into
@@ -21,6 +21,7 @@ use crate::{
     kernel::flavour::Flavour,
     kernel::kconfig,
     kernel::module,
+    kernel::seed,
     kernel::source::{SourceArgs, SourceMeta},
     kernel::tracepoints,
     kernel::{
@@ -94,18 +95,6 @@ impl Built {
     pub fn label(&self) -> String {
         label(&self.meta.variant, &self.meta.kernel_tag)
     }
-}
-
-/// The build directories' names in a tree: `BUILD_DIR_PREFIX<key>`.
-pub const BUILD_DIR_PREFIX: &str = ".wbstall-build-";
-
-/// The build directory of the configuration `key` in the cached `tree`: a
-/// directory of the tree itself, so that kbuild names the sources relative
-/// to it (`srctree := ..`, "building in a subdirectory of the source"). Its
-/// commands and dependency lists then hold no path of the cache, and it
-/// stays valid as a copy beside a copy of its tree ([`crate::kernel::seed`]).
-pub fn build_dir_in(tree: &Path, key: &str) -> PathBuf {
-    tree.join(format!("{BUILD_DIR_PREFIX}{}", &key[..12]))
 }
 
 /// `<variant>` or `<variant>-<tag>`.
@@ -431,7 +420,7 @@ impl Builder<'_> {
             .collect();
         let base = self.base_config.as_ref().map(|(_, t)| t.as_str());
         let key = kconfig::config_key(base, &named, self.tc, &kconfig_touch(variant)?)?;
-        let build_dir = build_dir_in(&self.src.tree(), &key);
+        let build_dir = seed::build_dir_in(&self.src.tree(), &key);
         fs::create_dir_all(&build_dir)
             .with_context(|| format!("creating {}", build_dir.display()))?;
         Ok((key, build_dir))

@@ -10,7 +10,7 @@
 //! build directories are copied with their mtimes (`cp -a`). A file the seed
 //! has and the tree has not is a missing prerequisite, which rebuilds what
 //! named it. The build directories name their sources relative to the tree
-//! (`build::build_dir_in`), so their recorded commands are the new tree's
+//! ([`build_dir_in`]), so their recorded commands are the new tree's
 //! too; a command that names the seed's path (objtool's, built by `tools/`)
 //! differs from the new one and is run again. Not seeded, so built cold: no
 //! cached tree of that version with a build, a Kconfig file or `configs/`
@@ -30,7 +30,7 @@ use anyhow::{Context, Result};
 use xshell::{cmd, Shell};
 
 use crate::{
-    kernel::{build::BUILD_DIR_PREFIX, cache, source::SourceMeta},
+    kernel::cache,
     progress::{self, Event},
     util,
 };
@@ -122,6 +122,18 @@ pub fn seed(
     Ok(Some(from))
 }
 
+/// The build directories' names in a tree: `BUILD_DIR_PREFIX<key>`.
+pub const BUILD_DIR_PREFIX: &str = ".wbstall-build-";
+
+/// The build directory of the configuration `key` in the cached `tree`: a
+/// directory of the tree itself, so that kbuild names the sources relative
+/// to it (`srctree := ..`, "building in a subdirectory of the source"). Its
+/// commands and dependency lists then hold no path of the cache, and it
+/// stays valid as a copy beside a copy of its tree.
+pub fn build_dir_in(tree: &Path, key: &str) -> PathBuf {
+    tree.join(format!("{BUILD_DIR_PREFIX}{}", &key[..12]))
+}
+
 /// The cached tree to seed from: one of Linux `version` with a build,
 /// Debian's first, then by id. Returns its id and root.
 fn candidate(cache: &Path, id: &str, version: &str) -> Result<Option<(String, PathBuf)>> {
@@ -135,14 +147,15 @@ fn candidate(cache: &Path, id: &str, version: &str) -> Result<Option<(String, Pa
         if name.starts_with('.') || name == id || !e.path().is_dir() {
             continue;
         }
+        // Its provenance (`source::SourceMeta`): the version and the kind.
         let Some(meta) = fs::read_to_string(e.path().join("source.json"))
             .ok()
-            .and_then(|t| serde_json::from_str::<SourceMeta>(&t).ok())
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
         else {
             continue;
         };
-        if meta.kernel_version == version && !build_dirs(&e.path().join("tree"))?.is_empty() {
-            found.push((meta.kind != "debian", name, e.path()));
+        if meta["kernel_version"] == version && !build_dirs(&e.path().join("tree"))?.is_empty() {
+            found.push((meta["kind"] != "debian", name, e.path()));
         }
     }
     found.sort();
@@ -280,17 +293,9 @@ mod tests {
     fn setup(version: &str) -> (testdir::Dir, PathBuf) {
         let t = testdir::Dir::new("seed");
         let root = t.path().join("src/debian-7.3.4-1");
-        let meta = SourceMeta {
-            kind: "debian".into(),
-            kernel_version: version.into(),
-            ..Default::default()
-        };
+        let meta = serde_json::json!({"kind": "debian", "kernel_version": version});
         fs::create_dir_all(&root).unwrap();
-        fs::write(
-            root.join("source.json"),
-            serde_json::to_string(&meta).unwrap(),
-        )
-        .unwrap();
+        fs::write(root.join("source.json"), meta.to_string()).unwrap();
         let seed = root.join("tree");
         for (rel, text) in [("mm/a.c", "a\n"), ("mm/b.c", "b\n"), ("mm/Kconfig", "k\n")] {
             write(&seed, rel, text);

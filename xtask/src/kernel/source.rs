@@ -499,7 +499,7 @@ fn local_tree(sh: &Shell, cache: &Path, dir: &Path, mirror_of: Option<&Path>) ->
     fs::remove_file(&list).ok();
     if !git {
         // A plain tree may carry an in-tree build, which O= builds refuse.
-        mrproper(sh, &staging).context("make mrproper in the copy")?;
+        mirror::mrproper(sh, &staging).context("make mrproper in the copy")?;
     }
     // The first build starts from the builds of a cached tree it mostly equals.
     let seeded_from = seed::seed(sh, cache, &id, &tree, &names, &kernel_version)?;
@@ -514,23 +514,6 @@ fn local_tree(sh: &Shell, cache: &Path, dir: &Path, mirror_of: Option<&Path>) ->
         seeded_from,
     };
     publish(&staging, root, id, meta)
-}
-
-/// `make mrproper` in `root/tree` (a developer's in-tree build copied in,
-/// which `O=` builds refuse), its build directories moved aside meanwhile:
-/// the clean of an in-tree build deletes objects in every directory below.
-fn mrproper(sh: &Shell, root: &Path) -> Result<()> {
-    let tree = root.join("tree");
-    let builds = seed::build_dirs(&tree)?;
-    let aside = |b: &PathBuf| root.join(util::file_name(b));
-    for b in &builds {
-        fs::rename(b, aside(b)).with_context(|| format!("moving {} aside", b.display()))?;
-    }
-    let cleaned = cmd!(sh, "make -s -C {tree} mrproper").run();
-    for b in &builds {
-        fs::rename(aside(b), b).with_context(|| format!("moving {} back", b.display()))?;
-    }
-    Ok(cleaned?)
 }
 
 impl Source {
@@ -567,7 +550,7 @@ impl Source {
                 &delta.removed,
             )?;
             if !git && self.tree().join(".config").exists() {
-                mrproper(sh, &self.root)
+                mirror::mrproper(sh, &self.root)
                     .context("make mrproper in the mirror (the tree carries an in-tree build)")?;
             }
             util::write_atomic(&manifest_path, mirror::render(&new))?;
