@@ -106,9 +106,9 @@ pub fn seed(
     }
     let shown: Vec<&str> = differing.iter().take(3).map(String::as_str).collect();
     progress::emit(Event::Note(&format!(
-        "seeded from the builds of {from} ({} build directories, {:.0} s): {} file(s) differ \
-         ({}{}) and build again, the other {} are built already",
-        names.len(),
+        "seeded from the builds of {from} ({}, {:.0} s): {} file(s) differ ({}{}) and build \
+         again, the other {} are built already",
+        names.join(", "),
         started.elapsed().as_secs_f64(),
         differing.len(),
         shown.join(", "),
