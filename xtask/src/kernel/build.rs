@@ -1,5 +1,6 @@
 //! `cargo xtask build-kernel`: every selected variant built from one shared build
-//! directory per (source, config), with the `wbstall` module, into
+//! directory per (source, config), in the cached tree ([`seed::build_dir_in`]), with
+//! the `wbstall` module, into
 //! `target/wbstall/kernels/<variant>/` (`bzImage`, `config`, `wbstall.ko`,
 //! `build.log`, `variant.json`); debug kernels (`--debug-kernel`) into
 //! `target/wbstall/kernels-debug/<variant>/`, from a build directory of their own.
@@ -20,6 +21,7 @@ use crate::{
     kernel::flavour::Flavour,
     kernel::kconfig,
     kernel::module,
+    kernel::seed,
     kernel::source::{SourceArgs, SourceMeta},
     kernel::tracepoints,
     kernel::{
@@ -418,10 +420,7 @@ impl Builder<'_> {
             .collect();
         let base = self.base_config.as_ref().map(|(_, t)| t.as_str());
         let key = kconfig::config_key(base, &named, self.tc, &kconfig_touch(variant)?)?;
-        let build_dir =
-            util::cache_dir()?
-                .join("build")
-                .join(format!("{}-{}", self.src.id, &key[..12]));
+        let build_dir = seed::build_dir_in(&self.src.tree(), &key);
         fs::create_dir_all(&build_dir)
             .with_context(|| format!("creating {}", build_dir.display()))?;
         Ok((key, build_dir))

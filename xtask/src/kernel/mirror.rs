@@ -20,7 +20,7 @@ use anyhow::{bail, Context, Result};
 use sha2::{Digest, Sha256};
 use xshell::{cmd, Shell};
 
-use crate::util;
+use crate::{kernel::seed, util};
 
 /// What a file looked like when it was last copied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -210,6 +210,23 @@ pub fn copy_entry(from: &Path, to: &Path) -> Result<()> {
             .with_context(|| format!("chmod {}", to.display()))?;
     }
     Ok(())
+}
+
+/// `make mrproper` in `root/tree` (a developer's in-tree build copied in,
+/// which `O=` builds refuse), its build directories moved aside meanwhile:
+/// the clean of an in-tree build deletes objects in every directory below.
+pub fn mrproper(sh: &Shell, root: &Path) -> Result<()> {
+    let tree = root.join("tree");
+    let builds = seed::build_dirs(&tree)?;
+    let aside = |b: &std::path::PathBuf| root.join(util::file_name(b));
+    for b in &builds {
+        fs::rename(b, aside(b)).with_context(|| format!("moving {} aside", b.display()))?;
+    }
+    let cleaned = cmd!(sh, "make -s -C {tree} mrproper").run();
+    for b in &builds {
+        fs::rename(aside(b), b).with_context(|| format!("moving {} back", b.display()))?;
+    }
+    Ok(cleaned?)
 }
 
 /// Names the tree's state: for a git checkout, HEAD plus the uncommitted diff

@@ -2,7 +2,8 @@
 //! variant is made from it (`variants`, `patch`) and applied to the cached tree
 //! (`switch`), configured (`kconfig`) and
 //! built with the wbstall module (`build`, `module`, checked against the tree's
-//! tracepoints by `tracepoints`). Imports nothing from later stages.
+//! tracepoints by `tracepoints`); a developer's tree mirrored (`mirror`), its
+//! first build started from another tree's (`seed`). Imports nothing from later stages.
 
 pub mod apt;
 pub mod build;
@@ -14,6 +15,7 @@ pub mod mirror;
 pub mod module;
 pub mod patch;
 pub mod revs;
+pub mod seed;
 pub mod source;
 pub mod switch;
 pub mod tracepoints;

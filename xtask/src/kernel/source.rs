@@ -3,7 +3,8 @@
 //! own tree (`--kernel-src`), copied into the cache so that it is never modified.
 //!
 //! Cache layout, per source id:
-//! - `src/<id>/tree/`       the tree the variants are applied to and built from;
+//! - `src/<id>/tree/`       the tree the variants are applied to and built from,
+//!   with its build directories (`tree/.wbstall-build-<key>/`, one per configuration);
 //! - `src/<id>/orig/`       pristine copies of the files variants touch ([`crate::kernel::patch`]);
 //! - `src/<id>/source.json` provenance ([`SourceMeta`]).
 
@@ -19,7 +20,7 @@ use xshell::{cmd, Shell};
 use crate::{
     kernel::{
         apt::{self, PrivateApt},
-        cache, mirror,
+        cache, mirror, seed,
     },
     progress::{self, Event},
     util,
@@ -103,6 +104,10 @@ pub struct SourceMeta {
     pub sha256: String,
     /// The directory a local tree was copied from.
     pub origin: Option<String>,
+    /// The cached tree whose builds a local tree's mirror started from
+    /// ([`seed`]), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seeded_from: Option<String>,
 }
 
 /// A kernel tree in the cache, ready to be patched and built.
@@ -393,6 +398,7 @@ fn extract(
         package_version: Some(package_version.clone()),
         sha256,
         origin: None,
+        seeded_from: None,
     };
     publish(&staging, root, id, meta)
 }
@@ -493,10 +499,10 @@ fn local_tree(sh: &Shell, cache: &Path, dir: &Path, mirror_of: Option<&Path>) ->
     fs::remove_file(&list).ok();
     if !git {
         // A plain tree may carry an in-tree build, which O= builds refuse.
-        cmd!(sh, "make -s -C {tree} mrproper")
-            .run()
-            .context("make mrproper in the copy")?;
+        mirror::mrproper(sh, &staging).context("make mrproper in the copy")?;
     }
+    // The first build starts from the builds of a cached tree it mostly equals.
+    let seeded_from = seed::seed(sh, cache, &id, &tree, &names, &kernel_version)?;
     util::write_atomic(&staging.join("manifest"), mirror::render(&manifest))?;
     let meta = SourceMeta {
         kind: "local".into(),
@@ -505,6 +511,7 @@ fn local_tree(sh: &Shell, cache: &Path, dir: &Path, mirror_of: Option<&Path>) ->
         package_version: None,
         sha256: mirror::identity(sh, &dir, git, &manifest)?,
         origin: Some(dir.display().to_string()),
+        seeded_from,
     };
     publish(&staging, root, id, meta)
 }
@@ -542,10 +549,8 @@ impl Source {
                 &delta.changed,
                 &delta.removed,
             )?;
-            let tree = self.tree();
-            if !git && tree.join(".config").exists() {
-                cmd!(sh, "make -s -C {tree} mrproper")
-                    .run()
+            if !git && self.tree().join(".config").exists() {
+                mirror::mrproper(sh, &self.root)
                     .context("make mrproper in the mirror (the tree carries an in-tree build)")?;
             }
             util::write_atomic(&manifest_path, mirror::render(&new))?;
