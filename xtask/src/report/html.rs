@@ -192,7 +192,7 @@ fn run_charts(o: &mut String, dir: &std::path::Path, run: &RunSeries<'_>) -> Res
             charts.push(plots::lines_svg(
                 "Time paused per balance_dirty_pages() call",
                 "ms",
-                &per_call(&sleeps, run.t0),
+                &per_call(&sleeps, |us| run.at(us)),
                 CHART,
             )?);
         }
@@ -280,7 +280,7 @@ fn pauses(sleeps: &[(f64, Sleep)]) -> Vec<Line> {
 
 /// Each call's time paused in all, at its end: the calls that had a stall
 /// sleep apart from the others.
-fn per_call(sleeps: &[(f64, Sleep)], t0: f64) -> Vec<Line> {
+fn per_call(sleeps: &[(f64, Sleep)], at: impl Fn(u64) -> f64) -> Vec<Line> {
     let only: Vec<Sleep> = sleeps.iter().map(|(_, s)| *s).collect();
     let calls = sleeps::calls(&only);
     [(false, "no stall sleep", 1), (true, "a stall sleep", 0)]
@@ -288,7 +288,7 @@ fn per_call(sleeps: &[(f64, Sleep)], t0: f64) -> Vec<Line> {
         .map(|(stalled, what, color)| {
             let pts: Vec<(f64, f64)> = (calls.iter())
                 .filter(|c| c.stalled == stalled)
-                .map(|c| (c.end_us as f64 / 1e6 - t0, c.paused_ms as f64))
+                .map(|c| (at(c.end_us), c.paused_ms as f64))
                 .collect();
             Line {
                 label: format!("calls with {what} ({})", pts.len()),
@@ -385,8 +385,8 @@ mod tests {
         assert_eq!(labels, ["flushing (2)", "stall:unrequested (1)"]);
         assert_eq!(p[1].points, [(1.0, 200.0)]);
         assert!(p.iter().all(|l| l.dots));
-        // t0 = 0: the sleeps' times are already on the samples' axis.
-        let c = per_call(&sleeps, 0.0);
+        // The samples' axis from boot: the sleeps' times as they are.
+        let c = per_call(&sleeps, |us| us as f64 / 1e6);
         let labels: Vec<&str> = c.iter().map(|l| l.label.as_str()).collect();
         assert_eq!(
             labels,

@@ -206,6 +206,11 @@ pub(super) struct RunSeries<'a> {
 }
 
 impl RunSeries<'_> {
+    /// A trace time (µs since boot) on the samples' axis.
+    pub fn at(&self, us: u64) -> f64 {
+        us as f64 / 1e6 - self.t0
+    }
+
     /// The run's classed sleeps, each at its time on the samples' axis; or
     /// why there are none to plot.
     pub fn sleeps(&self, dir: &Path) -> Result<Result<Vec<(f64, Sleep)>, String>> {
@@ -220,7 +225,7 @@ impl RunSeries<'_> {
         let s = sleeps::parse(&text, file)?;
         Ok(Ok(s
             .into_iter()
-            .map(|s| (s.start_us as f64 / 1e6 - self.t0, s))
+            .map(|s| (self.at(s.start_us), s))
             .collect()))
     }
 }
