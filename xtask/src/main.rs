@@ -56,6 +56,8 @@ enum Task {
     ModuleStress(tasks::module_stress::ModuleStress),
     /// What the harness costs: FUSE throughput in qemu-test's guest against a bare one.
     BenchFuse(tasks::bench_fuse::BenchFuse),
+    /// Measure the scenarios' floors, or replay them: the cost verdict's error rates.
+    Calibrate(tasks::calibrate::Calibrate),
     /// Join the result directories of `qemu-test --shard I/N` and judge them.
     Merge(tasks::merge::Merge),
     /// The qemu-test shards and their merge as Slurm jobs (sbatch job array).
@@ -104,6 +106,7 @@ fn run() -> Result<()> {
         Some(Task::ModuleStress(t)) => t.run(&sh),
         Some(Task::Report(t)) => t.run(&sh),
         Some(Task::Merge(t)) => t.run(&sh),
+        Some(Task::Calibrate(t)) => t.run(&sh),
         Some(Task::Slurm(t)) => t.run(&sh),
         Some(Task::BenchFuse(t)) => t.run(&sh),
         Some(Task::Ci(t)) => t.run(&sh),

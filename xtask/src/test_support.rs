@@ -66,6 +66,27 @@ pub fn judged<'a>(
     crate::analysis::judge::Judgement::of(session, records, expected, &plan(records, runs), roles)
 }
 
+/// A floor of `sd` a run (log scale) for every judged metric, in each of
+/// `scenarios`: what a session measured with its floors judges costs by.
+pub fn floors(
+    sd: f64,
+    scenarios: &[&str],
+) -> std::collections::BTreeMap<String, crate::results::floor::FloorOf> {
+    let floor = crate::results::floor::Floor {
+        runs: 48,
+        source: "a test's".into(),
+        sd: (crate::analysis::cost::keys().into_iter())
+            .map(|k| (k.to_string(), sd))
+            .collect(),
+    };
+    (scenarios.iter())
+        .map(|s| {
+            let f = crate::results::floor::FloorOf::Measured(floor.clone());
+            (s.to_string(), f)
+        })
+        .collect()
+}
+
 /// The writers' time of [`rec`]'s records, ms: 4 writers x 25 s of fio.
 pub const WRITER_MS: f64 = 100_000.0;
 

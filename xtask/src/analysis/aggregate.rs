@@ -1,7 +1,7 @@
 //! A cell's runs summed up, one aggregate per metric, the one of its kind
 //! (`metrics::Kind::aggregate`: the harmonic mean for rates, the mean
-//! otherwise), with the runs' spread and a bootstrap interval: computed once
-//! per cell by the verdict, read by every table, mail and plot.
+//! otherwise), with the runs' spread and range: computed once per cell by
+//! the verdict, read by every table, mail and plot.
 
 use std::collections::BTreeMap;
 
@@ -21,10 +21,10 @@ pub struct Aggregate {
     pub stddev_pct: f64,
     /// Runs with a value.
     pub runs: usize,
-    /// The percentile-bootstrap 95% interval of the aggregate (for the
-    /// plots; not kept in `verdict.json`).
+    /// The lowest and the highest run (for the plots; not kept in
+    /// `verdict.json`).
     #[serde(skip)]
-    pub interval: Option<(f64, f64)>,
+    pub range: Option<(f64, f64)>,
 }
 
 /// Every metric's [`Aggregate`] over a cell's runs, by key; a metric none of
@@ -47,7 +47,9 @@ impl Aggregates {
             } else {
                 0.0
             };
-            let interval = stats::interval(&v, |x| m.kind.aggregate(x));
+            let range = v.iter().copied().fold(None, |r: Option<(f64, f64)>, x| {
+                Some(r.map_or((x, x), |(lo, hi)| (lo.min(x), hi.max(x))))
+            });
             out.insert(
                 m.key.to_string(),
                 Aggregate {
@@ -55,7 +57,7 @@ impl Aggregates {
                     value,
                     stddev_pct,
                     runs: v.len(),
-                    interval,
+                    range,
                 },
             );
         }
@@ -92,11 +94,7 @@ mod tests {
         );
         let share = a.get("wbstall.stall_share_%").unwrap();
         assert_eq!((share.of.as_str(), share.value), ("mean", 1.0));
-        let (lo, hi) = bw.interval.unwrap();
-        assert!(
-            (100.0..=150.0).contains(&lo) && (150.0..=300.0).contains(&hi),
-            "{lo} {hi}"
-        );
+        assert_eq!(bw.range, Some((100.0, 300.0)));
         // What no run has is absent, never a 0.
         assert_eq!(a.get("vmstat.nr_dirtied"), None);
     }

@@ -1,9 +1,11 @@
 //! The one judgement of a session ([`judge`] → [`Judgement`]): every record
 //! with its evidence, the usable ones grouped once ([`Matrix`]), every cell's
 //! verdict with its aggregates (one per metric, of its kind) and every run's
-//! margins, the bootstrap changes between the cells the reports compare, and
-//! the boots without a record. Computed once per report; every renderer reads
-//! it and nothing else.
+//! margins, the changes between the cells the reports compare (each judged
+//! metric's cost against the scenario's floor), the costs of each patch
+//! under test that pass or fail the verdict, and the boots without a
+//! record. Computed once per report; every renderer reads it and nothing
+//! else.
 
 use std::collections::BTreeMap;
 
@@ -11,47 +13,71 @@ use anyhow::Result;
 
 use super::{
     aggregate::Aggregates,
-    change::Change,
+    cost::{self, Class, Cost, JUDGED},
     evidence::Evidence,
     expected::{Expected, AA_SUFFIX},
     judgement::{Planned, Verdict, BW},
     matrix::Matrix,
     metrics::{self, Kind, Metric},
-    stats, verdict,
+    verdict,
 };
 use crate::{
+    guest::run_id::RunId,
     kernel::variants::{Roles, Variants, VARIANTS_FILE},
     results::{
+        floor::FloorOf,
         phases,
         record::RunRecord,
-        session::{BootFailure, Session},
+        session::{BootFailure, MoreRuns, Session},
     },
 };
 
 /// One metric's change between two cells of a scenario: the aggregates of
-/// its kind on each side and the bootstrap interval of their change.
+/// its kind on each side, and for a judged metric its cost against the
+/// scenario's floor.
 #[derive(Clone)]
 pub struct MetricChange {
     pub metric: &'static Metric,
     pub base: Option<f64>,
     pub other: Option<f64>,
-    /// None where either side has no positive aggregate.
-    pub interval: Option<Change>,
-    /// Runs with a value, on each side.
-    pub runs: (usize, usize),
+    /// The judged metrics' cost (`analysis::cost`), or why none.
+    pub cost: Option<Result<Cost, String>>,
 }
 
 impl MetricChange {
-    /// The interval, where it is one: two runs a side at least (one run has
-    /// no spread to resample; its "interval" is the change itself).
-    pub fn resampled(&self) -> Option<Change> {
-        self.interval
-            .filter(|_| self.runs.0 >= 2 && self.runs.1 >= 2)
+    /// The cost, where this metric's was judged.
+    pub fn judged(&self) -> Option<&Cost> {
+        self.cost.as_ref()?.as_ref().ok()
     }
 
-    /// The interval excludes 0, with two runs a side at least.
+    /// The change is past half the smallest change that matters, at the
+    /// verdict's confidence (`worse` or `better`): the tables' `*`.
     pub fn significant(&self) -> bool {
-        self.resampled().is_some_and(|c| c.resolved())
+        self.judged()
+            .is_some_and(|c| matches!(c.class, Class::Worse | Class::Better))
+    }
+}
+
+/// The costs of a patch under test against the reference in one scenario,
+/// as the verdict judges them, or why they are not judged there.
+#[derive(Clone, Debug)]
+pub struct PatchCosts {
+    pub scenario: String,
+    pub variant: String,
+    /// What its costs are measured from: the reference.
+    pub against: String,
+    pub costs: Result<Vec<Cost>, String>,
+}
+
+impl PatchCosts {
+    /// The costs that fail the verdict.
+    pub fn failing(&self) -> impl Iterator<Item = &Cost> {
+        self.costs.iter().flatten().filter(|c| c.fails())
+    }
+
+    /// The costs still undecided.
+    pub fn undecided(&self) -> impl Iterator<Item = &Cost> {
+        (self.costs.iter().flatten()).filter(|c| c.class == Class::Undecided)
     }
 }
 
@@ -80,6 +106,8 @@ pub struct Judgement<'a> {
     pub verdict: Verdict<'a>,
     /// (scenario, from, to) → the change of every metric, in report order.
     changes: BTreeMap<(String, String, String), Vec<MetricChange>>,
+    /// Each patch under test's costs, scenario by scenario.
+    pub costs: Vec<PatchCosts>,
     pub time_per_boot: Vec<BootTime>,
 }
 
@@ -127,13 +155,15 @@ impl<'a> Judgement<'a> {
                 if a.is_empty() || b.is_empty() {
                     continue;
                 }
+                let costs = pair_costs(session, s, a, b, None);
                 let measured = (metrics::report_order())
                     .filter(|m| every || m.key == BW)
-                    .map(|m| change(m, a, b))
+                    .map(|m| change(m, a, b, &costs))
                     .collect();
                 changes.insert((s.clone(), from, to), measured);
             }
         }
+        let costs = patch_costs(session, &matrix, &roles, expected);
         let time_per_boot = time_per_boot(&matrix);
         Judgement {
             session,
@@ -143,6 +173,7 @@ impl<'a> Judgement<'a> {
             matrix,
             verdict,
             changes,
+            costs,
             time_per_boot,
         }
     }
@@ -174,9 +205,160 @@ impl<'a> Judgement<'a> {
         &self.session.failures
     }
 
-    /// Every planned boot has a record and the verdict passes.
+    /// Every planned boot has a record, the verdict passes and no patch
+    /// under test costs more than it may.
     pub fn passed(&self) -> bool {
-        self.failures().is_empty() && self.verdict.passed()
+        self.failures().is_empty() && self.verdict.passed() && self.costs_passed()
+    }
+
+    /// The patch under test `variant` passed: its cells, its boots and its
+    /// costs.
+    pub fn patch_passed(&self, variant: &str) -> bool {
+        self.verdict.variant_passed(variant)
+            && self.failures().iter().all(|f| f.run.variant != variant)
+            && self.costs_of(variant).all(|p| p.failing().next().is_none())
+    }
+
+    /// The runs to add before the costs are decided (`cost::extend`): one
+    /// more of each judged pair's reference and patch, in the scenarios it
+    /// names, each with what was undecided; none once every cost is decided,
+    /// a cost fails, or the pairs reach the cap.
+    pub fn more_runs(&self) -> Vec<MoreRuns> {
+        let plan = Planned::of(self.session);
+        let judged: Vec<(usize, &[Cost], usize)> = (self.costs.iter().enumerate())
+            .filter_map(|(i, p)| {
+                let costs = p.costs.as_ref().ok()?;
+                let runs = plan
+                    .runs_of(&p.scenario, &p.variant)
+                    .min(plan.runs_of(&p.scenario, &p.against));
+                Some((i, costs.as_slice(), runs as usize))
+            })
+            .collect();
+        let mut out: Vec<MoreRuns> = Vec::new();
+        for i in cost::extend(&judged) {
+            let p = &self.costs[i];
+            let why = match p.undecided().next() {
+                Some(c) => format!(
+                    "{} {:+.1}% [{:+.1}%, {:+.1}%] undecided",
+                    c.metric, c.change_pct, c.lo_pct, c.hi_pct
+                ),
+                None => format!("fewer than {} runs a side", cost::FIRST_RUNS),
+            };
+            for v in [&p.against, &p.variant] {
+                let taken = out.iter().filter(|m| m.run.in_cell(&p.scenario, v)).count();
+                if taken > 0 && v == &p.against {
+                    continue;
+                }
+                let run = plan.runs_of(&p.scenario, v) + taken as u32;
+                out.push(MoreRuns {
+                    run: RunId::new(&p.scenario, v, run),
+                    why: why.clone(),
+                });
+            }
+        }
+        out
+    }
+
+    /// No cost of a patch under test fails.
+    pub fn costs_passed(&self) -> bool {
+        self.costs.iter().all(|p| p.failing().next().is_none())
+    }
+
+    /// The costs of `variant` (a patch under test), scenario by scenario.
+    pub fn costs_of<'s>(&'s self, variant: &'s str) -> impl Iterator<Item = &'s PatchCosts> {
+        self.costs.iter().filter(move |p| p.variant == variant)
+    }
+}
+
+/// Every judged metric's cost from the runs `a` to the runs `b` in
+/// `scenario`, by the floor the session recorded for it; why none where it
+/// has none.
+fn pair_costs(
+    session: &Session,
+    scenario: &str,
+    a: &[&RunRecord],
+    b: &[&RunRecord],
+    accepted: Option<f64>,
+) -> Result<Vec<Cost>, String> {
+    let floor = match session.floors.get(scenario) {
+        Some(FloorOf::Measured(f)) => f,
+        Some(FloorOf::None(why)) => return Err(why.clone()),
+        None => {
+            return Err("no floor recorded: the session is from before costs were judged".into())
+        }
+    };
+    let values = |runs: &[&RunRecord]| {
+        (JUDGED.iter())
+            .map(|j| (j.key.to_string(), metrics::get(j.key).values(runs)))
+            .collect()
+    };
+    Ok(cost::judge_pair(&values(a), &values(b), floor, accepted))
+}
+
+/// The costs of each patch under test against the reference, in every
+/// scenario where it is expected `ok` (where it is expected to stall, the
+/// stall is its verdict). Where the reference's A/A control moved a metric
+/// beyond the floor (`worse` or `better` against itself), that metric's
+/// costs in that scenario are undecided: the floor does not hold there.
+fn patch_costs(
+    session: &Session,
+    m: &Matrix,
+    roles: &Roles,
+    expected: &Expected,
+) -> Vec<PatchCosts> {
+    let reference = &roles.reference;
+    let aa = format!("{reference}{AA_SUFFIX}");
+    let mut out = Vec::new();
+    for u in &session.under_test {
+        for s in &m.scenarios {
+            let expect = expected.expectation(s, &u.variant);
+            let (a, b) = (m.cell(s, reference), m.cell(s, &u.variant));
+            let costs = if expect.is_none_or(|e| e.class != super::expected::Class::Ok) {
+                Err("not expected ok here: the stall verdict judges it".to_string())
+            } else if a.is_empty() || b.is_empty() {
+                Err(format!(
+                    "no usable run of {} here",
+                    if a.is_empty() { reference } else { &u.variant }
+                ))
+            } else {
+                let accepted = (session.accepted_costs.get(s.as_str()))
+                    .or(session.accepted_costs.get("*"))
+                    .copied();
+                pair_costs(session, s, a, b, accepted).map(|mut costs| {
+                    let control = m.cell(s, &aa);
+                    if !control.is_empty() {
+                        let moved = pair_costs(session, s, a, control, None).unwrap_or_default();
+                        doubt(&mut costs, &moved, &aa);
+                    }
+                    costs
+                })
+            };
+            out.push(PatchCosts {
+                scenario: s.clone(),
+                variant: u.variant.clone(),
+                against: reference.clone(),
+                costs,
+            });
+        }
+    }
+    out
+}
+
+/// Makes undecided each cost of `costs` whose metric the A/A control
+/// (`aa`) moved beyond the floor (`moved`: the reference against it).
+fn doubt(costs: &mut [Cost], moved: &[Cost], aa: &str) {
+    for c in costs.iter_mut() {
+        let Some(m) = moved.iter().find(|m| m.metric == c.metric) else {
+            continue;
+        };
+        if matches!(m.class, Class::Worse | Class::Better) {
+            c.class = Class::Undecided;
+            c.note = Some(format!(
+                "the A/A control {aa} moved {:+.1}% against the same kernel, beyond the floor: \
+                 the floor does not hold in this session",
+                m.change_pct
+            ));
+        }
     }
 }
 
@@ -227,16 +409,26 @@ fn compared(m: &Matrix, roles: &Roles, session: &Session) -> BTreeMap<(String, S
     pairs
 }
 
-/// One metric from the runs `a` to the runs `b`.
-fn change(metric: &'static Metric, a: &[&RunRecord], b: &[&RunRecord]) -> MetricChange {
+/// One metric from the runs `a` to the runs `b`, with its cost where it is
+/// judged (from the pair's `costs`).
+fn change(
+    metric: &'static Metric,
+    a: &[&RunRecord],
+    b: &[&RunRecord],
+    costs: &Result<Vec<Cost>, String>,
+) -> MetricChange {
     let (x, y) = (metric.values(a), metric.values(b));
     let aggregate = |v: &[f64]| metric.kind.aggregate(v);
+    let cost = cost::judged(metric.key).map(|_| match costs {
+        Ok(c) => (c.iter().find(|c| c.metric == metric.key).cloned())
+            .ok_or_else(|| "no ratio: a side has no positive value".to_string()),
+        Err(why) => Err(why.clone()),
+    });
     MetricChange {
         metric,
         base: aggregate(&x),
         other: aggregate(&y),
-        interval: stats::change(&x, &y, aggregate),
-        runs: (x.len(), y.len()),
+        cost,
     }
 }
 

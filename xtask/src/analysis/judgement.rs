@@ -20,8 +20,10 @@ use crate::{
 /// The version of `verdict.json`'s layout. 2: per-run classes, `judged`,
 /// `unjudged`, `passed`. 3: runs 0-based, failures, missing, unjudged and
 /// excluded lines typed (`{run, why}`), per-cell `aggregates` (one per
-/// metric, of its kind) in place of medians, per-run `margins`.
-pub const SCHEMA: u32 = 3;
+/// metric, of its kind) in place of medians, per-run `margins`. 4: `costs`
+/// (each patch under test's, per scenario: `analysis::cost::Cost`, or
+/// `not_judged` and why), and `passed` counts them and the boots.
+pub const SCHEMA: u32 = 4;
 
 /// What a session set out to measure: every variant in every scenario,
 /// `runs` times, or the scenario's own number of runs where `each` has one.
@@ -31,6 +33,8 @@ pub struct Planned {
     pub scenarios: Vec<String>,
     pub runs: u32,
     pub each: BTreeMap<String, u32>,
+    /// Runs added to a cell to decide a cost: (scenario, variant) -> how many.
+    pub more: BTreeMap<(String, String), u32>,
 }
 
 impl Planned {
@@ -45,12 +49,19 @@ impl Planned {
                 .iter()
                 .filter_map(|s| Some((s.name.clone(), s.runs?)))
                 .collect(),
+            more: session.more_runs.iter().fold(BTreeMap::new(), |mut m, r| {
+                *m.entry((r.run.scenario.clone(), r.run.variant.clone()))
+                    .or_default() += 1;
+                m
+            }),
         }
     }
 
-    /// The runs planned for each cell of `scenario`.
-    pub fn runs_of(&self, scenario: &str) -> u32 {
-        self.each.get(scenario).copied().unwrap_or(self.runs)
+    /// The runs planned for the cell of `variant` in `scenario`: the
+    /// scenario's, and any added to decide a cost.
+    pub fn runs_of(&self, scenario: &str, variant: &str) -> u32 {
+        let more = self.more.get(&(scenario.to_string(), variant.to_string()));
+        self.each.get(scenario).copied().unwrap_or(self.runs) + more.copied().unwrap_or(0)
     }
 }
 

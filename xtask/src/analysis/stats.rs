@@ -1,10 +1,7 @@
-//! Statistics for repeated runs: mean, standard deviation, and percentile
-//! bootstrap 95% intervals (of an aggregate, and of the %change of an
-//! aggregate between two cells). The resampling uses a fixed-seed generator,
-//! so a report renders the same numbers every time. Only the analysis calls
-//! these: the renderers read what `analysis::judge` computed with them.
+//! Statistics for repeated runs: median, mean, standard deviation, and the
+//! runs a plan needs for a target precision. Only the analysis calls these:
+//! the renderers read what `analysis::judge` computed with them.
 
-use super::change::{Change, RESAMPLES};
 use crate::guest::{plan::Runs, qemu::Clock, scenario::Scenario};
 
 /// The median of some numbers (0 for none).
@@ -39,24 +36,6 @@ pub fn stddev(v: &[f64]) -> f64 {
     (v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (v.len() - 1) as f64).sqrt()
 }
 
-/// xorshift64*: small, fast, deterministic; good enough for resampling indices.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn index(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
-
 /// The precision a default plan aims at: the 95% interval of the %change
 /// between two cells (A/A included) within ± this many points.
 pub const TARGET_POINTS: f64 = 0.5;
@@ -68,66 +47,6 @@ pub const TARGET_POINTS: f64 = 0.5;
 pub fn runs_for(sd_pct: f64, target: f64) -> u32 {
     let n = 2.0 * (1.96 * sd_pct / target).powi(2);
     (n.ceil() as u32).max(2)
-}
-
-/// A percentile-bootstrap 95% confidence interval of `aggregate` over `v`
-/// (the aggregate of each resample, resamples without one left out).
-pub fn interval(v: &[f64], aggregate: impl Fn(&[f64]) -> Option<f64>) -> Option<(f64, f64)> {
-    if v.is_empty() {
-        return None;
-    }
-    let mut rng = Rng(0xD1B5_4A32_D192_ED03);
-    let mut sample = vec![0.0; v.len()];
-    let mut boots: Vec<f64> = Vec::with_capacity(RESAMPLES);
-    for _ in 0..RESAMPLES {
-        for x in sample.iter_mut() {
-            *x = v[rng.index(v.len())];
-        }
-        boots.extend(aggregate(&sample));
-    }
-    if boots.is_empty() {
-        return None;
-    }
-    boots.sort_by(f64::total_cmp);
-    let at = |q: f64| boots[((boots.len() - 1) as f64 * q).round() as usize];
-    Some((at(0.025), at(0.975)))
-}
-
-/// %change of `b`'s `aggregate` against `a`'s, with a percentile-bootstrap
-/// 95% confidence interval: both samples are resampled with replacement.
-/// None where either side has no positive aggregate.
-pub fn change(a: &[f64], b: &[f64], aggregate: impl Fn(&[f64]) -> Option<f64>) -> Option<Change> {
-    let (ma, mb) = (aggregate(a)?, aggregate(b)?);
-    if ma <= 0.0 {
-        return None;
-    }
-    let pct = (mb / ma - 1.0) * 100.0;
-    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
-    let (mut ra, mut rb) = (vec![0.0; a.len()], vec![0.0; b.len()]);
-    let mut boots: Vec<f64> = Vec::with_capacity(RESAMPLES);
-    for _ in 0..RESAMPLES {
-        for x in ra.iter_mut() {
-            *x = a[rng.index(a.len())];
-        }
-        for x in rb.iter_mut() {
-            *x = b[rng.index(b.len())];
-        }
-        if let (Some(ma), Some(mb)) = (aggregate(&ra), aggregate(&rb)) {
-            if ma > 0.0 {
-                boots.push((mb / ma - 1.0) * 100.0);
-            }
-        }
-    }
-    if boots.is_empty() {
-        return None;
-    }
-    boots.sort_by(f64::total_cmp);
-    let at = |q: f64| boots[((boots.len() - 1) as f64 * q).round() as usize];
-    Some(Change {
-        pct,
-        lo: at(0.025),
-        hi: at(0.975),
-    })
 }
 
 /// The most runs per cell a default plan makes: a scenario whose run-to-run
@@ -180,10 +99,6 @@ pub fn runs_for_floors(scenarios: &[Scenario], clock: Clock) -> (Runs, String) {
 mod tests {
     use super::*;
 
-    fn mean_of(v: &[f64]) -> Option<f64> {
-        (!v.is_empty()).then(|| mean(v))
-    }
-
     #[test]
     fn runs_follow_from_the_floor() {
         assert_eq!(runs_for(0.0, 0.5), 2);
@@ -208,40 +123,6 @@ mod tests {
         assert_eq!(stddev(&[5.0]), 0.0);
     }
 
-    #[test]
-    fn a_clear_difference_is_resolved() {
-        let a = [100.0, 102.0, 98.0, 101.0];
-        let b = [150.0, 149.0, 152.0, 151.0];
-        let c = change(&a, &b, mean_of).unwrap();
-        assert!((c.pct - 50.124_688).abs() < 1e-3, "{c:?}");
-        assert!(c.resolved() && c.lo > 40.0 && c.hi < 60.0, "{c:?}");
-    }
-
-    #[test]
-    fn overlapping_samples_are_not_resolved() {
-        let a = [100.0, 90.0, 110.0];
-        let b = [105.0, 95.0, 100.0];
-        let c = change(&a, &b, mean_of).unwrap();
-        assert!(!c.resolved(), "{c:?}");
-        assert!(c.lo < c.pct && c.pct < c.hi);
-    }
-
-    #[test]
-    fn the_mean_lies_in_its_interval() {
-        let (lo, hi) = interval(&[10.0, 12.0, 11.0, 13.0], mean_of).unwrap();
-        assert!(lo <= 11.5 && 11.5 <= hi && lo >= 10.0 && hi <= 13.0);
-        assert_eq!(interval(&[5.0], mean_of), Some((5.0, 5.0)));
-        assert_eq!(interval(&[], mean_of), None);
-    }
-
-    #[test]
-    fn the_interval_is_reproducible() {
-        let a = [1.0, 2.0, 3.0];
-        let b = [2.0, 3.0, 4.0];
-        assert_eq!(change(&a, &b, mean_of), change(&a, &b, mean_of));
-        assert_eq!(change(&[], &b, mean_of), None);
-        assert_eq!(change(&[0.0], &b, mean_of), None);
-    }
     #[test]
     fn the_runs_of_a_full_plan_follow_from_the_floors_it_measured() {
         use crate::guest::qemu::Clock;

@@ -90,11 +90,17 @@ pub fn judge_matrix<'a>(
             if runs.is_empty() {
                 verdict.missing.push(note(format!(
                     "no usable run of {} planned",
-                    plan.runs_of(scenario)
+                    plan.runs_of(scenario, variant)
                 )));
                 continue;
             }
-            let c = cell(runs, scenario, variant, expected, plan.runs_of(scenario));
+            let c = cell(
+                runs,
+                scenario,
+                variant,
+                expected,
+                plan.runs_of(scenario, variant),
+            );
             if !c.judged {
                 verdict.unjudged.push(note(format!(
                     "no expectation (give the patch one with --expect, or add `{variant} = \

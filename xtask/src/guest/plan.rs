@@ -107,14 +107,51 @@ pub struct Phase {
 /// resolution (`/proc/uptime`).
 pub const PHASE_STEP_MS: u32 = 10;
 
+/// Where run `run` of a cell planned with `runs` starts, as a share of the
+/// cycle: the first `runs` at `k / runs`; each later one (a run added to
+/// decide a cost, or an A/A control's, see [`aa_run`]) halfway into a gap
+/// the earlier ones left, the gaps of each round taken in van der Corput
+/// order (1/2, 1/4, 3/4, ...), so that any number of runs stays spread.
+pub fn fraction(run: u32, runs: u32) -> f64 {
+    let n = runs.max(1);
+    if run < n {
+        return f64::from(run) / f64::from(n);
+    }
+    let later = run - n;
+    let (round, gap) = (later / n + 1, later % n);
+    (f64::from(gap) + van_der_corput(round)) / f64::from(n)
+}
+
+/// The base-2 van der Corput sequence: 1 -> 1/2, 2 -> 1/4, 3 -> 3/4, ...
+fn van_der_corput(mut i: u32) -> f64 {
+    let (mut x, mut f) = (0.0, 0.5);
+    while i > 0 {
+        if i & 1 == 1 {
+            x += f;
+        }
+        i >>= 1;
+        f /= 2.0;
+    }
+    x
+}
+
+/// The run whose start an A/A control's run `run` takes, in a cell of
+/// `runs`: the gaps between the control's own kernel's starts (`runs +
+/// run`). Booted at the same starts, the same kernel gives the same run to
+/// 0.1 MiB/s, which says nothing of the noise a patch meets; at the gaps it
+/// measures what the floor predicts.
+pub fn aa_run(run: u32, runs: u32) -> u32 {
+    runs.max(1) + run
+}
+
 /// Run `run` of `runs`: the offset into the common cycle of `cycles` whose
-/// phase in every one of them is closest to `run / runs` of it (the largest
-/// of the circular distances, as a share of each period, is smallest; ties:
-/// the earliest). So a cell's runs are spread over each timer's period, and
-/// the same run has the same phase on every variant.
+/// phase in every one of them is closest to [`fraction`] of it (the
+/// largest of the circular distances, as a share of each period, is
+/// smallest; ties: the earliest). So a cell's runs are spread over each
+/// timer's period, and the same run has the same phase on every variant.
 pub fn spread(run: u32, runs: u32, cycles: &crate::guest::scenario::PhaseCycles) -> Phase {
     let cycle_ms = cycles.cycle_ms();
-    let want = f64::from(run % runs.max(1)) / f64::from(runs.max(1));
+    let want = fraction(run, runs);
     let miss = |x: u32| -> f64 {
         cycles
             .cycles_ms

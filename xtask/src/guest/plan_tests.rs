@@ -181,6 +181,25 @@ fn jobs_vm_is_checked_against_the_host() {
 }
 
 #[test]
+fn later_runs_fill_the_gaps_the_first_ones_left() {
+    use super::{aa_run, fraction};
+    let f = |n: u32| -> Vec<f64> { (0..3 * n).map(|k| fraction(k, n)).collect() };
+    assert_eq!(f(2), [0.0, 0.5, 0.25, 0.75, 0.125, 0.625]);
+    assert_eq!(
+        f(3)[3..].to_vec(),
+        [1.0 / 6.0, 0.5, 5.0 / 6.0, 1.0 / 12.0, 5.0 / 12.0, 0.75]
+    );
+    // An A/A control's runs start in the gaps of its kernel's.
+    assert_eq!(fraction(aa_run(0, 2), 2), 0.25);
+    assert_eq!(fraction(aa_run(1, 2), 2), 0.75);
+    // Any prefix stays spread: no two of the first 8 of a 2-run cell closer
+    // than 1/8.
+    let mut v = f(4)[..8].to_vec();
+    v.sort_by(f64::total_cmp);
+    assert!(v.windows(2).all(|w| w[1] - w[0] >= 0.125 - 1e-12), "{v:?}");
+}
+
+#[test]
 fn runs_are_spread_over_each_timer_and_paired_across_variants() {
     use crate::guest::scenario::PhaseCycles;
     let memcg = PhaseCycles {

@@ -377,13 +377,20 @@ pub struct Selection {
     /// Variants made by a task itself (bisect: the tree as checked out).
     #[arg(skip)]
     pub extra: Vec<Variant>,
+    /// The patches alone, no variant beside them (`calibrate`'s pool of a
+    /// patched kernel).
+    #[arg(skip)]
+    pub alone: bool,
 }
 
 impl Selection {
     pub fn resolve(&self, variants: &Variants) -> Result<Vec<Variant>> {
         let mut names: Vec<&str> = self.variants.iter().map(String::as_str).collect();
         let base = variants.patch_base(self.base.as_deref())?;
-        if self.all || (names.is_empty() && self.patches.is_empty() && self.extra.is_empty()) {
+        if self.alone {
+            names.clear();
+        } else if self.all || (names.is_empty() && self.patches.is_empty() && self.extra.is_empty())
+        {
             names = variants.default_names();
         } else if names.is_empty() && !self.patches.is_empty() {
             // The patch alone: measured beside its base, the baseline (the

@@ -3,7 +3,7 @@
 
 use crate::analysis::{
     aggregate::Aggregate,
-    change::{Change, Resolution},
+    cost::{Class, Cost, Spread},
     judge::MetricChange,
     judgement::{CellVerdict, Line, Margins},
     matrix::Matrix,
@@ -66,38 +66,77 @@ pub fn pct_interval(pct_: f64, lo: f64, hi: f64) -> String {
     }
 }
 
-/// A compared pair's change `c` (of `m`) and what it resolves against the
-/// scenario's A/A `floor`, as report.md says them: `-97.4% [-98.3%, -95.0%]`
-/// and `resolved: ...`; with one run on a side the change alone, unresolved.
-pub fn compared(m: &MetricChange, c: Change, floor: Option<Change>) -> (String, String) {
-    let Some(r) = m.resampled().map(|c| c.against(floor.as_ref())) else {
-        let why = format!(
-            "{} against {} run(s): one run has no spread to resample, so not resolvable; \
-             --runs 2 or more gives an interval",
-            m.runs.1, m.runs.0
-        );
-        return (pct(c.pct), why);
+/// A compared pair's change of `m` and what its cost verdict says, as
+/// report.md says them: `-4.1% [-4.9%, -3.3%]` and `worse: ...`; a metric
+/// not judged says why.
+pub fn compared(m: &MetricChange) -> (String, String) {
+    let bare = || match (m.base, m.other) {
+        (Some(b), Some(x)) => change(m.metric.kind, b, x),
+        _ => "-".into(),
     };
-    let words = match r {
-        Resolution::Resolved if floor.is_none() => {
-            "resolved: the interval excludes 0; no A/A control was measured".to_string()
-        }
-        Resolution::Resolved => {
-            "resolved: the interval excludes 0 and the change lies outside the A/A interval"
-                .to_string()
-        }
-        Resolution::NoisyControl => {
-            "the interval excludes 0, but so does the A/A control's: not resolvable".to_string()
-        }
-        Resolution::InsideFloor => "the interval excludes 0, but the change lies inside the \
-                                    A/A control's interval: not resolvable"
-            .to_string(),
-        Resolution::NotResolved => format!(
-            "not resolvable at this noise: the interval is {:.1} points wide",
-            c.width()
+    match &m.cost {
+        Some(Ok(c)) => (
+            pct_interval(c.change_pct, c.lo_pct, c.hi_pct),
+            cost_words(c),
+        ),
+        Some(Err(why)) => (bare(), format!("not judged: {why}")),
+        None => (
+            bare(),
+            "not judged: only throughput and latencies are judged against a floor".into(),
+        ),
+    }
+}
+
+/// What a cost's class says, with the sizes it was judged by.
+pub fn cost_words(c: &Cost) -> String {
+    let half = c.smallest_pct / 2.0;
+    let runs = format!("{} against {} run(s)", c.runs.1, c.runs.0);
+    let spread = match c.spread {
+        Spread::Floor => format!("the floor's {:.2}% a run", c.sd * 100.0),
+        Spread::Runs => format!(
+            "the runs' own {:.2}% a run, wider than the floor",
+            c.sd * 100.0
         ),
     };
-    (pct_interval(c.pct, c.lo, c.hi), words)
+    let mut out = match c.class {
+        Class::Worse => format!(
+            "worse: a cost of more than {} at the verdict's confidence ({runs}, {spread})",
+            magnitude(half)
+        ),
+        Class::Better => format!(
+            "better: a gain of more than {} ({runs}, {spread})",
+            magnitude(half)
+        ),
+        Class::Same => format!(
+            "same: any change is less than {}, the smallest that matters here ({runs}, {spread})",
+            magnitude(c.smallest_pct)
+        ),
+        Class::Unresolvable => format!(
+            "not judged: the floor, {:.1}% a run, cannot tell a change smaller than {} at {} \
+             runs a side",
+            c.sd * 100.0,
+            magnitude(c.smallest_pct),
+            crate::analysis::cost::RUN_CAP
+        ),
+        Class::Undecided => format!(
+            "undecided: the interval neither clears {} nor stays within {} ({runs}, {spread})",
+            magnitude(half),
+            magnitude(c.smallest_pct)
+        ),
+    };
+    if let Some(acc) = c.accepted_pct {
+        out.push_str(&format!("; accepted: within the {} given", magnitude(acc)));
+    }
+    if let Some(n) = &c.note {
+        out.push_str(&format!("; {n}"));
+    }
+    out
+}
+
+/// A size in %, `2%`, `12.5%`.
+fn magnitude(p: f64) -> String {
+    let s = format!("{p:.1}");
+    format!("{}%", s.trim_end_matches(".0"))
 }
 
 /// How one metric's aggregate moved from `base` to `other`, as its kind
@@ -117,8 +156,8 @@ pub fn change(kind: Kind, base: f64, other: f64) -> String {
 }
 
 /// A metric's change ([`change`] of its aggregates), marked `*` where its
-/// bootstrap 95% interval excludes 0 (two runs a side at least); `-` where a
-/// side has no aggregate.
+/// cost is `worse` or `better` against the scenario's floor (judged metrics
+/// only); `-` where a side has no aggregate.
 pub fn metric_change(c: Option<&MetricChange>) -> String {
     let Some((c, b, x)) = c.and_then(|c| Some((c, c.base?, c.other?))) else {
         return "-".into();
@@ -313,32 +352,62 @@ mod tests {
     }
 
     #[test]
-    fn a_significant_change_is_starred() {
-        let c = |key: &str, base: Option<f64>, other: Option<f64>, runs, lo: f64| MetricChange {
+    fn a_change_past_half_the_smallest_that_matters_is_starred() {
+        let cost = |class| Cost {
+            metric: "fio.write_bw_MiB/s".into(),
+            change_pct: 3757.0,
+            lo_pct: 3000.0,
+            hi_pct: 4000.0,
+            smallest_pct: 2.0,
+            runs: (2, 2),
+            sd: 0.003,
+            spread: Spread::Floor,
+            class,
+            accepted_pct: None,
+            note: None,
+        };
+        let c = |key: &str, base: Option<f64>, other: Option<f64>, judged| MetricChange {
             metric: crate::analysis::metrics::get(key),
             base,
             other,
-            interval: Some(crate::analysis::change::Change {
-                pct: 1.0,
-                lo,
-                hi: lo + 1.0,
-            }),
-            runs,
+            cost: judged,
         };
-        // From 0 no ratio has an interval (`stats::change` gives none).
-        let mut bg = c("wbstall.bg_starts", Some(0.0), Some(3150.0), (2, 2), 1.0);
-        bg.interval = None;
+        // A count is not judged: never starred.
+        let bg = c("wbstall.bg_starts", Some(0.0), Some(3150.0), None);
         assert_eq!(metric_change(Some(&bg)), "new");
-        let bw = c("fio.write_bw_MiB/s", Some(1.05), Some(40.5), (2, 2), 1.0);
+        let bw = c(
+            "fio.write_bw_MiB/s",
+            Some(1.05),
+            Some(40.5),
+            Some(Ok(cost(Class::Better))),
+        );
         assert_eq!(metric_change(Some(&bw)), "38.6x*");
-        // One run a side: never significant; an interval with 0 in it: not.
-        let one = c("fio.write_bw_MiB/s", Some(1.05), Some(40.5), (1, 2), 1.0);
-        assert_eq!(metric_change(Some(&one)), "38.6x");
-        let wide = c("fio.write_bw_MiB/s", Some(1.05), Some(40.5), (2, 2), -0.5);
-        assert_eq!(metric_change(Some(&wide)), "38.6x");
-        let none = c("fio.write_bw_MiB/s", None, Some(40.0), (0, 2), 1.0);
+        for class in [Class::Same, Class::Undecided] {
+            let b = c(
+                "fio.write_bw_MiB/s",
+                Some(1.05),
+                Some(40.5),
+                Some(Ok(cost(class))),
+            );
+            assert_eq!(metric_change(Some(&b)), "38.6x");
+        }
+        let floorless = c(
+            "fio.write_bw_MiB/s",
+            Some(1.05),
+            Some(40.5),
+            Some(Err("x".into())),
+        );
+        assert_eq!(metric_change(Some(&floorless)), "38.6x");
+        assert_eq!(compared(&floorless).1, "not judged: x");
+        let none = c("fio.write_bw_MiB/s", None, Some(40.0), None);
         assert_eq!(metric_change(Some(&none)), "-");
         assert_eq!(metric_change(None), "-");
+        let (text, words) = compared(&bw);
+        assert_eq!(text, "38.6x [31.0x, 41.0x]");
+        assert!(
+            words.starts_with("better: a gain of more than 1%"),
+            "{words}"
+        );
     }
 
     #[test]

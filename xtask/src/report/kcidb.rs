@@ -299,7 +299,7 @@ fn tests(j: &Judgement, ids: &Ids, kernels: &BTreeMap<String, &str>) -> Result<T
                 format!("{v} is planned, but session.json records no kernel of it")
             })?;
             let cell = verdict.cell(s, v);
-            let runs = run_statuses(cell, (s, v), plan.runs_of(s), &seen)?;
+            let runs = run_statuses(cell, (s, v), plan.runs_of(s, v), &seen)?;
             for r in &runs {
                 out.tests
                     .push(test(ids, &path, &ids.build(kernel), &env, cell, r)?);

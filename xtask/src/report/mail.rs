@@ -14,13 +14,7 @@ use anyhow::{Context, Result};
 
 use super::format::{self, metric_change, num, Rows};
 use crate::{
-    analysis::{
-        aggregate::Aggregate,
-        change::Resolution,
-        expected::{Class, AA_SUFFIX},
-        judge::Judgement,
-        judgement::BW,
-    },
+    analysis::{aggregate::Aggregate, expected::Class, judge::Judgement, judgement::BW},
     kernel::{flavour::kernels_dir_name, variants::Culprit},
     results::session::Session,
     stamp::Stamp,
@@ -160,7 +154,7 @@ pub fn mail(j: &Judgement) -> Result<String> {
 }
 
 /// The baseline's throughput against the reference's, judged as the report
-/// judges it: against the interval and the scenario's A/A control.
+/// judges it: its cost class against the scenario's floor.
 fn bw_finding(o: &mut String, j: &Judgement, s: &str) {
     let roles = &j.roles;
     let change = |from: &str, to: &str| j.change(s, BW, from, to);
@@ -170,13 +164,9 @@ fn bw_finding(o: &mut String, j: &Judgement, s: &str) {
     let (Some(base), Some(other)) = (c.base, c.other) else {
         return;
     };
-    let aa = change(&roles.reference, &format!("{}{AA_SUFFIX}", roles.reference))
-        .and_then(|a| a.interval);
-    let judged = match c.resampled().map(|i| i.against(aa.as_ref())) {
-        Some(Resolution::Resolved) => " (significant, beyond the A/A noise)",
-        Some(Resolution::InsideFloor) => " (inside the A/A noise)",
-        Some(Resolution::NoisyControl) => " (not resolvable: the A/A control differs too)",
-        Some(Resolution::NotResolved) | None => "",
+    let judged = match c.judged() {
+        Some(k) => format!(" ({} against the scenario's floor)", k.class),
+        None => String::new(),
     };
     let _ = write!(
         o,
@@ -381,7 +371,8 @@ fn scenario_table(o: &mut String, j: &Judgement, s: &str) {
     o.push_str(
         "\n  mean: harmonic for MiB/s and IOPS; change: shares in points, a\n  \
          tenfold change and more as a ratio, `new` from 0\n  \
-         * the bootstrap 95% interval of the change excludes 0\n",
+         * worse or better against the scenario's floor (throughput\n  \
+         and latencies only; docs/measurements.md, \"The cost verdict\")\n",
     );
     if let Some(note) = rows.note() {
         let _ = writeln!(o, "  {note}");

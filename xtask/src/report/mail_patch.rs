@@ -1,9 +1,10 @@
 //! The mail when a session has a developer's patch under test (`--patch`):
 //! it is about that patch. The headline names its subject and its verdict;
-//! per scenario its class with every run; the 0-day table of its base
-//! against it (and the reference against it) with only the metrics that
-//! moved beyond the A/A floor; a reproducer that works from a fresh clone;
-//! and the lines for the thread (a `Tested-by:` only when it passed).
+//! per scenario its class with every run and what it costs against the
+//! reference; the 0-day table of its base against it (and the reference
+//! against it) with the metrics whose cost verdict is `worse` or `better`; a
+//! reproducer that works from a fresh clone; and the lines for the thread (a
+//! `Tested-by:` only when it passed with every cost decided).
 
 use std::fmt::Write;
 
@@ -14,16 +15,13 @@ use super::{
     mail,
 };
 use crate::{
-    analysis::{change::Resolution, expected::AA_SUFFIX, judge::Judgement, judgement::Verdict},
-    kernel::variants::UnderTest,
-    results::session::{BootFailure, Session},
+    analysis::judge::Judgement, kernel::variants::UnderTest, results::session::BootFailure,
 };
 
 /// The whole mail about `u` (headers first): a reply to the patch when its
 /// Message-Id is known (`Re:`, In-Reply-To, References, To its author).
 pub fn mail(j: &Judgement, u: &UnderTest) -> Result<String> {
-    let (session, verdict, roles) = (j.session, &j.verdict, &j.roles);
-    let passed = verdict.variant_passed(&u.variant);
+    let (session, roles) = (j.session, &j.roles);
     let subject = u.subjects.join("; ");
     let reply_to = u.posted.message_id.as_deref();
     let subject_line = match reply_to {
@@ -38,16 +36,7 @@ pub fn mail(j: &Judgement, u: &UnderTest) -> Result<String> {
         reply_to,
     )?;
     let mut o = String::new();
-    let _ = writeln!(
-        o,
-        "[wbstall] {}: {}\n",
-        u.variant,
-        if passed {
-            "no stall in any scenario, as expected"
-        } else {
-            "the patch FAILS its expectations"
-        }
-    );
+    let _ = writeln!(o, "[wbstall] {}: {}\n", u.variant, headline(j, u));
     if reply_to.is_none() {
         o.push_str(
             "(Not threaded: the patch file carries no Message-Id. Saved with `b4 am`,\n\
@@ -66,8 +55,34 @@ pub fn mail(j: &Judgement, u: &UnderTest) -> Result<String> {
         }
     }
     o.push_str(&super::reproduce::block(session, Some(u)));
-    thread_lines(&mut o, session, verdict, u, passed);
+    thread_lines(&mut o, j, u);
     Ok(head + &mail::wrap(&o))
+}
+
+/// What the verdict says of the patch, in one line: its failing costs
+/// named by metric, scenario and size, else its stall verdict.
+fn headline(j: &Judgement, u: &UnderTest) -> String {
+    let costs: Vec<String> = (j.costs_of(&u.variant))
+        .flat_map(|p| p.failing().map(move |c| (p, c)))
+        .map(|(p, c)| {
+            format!(
+                "{} {} in {} against {}",
+                c.metric,
+                format::pct(c.change_pct),
+                p.scenario,
+                p.against
+            )
+        })
+        .collect();
+    if !j.verdict.variant_passed(&u.variant) {
+        "the patch FAILS its expectations".into()
+    } else if !costs.is_empty() {
+        format!("the patch COSTS {}", costs.join(", "))
+    } else if j.patch_passed(&u.variant) {
+        "no stall and no cost in any scenario, as expected".into()
+    } else {
+        "the patch FAILS: a boot gave no record".into()
+    }
 }
 
 /// Per scenario: the patch's class, every run, and why it fails; then its
@@ -95,6 +110,28 @@ fn findings(o: &mut String, j: &Judgement, u: &UnderTest, failures: &[BootFailur
         for l in format::near_lines(c) {
             let _ = writeln!(o, "  near a boundary: {l}");
         }
+        for p in j
+            .costs_of(&u.variant)
+            .filter(|p| p.scenario == c.scenario())
+        {
+            match &p.costs {
+                Ok(costs) => {
+                    let _ = writeln!(o, "  cost against {}:", p.against);
+                    for k in costs {
+                        let _ = writeln!(
+                            o,
+                            "    {}: {} {}",
+                            k.metric,
+                            format::pct_interval(k.change_pct, k.lo_pct, k.hi_pct),
+                            format::cost_words(k)
+                        );
+                    }
+                }
+                Err(why) => {
+                    let _ = writeln!(o, "  cost against {}: not judged: {why}", p.against);
+                }
+            }
+        }
     }
     for x in verdict.lines_of(&u.variant) {
         let _ = writeln!(o, "  FAIL {x}");
@@ -105,29 +142,16 @@ fn findings(o: &mut String, j: &Judgement, u: &UnderTest, failures: &[BootFailur
     o.push('\n');
 }
 
-/// `base` against `patched` in scenario `s`: only the metrics whose change
-/// is resolved beyond the scenario's A/A control; says so when none is.
+/// `base` against `patched` in scenario `s`: only the metrics whose cost
+/// verdict is `worse` or `better` against the scenario's floor; says so
+/// when none is, and why where nothing could be judged.
 fn moved_table(o: &mut String, j: &Judgement, s: &str, base: &str, patched: &str) {
     if j.aggregates(s, base).is_none() || j.aggregates(s, patched).is_none() {
         return;
     }
-    let reference = &j.roles.reference;
-    let aa = format!("{reference}{AA_SUFFIX}");
-    // Without an A/A control nothing can be told from noise.
-    let floorless = j.aggregates(s, &aa).is_none() || j.aggregates(s, reference).is_none();
+    let changes = j.changes(s, base, patched);
     let mut rows = Vec::new();
-    for ch in j.changes(s, base, patched) {
-        let Some(interval) = ch.interval else {
-            continue;
-        };
-        // An A/A pair with nothing to compare (a share of 0 twice) has no
-        // spread: the change is judged by its own interval.
-        let floor = j
-            .change(s, ch.metric.key, reference, &aa)
-            .and_then(|a| a.interval);
-        if floorless || interval.against(floor.as_ref()) != Resolution::Resolved {
-            continue;
-        }
+    for ch in changes.iter().filter(|c| c.significant()) {
         let (Some(bv), Some(pv)) = (ch.base, ch.other) else {
             continue;
         };
@@ -141,18 +165,14 @@ fn moved_table(o: &mut String, j: &Judgement, s: &str, base: &str, patched: &str
     }
     let _ = writeln!(
         o,
-        "{s}: {base} (base) against {patched}, the metrics that moved beyond the A/A noise\n"
+        "{s}: {base} (base) against {patched}, the metrics whose cost verdict is worse or better\n"
     );
     if rows.is_empty() {
+        let unjudged = changes.iter().find_map(|c| c.cost.as_ref()?.as_ref().err());
         let _ = writeln!(
             o,
             "  none{}\n",
-            if floorless {
-                " (no A/A control in this scenario: nothing can be called significant; \
-                 run with --runs 2 or more and the reference selected)"
-            } else {
-                ""
-            }
+            unjudged.map_or(String::new(), |why| format!(" (not judged: {why})"))
         );
         return;
     }
@@ -163,8 +183,10 @@ fn moved_table(o: &mut String, j: &Judgement, s: &str, base: &str, patched: &str
     o.push('\n');
 }
 
-/// The lines to paste in the thread.
-fn thread_lines(o: &mut String, session: &Session, verdict: &Verdict, u: &UnderTest, passed: bool) {
+/// The lines to paste in the thread: a `Tested-by:` only when the patch
+/// passed and every judged cost of it was decided.
+fn thread_lines(o: &mut String, j: &Judgement, u: &UnderTest) {
+    let (session, verdict) = (j.session, &j.verdict);
     o.push_str("For the thread:\n\n");
     let version = session
         .variants
@@ -186,24 +208,50 @@ fn thread_lines(o: &mut String, session: &Session, verdict: &Verdict, u: &UnderT
             c.run_classes()
         );
     }
-    if passed {
+    let undecided: Vec<String> = (j.costs_of(&u.variant))
+        .flat_map(|p| {
+            p.undecided()
+                .map(move |c| format!("{} in {}", c.metric, p.scenario))
+        })
+        .collect();
+    if !j.patch_passed(&u.variant) {
+        o.push_str("\n  No Tested-by: the patch does not meet its expectations (above).\n");
+    } else if !undecided.is_empty() {
+        let _ = writeln!(
+            o,
+            "\n  No Tested-by: its cost is undecided at the run cap ({}): the runs could not \
+             tell a cost from none",
+            undecided.join(", ")
+        );
+    } else {
         let from = session
             .reporter
             .as_deref()
             .unwrap_or(mail::PLACEHOLDER_FROM);
         let _ = writeln!(o, "\n  Tested-by: {from}");
-    } else {
-        o.push_str("\n  No Tested-by: the patch does not meet its expectations (above).\n");
     }
 }
 
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::results::session::Session;
 
     /// A session of a patch under test on fuse-strictlimit, 2 runs a cell,
     /// the patch's runs stalling with share `patch_stall`; its mail.
     pub(crate) fn judged(patch_stall: f64, failures: Vec<BootFailure>) -> String {
+        let bw = if patch_stall > 0.0 { 0.9 } else { 150.0 };
+        session_mail(bw, patch_stall, failures, None)
+    }
+
+    /// The same session, the patch's runs at `patch_bw` MiB/s, its costs
+    /// judged by a floor of `floor_sd` a run where one is given.
+    fn session_mail(
+        patch_bw: f64,
+        patch_stall: f64,
+        failures: Vec<BootFailure>,
+        floor_sd: Option<f64>,
+    ) -> String {
         use crate::analysis::{
             expected::ExpectArgs,
             verdict::tests::{expected, judged, rec},
@@ -214,11 +262,7 @@ pub(crate) mod tests {
                 ("regressed", 0.8, 0.7),
                 ("upstream", 120.0 + f64::from(run), 0.0),
                 ("upstream-aa", 121.0 - f64::from(run), 0.0),
-                (
-                    "patch-fix",
-                    if patch_stall > 0.0 { 0.9 } else { 150.0 },
-                    patch_stall,
-                ),
+                ("patch-fix", patch_bw, patch_stall),
             ] {
                 let mut r = rec(v, "fuse-strictlimit", bw + f64::from(run) * 0.01, stall);
                 r.id.run = run;
@@ -262,9 +306,47 @@ pub(crate) mod tests {
             runs: 2,
             under_test: vec![u.clone()],
             failures,
+            floors: floor_sd.map_or_else(Default::default, |sd| {
+                crate::test_support::floors(sd, &["fuse-strictlimit"])
+            }),
             ..Session::default()
         };
         mail(&judged(&session, &records, &e, 2), &u).unwrap()
+    }
+
+    #[test]
+    fn a_patch_that_costs_throughput_fails_naming_the_cost_without_a_tested_by() {
+        // 5% below the reference's 120.5 MiB/s, runs 0.01 apart, a floor of
+        // 0.3% a run.
+        let text = session_mail(114.5, 0.0, Vec::new(), Some(0.003)).replace("\n    ", " ");
+        assert!(
+            text.contains(
+                "patch-fix: the patch COSTS fio.write_bw_MiB/s -5.0% in fuse-strictlimit \
+                 against upstream"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("fio.write_bw_MiB/s: -5.0% [") && text.contains("] worse: a cost of"),
+            "{text}"
+        );
+        assert!(
+            text.contains("No Tested-by") && !text.contains("Tested-by: A"),
+            "{text}"
+        );
+        // The same patch at the reference's throughput passes, with its Tested-by.
+        let same = session_mail(120.5, 0.0, Vec::new(), Some(0.003));
+        assert!(
+            same.contains("no stall and no cost in any scenario"),
+            "{same}"
+        );
+        assert!(same.contains("\n  Tested-by: A Tester"), "{same}");
+        // 1.5% below: neither a cost past 1% nor surely under 2% at two runs.
+        let undecided = session_mail(118.7, 0.0, Vec::new(), Some(0.003));
+        assert!(
+            undecided.contains("No Tested-by: its cost is undecided"),
+            "{undecided}"
+        );
     }
 
     #[test]
@@ -347,7 +429,7 @@ pub(crate) mod tests {
     fn the_mail_of_a_passing_patch_carries_a_tested_by_for_it() {
         let text = judged(0.0, Vec::new());
         assert!(
-            text.contains("no stall in any scenario, as expected"),
+            text.contains("no stall and no cost in any scenario, as expected"),
             "{text}"
         );
         assert!(

@@ -5,32 +5,25 @@
 use std::fmt::Write;
 
 use super::{
-    format::{self, metric_change, pct_interval, Rows},
+    changes,
+    format::{self, metric_change, Rows},
     terminal::ratio_text,
 };
 use crate::{
     analysis::{
-        change::{Change, RESAMPLES},
         expected::{Expected, AA_SUFFIX},
-        judge::{Judgement, MetricChange},
-        judgement::{CellVerdict, Verdict, BW},
+        judge::Judgement,
+        judgement::{CellVerdict, Verdict},
     },
     guest::fuse_server,
-    kernel::variants::Comparison,
     results::session::Session,
 };
 
-fn change_text(c: Option<Change>) -> String {
-    match c {
-        Some(c) => pct_interval(c.pct, c.lo, c.hi),
-        None => "-".into(),
-    }
-}
-
-/// The patches under test first: what each is, on what, and its verdict.
-fn under_test(o: &mut String, session: &Session, verdict: &Verdict) {
-    for u in &session.under_test {
-        let passed = verdict.variant_passed(&u.variant);
+/// The patches under test first: what each is, on what, and its verdict:
+/// its cells and its costs.
+fn under_test(o: &mut String, j: &Judgement) {
+    for u in &j.session.under_test {
+        let passed = j.patch_passed(&u.variant);
         let _ = writeln!(
             o,
             "## The patch under test: {}\n\n`{}` = `{}` + `{}` ({}). **{}**\n",
@@ -40,11 +33,13 @@ fn under_test(o: &mut String, session: &Session, verdict: &Verdict) {
             u.file,
             format::plural(u.subjects.len(), "patch", "patches"),
             if passed {
-                "It meets its expectations in every scenario, in every run."
+                "It meets its expectations in every scenario, in every run, at no cost \
+                 beyond what was accepted."
             } else {
-                "It FAILS its expectations: see the mismatches below."
+                "It FAILS: see the mismatches and costs below."
             }
         );
+        changes::cost_table(o, j, &u.variant);
     }
 }
 
@@ -58,7 +53,7 @@ pub fn markdown(j: &Judgement, plots: &[(String, String)]) -> String {
         .collect();
     let mut o = String::new();
     header(&mut o, session);
-    under_test(&mut o, session, verdict);
+    under_test(&mut o, j);
     verdict_matrix(&mut o, verdict, &main, &m.scenarios);
     verdict_notes(&mut o, session, verdict, j.expected);
     margins(&mut o, verdict, j.expected);
@@ -68,7 +63,7 @@ pub fn markdown(j: &Judgement, plots: &[(String, String)]) -> String {
         if let Some(i) = info {
             let _ = writeln!(o, "{}. Job: `{}`.\n", i.what, i.job.command_line());
         }
-        throughput_stats(&mut o, j, s);
+        changes::throughput_stats(&mut o, j, s);
         zero_day_table(&mut o, j, s, &main);
     }
     plots_section(&mut o, plots);
@@ -312,98 +307,24 @@ fn verdict_notes(o: &mut String, session: &Session, verdict: &Verdict, expected:
 
     let _ = writeln!(
         o,
-        "\nIntervals below are percentile-bootstrap 95% intervals of the ratio of the \
-         aggregates (harmonic means for MiB/s; {} resamples; runs per cell: {}). With few runs the bootstrap understates the \
-         uncertainty, since it cannot see variation the runs did not show; the A/A control \
-         (the same kernel booted twice) is the better yardstick. Treat a throughput \
-         difference as real only when it is outside its interval and well beyond the A/A \
-         difference of the same scenario.",
-        RESAMPLES,
+        "\nA change is judged against its scenario's floor, the spread of one run across the \
+         start phases, measured once (`cargo xtask calibrate`; docs/measurements.md, \"The cost \
+         verdict\"), or the runs' own spread where it is wider: `worse` or `better` when its \
+         interval lies beyond half the smallest change that matters, `same` when it lies within \
+         that change, `undecided` otherwise; throughput and latencies only (runs per cell: {}). \
+         A `*` in the tables is a `worse` or `better`.",
         session.runs_per_cell()
     );
-}
-
-/// Throughput per variant (its aggregate, the harmonic mean) with intervals
-/// against the baseline and the reference, the A/A noise floor, and the
-/// compared pairs of the roles.
-fn throughput_stats(o: &mut String, j: &Judgement, s: &str) {
-    let (variants, roles) = (&j.matrix.variants, &j.roles);
-    let interval = |from: &str, to: &str| j.change(s, BW, from, to).and_then(|c| c.interval);
-    let _ = writeln!(
-        o,
-        "| variant | runs | MiB/s, harmonic mean ±%stddev | change vs {} [95% CI] | change vs {} [95% CI] |\n|---|---|---|---|---|",
-        roles.baseline, roles.reference
-    );
-    for v in variants {
-        let Some(a) = j.aggregates(s, v).and_then(|a| a.get(BW)) else {
-            continue;
-        };
-        let vs = |base: &str| {
-            if base == v.as_str() || j.aggregates(s, base).is_none() {
-                "-".to_string()
-            } else {
-                change_text(interval(base, v))
-            }
-        };
-        let _ = writeln!(
-            o,
-            "| {v} | {} | {} | {} | {} |",
-            a.runs,
-            format::aggregate(Some(a)),
-            vs(&roles.baseline),
-            vs(&roles.reference),
-        );
+    let _ = writeln!(o, "\nThe judged metrics and the smallest change of each that matters (a scenario whose floor cannot resolve it at {} runs a side says its own, larger):\n", crate::analysis::cost::RUN_CAP);
+    for m in crate::analysis::cost::JUDGED {
+        let _ = writeln!(o, "- `{}`: {}%: {}.", m.key, m.smallest_pct, m.why);
     }
-    o.push('\n');
-    // The A/A control first: it says how far this scenario's noise reaches.
-    let mut floor: Option<Change> = None;
-    for v in variants.iter().filter(|v| v.ends_with(AA_SUFFIX)) {
-        let base = v.trim_end_matches(AA_SUFFIX);
-        if let Some(c) = interval(base, v) {
-            floor = Some(c);
-            let _ = writeln!(
-                o,
-                "Noise floor (A/A: {base} booted again as {v}): {}. {}\n",
-                change_text(Some(c)),
-                if c.resolved() {
-                    "The same kernel came out \"different\": this scenario's run-to-run noise is \
-                     larger than these runs can estimate, so its throughput %changes are not \
-                     evidence; the mechanism counters are."
-                } else {
-                    "Differences inside this are noise."
-                }
-            );
-        }
-    }
-    for pair in &roles.compare {
-        compare_pair(o, pair, j.change(s, BW, &pair.b, &pair.a), s, floor);
-    }
-}
-
-/// `a` against `b` on one scenario, judged against the A/A `floor`; with one
-/// run on a side, not at all.
-fn compare_pair(
-    o: &mut String,
-    pair: &Comparison,
-    m: Option<&MetricChange>,
-    s: &str,
-    floor: Option<Change>,
-) {
-    let Some((m, c)) = m.and_then(|m| Some((m, m.interval?))) else {
-        return;
-    };
-    let (change, verdict) = format::compared(m, c, floor);
-    let _ = writeln!(o, "{} against {}: {change} ({verdict}).", pair.a, pair.b);
-    if let Some(claim) = pair.claims.get(s) {
-        let _ = writeln!(o, "Claimed: {claim}");
-    }
-    o.push('\n');
 }
 
 /// 0-day style: base ±%stddev | %change | other ±%stddev | ... | metric, one
 /// row per metric in report order, each the aggregate of its kind (harmonic
 /// mean for rates), less the rows that repeat another; a `*` marks a change
-/// whose bootstrap 95% interval excludes 0.
+/// whose cost verdict is `worse` or `better`.
 fn zero_day_table(o: &mut String, j: &Judgement, s: &str, main: &[&String]) {
     let base = main.first().map(|v| v.as_str()).unwrap_or("");
     let _ = write!(o, "| {base} ±%stddev |");
@@ -430,8 +351,8 @@ fn zero_day_table(o: &mut String, j: &Judgement, s: &str, main: &[&String]) {
         o,
         "\nValues: the runs' mean ±%stddev (for MiB/s and IOPS the harmonic mean, as mmtests \
          takes rates). Change: from {base} to the column after it, shares in percentage points, a tenfold \
-         change and more as a ratio, `new` from 0; `*`: its bootstrap 95% interval excludes \
-         0.{}",
+         change and more as a ratio, `new` from 0; `*`: its cost verdict against the scenario's \
+         floor is `worse` or `better` (throughput and latencies only).{}",
         rows.note().map_or(String::new(), |n| format!(" {n}"))
     );
 }
@@ -444,8 +365,8 @@ fn plots_section(o: &mut String, plots: &[(String, String)]) {
         }
         let _ = writeln!(
             o,
-            "The throughput plot: every run a dot, and the runs' mean with its bootstrap 95% \
-             interval as a whisker. The time series: per variant, its first run, the BDI's dirty pages (live, from \
+            "The throughput plot: every run a dot, and the runs' harmonic mean with their \
+             range as a whisker. The time series: per variant, its first run, the BDI's dirty pages (live, from \
              `/sys/kernel/debug/bdi/<bdi>/stats`) against the writer's `wb_thresh` and \
              `wb_bg_thresh` (from the last throttle decision), with the cumulative stall sleeps \
              and background-writeback starts on the right axis.\n"

@@ -3,6 +3,7 @@
 //! rows) and the verdict lines, the Markdown report, the mails, the KCIDB
 //! document and the plots. Every renderer reads the one `Judgement`.
 
+pub mod changes;
 pub mod format;
 pub mod html;
 pub mod kcidb;
@@ -18,14 +19,40 @@ use anyhow::Context;
 
 use crate::{analysis::judge::Judgement, results::dir::ResultsDir};
 
+/// `verdict.json`: the verdict's cells and runs, each patch under test's
+/// costs per scenario (or why none were judged there), and `passed` for
+/// the whole: cells, boots and costs.
+fn verdict_json(j: &Judgement) -> anyhow::Result<String> {
+    #[derive(serde::Serialize)]
+    struct Costs<'a> {
+        scenario: &'a str,
+        variant: &'a str,
+        against: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        costs: Option<&'a [crate::analysis::cost::Cost]>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        not_judged: Option<&'a str>,
+    }
+    let mut v = serde_json::to_value(&j.verdict)?;
+    let costs: Vec<Costs> = (j.costs.iter())
+        .map(|p| Costs {
+            scenario: &p.scenario,
+            variant: &p.variant,
+            against: &p.against,
+            costs: p.costs.as_ref().ok().map(Vec::as_slice),
+            not_judged: p.costs.as_ref().err().map(String::as_str),
+        })
+        .collect();
+    v["passed"] = j.passed().into();
+    v["costs"] = serde_json::to_value(costs)?;
+    Ok(serde_json::to_string_pretty(&v)?)
+}
+
 /// Renders a judged results directory: `verdict.json`, `report.md`, the
 /// page (`report.html`), the mail (`report.mail.txt`) and the SVG plots.
 pub fn render(dir: &std::path::Path, j: &Judgement) -> anyhow::Result<()> {
     let rd = ResultsDir::new(dir);
-    crate::util::write_atomic(
-        &rd.file(ResultsDir::VERDICT),
-        serde_json::to_string_pretty(&j.verdict)?,
-    )?;
+    crate::util::write_atomic(&rd.file(ResultsDir::VERDICT), verdict_json(j)?)?;
     // Tables and plots summarise the runs the verdict used.
     let mut plots = Vec::new();
     if !j.matrix.scenarios.is_empty() {
@@ -196,34 +223,55 @@ mod tests {
         assert!(md.contains("fio.write_bw_MiB/s"));
         assert!(md.contains("v1 against v2:"), "{md}");
         assert!(
-            md.contains("Noise floor (A/A: upstream booted again as upstream-aa)"),
+            md.contains("A/A control (upstream booted again as upstream-aa, at other start"),
             "{md}"
         );
         assert!(md.contains("![Throughput per cell](throughput.svg)"));
         assert!(md.contains("## Environment"));
     }
 
-    /// `--compare` after `--quick`: one run each has no interval, whatever
-    /// the bootstrap of one value says (its "interval" is the change itself).
+    /// A compared pair is judged against the scenario's floor: undecided
+    /// at one run a side what three runs decide; without a floor, not
+    /// judged, said why.
     #[test]
-    fn a_comparison_of_one_run_a_side_is_not_resolved() {
-        let r: Vec<RunRecord> = records().into_iter().filter(|r| r.id.run == 0).collect();
-        let (e, session) = (expected(), Session::default());
-        let md = markdown(&judged(&session, &r, &e, 1), &[]);
-        let line = md
-            .lines()
-            .find(|l| l.starts_with("v1 against v2:"))
-            .unwrap();
+    fn a_comparison_is_judged_against_the_floor_or_says_why_not() {
+        let mut all = Vec::new();
+        for (v, bws) in [
+            ("v1", [102.0, 102.1, 102.2]),
+            ("v2", [100.0, 100.1, 100.2]),
+            ("upstream", [100.0, 100.1, 100.2]),
+        ] {
+            for (k, bw) in bws.into_iter().enumerate() {
+                let mut x = rec(v, "fuse-strictlimit", bw, 0.0);
+                x.id.run = k as u32;
+                all.push(x);
+            }
+        }
+        let r: Vec<RunRecord> = all.iter().filter(|r| r.id.run == 0).cloned().collect();
+        let e = expected();
+        let line = |md: &str| {
+            md.lines()
+                .find(|l| l.starts_with("v1 against v2:"))
+                .unwrap()
+                .to_string()
+        };
+        let floorless = Session::default();
         assert_eq!(
-            line,
-            "v1 against v2: +2.0% (1 against 1 run(s): one run has no spread to resample, so \
-             not resolvable; --runs 2 or more gives an interval)."
+            line(&markdown(&judged(&floorless, &r, &e, 1), &[])),
+            "v1 against v2: +2.0% (not judged: no floor recorded: the session is from before \
+             costs were judged)."
         );
-        let three = markdown(&judged(&session, &records(), &e, 3), &[]);
+        let session = Session {
+            floors: crate::test_support::floors(0.003, &["fuse-strictlimit"]),
+            ..Session::default()
+        };
+        let one = line(&markdown(&judged(&session, &r, &e, 1), &[]));
         assert!(
-            three.contains("v1 against v2: +2.0% [") && three.contains("(resolved:"),
-            "{three}"
+            one.contains("+2.0% [") && one.contains("(undecided:"),
+            "{one}"
         );
+        let three = line(&markdown(&judged(&session, &all, &e, 3), &[]));
+        assert!(three.contains("(better: a gain of more than 1%"), "{three}");
     }
 
     #[test]
@@ -328,14 +376,15 @@ mod tests {
         assert!(well_formed("<a><b/><c x=\"1\">t</c></a>") && !well_formed("<a><b></a>"));
     }
 
+    /// Runs that spread wider than the floor are judged by their own
+    /// spread: +10% between cells whose runs spread by 16% is not called.
     #[test]
-    fn a_difference_inside_the_aa_noise_is_not_resolved() {
+    fn runs_wider_than_the_floor_are_judged_by_their_own_spread() {
         let mut r = Vec::new();
         for (v, bws) in [
-            ("v1", [110.0, 111.0, 112.0]),
-            ("v2", [100.0, 101.0, 102.0]),
+            ("v1", [95.0, 111.0, 127.0]),
+            ("v2", [85.0, 101.0, 117.0]),
             ("upstream", [100.0, 101.0, 102.0]),
-            ("upstream-aa", [88.0, 104.0, 120.0]),
         ] {
             for (k, bw) in bws.into_iter().enumerate() {
                 let mut x = rec(v, "fuse-strictlimit", bw, 0.0);
@@ -343,52 +392,54 @@ mod tests {
                 r.push(x);
             }
         }
-        let (e, session) = (expected(), Session::default());
-        let md = markdown(&judged(&session, &r, &e, 3), &[]);
-        // v1 is +10% over v2 with an interval that excludes 0, but the same
-        // kernel booted twice spreads over more than that.
+        let session = Session {
+            floors: crate::test_support::floors(0.003, &["fuse-strictlimit"]),
+            ..Session::default()
+        };
+        let md = markdown(&judged(&session, &r, &expected(), 3), &[]);
+        let line = md
+            .lines()
+            .find(|l| l.starts_with("v1 against v2:"))
+            .unwrap();
         assert!(
-            md.contains("but the change lies inside the A/A control's interval: not resolvable"),
-            "{md}"
+            line.contains("undecided") && line.contains("the runs' own"),
+            "{line}"
         );
     }
 
     #[test]
-    fn the_mail_calls_a_change_significant_only_beyond_the_aa_noise() {
-        let records = |aa: [f64; 3]| {
-            let mut r = Vec::new();
-            for (v, bws) in [
-                ("regressed", [110.0, 111.0, 112.0]),
-                ("upstream", [100.0, 101.0, 102.0]),
-                ("upstream-aa", aa),
-            ] {
-                for (k, bw) in bws.into_iter().enumerate() {
-                    let mut x = rec(v, "fuse-nostrict", bw, 0.0);
-                    x.id.run = k as u32;
-                    r.push(x);
-                }
+    fn the_mail_names_a_change_s_class_against_the_floor() {
+        let mut r = Vec::new();
+        for (v, bws) in [
+            ("regressed", [110.0, 111.0, 112.0]),
+            ("upstream", [100.0, 101.0, 102.0]),
+        ] {
+            for (k, bw) in bws.into_iter().enumerate() {
+                let mut x = rec(v, "fuse-nostrict", bw, 0.0);
+                x.id.run = k as u32;
+                r.push(x);
             }
-            r
-        };
-        let finding = |r: &[RunRecord]| {
-            let (e, session) = (expected(), dated());
-            let text = mail::mail(&judged(&session, r, &e, 3))
+        }
+        let finding = |session: &Session| {
+            let text = mail::mail(&judged(session, &r, &expected(), 3))
                 .unwrap()
                 .replace('\n', " ");
             let at = text
                 .find("- fuse-nostrict:")
                 .expect("a finding for the scenario");
-            text[at..at + 160].to_string()
+            text[at..at + 200].to_string()
         };
-        // +10% with an interval that excludes 0, but the same kernel spreads wider.
-        let noisy = finding(&records([88.0, 104.0, 120.0]));
-        assert!(noisy.contains("(inside the A/A noise)"), "{noisy}");
-        assert!(!noisy.contains("significant"), "{noisy}");
-        // The same change with a tight A/A control.
-        let tight = finding(&records([100.5, 101.0, 101.5]));
+        let mut session = dated();
         assert!(
-            tight.contains("(significant, beyond the A/A noise)"),
-            "{tight}"
+            !finding(&session).contains("floor"),
+            "{}",
+            finding(&session)
+        );
+        session.floors = crate::test_support::floors(0.003, &["fuse-nostrict"]);
+        let f = finding(&session);
+        assert!(
+            f.contains("+9.9% (better against the scenario's floor)"),
+            "{f}"
         );
     }
 

@@ -1,5 +1,5 @@
-//! SVG plots of a results directory (plotters): throughput per cell with 95%
-//! confidence whiskers, and the time series that shows the bug: per variant,
+//! SVG plots of a results directory (plotters): throughput per cell with the
+//! runs' range as a whisker, and the time series that shows the bug: per variant,
 //! the BDI's dirty pages against the writer's per-wb thresholds, with the
 //! cumulative stall sleeps and background-writeback starts.
 
@@ -29,7 +29,7 @@ fn err<E: std::fmt::Debug>(e: E) -> anyhow::Error {
 }
 
 /// Throughput per variant, one panel per scenario: every run as a dot, the
-/// cell's aggregate (the harmonic mean) with its bootstrap 95% interval as a
+/// cell's aggregate (the harmonic mean) with the runs' range as a
 /// whisker. Log scale: a stall is orders of magnitude, not percent.
 /// Per variant (by index), the runs' bandwidths in one scenario, floored for
 /// the log axis.
@@ -66,7 +66,7 @@ pub fn throughput(j: &Judgement, out: &Path) -> Result<()> {
         let mut chart = ChartBuilder::on(area)
             .caption(
                 format!(
-                    "{scenario}: fio write {} (log); dots: runs, whisker: {}, bootstrap 95%",
+                    "{scenario}: fio write {} (log); dots: runs, whisker: {} and the runs' range",
                     bw.unit,
                     bw.kind.aggregate_name()
                 ),
@@ -112,7 +112,7 @@ pub fn throughput(j: &Judgement, out: &Path) -> Result<()> {
                 .aggregates(scenario, &variants[*i])
                 .and_then(|a| a.get(BW));
             let Some(a) = whisker else { continue };
-            let (clo, chi) = a.interval.unwrap_or((a.value, a.value));
+            let (clo, chi) = a.range.unwrap_or((a.value, a.value));
             chart
                 .draw_series(std::iter::once(ErrorBar::new_vertical(
                     x + 0.2,

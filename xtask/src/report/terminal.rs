@@ -4,6 +4,7 @@
 //! and the verdict lines.
 
 use super::format::{self, num};
+use crate::analysis::cost::RUN_CAP;
 use crate::{
     analysis::{aggregate::Aggregates, judge::Judgement, judgement::CellVerdict, metrics},
     kernel::variants::UnderTest,
@@ -307,7 +308,7 @@ pub fn verdict_lines(j: &Judgement) -> String {
         out.push_str(&format!("FAIL run {f}\n"));
     }
     for u in under_test {
-        out.push_str(&patch_line(verdict, u));
+        out.push_str(&patch_line(j, u));
     }
     let (judged, unjudged) = verdict.judged_count();
     let counts = format!(
@@ -319,10 +320,15 @@ pub fn verdict_lines(j: &Judgement) -> String {
     );
     if verdict.cells.is_empty() {
         out.push_str(&format!("FAIL: no cell was measured ({counts})\n"));
-    } else if verdict.passed() && failures.is_empty() {
+    } else if j.passed() {
         out.push_str(&format!(
             "PASS: {counts}: every planned cell was measured, judged run by run, and matches \
-             its expectation\n"
+             its expectation{}\n",
+            if under_test.is_empty() {
+                ""
+            } else {
+                "; no patch under test costs more than it may"
+            }
         ));
     } else {
         out.push_str(&format!("FAIL: {counts}\n"));
@@ -341,14 +347,16 @@ pub fn summary(dir: &std::path::Path, j: &Judgement) -> String {
     out
 }
 
-/// The patch under test's own line: its cells' classes, and whether it passes.
-fn patch_line(verdict: &crate::analysis::judgement::Verdict, u: &UnderTest) -> String {
+/// The patch under test's own lines: its cells' classes, its costs, and
+/// whether it passes.
+fn patch_line(j: &Judgement, u: &UnderTest) -> String {
+    let verdict = &j.verdict;
     let cells: Vec<_> = verdict
         .cells
         .iter()
         .filter(|c| c.variant() == u.variant)
         .collect();
-    let failed = cells.is_empty() || !verdict.variant_passed(&u.variant);
+    let failed = cells.is_empty() || !j.patch_passed(&u.variant);
     let classes: Vec<String> = cells
         .iter()
         .map(|c| match c.expected {
@@ -356,7 +364,7 @@ fn patch_line(verdict: &crate::analysis::judgement::Verdict, u: &UnderTest) -> S
             None => format!("{} {} (unjudged)", c.scenario(), c.observed),
         })
         .collect();
-    format!(
+    let mut out = format!(
         "{} the patch under test, {} ({} on {}): {}\n",
         if failed { "FAIL" } else { "PASS" },
         u.variant,
@@ -367,5 +375,59 @@ fn patch_line(verdict: &crate::analysis::judgement::Verdict, u: &UnderTest) -> S
         } else {
             classes.join(", ")
         }
-    )
+    );
+    out.push_str(&cost_lines(j, u));
+    out
+}
+
+/// The costs of the patch under test, one line per scenario: each judged
+/// metric's class, and in full the ones that fail or stayed undecided.
+fn cost_lines(j: &Judgement, u: &UnderTest) -> String {
+    let mut out = String::new();
+    for p in j.costs_of(&u.variant) {
+        let costs = match &p.costs {
+            Ok(c) => c,
+            Err(why) => {
+                out.push_str(&format!("  cost in {}: not judged: {why}\n", p.scenario));
+                continue;
+            }
+        };
+        let classes: Vec<String> = (costs.iter())
+            .map(|c| {
+                let key = c.metric.split('.').nth(1).unwrap_or(&c.metric);
+                format!("{key} {} {}", format::pct(c.change_pct), c.class)
+            })
+            .collect();
+        out.push_str(&format!(
+            "  cost in {} against {}: {}\n",
+            p.scenario,
+            p.against,
+            classes.join(", ")
+        ));
+        for c in costs.iter().filter(|c| c.fails()) {
+            out.push_str(&format!(
+                "FAIL {} costs {} {} in {}: {}\n",
+                u.variant,
+                c.metric,
+                format::pct_interval(c.change_pct, c.lo_pct, c.hi_pct),
+                p.scenario,
+                format::cost_words(c)
+            ));
+        }
+        for c in p.undecided() {
+            let when = if c.runs.0.min(c.runs.1) >= RUN_CAP {
+                "at the run cap"
+            } else {
+                "when the runs stopped (another cost decided the verdict)"
+            };
+            out.push_str(&format!(
+                "  undecided {when}: {} {} in {}: {} (no Tested-by)\n",
+                c.metric,
+                format::pct_interval(c.change_pct, c.lo_pct, c.hi_pct),
+                p.scenario,
+                format::cost_words(c)
+            ));
+        }
+    }
+    out
 }

@@ -9,6 +9,7 @@ pub mod debugfs;
 pub mod detection;
 pub mod dir;
 pub mod fio;
+pub mod floor;
 pub mod ktap;
 pub mod machine;
 pub mod mechanism;

@@ -1,6 +1,8 @@
 //! What produced a results directory (`session.json`): the command, the
 //! machine, the kernels, the scenarios and the expectations it was judged by.
 
+use std::collections::BTreeMap;
+
 use crate::{
     deps,
     guest::{
@@ -11,7 +13,7 @@ use crate::{
     },
     kernel::build as kernel,
     kernel::variants,
-    results::record::RunRecord,
+    results::{floor::FloorOf, record::RunRecord},
 };
 
 /// What produced a results directory (`session.json`).
@@ -68,6 +70,27 @@ pub struct Session {
     /// When `qemu-test --resume` went on with the session, each time.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub resumed: Vec<String>,
+    /// The floor each scenario's costs are judged by, or why it has none;
+    /// empty in sessions from before costs were judged.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub floors: BTreeMap<String, FloorOf>,
+    /// The costs the user accepted (`--accept-cost`), %, by scenario (`*`:
+    /// every scenario).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub accepted_costs: BTreeMap<String, f64>,
+    /// The runs added to decide a cost, in the order they were planned.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub more_runs: Vec<MoreRuns>,
+}
+
+/// One more run of a cell of a judged pair, planned because a cost was
+/// still undecided (or the pair had fewer runs than a cost is judged on).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct MoreRuns {
+    /// The run added.
+    pub run: RunId,
+    /// What was undecided.
+    pub why: String,
 }
 
 /// A boot that produced no record: which run, and why (an oops, a hang, no

@@ -5,6 +5,7 @@ pub mod args;
 pub mod bench_fuse;
 pub mod bisect;
 pub mod build_kernel;
+pub mod calibrate;
 pub mod deps;
 pub mod host_test;
 pub mod merge;

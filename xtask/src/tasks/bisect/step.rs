@@ -125,7 +125,7 @@ pub fn judge_step(records: &[RunRecord], expected: &Expected, scenario: &str) ->
         variants: vec![VARIANT.to_string()],
         scenarios: vec![scenario.to_string()],
         runs: 1,
-        each: Default::default(),
+        ..Planned::default()
     };
     let against = |class: Class| {
         let mut e = expected.clone();

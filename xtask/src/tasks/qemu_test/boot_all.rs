@@ -19,6 +19,7 @@ use crate::{
     guest::{
         boot, initramfs,
         plan::{self, Boot, Detector, Plan},
+        run_id::RunId,
     },
     kernel::build::Built,
     progress::{self, Event},
@@ -77,6 +78,57 @@ pub fn boot_all(
         ResultsDir::new(dir).write(session, recorded.then_some(records.as_slice()))
     })?;
     Ok(all(&ends, session).0)
+}
+
+/// What the runs added to decide the costs need: the expectations the
+/// session is judged by, the guests at a time, and how a run is booted.
+pub struct Costs<'a> {
+    pub expected: &'a Expected,
+    pub jobs_vm: usize,
+    pub boot_of: &'a dyn Fn(&RunId) -> Result<Boot>,
+}
+
+impl Costs<'_> {
+    /// Boots the runs the costs of the patches under test still need
+    /// (`Judgement::more_runs`), after the plan, round by round: first those
+    /// the session planned and did not boot (a resumed one); then, judged
+    /// after each round, one more run of each pair still undecided, until
+    /// every cost is decided, one fails, or the pairs reach the cap. A boot
+    /// that failed ends it: the verdict fails then whatever the costs.
+    pub fn decide(
+        &self,
+        sh: &Shell,
+        dir: &Path,
+        session: &mut Session,
+        mut records: Vec<RunRecord>,
+    ) -> Result<Vec<RunRecord>> {
+        loop {
+            if !session.failures.is_empty() {
+                return Ok(records);
+            }
+            let done = |id: &RunId| records.iter().any(|r| &r.id == id);
+            let mut pending: Vec<RunId> = (session.more_runs.iter())
+                .map(|m| m.run.clone())
+                .filter(|id| !done(id))
+                .collect();
+            if pending.is_empty() {
+                let more = crate::analysis::judge(session, &records, self.expected)?.more_runs();
+                if more.is_empty() {
+                    return Ok(records);
+                }
+                for m in &more {
+                    progress::emit(Event::Note(&format!(
+                        "deciding a cost: {} ({})",
+                        m.run, m.why
+                    )));
+                }
+                pending = more.iter().map(|m| m.run.clone()).collect();
+                session.more_runs.extend(more);
+            }
+            let boots = pending.iter().map(self.boot_of).collect::<Result<_>>()?;
+            records = boot_all(sh, dir, &Plan { boots }, self.jobs_vm, session, records)?;
+        }
+    }
 }
 
 /// The records and the failures of the boots that ended so far, in plan order.
@@ -149,6 +201,9 @@ pub struct Outcome {
     judged: Option<Judged>,
     /// Boots that produced no record.
     pub failures: Vec<BootFailure>,
+    /// The judgement passed: every boot recorded, every cell as expected,
+    /// no patch under test costing more than it may (a shard: its boots).
+    passed: bool,
 }
 
 /// The inputs of a run's verdict, kept with its outcome: the verdict borrows
@@ -160,11 +215,6 @@ struct Judged {
 }
 
 impl Outcome {
-    /// A slice of the plan: not judged on its own.
-    pub fn sharded(&self) -> bool {
-        self.judged.is_none()
-    }
-
     /// The verdict the report rendered, judged again from the same records
     /// and expectations (as [`finish`] judged them; judging is deterministic
     /// and, without the report's bootstrap, cheap). Empty for a shard.
@@ -176,7 +226,7 @@ impl Outcome {
     }
 
     pub fn passed(&self) -> bool {
-        self.failures.is_empty() && (self.sharded() || self.verdict().passed())
+        self.passed
     }
 }
 
@@ -190,8 +240,10 @@ pub fn finish(
     let j = crate::analysis::judge(&session, &records, &expected)?;
     report::render(&dir, &j)?;
     print!("{}", report::terminal::summary(&dir, &j));
+    let passed = j.passed();
     Ok(Outcome {
         dir,
+        passed,
         failures: session.failures.clone(),
         judged: Some(Judged {
             session,
@@ -219,6 +271,7 @@ pub fn shard_outcome(
     Outcome {
         dir,
         judged: None,
+        passed: session.failures.is_empty(),
         failures: session.failures.clone(),
     }
 }

@@ -49,6 +49,8 @@ pub struct Preview {
     pub runs: String,
     /// Every boot, (kernel, scenario), in plan order.
     pub boots: Vec<(String, String)>,
+    /// The boots deciding the costs may add at worst, (kernel, scenario).
+    pub more: Vec<(String, String)>,
     pub jobs_vm: usize,
     pub shard: Option<Shard>,
 }
@@ -93,9 +95,9 @@ impl Preview {
         }
     }
 
-    /// Seconds of booting: every boot its fio job and the overhead, run
+    /// Seconds of booting `boots`: each its fio job and the overhead, run
     /// `jobs_vm` at a time.
-    pub fn boot_secs(&self) -> u32 {
+    pub fn boot_secs(&self, boots: &[(String, String)]) -> u32 {
         let each = |scen: &str| {
             (self.scenarios.iter())
                 .find(|(name, ..)| name == scen)
@@ -103,7 +105,7 @@ impl Preview {
                     job.ramp_time + job.runtime + BOOT_OVERHEAD_SECS
                 })
         };
-        let all: u32 = self.boots.iter().map(|(_, s)| each(s)).sum();
+        let all: u32 = boots.iter().map(|(_, s)| each(s)).sum();
         all.div_ceil(self.jobs_vm.max(1) as u32)
     }
 
@@ -158,19 +160,32 @@ impl Preview {
 
     /// The time line: building, then booting, and how each was reckoned.
     fn estimate(&self) -> String {
-        let (build, boot) = (self.build_secs(), self.boot_secs());
+        let (build, boot) = (self.build_secs(), self.boot_secs(&self.boots));
         let building = match self.to_build().len() {
             0 => String::new(),
             n => format!("building {n} kernel(s) {}, then ", about(build)),
         };
-        format!(
+        let mut out = format!(
             "estimate: about {}: {building}{} boot(s), {} at a time, {} (each its fio job \
              plus about {BOOT_OVERHEAD_SECS} s, docs/measurements.md)\n",
             about(build + boot).trim_start_matches("about "),
             self.boots.len(),
             self.jobs_vm,
             about(boot)
-        )
+        );
+        if !self.more.is_empty() {
+            let more = self.boot_secs(&self.more);
+            out.push_str(&format!(
+                "worst case: about {}: the costs of the patch under test may add up to {} \
+                 boot(s) ({}), one more run of the patch and of the reference per round in a \
+                 scenario still undecided, up to {} a side\n",
+                about(build + boot + more).trim_start_matches("about "),
+                self.more.len(),
+                about(more),
+                crate::analysis::cost::RUN_CAP
+            ));
+        }
+        out
     }
 }
 
@@ -213,6 +228,7 @@ mod tests {
             boots,
             jobs_vm: 2,
             shard: None,
+            more: Vec::new(),
         }
     }
 
@@ -228,7 +244,7 @@ mod tests {
         );
         // 6 fuse boots of 25 + 14 s, 3 ext4 boots of 7 + 14 s, two at a time;
         // v1 is built warm (upstream is on disk), the A/A control reuses upstream.
-        assert_eq!(p.boot_secs(), (6 * 39 + 3 * 21) / 2 + 1);
+        assert_eq!(p.boot_secs(&p.boots), (6 * 39 + 3 * 21) / 2 + 1);
         assert_eq!((p.to_build(), p.build_secs()), (vec!["v1"], 60));
         let text = p.render();
         for line in [
@@ -243,6 +259,24 @@ mod tests {
         ] {
             assert!(text.lines().any(|l| l == line), "no `{line}` in\n{text}");
         }
+    }
+
+    #[test]
+    fn the_worst_case_adds_the_runs_a_cost_may_take() {
+        let mut p = preview(vec![kernel("upstream", true, None)], false);
+        assert!(!p.render().contains("worst case"));
+        // Four more fuse runs of two kernels: 8 x 39 s, two at a time.
+        p.more = (0..4)
+            .flat_map(|_| ["upstream", "patch-x"].map(|k| (k.to_string(), "fuse".to_string())))
+            .collect();
+        let text = p.render();
+        assert!(
+            text.contains(
+                "worst case: about 3 min: the costs of the patch under test may add up to 8 \
+                 boot(s) (about 3 min)"
+            ),
+            "{text}"
+        );
     }
 
     #[test]

@@ -1,13 +1,16 @@
 //! `cargo xtask qemu-test`: build the variants, plan every boot, boot each
 //! one per scenario under QEMU, turn what came back into records, and judge
 //! them against `qemu/expected.toml`. Its parts: the `roles` a session is
-//! reported by, the `dry_run` preview, `resume`, the `guest` it boots (built
-//! here or staged), and `boot_all`, which boots a
-//! plan into a results directory (host-test records its runs with it too).
+//! reported by, the `planning` of its boots, the `costs` it judges by, the
+//! `dry_run` preview, `resume`, the `guest` it boots (built here or staged),
+//! and `boot_all`, which boots a plan into a results directory (host-test
+//! records its runs with it too) and the runs that decide the costs.
 
 pub mod boot_all;
+mod costs;
 mod dry_run;
 mod guest;
+mod planning;
 mod resume;
 mod roles;
 
@@ -15,7 +18,6 @@ use std::{
     collections::BTreeMap,
     fs,
     path::{Path, PathBuf},
-    time::Duration,
 };
 
 use anyhow::{bail, Context, Result};
@@ -36,6 +38,7 @@ use crate::{
         fuse_server::{self, External, UserServer},
         plan::{self, Boot, Plan, Runs},
         qemu::{Clock, Machine},
+        run_id::RunId,
         scenario::{self, Scenario},
         stage::{self, Staged},
     },
@@ -97,6 +100,13 @@ pub struct QemuTest {
     /// behave as the shipped fix does).
     #[arg(long = "expect", value_name = "[SCENARIO=]CLASS", help_heading = heading::JUDGING)]
     pub expect: Vec<String>,
+    /// A cost the patch under test (--patch, --rev) may have: PCT% of any
+    /// judged metric, in SCENARIO or in every scenario (repeatable). A cost
+    /// whose interval lies within it is reported `worse (accepted)` and does
+    /// not fail the verdict; one that may exceed it does. Default: none (a
+    /// patch that is `worse` than the reference fails).
+    #[arg(long = "accept-cost", value_name = "[SCENARIO=]PCT", help_heading = heading::JUDGING)]
+    pub accept_cost: Vec<String>,
     /// A against B: the %change of every metric with its interval, beside the
     /// A/A noise floor (repeatable; any two measured variants, --patch ones
     /// included, e.g. `--compare patch-fix upstream`).
@@ -165,6 +175,8 @@ struct Inputs {
     /// Guests at a time, and the warning of a crowded host.
     jobs_vm: (usize, Option<String>),
     roles: Roles,
+    /// `--accept-cost`, by scenario (`*`: all).
+    accepted_costs: BTreeMap<String, f64>,
 }
 
 impl QemuTest {
@@ -312,57 +324,6 @@ impl QemuTest {
         )
     }
 
-    /// The boots of the session, in ABBA order, as (run, kernel,
-    /// scenario): the plan's, or with `--shard` its slice.
-    fn cells<'a, K>(
-        &self,
-        kernels: &'a [K],
-        scenarios: &[Scenario],
-        runs: &Runs,
-    ) -> Vec<(u32, &'a K, Scenario)> {
-        let index = |s: &Scenario| scenarios.iter().position(|x| x.name == s.name).unwrap_or(0);
-        plan::abba(kernels, scenarios, runs)
-            .into_iter()
-            .filter(|(run, _, scen)| {
-                self.shard
-                    .is_none_or(|sh| sh.takes(index(scen), scenarios.len(), *run))
-            })
-            .collect()
-    }
-
-    /// Every boot of the session, decided up front, in ABBA order.
-    fn plan(
-        &self,
-        kernels: &[Built],
-        initrds: &BTreeMap<String, PathBuf>,
-        scenarios: &[Scenario],
-        runs: &Runs,
-        machine: &Machine,
-    ) -> Result<Plan> {
-        let boots = self
-            .cells(kernels, scenarios, runs)
-            .into_iter()
-            .map(|(run, kernel, scen)| {
-                let b = Boot::new(
-                    kernel.clone(),
-                    initrds[&kernel.label()].clone(),
-                    scen,
-                    run,
-                    self.job.of(scen),
-                    machine.clone(),
-                );
-                Ok(Boot {
-                    verify: scen.verify && !self.job.quick && run == 0,
-                    sample_ms: self.job.sample_ms,
-                    timeout: self.timeout.map_or(b.timeout, Duration::from_secs),
-                    phase: self.job.phase_of(scen, run, runs.of(scen.name))?,
-                    ..b
-                })
-            })
-            .collect::<Result<_>>()?;
-        Ok(Plan { boots })
-    }
-
     fn session(&self, tc: &deps::Toolchain, built: &[Built], i: &Inputs) -> Result<Session> {
         let (machine, runs, expected) = (&i.machine, &i.runs.0, &i.expected);
         Ok(Session {
@@ -388,6 +349,9 @@ impl QemuTest {
             fuse_server: i.user_server.as_ref().map(|u| u.line.clone()),
             args: own_args(),
             resumed: Vec::new(),
+            floors: self.floors(&i.scenarios, machine)?,
+            accepted_costs: i.accepted_costs.clone(),
+            more_runs: Vec::new(),
         })
     }
 
@@ -434,6 +398,7 @@ impl QemuTest {
             (self.jobs_vm).unwrap_or_else(|| plan::default_jobs_vm(host_cpus, machine.clock));
         let crowded = plan::check_jobs_vm(jobs_vm, host_cpus, machine.cpus, machine.clock)?;
         let roles = self.roles(&variants, &selected, runs.most())?;
+        let accepted_costs = self.accepted_costs(&under_test, &scenarios)?;
         Ok(Inputs {
             staged,
             user_server,
@@ -447,6 +412,7 @@ impl QemuTest {
             runs: (runs, runs_why),
             jobs_vm: (jobs_vm, crowded),
             roles,
+            accepted_costs,
         })
     }
 
@@ -476,6 +442,7 @@ impl QemuTest {
             runs: runs.to_string(),
             jobs_vm: i.jobs_vm.0,
             shard: self.shard,
+            more: self.cost_boots(&i)?,
         })
     }
 
@@ -558,17 +525,33 @@ impl QemuTest {
             progress::emit(Event::Note(note));
         }
         let detectors = self.guest.detectors(&built)?;
-        let plan = self.plan(&built, &initrds(&base, &built)?, scenarios, runs, machine)?;
+        let initrds = initrds(&base, &built)?;
+        let plan = self.plan(&built, &initrds, scenarios, runs, machine)?;
         let mut plan = plan::with_detectors(plan, &detectors);
         if resuming {
             let failures = &mut session.failures;
             plan = resume::remaining(plan, &earlier, failures, self.retry_failed);
         }
         let records = boot_all(sh, &dir, &plan, jobs_vm, &mut session, earlier)?;
-        match self.shard {
-            Some(shard) => Ok(shard_outcome(shard, dir, &session, records.len())),
-            None => finish(dir, session, records, expected.clone()),
+        if let Some(shard) = self.shard {
+            return Ok(shard_outcome(shard, dir, &session, records.len()));
         }
+        let boot_of = |id: &RunId| -> Result<Boot> {
+            let kernel = (built.iter().find(|b| b.meta.variant == id.variant))
+                .with_context(|| format!("{id}: no kernel of {} was built", id.variant))?;
+            let scen = scenario::by_name(&id.scenario)?;
+            let b = self.boot(kernel, &initrds, scen, id.run, runs.of(scen.name), machine)?;
+            Ok(plan::with_detectors(Plan { boots: vec![b] }, &detectors)
+                .boots
+                .remove(0))
+        };
+        let costs = boot_all::Costs {
+            expected,
+            jobs_vm,
+            boot_of: &boot_of,
+        };
+        let records = costs.decide(sh, &dir, &mut session, records)?;
+        finish(dir, session, records, expected.clone())
     }
 }
 
