@@ -109,6 +109,8 @@ pub struct Judgement<'a> {
     /// Each patch under test's costs, scenario by scenario.
     pub costs: Vec<PatchCosts>,
     pub time_per_boot: Vec<BootTime>,
+    /// What the session set out to measure.
+    plan: Planned,
 }
 
 /// Judges a session's records by `expected`, with the plan and the roles the
@@ -175,6 +177,7 @@ impl<'a> Judgement<'a> {
             changes,
             costs,
             time_per_boot,
+            plan: plan.clone(),
         }
     }
 
@@ -222,10 +225,16 @@ impl<'a> Judgement<'a> {
     /// The runs to add before the costs are decided (`cost::extend`): one
     /// more of each judged pair's reference and patch, in the scenarios it
     /// names, each with what was undecided; none once every cost is decided,
-    /// a cost fails, or the pairs reach the cap.
+    /// a cost fails, or the pairs reach the cap, nor for a patch whose cells
+    /// fail, nor after a boot failed (the verdict fails either way).
     pub fn more_runs(&self) -> Vec<MoreRuns> {
-        let plan = Planned::of(self.session);
+        let plan = &self.plan;
+        if !self.failures().is_empty() {
+            return Vec::new();
+        }
+        // A patch whose cells already fail is decided: its costs need no runs.
         let judged: Vec<(usize, &[Cost], usize)> = (self.costs.iter().enumerate())
+            .filter(|(_, p)| self.verdict.variant_passed(&p.variant))
             .filter_map(|(i, p)| {
                 let costs = p.costs.as_ref().ok()?;
                 let runs = plan
@@ -468,4 +477,112 @@ fn time_per_boot(m: &Matrix) -> Vec<BootTime> {
         });
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::{expected, floors, judged, rec};
+
+    /// A session of a patch under test (`patch-x`) against `upstream` on
+    /// fuse-nostrict, the patch's runs at `bw`, `runs` a cell.
+    fn session() -> Session {
+        Session {
+            under_test: vec![crate::kernel::variants::UnderTest {
+                variant: "patch-x".into(),
+                base: "upstream".into(),
+                file: "x.patch".into(),
+                subjects: vec!["x".into()],
+                other_base: "regressed".into(),
+                posted: Default::default(),
+            }],
+            floors: floors(0.003, &["fuse-nostrict"]),
+            ..Session::default()
+        }
+    }
+
+    fn records(bw: f64, runs: u32) -> Vec<RunRecord> {
+        let mut out = Vec::new();
+        for run in 0..runs {
+            for (v, x) in [("upstream", 50.0), ("patch-x", bw)] {
+                let mut r = rec(v, "fuse-nostrict", x + f64::from(run) * 0.01, 0.0);
+                r.id.run = run;
+                out.push(r);
+            }
+        }
+        out
+    }
+
+    /// The reference `ok` on fuse-nostrict, and the patch held to it.
+    fn expect(e: &mut Expected) {
+        (e.expect.entry("fuse-nostrict".into()).or_default())
+            .insert("upstream".into(), "ok".parse().unwrap());
+        let given = super::super::expected::ExpectArgs::default();
+        e.expect_patch("patch-x", "upstream", &["fuse-nostrict"], &given);
+    }
+
+    #[test]
+    fn a_pair_with_one_run_a_side_gets_its_second_then_only_the_undecided_get_more() {
+        let (s, mut e) = (session(), expected());
+        expect(&mut e);
+        let one = records(50.0, 1);
+        let j = judged(&s, &one, &e, 1);
+        let more: Vec<String> = j.more_runs().iter().map(|m| m.run.to_string()).collect();
+        assert_eq!(
+            more,
+            ["fuse-nostrict/upstream #2", "fuse-nostrict/patch-x #2"],
+            "{:?}",
+            j.costs
+        );
+        // Two runs a side, the same throughput: decided (same), no more.
+        let two = records(50.0, 2);
+        assert!(judged(&s, &two, &e, 2).more_runs().is_empty());
+        // 1.5% down: undecided at two runs, so one more each.
+        let undecided = records(49.25, 2);
+        let j = judged(&s, &undecided, &e, 2);
+        assert_eq!(j.more_runs().len(), 2, "{:?}", j.costs);
+        assert!(j.more_runs()[0].why.contains("undecided"));
+        // 5% down: worse, decided: no more, and the verdict fails on it.
+        let worse = records(47.5, 2);
+        let j = judged(&s, &worse, &e, 2);
+        assert!(j.more_runs().is_empty() && !j.passed() && !j.costs_passed());
+        assert!(j.verdict.passed(), "the cells themselves pass");
+    }
+
+    #[test]
+    fn the_a_a_control_moving_beyond_its_floor_makes_that_metric_undecided() {
+        let (s, mut e) = (session(), expected());
+        expect(&mut e);
+        let mut r = records(47.5, 2);
+        for run in 0..2 {
+            let mut aa = rec("upstream-aa", "fuse-nostrict", 45.0, 0.0);
+            aa.id.run = run;
+            r.push(aa);
+        }
+        let j = judged(&s, &r, &e, 2);
+        let costs = j.costs[0].costs.as_ref().unwrap();
+        let bw = costs.iter().find(|c| c.metric == BW).unwrap();
+        assert_eq!(bw.class, Class::Undecided, "{bw:?}");
+        assert!(bw
+            .note
+            .as_deref()
+            .unwrap()
+            .contains("A/A control upstream-aa moved"));
+    }
+
+    #[test]
+    fn a_patch_expected_to_stall_has_its_stall_judged_not_its_cost() {
+        let (s, mut e) = (session(), expected());
+        let given =
+            super::super::expected::ExpectArgs::parse(&["stall".into()], &["fuse-nostrict"])
+                .unwrap();
+        e.expect_patch("patch-x", "upstream", &["fuse-nostrict"], &given);
+        let r = records(10.0, 2);
+        let j = judged(&s, &r, &e, 2);
+        assert!(j.costs[0]
+            .costs
+            .as_ref()
+            .unwrap_err()
+            .contains("stall verdict"));
+    }
 }

@@ -230,6 +230,46 @@ pub fn of(name: &str, c: &Conditions, keys: &[&str]) -> Result<FloorOf> {
     })
 }
 
+/// The floor of each scenario of a session (its name, job and whether it
+/// runs on the machine's disk) on `machine`, of the metrics `keys`, or why
+/// it has none.
+pub fn of_each<'a>(
+    scenarios: impl IntoIterator<Item = (&'a str, &'a Job, bool)>,
+    machine: &crate::guest::qemu::Machine,
+    keys: &[&str],
+) -> Result<BTreeMap<String, FloorOf>> {
+    scenarios
+        .into_iter()
+        .map(|(name, job, disk)| {
+            let c = Conditions::of(job.clone(), machine, disk.then_some(machine.disk));
+            Ok((name.to_string(), of(name, &c, keys)?))
+        })
+        .collect()
+}
+
+/// The floors today's floor files give a recorded session, scenario by
+/// scenario (`report --floors`); a scenario the repository no longer has
+/// has none, said why.
+pub fn of_session(
+    s: &crate::results::session::Session,
+    keys: &[&str],
+) -> Result<BTreeMap<String, FloorOf>> {
+    let mut out = BTreeMap::new();
+    for info in &s.scenarios {
+        let Ok(scen) = crate::guest::scenario::by_name(&info.name) else {
+            let why = format!("{} is no longer a scenario of the repository", info.name);
+            out.insert(info.name.clone(), FloorOf::None(why));
+            continue;
+        };
+        out.extend(of_each(
+            [(scen.name, &info.job, scen.disk)],
+            &s.machine,
+            keys,
+        )?);
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

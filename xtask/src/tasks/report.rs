@@ -32,6 +32,12 @@ pub struct ReportCmd {
     /// `mail` and `kcidb` exit 0 whatever the verdict.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
+    /// Judge the costs by today's floor files (`qemu/scenarios/*/floor.toml`)
+    /// instead of the floors the session recorded (a session from before
+    /// costs were judged recorded none). The session's files are kept; the
+    /// report rendered says which floors judged it.
+    #[arg(long)]
+    pub floors: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -44,7 +50,11 @@ pub enum Format {
 impl ReportCmd {
     pub fn run(self, _sh: &xshell::Shell) -> anyhow::Result<()> {
         let dir = ResultsDir::new(&self.dir);
-        let (session, records) = dir.load()?;
+        let (mut session, records) = dir.load()?;
+        if self.floors {
+            session.floors =
+                crate::results::floor::of_session(&session, &crate::analysis::cost::keys())?;
+        }
         let expected =
             crate::analysis::verdict::session_expectations(&session, self.expected.as_deref())?;
         let j = crate::analysis::judge(&session, &records, &expected)?;

@@ -60,15 +60,15 @@ impl QemuTest {
         scenarios: &[Scenario],
         machine: &Machine,
     ) -> Result<BTreeMap<String, floor::FloorOf>> {
-        let keys = cost::keys();
-        scenarios
+        let jobs: Vec<_> = scenarios
             .iter()
-            .map(|s| {
-                let c =
-                    floor::Conditions::of(self.job.of(*s), machine, s.disk.then_some(machine.disk));
-                Ok((s.name.to_string(), floor::of(s.name, &c, &keys)?))
-            })
-            .collect()
+            .map(|s| (s.name, self.job.of(*s), s.disk))
+            .collect();
+        floor::of_each(
+            jobs.iter().map(|(n, j, d)| (*n, j, *d)),
+            machine,
+            &cost::keys(),
+        )
     }
 
     /// The boots the costs may add at worst (`--dry-run`): for each patch
