@@ -247,29 +247,6 @@ pub fn of_each<'a>(
         .collect()
 }
 
-/// The floors today's floor files give a recorded session, scenario by
-/// scenario (`report --floors`); a scenario the repository no longer has
-/// has none, said why.
-pub fn of_session(
-    s: &crate::results::session::Session,
-    keys: &[&str],
-) -> Result<BTreeMap<String, FloorOf>> {
-    let mut out = BTreeMap::new();
-    for info in &s.scenarios {
-        let Ok(scen) = crate::guest::scenario::by_name(&info.name) else {
-            let why = format!("{} is no longer a scenario of the repository", info.name);
-            out.insert(info.name.clone(), FloorOf::None(why));
-            continue;
-        };
-        out.extend(of_each(
-            [(scen.name, &info.job, scen.disk)],
-            &s.machine,
-            keys,
-        )?);
-    }
-    Ok(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -162,6 +162,23 @@ pub struct ScenarioInfo {
 }
 
 impl Session {
+    /// The floors today's floor files give this session, scenario by
+    /// scenario, of the metrics `keys` (`report --floors`); a scenario the
+    /// repository no longer has has none, said why.
+    pub fn floors_today(&self, keys: &[&str]) -> anyhow::Result<BTreeMap<String, FloorOf>> {
+        let mut out = BTreeMap::new();
+        for info in &self.scenarios {
+            let Ok(scen) = crate::guest::scenario::by_name(&info.name) else {
+                let why = format!("{} is no longer a scenario of the repository", info.name);
+                out.insert(info.name.clone(), FloorOf::None(why));
+                continue;
+            };
+            let each = [(scen.name, &info.job, scen.disk)];
+            out.extend(crate::results::floor::of_each(each, &self.machine, keys)?);
+        }
+        Ok(out)
+    }
+
     /// Runs per cell, scenario by scenario (each scenario's own count, or the
     /// session's for sessions from before they had one).
     pub fn runs_per_cell(&self) -> crate::guest::plan::Runs {

@@ -52,8 +52,7 @@ impl ReportCmd {
         let dir = ResultsDir::new(&self.dir);
         let (mut session, records) = dir.load()?;
         if self.floors {
-            session.floors =
-                crate::results::floor::of_session(&session, &crate::analysis::cost::keys())?;
+            session.floors = session.floors_today(&crate::analysis::cost::keys())?;
         }
         let expected =
             crate::analysis::verdict::session_expectations(&session, self.expected.as_deref())?;
