@@ -210,6 +210,26 @@ pub struct Rates {
     pub scenarios: usize,
 }
 
+/// The pools of the kernel with a known cost (`ci::negative::COSTLY_PATCH`
+/// under the quick job), the power is measured on.
+pub const COSTLY_POOLS: &str = "docs/calibration/cost-quick.toml";
+
+/// The committed rates: the default plan's quick floors (A/A) and the
+/// costly kernel's pools (power).
+pub fn committed_rates() -> anyhow::Result<Rates> {
+    use anyhow::Context;
+    let path = crate::util::project_root().join(COSTLY_POOLS);
+    let text =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    let costly = crate::results::floor::FloorFile::parse(&text, &path.display().to_string())?;
+    let reference = committed()?;
+    rates(
+        &reference.iter().collect::<Vec<_>>(),
+        &costly.pool.iter().collect::<Vec<_>>(),
+    )
+    .map_err(anyhow::Error::msg)
+}
+
 /// Tries per fold and per power replay.
 pub const TRIES: usize = 1000;
 

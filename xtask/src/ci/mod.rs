@@ -46,7 +46,7 @@ use crate::{
     util,
 };
 
-use negative::{live_negative, live_wrong_patch, WRONG_PATCH};
+use negative::{live_costly_patch, live_negative, live_wrong_patch, COSTLY_PATCH, WRONG_PATCH};
 
 /// The findings step (alone: `--findings-only`).
 const FINDINGS_STEP: &str =
@@ -217,18 +217,8 @@ fn live_steps(sh: &Shell) -> Result<()> {
         || oops::live_oops(sh, &roles.reference),
     )?;
     quick_cells(sh, &roles)?;
+    negative_steps(sh, &roles)?;
     let baseline = roles.baseline.clone();
-    step(
-        &format!("the verdict says no: {baseline} on fuse-strictlimit against `ok`"),
-        || live_negative(sh, &baseline),
-    )?;
-    step(
-        &format!(
-            "a patch under test that stalls fails: {WRONG_PATCH} on {baseline}, \
-                 fuse-strictlimit, held to the reference's expectation"
-        ),
-        || live_wrong_patch(sh, &baseline),
-    )?;
     // memcg-stale-stats on its 60 s job: upstream 7.6-9.0% (5% line), the
     // fixes 0.0-0.6% (1% line) in 8 runs each of 2026-12-06.
     step(FINDINGS_STEP, || findings::reproduce_findings(sh))?;
@@ -256,6 +246,32 @@ fn live_steps(sh: &Shell) -> Result<()> {
     )?;
     dev_loop_steps(sh)?;
     step(SLURM_STEP, || slurm::slurm_matrix(sh, &roles))?;
+    Ok(())
+}
+
+/// The live runs the verdict must reject: the baseline against an `ok`
+/// expectation, a patch that stalls, a patch that costs.
+fn negative_steps(sh: &Shell, roles: &Roles) -> Result<()> {
+    let baseline = roles.baseline.clone();
+    step(
+        &format!("the verdict says no: {baseline} on fuse-strictlimit against `ok`"),
+        || live_negative(sh, &baseline),
+    )?;
+    step(
+        &format!(
+            "a patch under test that stalls fails: {WRONG_PATCH} on {baseline}, \
+                 fuse-strictlimit, held to the reference's expectation"
+        ),
+        || live_wrong_patch(sh, &baseline),
+    )?;
+    step(
+        &format!(
+            "a patch that costs fails on its cost: {COSTLY_PATCH} on {}, fuse-nostrict, \
+             its mail naming the cost",
+            roles.reference
+        ),
+        || live_costly_patch(sh),
+    )?;
     Ok(())
 }
 

@@ -125,6 +125,48 @@ pub fn live_wrong_patch(sh: &Shell, baseline: &str) -> Result<()> {
     }
 }
 
+/// A patch with a known cost and no stall: a 400 us busy wait on every
+/// free-running `balance_dirty_pages()` call (3-5% of fuse-nostrict's quick
+/// throughput; docs/measurements.md, "The cost verdict").
+pub const COSTLY_PATCH: &str = "docs/calibration/free-run-delay.patch";
+
+/// A live run that must fail on the cost alone: the costly patch on the
+/// reference, on fuse-nostrict, held to the reference's expectation. Its
+/// cells pass (no stall); the verdict and the exit fail, the mail names the
+/// throughput cost in its headline and offers no Tested-by.
+pub fn live_costly_patch(sh: &Shell) -> Result<()> {
+    let patch = util::project_root().join(COSTLY_PATCH);
+    let patch = patch.display().to_string();
+    let out =
+        args::parse::<QemuTest>(&["--quick", "--patch", &patch, "--scenario", "fuse-nostrict"])?
+            .measure(sh)?;
+    let verdict = out.verdict();
+    if out.passed() || !out.failures.is_empty() || !verdict.passed() {
+        bail!(
+            "qemu-test passed the costly patch, or failed on a boot or a cell ({:?}): see {}",
+            out.failures,
+            out.dir.display()
+        );
+    }
+    let mail = std::fs::read_to_string(out.dir.join(crate::results::dir::ResultsDir::MAIL))
+        .context("reading the mail of the run")?;
+    let headline = mail
+        .lines()
+        .find(|l| l.starts_with("[wbstall] patch-free-run-delay:"))
+        .unwrap_or("");
+    if !headline.contains("the patch COSTS fio.write_bw_MiB/s") || !mail.contains("No Tested-by") {
+        bail!(
+            "the costly patch failed, but its mail does not name the throughput cost or offers a \
+             Tested-by: `{headline}`; see {}",
+            out.dir.display()
+        );
+    }
+    progress::emit(Event::Note(&format!(
+        "ci: the costly patch failed on its cost, as it must: {headline}"
+    )));
+    Ok(())
+}
+
 /// The expectations with `<baseline> = "stall"` of `[expect.fuse-strictlimit]`
 /// turned into `ok`.
 fn flip_fuse(text: &str, baseline: &str) -> Result<String> {

@@ -23,9 +23,6 @@ use crate::{
     util,
 };
 
-/// Where the pools of the kernel with a known cost are kept.
-pub const COSTLY: &str = "docs/calibration/cost-quick.toml";
-
 /// Measure the scenarios' floors (or a patched kernel's pool), or replay the
 /// committed ones: the cost verdict's false-positive rate and power.
 #[derive(Debug, clap::Args)]
@@ -51,13 +48,10 @@ pub struct Calibrate {
     #[arg(long, value_name = "DIR")]
     pub from: Option<PathBuf>,
     /// Boot nothing: replay the committed quick pools (each scenario's
-    /// floor.toml, and the costly kernel's of --costly) and print the cost
-    /// verdict's false-positive rate and power.
+    /// floor.toml, and the costly kernel's, docs/calibration/cost-quick.toml)
+    /// and print the cost verdict's false-positive rate and power.
     #[arg(long)]
     pub check: bool,
-    /// With --check: the pools of a kernel with a known cost.
-    #[arg(long, value_name = "FILE", default_value = COSTLY)]
-    pub costly: PathBuf,
     /// Guests booted at once (qemu-test --jobs-vm).
     #[arg(long, value_name = "N")]
     pub jobs_vm: Option<usize>,
@@ -66,18 +60,8 @@ pub struct Calibrate {
 impl Calibrate {
     pub fn run(self, sh: &Shell) -> Result<()> {
         if self.check {
-            let costly = FloorFile::parse(
-                &std::fs::read_to_string(util::project_root().join(&self.costly))
-                    .with_context(|| format!("reading {}", self.costly.display()))?,
-                &self.costly.display().to_string(),
-            )?;
-            let reference = calibration::committed()?;
-            let r = calibration::rates(
-                &reference.iter().collect::<Vec<_>>(),
-                &costly.pool.iter().collect::<Vec<_>>(),
-            )
-            .map_err(anyhow::Error::msg)?;
-            print!("{}", render(&reference, &r));
+            let r = calibration::committed_rates()?;
+            print!("{}", render(&calibration::committed()?, &r));
             return Ok(());
         }
         let dir = match &self.from {
