@@ -303,6 +303,16 @@ pub fn unique_dir(parent: &Path) -> Result<PathBuf> {
     bail!("no free directory name for {stamp} in {}", parent.display())
 }
 
+/// `dir` can hold new directories: made if missing, and a directory made in
+/// it and removed again.
+pub fn check_writable(dir: &Path) -> Result<()> {
+    let cannot = || format!("cannot write results into {}", dir.display());
+    fs::create_dir_all(dir).with_context(cannot)?;
+    let probe = dir.join(format!(".wbstall-probe-{}", std::process::id()));
+    fs::create_dir(&probe).with_context(cannot)?;
+    fs::remove_dir(&probe).with_context(cannot)
+}
+
 /// `word` as one word of a POSIX shell script: as it is when it holds only
 /// characters no shell treats specially, else in single quotes (a quote inside
 /// as `'\''`).

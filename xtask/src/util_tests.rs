@@ -139,3 +139,16 @@ fn sanitize_keeps_safe_characters() {
     assert_eq!(sanitize("7.3.4-1~bpo13+1"), "7.3.4-1-bpo13-1");
     assert_eq!(sanitize("v1_x.y"), "v1_x.y");
 }
+
+#[test]
+fn a_results_parent_under_a_file_is_not_writable_and_a_directory_is() {
+    let t = testdir::Dir::new("writable");
+    check_writable(&t.path().join("new/results")).unwrap();
+    assert!(t.path().join("new/results").is_dir());
+    fs::write(t.path().join("file"), "").unwrap();
+    let e = check_writable(&t.path().join("file/results")).unwrap_err();
+    assert!(
+        e.to_string().starts_with("cannot write results into "),
+        "{e}"
+    );
+}

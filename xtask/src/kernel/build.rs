@@ -17,6 +17,7 @@ use xshell::{cmd, Shell};
 
 use crate::{
     deps::{self, Toolchain},
+    exit,
     kernel::cache,
     kernel::flavour::Flavour,
     kernel::kconfig,
@@ -192,11 +193,11 @@ fn build_each(
                         .is_some_and(|u| !u.other_base.is_empty()) =>
             {
                 let u = v.under_test.as_ref().expect("checked by the guard");
-                return Err(e.context(format!(
+                return Err(e.context(exit::usage(format!(
                     "--patch {}: it does not apply on `{}` (the --base it was given, or the \
                      default); if it was written against the other tree, try --base {}",
                     u.file, u.base, u.other_base
-                )));
+                ))));
             }
             Err(e) if !flavour.source_tag.is_empty() && e.is::<DoesNotApply>() => {
                 progress::emit(Event::Note(&format!(
@@ -210,7 +211,7 @@ fn build_each(
         }
     }
     if built.is_empty() {
-        bail!(
+        bail!(exit::usage(format!(
             "no selected variant could be built from Linux {}: select one whose patches \
              apply (e.g. `--variant {}`, which has none)",
             src.meta.kernel_version,
@@ -219,7 +220,7 @@ fn build_each(
                 .into_iter()
                 .find(|n| variants.variant(n).is_ok_and(|v| v.patches.is_empty()))
                 .unwrap_or("upstream")
-        );
+        )));
     }
     Ok(built)
 }

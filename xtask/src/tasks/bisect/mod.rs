@@ -27,6 +27,7 @@ use self::{
 };
 use super::args::guest::GuestArgs;
 use crate::{
+    exit,
     guest::{plan, scenario},
     kernel::patch::Patch,
     progress::{self, Event},
@@ -126,7 +127,7 @@ pub fn check_ends(good_rev: &str, good: &StepRow, bad_rev: &str, bad: &StepRow) 
         )),
     }
     if !wrong.is_empty() {
-        bail!("{}", wrong.join("\n"));
+        bail!(exit::usage(wrong.join("\n")));
     }
     Ok(())
 }
@@ -139,19 +140,20 @@ fn commit(sh: &Shell, dir: &Path, rev: &str) -> Result<String> {
         .ignore_stderr()
         .read()
         .with_context(|| {
-            format!(
+            exit::usage(format!(
                 "`{rev}` is not a commit of {}: give a branch, tag or hash it has (`git -C {} log --oneline`)",
                 dir.display(),
                 dir.display()
-            )
+            ))
         })
 }
 
 /// The tree must be a git work tree's top. Uncommitted changes and a bisect
 /// of the user's own are no obstacle: the bisect runs in a worktree.
 fn check_tree(sh: &Shell, dir: &Path) -> Result<PathBuf> {
-    let dir = fs::canonicalize(dir)
-        .with_context(|| format!("--kernel-src {}: no such directory", dir.display()))?;
+    let dir = fs::canonicalize(dir).with_context(|| {
+        exit::usage(format!("--kernel-src {}: no such directory", dir.display()))
+    })?;
     let top = cmd!(sh, "git -C {dir} rev-parse --show-toplevel")
         .quiet()
         .ignore_stderr()
@@ -159,11 +161,11 @@ fn check_tree(sh: &Shell, dir: &Path) -> Result<PathBuf> {
         .ok()
         .map(PathBuf::from);
     if top.as_deref() != Some(dir.as_path()) {
-        bail!(
+        bail!(exit::usage(format!(
             "{} is not the top of a git repository: bisect needs the tree's history \
              (clone the tree with git, or give the repository's top directory)",
             dir.display()
-        );
+        )));
     }
     Ok(dir)
 }
@@ -181,7 +183,8 @@ fn worktree_path(repo: &Path) -> PathBuf {
 /// step runs in the worktree.
 fn absolute(guest: &GuestArgs) -> Result<GuestArgs> {
     let abs = |p: &PathBuf, flag: &str| {
-        fs::canonicalize(p).with_context(|| format!("{flag} {}: no such file", p.display()))
+        fs::canonicalize(p)
+            .with_context(|| exit::usage(format!("{flag} {}: no such file", p.display())))
     };
     let mut g = guest.clone();
     if let Some(c) = &guest.flavour.base_config {
@@ -211,10 +214,10 @@ impl Bisect {
     fn step_task(&self, repo: &Path, worktree: &Path, log: &Path) -> Result<BisectStep> {
         let mut step = self.step.clone();
         if let Some(p) = &step.patch {
-            step.patch = Some(
-                fs::canonicalize(p)
-                    .with_context(|| format!("--patch {}: no such file", p.display()))?,
-            );
+            step.patch =
+                Some(fs::canonicalize(p).with_context(|| {
+                    exit::usage(format!("--patch {}: no such file", p.display()))
+                })?);
         }
         Ok(BisectStep {
             kernel_src: worktree.to_path_buf(),
@@ -240,19 +243,21 @@ impl Bisect {
             .run()
             .is_err()
         {
-            bail!(
+            bail!(exit::usage(format!(
                 "--good {} is not an ancestor of --bad {}: give the older, stall-free commit as --good",
                 self.good,
                 self.bad
-            );
+            )));
         }
         if self.guest.no_build {
-            bail!("--no-build: every bisect step builds its own commit: drop --no-build");
+            bail!(exit::usage(
+                "--no-build: every bisect step builds its own commit: drop --no-build"
+            ));
         }
         // Checked before anything is built.
         let scen = scenario::by_name(&self.step.scenario)?;
         plan::check_clock(&self.guest.machine()?, &[scen])?;
-        step_expectations()?;
+        step_expectations().with_context(|| exit::usage("reading the expectations"))?;
         if let Some(p) = &self.step.patch {
             Patch::read_all(p)?;
         }
