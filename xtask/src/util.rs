@@ -332,6 +332,16 @@ pub fn tail(path: &Path, n: usize) -> String {
     lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
+/// The text of `path` from byte `start` on (what a command appended to a
+/// log); empty if it cannot be read.
+pub fn read_from(path: &Path, start: u64) -> String {
+    let bytes = fs::read(path).unwrap_or_default();
+    let from = usize::try_from(start)
+        .unwrap_or(usize::MAX)
+        .min(bytes.len());
+    String::from_utf8_lossy(&bytes[from..]).into_owned()
+}
+
 /// Runs `cmd` with stdout and stderr appended to `log`, calling `on_line` for
 /// every stdout line (progress reporting). On failure the error carries the log's
 /// tail and its path.
