@@ -185,6 +185,25 @@ fn a_harness_failure_exits_200() {
 }
 
 #[test]
+fn bisect_step_aborts_git_bisect_on_a_harness_failure_and_logs_why() {
+    // No tools: the step cannot measure, and it is not the commit's fault:
+    // 200 (git bisect run aborts), the row says `abort`.
+    let t = scratch("step");
+    let log = t.join("steps.jsonl");
+    let out = xtask_with(
+        &["bisect-step", "--kernel-src", path(&t), "--log", path(&log)],
+        &[("PATH", "/nonexistent")],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(200), "{err}");
+    let row = fs::read_to_string(&log).unwrap();
+    assert!(
+        row.contains("\"verdict\":\"abort: ") && row.contains("\"exit\":200"),
+        "{row}"
+    );
+}
+
+#[test]
 fn a_failing_verdict_exits_1() {
     // docs/example-report judged again (a copy: `report` renders into it):
     // it passes (0); held to expectations that claim its stalling baseline

@@ -277,6 +277,7 @@ impl Bisect {
         let (rows, bisect_log, ran) = in_worktree(sh, &dir, &worktree, &good, |wt| {
             self.bisect_in(sh, &dir, wt, (&good, &bad), &out, &log)
         })?;
+        aborted(&rows, &ran, &out)?;
         // A step that died before writing its row (a crash reads as `bad` to
         // git bisect run) makes the result worthless.
         let tested = tested_commits(&bisect_log);
@@ -291,11 +292,13 @@ impl Bisect {
             );
         }
         let Some(first) = first_bad(&bisect_log) else {
-            bail!(
-                "git bisect run found no first bad commit:\n{}{}",
+            // Not aborted: the commits left could not be judged (skipped).
+            bail!(exit::under_test(format!(
+                "git bisect run found no first bad commit (the commits left were skipped: they \
+                 could not be judged, see the table):\n{}{}",
                 String::from_utf8_lossy(&ran.stdout),
                 String::from_utf8_lossy(&ran.stderr)
-            );
+            )));
         };
         println!(
             "bisect: first bad commit {first}\nbisect: the 2 end points and {} step(s) in \
@@ -330,9 +333,20 @@ impl Bisect {
         let mut ends = Vec::new();
         for (end, rev) in [(End::Good, good), (End::Bad, bad)] {
             wt.checkout(sh, rev)?;
-            let mut row = task.row(sh);
+            let (mut row, outcome) = task.row(sh);
             row.end = Some(end);
             append_row(log, &row)?;
+            // The harness failed (not the commit): no bisect can run.
+            if row.exit == i32::from(exit::HARNESS) {
+                ends.push(row);
+                print!("{}", table(&ends));
+                return Err(outcome
+                    .err()
+                    .unwrap_or_else(|| anyhow::anyhow!("the step failed"))
+                    .context(format!(
+                        "measuring the end point {rev}: bisect did not start"
+                    )));
+            }
             ends.push(row);
         }
         if let Err(e) = check_ends(&self.good, &ends[0], &self.bad, &ends[1]) {
@@ -369,6 +383,34 @@ impl Bisect {
         print!("{}", table(&rows));
         Ok((rows, bisect_log, ran))
     }
+}
+
+/// `git bisect run` aborted: a step exited 200 (the harness failed: its row
+/// says why) or above 127 otherwise (a signal). Said, naming the commit, and
+/// an error of the harness's (200), never a bisect's answer.
+fn aborted(rows: &[StepRow], ran: &std::process::Output, out: &Path) -> Result<()> {
+    let harness = i32::from(exit::HARNESS);
+    if let Some(r) = rows.iter().find(|r| r.end.is_none() && r.exit == harness) {
+        bail!(
+            "git bisect aborted at commit {} ({}): the step failed for a reason that is not \
+             the commit's, so no commit was marked: {}; fix that and run bisect again \
+             (steps in {})",
+            &r.commit[..r.commit.len().min(12)],
+            r.subject,
+            r.verdict,
+            out.display()
+        );
+    }
+    let said = String::from_utf8_lossy(&ran.stderr);
+    if let Some(line) = said.lines().find(|l| l.contains("bisect run failed")) {
+        bail!(
+            "git bisect aborted: `{}` (a step was killed or exited above 127 without a row); \
+             see {}",
+            line.trim(),
+            out.display()
+        );
+    }
+    Ok(())
 }
 
 /// `# first bad commit: [<hash>] <subject>` of `git bisect log`.
@@ -552,6 +594,67 @@ mod tests {
             t.contains("ecaf5c41     skip           -         -     12  kernel: unrelated"),
             "{t}"
         );
+    }
+
+    #[test]
+    fn a_step_that_exits_200_aborts_git_bisect_run_and_bisect_says_where() {
+        // Real git bisect run, a step that exits 200 at c3 (after writing
+        // its row, as bisect-step does): git aborts, bisect names the
+        // commit and the row's reason, and its error is the harness's.
+        let repo = history("bisect-abort");
+        let d = repo.path();
+        let sh = Shell::new().unwrap();
+        let rev = |r: &str| git(d, &["rev-parse", r]).trim().to_string();
+        let c3 = rev("c3");
+        let step = d.join("step.sh");
+        fs::write(
+            &step,
+            format!(
+                "#!/bin/sh\n[ \"$(git rev-parse HEAD)\" = {c3} ] && exit 200\n\
+                 [ -e stall ] && exit 1\nexit 0\n"
+            ),
+        )
+        .unwrap();
+        let (good, bad) = (rev("c1"), rev("c5"));
+        git(d, &["bisect", "start", &bad, &good]);
+        let ran = cmd!(sh, "git -C {d} bisect run sh {step}")
+            .ignore_status()
+            .output()
+            .unwrap();
+        assert!(!ran.status.success());
+        let mut abort = row(
+            "abort: starting qemu-system-x86_64: not found",
+            None,
+            None,
+            200,
+        );
+        abort.commit = c3.clone();
+        let e = aborted(&[abort], &ran, Path::new("/out")).unwrap_err();
+        assert_eq!(exit::Class::of(&e), exit::Class::Harness);
+        assert!(
+            e.to_string().starts_with(&format!(
+                "git bisect aborted at commit {} (mm: restore): the step failed for a reason \
+                 that is not the commit's, so no commit was marked: abort: starting \
+                 qemu-system-x86_64: not found;",
+                &c3[..12]
+            )),
+            "{e}"
+        );
+        // Without the row (the step was killed): git's own words.
+        let e = aborted(&[], &ran, Path::new("/out"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("git bisect aborted: `error: bisect run failed: exit code 200 from"),
+            "{e}"
+        );
+        // A run that ended: no abort.
+        let ok = std::process::Output {
+            status: ran.status,
+            stdout: Vec::new(),
+            stderr: Vec::new(),
+        };
+        assert!(aborted(&[row("ok", None, None, 0)], &ok, Path::new("/out")).is_ok());
     }
 
     #[test]
