@@ -23,12 +23,26 @@ fn xtask_with(args: &[&str], env: &[(&str, &str)]) -> Output {
     cmd.output().expect("running the xtask binary")
 }
 
-/// A directory of this test's own, empty.
-fn scratch(name: &str) -> PathBuf {
+/// A directory of this test's own, empty, removed on drop.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn join(&self, p: &str) -> PathBuf {
+        self.0.join(p)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+fn scratch(name: &str) -> Scratch {
     let dir = std::env::temp_dir().join(format!("wbstall-cli-{name}-{}", std::process::id()));
     let _ = fs::remove_dir_all(&dir);
     fs::create_dir_all(&dir).unwrap();
-    dir
+    Scratch(dir)
 }
 
 /// The exit code and stderr of `args`.
@@ -137,11 +151,11 @@ fn bad_input_the_user_can_fix_exits_2_before_anything_is_built() {
     // A directory that is not a session to resume; a flag beside --resume.
     for (argv, says) in [
         (
-            vec!["qemu-test", "--resume", path(&t)],
+            vec!["qemu-test", "--resume", path(&t.0)],
             "no session.json there",
         ),
         (
-            vec!["qemu-test", "--resume", path(&t), "--quick"],
+            vec!["qemu-test", "--resume", path(&t.0), "--quick"],
             "give no other flag but --retry-failed",
         ),
     ] {
@@ -175,7 +189,7 @@ fn a_harness_failure_exits_200() {
             "--variant",
             "upstream",
             "--results-in",
-            path(&t),
+            path(&t.0),
         ],
         &none,
     );
@@ -191,7 +205,13 @@ fn bisect_step_aborts_git_bisect_on_a_harness_failure_and_logs_why() {
     let t = scratch("step");
     let log = t.join("steps.jsonl");
     let out = xtask_with(
-        &["bisect-step", "--kernel-src", path(&t), "--log", path(&log)],
+        &[
+            "bisect-step",
+            "--kernel-src",
+            path(&t.0),
+            "--log",
+            path(&log),
+        ],
         &[("PATH", "/nonexistent")],
     );
     let err = String::from_utf8_lossy(&out.stderr);
