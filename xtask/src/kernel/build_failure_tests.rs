@@ -197,3 +197,95 @@ fn the_class_goes_into_the_error_and_the_base_s_build_is_remembered() {
         "patches aa\n"
     );
 }
+
+/// A variant of `base` patches (on `mm/a.c`) and, under test, `extra`
+/// ones (on `mm/b.c`, adding `added`).
+fn variant(base: usize, extra: usize, other_base: &str) -> Variant {
+    let p = |file: &str, n: usize, added: &str| Patch {
+        label: format!("{file} {n}"),
+        diff: format!("--- a/{file}\n+++ b/{file}\n@@ -1,1 +1,2 @@\n x\n+{added}\n"),
+        sha256: format!("{file}-{n}"),
+        subject: format!("{file} {n}"),
+        posted: Default::default(),
+    };
+    let mut patches: Vec<Patch> = (0..base).map(|n| p("mm/a.c", n, "base_line")).collect();
+    patches.extend((0..extra).map(|n| p("mm/b.c", n, "wbstall_added()")));
+    Variant {
+        name: "patch-x".into(),
+        description: String::new(),
+        patches,
+        under_test: (extra > 0).then(|| crate::kernel::variants::UnderTest {
+            variant: "patch-x".into(),
+            base: "upstream".into(),
+            file: "x.patch".into(),
+            subjects: vec!["x".into(); extra],
+            other_base: other_base.into(),
+            posted: Default::default(),
+        }),
+    }
+}
+
+#[test]
+fn what_is_under_test_is_the_patch_s_files_and_lines_and_whether_its_base_built() {
+    let t = crate::util::testdir::Dir::new("tested");
+    let v = variant(1, 1, "regressed");
+    let Tested::Patch {
+        touched,
+        added,
+        base_built,
+    } = tested(&v, false, t.path()).unwrap()
+    else {
+        panic!("a patch under test");
+    };
+    assert_eq!(touched.into_iter().collect::<Vec<_>>(), ["mm/b.c"]);
+    assert_eq!(added, "+wbstall_added()\n");
+    assert!(!base_built);
+    // Once its base (the first patch alone) built in this directory.
+    mark_built(t.path(), &shas(&v.patches[..1])).unwrap();
+    assert!(matches!(
+        tested(&v, false, t.path()).unwrap(),
+        Tested::Patch {
+            base_built: true,
+            ..
+        }
+    ));
+    // A developer's tree is all under test; a variant of the file nothing.
+    assert_eq!(tested(&v, true, t.path()).unwrap(), Tested::Tree);
+    assert_eq!(
+        tested(&variant(2, 0, ""), false, t.path()).unwrap(),
+        Tested::Nothing
+    );
+}
+
+#[test]
+fn a_patch_that_does_not_apply_is_usage_skip_or_skipped_by_what_it_is() {
+    let e = || {
+        anyhow::anyhow!(super::super::switch::DoesNotApply(
+            "hunk 2 of mm/b.c".into()
+        ))
+    };
+    // The patch under test on its base: the user's to fix (2).
+    let err = does_not_apply(e(), &variant(1, 1, "regressed"), false, false).unwrap_err();
+    assert_eq!(Class::of(&err), Class::Usage);
+    assert!(
+        err.to_string()
+            .starts_with("--patch x.patch: it does not apply on `upstream`"),
+        "{err}"
+    );
+    // Bisect's revision with its --patch (no variant of the file): cannot
+    // be judged.
+    let mut step = variant(0, 0, "");
+    step.patches = variant(0, 1, "").patches;
+    step.name = "bisect".into();
+    let err = does_not_apply(e(), &step, false, false).unwrap_err();
+    assert_eq!(Class::of(&err), Class::UnderTest);
+    // A variant of the file on another source: skipped, saying why; on its
+    // own source: the harness's (wbstall's patches).
+    let listed = variant(2, 0, "");
+    assert_eq!(
+        does_not_apply(e(), &listed, true, true).unwrap(),
+        "hunk 2 of mm/b.c"
+    );
+    let err = does_not_apply(e(), &listed, true, false).unwrap_err();
+    assert_eq!(Class::of(&err), Class::Harness);
+}
