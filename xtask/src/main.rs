@@ -5,6 +5,7 @@ mod ci;
 mod cli;
 mod deps;
 mod distro;
+mod exit;
 mod guest;
 mod kernel;
 mod progress;
@@ -17,11 +18,16 @@ mod tasks;
 mod test_support;
 mod util;
 
-use std::process::ExitCode;
+use std::{
+    panic::{self, AssertUnwindSafe},
+    process::ExitCode,
+};
 
 use anyhow::{Context, Result};
-use clap::{CommandFactory, Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use xshell::Shell;
+
+use crate::exit::Class;
 
 /// Prove (or disprove) a Linux writeback fix: patch a kernel into variants,
 /// build them with Rust-for-Linux and the wbstall module, boot them under QEMU
@@ -66,7 +72,8 @@ enum Task {
     Report(tasks::report::ReportCmd),
     /// Find the commit of your tree that brought the stall (git bisect run, one boot a step).
     Bisect(tasks::bisect::Bisect),
-    /// One step of `bisect` (run by git bisect run): exit 0 no stall, 1 stall, 125 skip.
+    /// One step of `bisect` (run by git bisect run): exit 0 no stall, 1 stall, 125 skip,
+    /// 200 abort (the harness failed).
     /// Plumbing: hidden from the list, as git hides its own.
     #[command(hide = true)]
     BisectStep(tasks::bisect::BisectStep),
@@ -74,28 +81,75 @@ enum Task {
     Ci(ci::Ci),
 }
 
-/// A failed task prints its error chain and exits 1: a user's mistake is a
-/// message, not a backtrace, even with RUST_BACKTRACE=1 (panics keep theirs).
+/// Every task's command line, its help ending with the exit codes.
+fn command() -> clap::Command {
+    Cli::command()
+        .after_help(exit::HELP)
+        .mut_subcommands(|t| t.after_help(exit::HELP))
+}
+
+/// A failed task prints its error chain and exits with its class's code
+/// ([`exit`]): a user's mistake is a message, not a backtrace, even with
+/// RUST_BACKTRACE=1. A panic keeps its message (and backtrace) and exits 200.
 fn main() -> ExitCode {
-    match run() {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
+    let cli = match command()
+        .try_get_matches()
+        .and_then(|m| Cli::from_arg_matches(&m))
+    {
+        Ok(cli) => cli,
+        Err(e) => return ExitCode::from(parse_failed(&e)),
+    };
+    let bisect_step = matches!(cli.task, Some(Task::BisectStep(_)));
+    ExitCode::from(code_of(bisect_step, || run(cli)))
+}
+
+/// The exit status of a task (`bisect-step`'s when `bisect_step`): its
+/// error's class's code, the error said first; 200 for a panic, whose
+/// message the panic hook has printed.
+fn code_of(bisect_step: bool, task: impl FnOnce() -> Result<()>) -> u8 {
+    match panic::catch_unwind(AssertUnwindSafe(task)) {
+        Ok(Ok(())) => exit::SUCCESS,
+        Ok(Err(e)) => {
             let chain: Vec<String> = e.chain().map(ToString::to_string).collect();
             progress::emit(progress::Event::Error(&chain));
-            ExitCode::FAILURE
+            match (bisect_step, Class::of(&e)) {
+                (true, class) => class.bisect_step_code(),
+                (false, class) => class.code(),
+            }
+        }
+        Err(_) => {
+            progress::emit(progress::Event::Error(&[
+                "xtask panicked: a bug of wbstall's (the message above says where); exit 200"
+                    .to_string(),
+            ]));
+            exit::HARNESS
         }
     }
 }
 
-fn run() -> Result<()> {
-    let cli = Cli::parse();
+/// Prints clap's error (or the help it was asked for) and returns the code:
+/// clap's own (0 for --help, 2 for a usage error), but 200 for
+/// `bisect-step`, whose argv `bisect` writes: git bisect run would read 2
+/// as a bad commit.
+fn parse_failed(e: &clap::Error) -> u8 {
+    e.print().ok();
+    let code = u8::try_from(e.exit_code()).unwrap_or(exit::USAGE);
+    let step = std::env::args().nth(1).as_deref() == Some("bisect-step");
+    match (code, step) {
+        (exit::SUCCESS, _) => exit::SUCCESS,
+        (_, true) => exit::HARNESS,
+        (code, false) => code,
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
     reaper::install().context("installing the signal handlers that stop xtask's children")?;
     let sh = Shell::new()?;
     sh.change_dir(util::project_root());
     let result = match cli.task {
         None if cli.version => tasks::print_version(&sh),
         None => {
-            Cli::command().print_help()?;
+            command().print_help()?;
             Ok(())
         }
         Some(Task::Deps(t)) => t.run(&sh),
@@ -124,7 +178,33 @@ mod tests {
     /// clap's own consistency checks (two flags of one name in a task, ...),
     /// which otherwise only fire when that task runs.
     #[test]
+    fn a_task_s_end_is_its_class_s_code_and_a_panic_is_200() {
+        let code = |step: bool, r: fn() -> Result<()>| code_of(step, r);
+        assert_eq!(code(false, || Ok(())), 0);
+        assert_eq!(
+            code(false, || Err(anyhow::anyhow!(exit::fails("stall")))),
+            1
+        );
+        assert_eq!(
+            code(false, || Err(anyhow::anyhow!(exit::under_test("oops")))),
+            1
+        );
+        assert_eq!(code(false, || Err(anyhow::anyhow!(exit::usage("--x")))), 2);
+        assert_eq!(code(false, || Err(anyhow::anyhow!("no qemu"))), 200);
+        assert_eq!(code(false, || panic!("a bug (this test's own panic)")), 200);
+        // bisect-step: git bisect run's codes; a usage error aborts too.
+        assert_eq!(code(true, || Ok(())), 0);
+        assert_eq!(code(true, || Err(anyhow::anyhow!(exit::fails("stall")))), 1);
+        assert_eq!(
+            code(true, || Err(anyhow::anyhow!(exit::under_test("oops")))),
+            125
+        );
+        assert_eq!(code(true, || Err(anyhow::anyhow!(exit::usage("--x")))), 200);
+        assert_eq!(code(true, || panic!("a bug (this test's own panic)")), 200);
+    }
+
+    #[test]
     fn every_task_s_arguments_are_consistent() {
-        Cli::command().debug_assert();
+        command().debug_assert();
     }
 }

@@ -303,6 +303,16 @@ pub fn unique_dir(parent: &Path) -> Result<PathBuf> {
     bail!("no free directory name for {stamp} in {}", parent.display())
 }
 
+/// `dir` can hold new directories: made if missing, and a directory made in
+/// it and removed again.
+pub fn check_writable(dir: &Path) -> Result<()> {
+    let cannot = || format!("cannot write results into {}", dir.display());
+    fs::create_dir_all(dir).with_context(cannot)?;
+    let probe = dir.join(format!(".wbstall-probe-{}", std::process::id()));
+    fs::create_dir(&probe).with_context(cannot)?;
+    fs::remove_dir(&probe).with_context(cannot)
+}
+
 /// `word` as one word of a POSIX shell script: as it is when it holds only
 /// characters no shell treats specially, else in single quotes (a quote inside
 /// as `'\''`).
@@ -320,6 +330,16 @@ pub fn tail(path: &Path, n: usize) -> String {
     let text = fs::read_to_string(path).unwrap_or_default();
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// The text of `path` from byte `start` on (what a command appended to a
+/// log); empty if it cannot be read.
+pub fn read_from(path: &Path, start: u64) -> String {
+    let bytes = fs::read(path).unwrap_or_default();
+    let from = usize::try_from(start)
+        .unwrap_or(usize::MAX)
+        .min(bytes.len());
+    String::from_utf8_lossy(&bytes[from..]).into_owned()
 }
 
 /// Runs `cmd` with stdout and stderr appended to `log`, calling `on_line` for

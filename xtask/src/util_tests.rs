@@ -139,3 +139,29 @@ fn sanitize_keeps_safe_characters() {
     assert_eq!(sanitize("7.3.4-1~bpo13+1"), "7.3.4-1-bpo13-1");
     assert_eq!(sanitize("v1_x.y"), "v1_x.y");
 }
+
+#[test]
+fn what_a_command_appended_to_a_log_is_read_from_its_offset() {
+    let t = testdir::Dir::new("read-from");
+    let log = t.path().join("build.log");
+    fs::write(&log, "configure: ok\n").unwrap();
+    let start = fs::metadata(&log).unwrap().len();
+    fs::write(&log, "configure: ok\nmake: error\n").unwrap();
+    assert_eq!(read_from(&log, start), "make: error\n");
+    assert_eq!(read_from(&log, 0), "configure: ok\nmake: error\n");
+    assert_eq!(read_from(&log, 1 << 40), "");
+    assert_eq!(read_from(&t.path().join("none"), 0), "");
+}
+
+#[test]
+fn a_results_parent_under_a_file_is_not_writable_and_a_directory_is() {
+    let t = testdir::Dir::new("writable");
+    check_writable(&t.path().join("new/results")).unwrap();
+    assert!(t.path().join("new/results").is_dir());
+    fs::write(t.path().join("file"), "").unwrap();
+    let e = check_writable(&t.path().join("file/results")).unwrap_err();
+    assert!(
+        e.to_string().starts_with("cannot write results into "),
+        "{e}"
+    );
+}

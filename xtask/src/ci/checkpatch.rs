@@ -14,6 +14,7 @@ use anyhow::{bail, Context, Result};
 use xshell::{cmd, Shell};
 
 use crate::{
+    exit,
     kernel::source,
     progress::{self, Event},
     util,
@@ -66,10 +67,10 @@ pub fn check_sendable_patches(sh: &Shell) -> Result<()> {
     std::fs::write(&unsigned, without_sign_off(&text)?)
         .with_context(|| format!("writing {}", unsigned.display()))?;
     match checkpatch(sh, &script, &unsigned) {
-        Ok(()) => bail!(
+        Ok(()) => bail!(exit::fails(format!(
             "checkpatch passed {} without its Signed-off-by: the step checks nothing",
             unsigned.display()
-        ),
+        ))),
         Err(e) if format!("{e:#}").contains("MISSING_SIGN_OFF") => {}
         Err(e) => {
             return Err(e.context("checkpatch of the unsigned copy failed for another reason"))
@@ -95,11 +96,11 @@ fn checkpatch(sh: &Shell, script: &Path, patch: &Path) -> Result<()> {
     .context("running checkpatch.pl (perl)")?;
     let said = String::from_utf8_lossy(&out.stdout);
     if !out.status.success() {
-        bail!(
+        bail!(exit::fails(format!(
             "checkpatch --strict refuses {}:\n{}\nfix the patch (it is what a person sends)",
             patch.display(),
             said.trim()
-        );
+        )));
     }
     Ok(())
 }

@@ -23,6 +23,7 @@ use xshell::{cmd, Shell};
 
 use crate::{
     analysis::{expected::Class, judgement::Verdict},
+    exit,
     kernel::{revs, source},
     progress::{self, Event},
     results::{dir::ResultsDir, session::BootFailure},
@@ -258,7 +259,7 @@ fn check_revs(
     bad: &str,
 ) -> Result<String> {
     if !failures.is_empty() {
-        bail!("boots without a record: {failures:?}");
+        bail!(exit::fails(format!("boots without a record: {failures:?}")));
     }
     let cell = |v: &str| {
         verdict
@@ -269,21 +270,21 @@ fn check_revs(
     };
     let (g, b) = (cell(good)?, cell(bad)?);
     if g.observed != Class::Ok || !g.failures.is_empty() || !g.judged {
-        bail!(
+        bail!(exit::fails(format!(
             "{good} (the good end) is not judged `ok`: observed {}, failures {:?}",
-            g.observed,
-            g.failures
-        );
+            g.observed, g.failures
+        )));
     }
     if b.observed != Class::Stall || b.expected.map(|e| e.class) != Some(Class::Ok) {
-        bail!(
+        bail!(exit::fails(format!(
             "{bad} (the bad end) is not a stall held to `ok`: observed {}, expected {:?}",
-            b.observed,
-            b.expected
-        );
+            b.observed, b.expected
+        )));
     }
     if b.failures.is_empty() || verdict.passed() {
-        bail!("the verdict passed the bad end's stall against `ok`");
+        bail!(exit::fails(
+            "the verdict passed the bad end's stall against `ok`"
+        ));
     }
     let line = report
         .lines()
@@ -321,12 +322,10 @@ pub fn live_bisect(sh: &Shell, tree: &Path, h: &History) -> Result<()> {
     ])?
     .bisect(sh)?;
     if found.commit != h.culprit {
-        bail!(
+        bail!(exit::fails(format!(
             "bisect named {} ({}), not the culprit {} that {SCRIPT} made",
-            found.commit,
-            found.subject,
-            h.culprit
-        );
+            found.commit, found.subject, h.culprit
+        )));
     }
     progress::emit(Event::Note(&format!(
         "ci: bisect named the culprit {} ({})",

@@ -9,6 +9,7 @@ use anyhow::{bail, Context, Result};
 use xshell::Shell;
 
 use crate::{
+    exit,
     progress::{self, Event},
     report::reproduce,
     tasks::{args, qemu_test::QemuTest},
@@ -67,11 +68,11 @@ fn commands_in(root: &Path) -> Result<Vec<Finding>> {
             let theirs = reproduce::first_command(&m);
             match theirs.as_deref().map(reproduce::qemu_test_words) {
                 Some(Ok(w)) if w == words => printed.extend(theirs.map(|b| (mail, b))),
-                _ => bail!(
+                _ => bail!(exit::fails(format!(
                     "{} and {} print different commands: make the mail's the README's",
                     readme.display(),
                     mail.display()
-                ),
+                ))),
             }
         }
         out.push(Finding {

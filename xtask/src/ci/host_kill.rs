@@ -14,7 +14,7 @@ use anyhow::{bail, Context, Result};
 use xshell::{cmd, Shell};
 
 use crate::{
-    reaper,
+    exit, reaper,
     tasks::host_test::state::{tracefs_mount, Knobs, CLASS_BDI, PROC_VM},
 };
 
@@ -174,14 +174,16 @@ pub fn kill_mid_run(sh: &Shell, signal: i32, scenario: &str) -> Result<()> {
     let status = child.wait().context("waiting for host-test")?;
     let code = std::os::unix::process::ExitStatusExt::into_raw(status) >> 8;
     if code != 128 + signal {
-        bail!("host-test exited {status} after signal {signal}, not 128 + the signal");
+        bail!(exit::fails(format!(
+            "host-test exited {status} after signal {signal}, not 128 + the signal"
+        )));
     }
     let diff = before.differences(&HostView::now(sh)?);
     if !diff.is_empty() {
-        bail!(
+        bail!(exit::fails(format!(
             "host-test left the host changed after signal {signal}:\n  {}",
             diff.join("\n  ")
-        );
+        )));
     }
     Ok(())
 }

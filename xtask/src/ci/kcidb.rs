@@ -11,6 +11,7 @@ use serde_json::Value;
 use xshell::{cmd, Shell};
 
 use crate::{
+    exit,
     progress::{self, Event},
     report::kcidb,
     util,
@@ -48,11 +49,11 @@ pub fn validate_example(sh: &Shell) -> Result<()> {
     progress::emit(Event::Note(&format!("ci: {}", said.trim())));
     let broken = broken(doc)?;
     match validate(sh, &python, &broken) {
-        Ok(said) => bail!(
+        Ok(said) => bail!(exit::fails(format!(
             "the KCIDB validator accepted a test status `{BROKEN_STATUS}` ({}): it checks \
              nothing",
             said.trim()
-        ),
+        ))),
         Err(e) if format!("{e:#}").contains(&format!("'{BROKEN_STATUS}' is not one of")) => {
             progress::emit(Event::Note(&format!(
                 "ci: the KCIDB validator rejected a test status `{BROKEN_STATUS}`, as it \
@@ -61,10 +62,10 @@ pub fn validate_example(sh: &Shell) -> Result<()> {
             )));
             Ok(())
         }
-        Err(e) => bail!(
+        Err(e) => bail!(exit::fails(format!(
             "the KCIDB validator rejected the document with a test status `{BROKEN_STATUS}`, \
              but for another reason: {e:#}"
-        ),
+        ))),
     }
 }
 
@@ -87,11 +88,11 @@ fn validate(sh: &Shell, python: &std::path::Path, doc: &Value) -> Result<String>
     let stderr = String::from_utf8_lossy(&out.stderr);
     if !out.status.success() {
         let tail: Vec<&str> = stderr.lines().rev().take(12).collect();
-        bail!(
+        bail!(exit::fails(format!(
             "the KCIDB validator says no ({}):\n{}",
             out.status,
             tail.into_iter().rev().collect::<Vec<_>>().join("\n")
-        );
+        )));
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }

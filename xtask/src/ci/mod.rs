@@ -38,7 +38,7 @@ use anyhow::{bail, Context, Result};
 use xshell::{cmd, Shell};
 
 use crate::{
-    deps,
+    deps, exit,
     kernel::module,
     kernel::variants::{Roles, Variants},
     progress::{self, Event},
@@ -99,7 +99,7 @@ impl Ci {
         step("cargo fmt --check", || {
             cmd!(sh, "{cargo} fmt --all --check")
                 .run()
-                .context("cargo fmt --check (run `cargo fmt --all`)")
+                .context(exit::fails("cargo fmt --check (run `cargo fmt --all`)"))
         })?;
         step("cargo clippy -D warnings", || {
             cmd!(
@@ -107,12 +107,12 @@ impl Ci {
                 "{cargo} clippy --workspace --all-targets --locked -- -D warnings"
             )
             .run()
-            .context("cargo clippy")
+            .context(exit::fails("cargo clippy"))
         })?;
         step("unit tests", || {
             cmd!(sh, "{cargo} test --workspace --locked")
                 .run()
-                .context("cargo test")
+                .context(exit::fails("cargo test"))
         })?;
         static_checks(sh)?;
         if self.no_kernel {
@@ -389,7 +389,7 @@ fn static_checks(sh: &Shell) -> Result<()> {
         // dash: the POSIX shell with `local`, as busybox ash has it.
         cmd!(sh, "shellcheck -s dash -x -P SCRIPTDIR {files...}")
             .run()
-            .context("shellcheck of qemu/")
+            .context(exit::fails("shellcheck of qemu/"))
     })?;
     let wf = util::project_root().join(workflow::WORKFLOW);
     step(
@@ -413,7 +413,9 @@ fn static_checks(sh: &Shell) -> Result<()> {
         // rust-module/.rustfmt.toml carries the kernel's settings.
         cmd!(sh, "rustfmt --check --edition 2021 {files...}")
             .run()
-            .context("rustfmt of rust-module/ (run the same without --check)")
+            .context(exit::fails(
+                "rustfmt of rust-module/ (run the same without --check)",
+            ))
     })?;
     step(
         "KCIDB: docs/example-report's document valid by kcidb-io, a broken one rejected",
@@ -453,10 +455,15 @@ fn guest_scripts() -> Result<Vec<std::path::PathBuf>> {
     Ok(files)
 }
 
+/// Runs one step. A usage error inside is the test command's own (the
+/// flags it gives the tasks, the repository's files): the harness's (200).
 fn step(name: &str, f: impl FnOnce() -> Result<()>) -> Result<()> {
     let t = Instant::now();
     progress::emit(Event::CiStep(name));
-    f()?;
+    f().map_err(|e| match exit::Class::of(&e) {
+        exit::Class::Usage => e.context(exit::harness(format!("the step `{name}`"))),
+        _ => e,
+    })?;
     progress::emit(Event::CiStepDone {
         name,
         secs: t.elapsed().as_secs_f64(),

@@ -8,8 +8,12 @@ use xshell::Shell;
 
 use crate::{
     analysis::expected::Class,
+    exit,
     progress::{self, Event},
-    tasks::{args, qemu_test::QemuTest},
+    tasks::{
+        args,
+        qemu_test::{boot_all::Outcome, QemuTest},
+    },
     util,
 };
 
@@ -38,14 +42,17 @@ pub fn live_negative(sh: &Shell, baseline: &str) -> Result<()> {
     ])?
     .measure(sh)?;
     if out.passed() {
-        bail!("qemu-test passed a stalling {baseline} cell against an `ok` expectation");
+        bail!(exit::fails(format!(
+            "qemu-test passed a stalling {baseline} cell against an `ok` expectation"
+        )));
     }
     if !out.failures.is_empty() {
-        bail!(
+        bail!(exit::fails(format!(
             "qemu-test failed, but on a boot, not on the verdict: {:?}",
             out.failures
-        );
+        )));
     }
+    exits_1(&out)?;
     let verdict = out.verdict();
     let cell = verdict.cells.iter().find(|c| c.variant() == baseline);
     match cell {
@@ -59,7 +66,22 @@ pub fn live_negative(sh: &Shell, baseline: &str) -> Result<()> {
             )));
             Ok(())
         }
-        _ => bail!("qemu-test failed, but not on the {baseline} cell's class: {cell:?}"),
+        _ => bail!(exit::fails(format!(
+            "qemu-test failed, but not on the {baseline} cell's class: {cell:?}"
+        ))),
+    }
+}
+
+/// The exit status qemu-test gives `out` is the failing verdict's, 1
+/// ([`exit::Class::Fails`]): what a CI acts on.
+pub fn exits_1(out: &Outcome) -> Result<()> {
+    match out.result("qemu-test") {
+        Err(e) if exit::Class::of(&e).code() == exit::FAILS => Ok(()),
+        Err(e) => bail!(exit::fails(format!(
+            "qemu-test would exit {}, not 1: {e:#}",
+            exit::Class::of(&e).code()
+        ))),
+        Ok(()) => bail!(exit::fails("qemu-test would exit 0")),
     }
 }
 
@@ -85,12 +107,13 @@ pub fn live_wrong_patch(sh: &Shell, baseline: &str) -> Result<()> {
     ])?
     .measure(sh)?;
     if out.passed() || !out.failures.is_empty() {
-        bail!(
+        bail!(exit::fails(format!(
             "qemu-test passed the wrong patch, or failed on a boot ({:?}): see {}",
             out.failures,
             out.dir.display()
-        );
+        )));
     }
+    exits_1(&out)?;
     let name = "patch-memcg-bg-thresh";
     let verdict = out.verdict();
     let cell = verdict.cells.iter().find(|c| c.variant() == name);
@@ -117,11 +140,11 @@ pub fn live_wrong_patch(sh: &Shell, baseline: &str) -> Result<()> {
             )));
             Ok(())
         }
-        _ => bail!(
+        _ => bail!(exit::fails(format!(
             "qemu-test failed, but not on the patch's cell alone, or its mail does not say \
              so: {cell:?}; see {}",
             out.dir.display()
-        ),
+        ))),
     }
 }
 
@@ -190,10 +213,10 @@ fn flip_fuse(text: &str, baseline: &str) -> Result<String> {
         }
     }
     if !flipped {
-        bail!(
+        bail!(exit::fails(format!(
             "qemu/expected.toml has no `{baseline} = \"stall\"` (or `\"stall:CAUSE\"`) in \
              [expect.fuse-strictlimit]"
-        );
+        )));
     }
     Ok(out)
 }

@@ -7,6 +7,7 @@ use anyhow::{bail, Result};
 use xshell::Shell;
 
 use crate::{
+    exit,
     guest::run_id::RunId,
     progress::{self, Event},
     results::session::BootFailure,
@@ -38,11 +39,13 @@ pub fn live_oops(sh: &Shell, reference: &str) -> Result<()> {
     ])?
     .measure(sh)?;
     if out.passed() {
-        bail!(
+        bail!(exit::fails(format!(
             "qemu-test passed a kernel that BUG()s in balance_dirty_pages(): see {}",
             out.dir.display()
-        );
+        )));
     }
+    // The kernel under test crashed: the failing verdict's exit.
+    super::negative::exits_1(&out)?;
     let line = check(&out.failures, out.verdict().variant_passed(reference))?;
     progress::emit(Event::Note(&format!(
         "ci: the BUG fixture's boot failed, as it must: {}",
@@ -56,7 +59,9 @@ pub fn live_oops(sh: &Shell, reference: &str) -> Result<()> {
 /// that boot's line.
 fn check(failures: &[BootFailure], reference_passed: bool) -> Result<String> {
     let [failure] = failures else {
-        bail!("expected one boot without a record (the BUG fixture's), got {failures:?}");
+        bail!(exit::fails(format!(
+            "expected one boot without a record (the BUG fixture's), got {failures:?}"
+        )));
     };
     let line = failure.to_string();
     let fixture = RunId::new("fuse-strictlimit", BUG_VARIANT, 0);
@@ -64,10 +69,14 @@ fn check(failures: &[BootFailure], reference_passed: bool) -> Result<String> {
         || !failure.why.starts_with("oops: ")
         || !failure.why.contains("in balance_dirty_pages+0x")
     {
-        bail!("the BUG fixture's boot is not classed `oops` in balance_dirty_pages(): {line}");
+        bail!(exit::fails(format!(
+            "the BUG fixture's boot is not classed `oops` in balance_dirty_pages(): {line}"
+        )));
     }
     if !reference_passed {
-        bail!("the reference beside the BUG fixture was not measured, or failed its cell");
+        bail!(exit::fails(
+            "the reference beside the BUG fixture was not measured, or failed its cell"
+        ));
     }
     Ok(line)
 }

@@ -10,6 +10,7 @@ use anyhow::{bail, Context, Result};
 use xshell::{cmd, Shell};
 
 use crate::{
+    exit,
     progress::{self, Event},
     util,
 };
@@ -24,19 +25,21 @@ pub fn committed_reproducers(sh: &Shell) -> Result<()> {
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let mails = reproduce::committed_mails()?;
     if mails.is_empty() {
-        bail!("no committed mail (docs/**/*.mail.txt) to check");
+        bail!(exit::fails(
+            "no committed mail (docs/**/*.mail.txt) to check"
+        ));
     }
     for mail in &mails {
         let text =
             std::fs::read_to_string(mail).with_context(|| format!("reading {}", mail.display()))?;
         let blocks = reproduce::blocks(&text);
         if blocks.is_empty() {
-            bail!(
+            bail!(exit::fails(format!(
                 "{} has no reproducer (`{}`): render it again (`cargo xtask report DIR \
                  --format mail`)",
                 mail.display(),
                 reproduce::HEADING
-            );
+            )));
         }
         for block in blocks {
             bash_n(sh, &dir, mail, &block)?;
@@ -148,15 +151,20 @@ fn check_png(bytes: &[u8]) -> Result<()> {
             .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
     };
     if !bytes.starts_with(b"\x89PNG\r\n\x1a\n") || bytes.get(12..16) != Some(b"IHDR") {
-        bail!("not a PNG ({} bytes)", bytes.len());
+        bail!(exit::fails(format!("not a PNG ({} bytes)", bytes.len())));
     }
     let size = (be(16), be(20));
     if size != (Some(WINDOW.0), Some(WINDOW.1)) {
-        bail!("{size:?} px, not the window's {WINDOW:?}");
+        bail!(exit::fails(format!(
+            "{size:?} px, not the window's {WINDOW:?}"
+        )));
     }
     // A blank page of this size compresses to a few KiB.
     if bytes.len() < 50 * 1024 {
-        bail!("{} bytes: the page rendered (nearly) blank", bytes.len());
+        bail!(exit::fails(format!(
+            "{} bytes: the page rendered (nearly) blank",
+            bytes.len()
+        )));
     }
     Ok(())
 }
@@ -165,11 +173,16 @@ fn check_png(bytes: &[u8]) -> Result<()> {
 fn check_dom(dom: &str) -> Result<()> {
     for want in ["the verdict is ", "id=\"verdict-table\"", "<svg"] {
         if !dom.contains(want) {
-            bail!("the page's DOM lacks `{want}` ({} bytes)", dom.len());
+            bail!(exit::fails(format!(
+                "the page's DOM lacks `{want}` ({} bytes)",
+                dom.len()
+            )));
         }
     }
     if let Some(e) = BROWSER_ERRORS.iter().find(|e| dom.contains(*e)) {
-        bail!("the page's DOM holds the browser's error text `{e}`");
+        bail!(exit::fails(format!(
+            "the page's DOM holds the browser's error text `{e}`"
+        )));
     }
     Ok(())
 }

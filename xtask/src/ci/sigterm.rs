@@ -14,6 +14,7 @@ use anyhow::{bail, Context, Result};
 use xshell::Shell;
 
 use crate::{
+    exit,
     kernel::source::SourceArgs,
     progress::{self, Event},
     reaper, util,
@@ -102,10 +103,15 @@ pub fn sigterm_mid_build(sh: &Shell, variant: &str) -> Result<()> {
         alive.len()
     )));
     if status.code() != Some(128 + libc::SIGTERM) {
-        bail!("build-kernel exited {status} on SIGTERM, not 143");
+        bail!(exit::fails(format!(
+            "build-kernel exited {status} on SIGTERM, not 143"
+        )));
     }
     if !alive.is_empty() {
-        bail!("processes survived SIGTERM to xtask: {}", alive.join(", "));
+        bail!(exit::fails(format!(
+            "processes survived SIGTERM to xtask: {}",
+            alive.join(", ")
+        )));
     }
     Ok(())
 }

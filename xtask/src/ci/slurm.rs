@@ -22,6 +22,7 @@ use xshell::{cmd, Shell};
 use super::bare_node::BareNode;
 use crate::{
     analysis::judgement::VerdictFile,
+    exit,
     kernel::variants::Roles,
     progress::{self, Event},
     reaper,
@@ -358,10 +359,10 @@ impl Cluster {
         let left = ours();
         let daemons: Vec<i32> = self.daemons.iter().map(|(_, c, _)| c.id() as i32).collect();
         if !left.is_empty() || daemons.iter().any(|&p| reaper::alive(p)) || self.dir.exists() {
-            bail!(
+            bail!(exit::fails(format!(
                 "the Slurm cluster left processes {left:?} or {} behind",
                 self.dir.display()
-            );
+            )));
         }
         progress::emit(Event::Note(&format!(
             "slurm: stopped {stopped} process(es) (the daemons and what they started); \
@@ -450,12 +451,12 @@ fn resumed_once(states: &[JobState], task: &str, shard: &Path) -> Result<PathBuf
         .with_context(|| format!("Slurm no longer shows task {task}"))?;
     let mut sessions = sessions_in(shard)?;
     if restarts != Some(1) || sessions.len() != 1 {
-        bail!(
+        bail!(exit::fails(format!(
             "task {task} was requeued once: Slurm counts {restarts:?} restart(s) and {} holds \
              {} session(s) ({sessions:?}); a requeued task must resume the one it began",
             shard.display(),
             sessions.len()
-        );
+        )));
     }
     Ok(sessions.remove(0))
 }
@@ -496,19 +497,19 @@ pub fn same_cells(whole: &VerdictFile, merged: &VerdictFile) -> Result<String> {
                 d.join("; ")
             }
         };
-        bail!(
+        bail!(exit::fails(format!(
             "the merged shards' verdict differs from the unsharded run's:\n  unsharded \
              only: {}\n  merged only: {}",
             only(&a, &b),
             only(&b, &a)
-        );
+        )));
     }
     if whole.passed != merged.passed {
-        bail!(
+        bail!(exit::fails(format!(
             "the unsharded run {} and the merged shards {}, with the same cells",
             if whole.passed { "passed" } else { "failed" },
             if merged.passed { "passed" } else { "failed" }
-        );
+        )));
     }
     Ok(a.join("; "))
 }

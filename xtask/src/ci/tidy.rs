@@ -380,8 +380,8 @@ mod tests {
     /// The pipeline's stages, lowest first; a stage may use only the ones
     /// before it (and itself). `ci` runs the tasks, so it comes after them.
     const STAGES: &[&str] = &[
-        "reaper", "util", "progress", "distro", "deps", "kernel", "guest", "results", "analysis",
-        "report", "tasks", "ci",
+        "exit", "reaper", "util", "progress", "distro", "deps", "kernel", "guest", "results",
+        "analysis", "report", "tasks", "ci",
     ];
 
     fn stage_of(rel: &str) -> Option<usize> {

@@ -12,7 +12,7 @@ use anyhow::{bail, Context, Result};
 use xshell::{cmd, Shell};
 
 use crate::{
-    deps,
+    deps, exit,
     progress::{self, Event},
     util,
 };
@@ -40,11 +40,11 @@ pub fn shape(sh: &Shell, wf: &Path) -> Result<()> {
             "running .ci/check-workflow.py (needs python3 with yaml: apt-get install python3-yaml)",
         )?;
     if !out.status.success() {
-        bail!(
+        bail!(exit::fails(format!(
             "{} fails .ci/check-workflow.py:\n{}",
             wf.display(),
             String::from_utf8_lossy(&out.stderr).trim_end()
-        );
+        )));
     }
     Ok(())
 }
@@ -119,12 +119,12 @@ pub fn actionlint(sh: &Shell, bin: &Path, wf: &Path) -> Result<()> {
     .output()
     .context("running actionlint")?;
     if !out.status.success() {
-        bail!(
+        bail!(exit::fails(format!(
             "actionlint reports on {}:\n{}{}",
             wf.display(),
             String::from_utf8_lossy(&out.stdout).trim_end(),
             String::from_utf8_lossy(&out.stderr).trim_end()
-        );
+        )));
     }
     Ok(())
 }

@@ -16,6 +16,7 @@ use anyhow::{Context, Result};
 use xshell::{cmd, Shell};
 
 use crate::{
+    exit,
     guest::{
         disk::Disk,
         plan::{Boot, Plan, Schedule},
@@ -83,11 +84,17 @@ pub fn boot_until(sh: &Shell, dir: &Path, b: &Boot, stop: &AtomicBool) -> Result
     }
     let out = out?;
     let stream = out.outcome.map_err(|e| {
-        anyhow::anyhow!(
+        let what = format!(
             "{} (the boot ended after {:.1} s)",
             e.explain(&console),
             out.wall_secs
-        )
+        );
+        // The kernel under test crashed, hung or sent no result; unless a
+        // signal from this host ended QEMU.
+        match e.qemu_killed_by_the_host() {
+            true => anyhow::anyhow!(what),
+            false => anyhow::anyhow!(exit::under_test(what)),
+        }
     })?;
     let samples = match stream.files.get(super::protocol::stream::SAMPLES) {
         Some(bytes) => {

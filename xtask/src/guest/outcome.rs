@@ -100,6 +100,15 @@ pub fn classify(
 }
 
 impl VmError {
+    /// QEMU died of a signal nobody in xtask sent (the host's OOM killer, a
+    /// crash of QEMU): no result, and not the guest's doing. Ours (the
+    /// timeout, an Oops, a stop) read `killed ...`, a guest's power-off
+    /// `exited exit status: N`.
+    pub fn qemu_killed_by_the_host(&self) -> bool {
+        matches!(self, VmError::MissingResult { qemu_status, .. }
+            if qemu_status.starts_with("exited signal"))
+    }
+
     /// What happened, in one word: `oops`, `panic`, `oom`, `hang`, `no-result`,
     /// `guest-failed`.
     pub fn class(&self) -> &'static str {
@@ -213,6 +222,20 @@ mod tests {
             text.contains("hung") && text.contains("/r/console.log"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn qemu_killed_by_a_signal_nobody_sent_is_the_host_s_not_the_guest_s() {
+        let missing = |status: &str| {
+            classify(None, status, "", stream::parse(b"WBSTALL-FILE a 1\nx\n")).unwrap_err()
+        };
+        // The host's OOM killer: no result, and not the kernel's doing.
+        assert!(missing("exited signal: 9 (SIGKILL)").qemu_killed_by_the_host());
+        // The guest powered off without a result: the kernel's.
+        assert!(!missing("exited exit status: 0").qemu_killed_by_the_host());
+        // xtask's own kill at the timeout is a hang, the kernel's.
+        let hang = classify(Some(9), "killed at the timeout", "", Stream::default());
+        assert!(!hang.unwrap_err().qemu_killed_by_the_host());
     }
 
     fn console_fixture(name: &str) -> String {

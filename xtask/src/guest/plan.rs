@@ -12,6 +12,7 @@ use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::{
+    exit,
     guest::{
         disk::Disk,
         job::Job,
@@ -48,11 +49,11 @@ impl Detector {
     pub fn choose(asked: Option<Detector>, kernel: &Built) -> Result<Detector> {
         let has_module = !kernel.meta.module_sha256.is_empty();
         match asked {
-            Some(Detector::Module) if !has_module => bail!(
+            Some(Detector::Module) if !has_module => bail!(exit::usage(format!(
                 "--detector module: the `{}` kernel has no wbstall module (built with \
                  --no-rust?): use --detector tracefs, or build it with Rust",
                 kernel.meta.variant
-            ),
+            ))),
             Some(d) => Ok(d),
             None if has_module => Ok(Detector::Module),
             None => Ok(Detector::Tracefs),
@@ -496,10 +497,10 @@ pub fn check_jobs_vm(
     };
     let limit = (host_cpus / threads).max(1);
     if jobs == 0 {
-        bail!(
+        bail!(exit::usage(format!(
             "--jobs-vm 0: at least one guest must boot at a time; drop --jobs-vm (the \
              default, 1, boots one guest at a time) or give a number from 1 to {limit}"
-        );
+        )));
     }
     if jobs > limit {
         let how = match clock {
@@ -513,10 +514,10 @@ pub fn check_jobs_vm(
                  available: give --jobs-vm {limit} or less"
             ),
         };
-        bail!(
+        bail!(exit::usage(format!(
             "--jobs-vm {jobs}: {jobs} guests need {} host CPUs ({how}",
             jobs * threads
-        );
+        )));
     }
     Ok((jobs > 1 && clock == Clock::Real).then(|| {
         format!(
@@ -552,7 +553,7 @@ pub fn check_clock(machine: &Machine, scenarios: &[Scenario]) -> Result<()> {
     } else {
         format!(", or keep only the others with {}", others.join(" "))
     };
-    bail!(
+    bail!(exit::usage(format!(
         "the virtual clock (the default under TCG) with --disk host: {} write{} to a \
          virtio-blk disk, whose completions \
          take host time that the virtual clock turns into guest time at random (measured on \
@@ -562,7 +563,7 @@ pub fn check_clock(machine: &Machine, scenarios: &[Scenario]) -> Result<()> {
         disks.join(", "),
         if disks.len() == 1 { "s" } else { "" },
         if disks.len() == 1 { "it" } else { "them" }
-    )
+    )))
 }
 
 #[cfg(test)]

@@ -9,6 +9,8 @@ use std::{collections::BTreeMap, fs, path::Path, sync::OnceLock};
 use anyhow::{bail, Context, Result};
 use serde::Deserialize;
 
+use crate::exit;
+
 /// The scenarios' folder, relative to the repository root.
 pub const DIR: &str = "qemu/scenarios";
 
@@ -211,10 +213,10 @@ pub fn by_name(name: &str) -> Result<Scenario> {
     let all = all()?;
     match all.iter().find(|s| s.name == name) {
         Some(s) => Ok(*s),
-        None => bail!(
+        None => bail!(exit::usage(format!(
             "unknown scenario `{name}`; known scenarios ({DIR}): {}",
             all.iter().map(|s| s.name).collect::<Vec<_>>().join(", ")
-        ),
+        ))),
     }
 }
 
@@ -222,7 +224,7 @@ pub fn by_name(name: &str) -> Result<Scenario> {
 pub fn any(name: &str) -> Result<Scenario> {
     match registry()?.iter().find(|(s, _)| s.name == name) {
         Some((s, _)) => Ok(*s),
-        None => bail!("no scenario `{name}` in {DIR}"),
+        None => bail!(exit::usage(format!("no scenario `{name}` in {DIR}"))),
     }
 }
 

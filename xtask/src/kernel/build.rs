@@ -17,6 +17,8 @@ use xshell::{cmd, Shell};
 
 use crate::{
     deps::{self, Toolchain},
+    exit,
+    kernel::build_failure::{self, Tested},
     kernel::cache,
     kernel::flavour::Flavour,
     kernel::kconfig,
@@ -185,32 +187,20 @@ fn build_each(
     for v in selected {
         match builder.one(v) {
             Ok(b) => built.push(b),
-            Err(e)
-                if e.is::<DoesNotApply>()
-                    && v.under_test
-                        .as_ref()
-                        .is_some_and(|u| !u.other_base.is_empty()) =>
-            {
-                let u = v.under_test.as_ref().expect("checked by the guard");
-                return Err(e.context(format!(
-                    "--patch {}: it does not apply on `{}` (the --base it was given, or the \
-                     default); if it was written against the other tree, try --base {}",
-                    u.file, u.base, u.other_base
-                )));
-            }
-            Err(e) if !flavour.source_tag.is_empty() && e.is::<DoesNotApply>() => {
+            Err(e) if e.is::<DoesNotApply>() => {
+                let listed = variants.names().contains(&v.name.as_str());
+                let other_source = !flavour.source_tag.is_empty();
+                let why = build_failure::does_not_apply(e, v, listed, other_source)?;
                 progress::emit(Event::Note(&format!(
-                    "variant `{}` skipped: its patches do not apply to {} ({})",
-                    v.name,
-                    src.meta.kernel_version,
-                    e.to_string().lines().next().unwrap_or("")
+                    "variant `{}` skipped: its patches do not apply to {} ({why})",
+                    v.name, src.meta.kernel_version,
                 )));
             }
             Err(e) => return Err(e),
         }
     }
     if built.is_empty() {
-        bail!(
+        bail!(exit::usage(format!(
             "no selected variant could be built from Linux {}: select one whose patches \
              apply (e.g. `--variant {}`, which has none)",
             src.meta.kernel_version,
@@ -219,7 +209,7 @@ fn build_each(
                 .into_iter()
                 .find(|n| variants.variant(n).is_ok_and(|v| v.patches.is_empty()))
                 .unwrap_or("upstream")
-        );
+        )));
     }
     Ok(built)
 }
@@ -406,9 +396,12 @@ impl Builder<'_> {
             false => cache::BUILD_BYTES,
         };
         cache::ensure_space(build_dir, need, &doing)?;
-        let built = self.compile(variant, build_dir, log, progress);
+        let local = self.src.meta.kind == "local";
+        let tested = build_failure::tested(variant, local, build_dir)?;
+        let built = self.compile(variant, build_dir, log, progress, &tested);
         let objects = cache::map_out_of_space(built, build_dir, need, &doing)?;
         cache::stamp(&bzimage)?;
+        build_failure::mark_built(build_dir, &build_failure::shas(&variant.patches))?;
         Ok(objects)
     }
 
@@ -445,8 +438,10 @@ impl Builder<'_> {
         build_dir: &Path,
         log: &Path,
         progress: &mut Progress,
+        tested: &Tested,
     ) -> Result<usize> {
         let (sh, tc, tree, jobs) = (self.sh, self.tc, self.src.tree(), self.jobs);
+        let start = fs::metadata(log).map_or(0, |m| m.len());
         let cc = tc.make_args();
         let jobs_arg = format!("-j{jobs}");
         let mut objects = 0usize;
@@ -473,7 +468,8 @@ impl Builder<'_> {
                     progress.detail(&format!("[{objects} objects] {tool} {target}"));
                 }
             },
-        )?;
+        )
+        .map_err(|e| build_failure::classify(e, &util::read_from(log, start), &tree, tested))?;
         Ok(objects)
     }
 

@@ -10,7 +10,7 @@ use std::{
 
 use anyhow::{bail, Context, Result};
 
-use crate::util;
+use crate::{exit, util};
 
 /// A patch ready to apply.
 #[derive(Debug, Clone)]
@@ -31,7 +31,8 @@ impl Patch {
     /// The patches of a file: every patch of a mail or mbox (a series, MIME,
     /// quoted-printable; decoded by git), or the one diff of a plain file.
     pub fn read_all(path: &Path) -> Result<Vec<Patch>> {
-        let bytes = fs::read(path).with_context(|| format!("reading patch {}", path.display()))?;
+        let bytes = fs::read(path)
+            .with_context(|| exit::usage(format!("reading patch {}", path.display())))?;
         if !super::mailbox::is_mail(&String::from_utf8_lossy(&bytes)) {
             return Ok(vec![Patch::read(path)?]);
         }
@@ -42,7 +43,8 @@ impl Patch {
             .enumerate()
             .map(|(i, m)| {
                 let label = format!("{} [{}/{n}] {}", path.display(), i + 1, m.subject);
-                let diff = extract_diff(&m.patch).with_context(|| format!("reading {label}"))?;
+                let diff = extract_diff(&m.patch)
+                    .with_context(|| exit::usage(format!("reading {label}")))?;
                 Ok(Patch {
                     label,
                     diff,
@@ -55,10 +57,11 @@ impl Patch {
     }
 
     pub fn read(path: &Path) -> Result<Patch> {
-        let bytes = fs::read(path).with_context(|| format!("reading patch {}", path.display()))?;
+        let bytes = fs::read(path)
+            .with_context(|| exit::usage(format!("reading patch {}", path.display())))?;
         let text = String::from_utf8_lossy(&bytes);
-        let diff =
-            extract_diff(&text).with_context(|| format!("reading patch {}", path.display()))?;
+        let diff = extract_diff(&text)
+            .with_context(|| exit::usage(format!("reading patch {}", path.display())))?;
         Ok(Patch {
             label: path.display().to_string(),
             diff,

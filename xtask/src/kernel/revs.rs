@@ -18,7 +18,7 @@ use super::{
     source::SourceArgs,
     variants::{Selection, UnderTest, Variant, Variants},
 };
-use crate::util;
+use crate::{exit, util};
 
 /// The variant name of `--rev REV`: `rev-<rev>`, lowercased, with every
 /// character a variant name cannot hold as `-`.
@@ -44,7 +44,9 @@ pub fn select(sh: &Shell, selection: &Selection, source: &SourceArgs) -> Result<
         return Ok(selection.clone());
     }
     let Some(dir) = &source.kernel_src else {
-        bail!("--rev needs --kernel-src DIR: the git tree whose revisions to build");
+        bail!(exit::usage(
+            "--rev needs --kernel-src DIR: the git tree whose revisions to build"
+        ));
     };
     let mut out = selection.clone();
     out.extra
@@ -58,12 +60,12 @@ pub fn variants(sh: &Shell, dir: &Path, revs: &[String], known: &Variants) -> Re
     for rev in revs {
         let v = variant(sh, dir, rev)?;
         if known.names().contains(&v.name.as_str()) || out.iter().any(|o| o.name == v.name) {
-            bail!(
+            bail!(exit::usage(format!(
                 "--rev {rev}: its variant name `{}` is taken (by a variant of {} or another \
                  --rev); give the revision another way (a hash, a tag)",
                 v.name,
                 known.path.display()
-            );
+            )));
         }
         out.push(v);
     }
@@ -77,12 +79,12 @@ fn variant(sh: &Shell, dir: &Path, rev: &str) -> Result<Variant> {
         .ignore_stderr()
         .read()
         .with_context(|| {
-            format!(
+            exit::usage(format!(
                 "--rev {rev}: not a commit of {}: give a branch, tag or hash it has (`git -C {} \
                  log --oneline`)",
                 dir.display(),
                 dir.display()
-            )
+            ))
         })?;
     let subject = cmd!(sh, "git -C {dir} log -1 --format=%s {hash}")
         .quiet()

@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use xshell::{cmd, Shell};
 
 use crate::{
+    exit,
     kernel::{
         apt::{self, PrivateApt},
         cache, mirror, seed,
@@ -180,10 +181,10 @@ fn validate_any_series(tree: &Path) -> Result<String> {
 fn check_tree(tree: &Path, series_7: bool) -> Result<String> {
     let makefile = tree.join("Makefile");
     let text = fs::read_to_string(&makefile).with_context(|| {
-        format!(
+        exit::usage(format!(
             "{} is not a kernel tree (no readable Makefile); --kernel-src wants the top of a Linux 7.x checkout",
             tree.display()
-        )
+        ))
     })?;
     let field = |name: &str| {
         text.lines()
@@ -192,17 +193,17 @@ fn check_tree(tree: &Path, series_7: bool) -> Result<String> {
     };
     let (Some(v), Some(p), Some(s)) = (field("VERSION"), field("PATCHLEVEL"), field("SUBLEVEL"))
     else {
-        bail!(
+        bail!(exit::usage(format!(
             "{} has no VERSION/PATCHLEVEL/SUBLEVEL: not a kernel tree",
             makefile.display()
-        );
+        )));
     };
     let version = format!("{v}.{p}.{s}");
     if series_7 && v != "7" {
-        bail!(
+        bail!(exit::usage(format!(
             "{} is Linux {version}; wbstall's patches need a 7.x tree (Linux {BASE_SERIES} by default)",
             tree.display()
-        );
+        )));
     }
     let pw = tree.join("mm/page-writeback.c");
     let code = fs::read_to_string(&pw).with_context(|| format!("reading {}", pw.display()))?;
@@ -211,10 +212,10 @@ fn check_tree(tree: &Path, series_7: bool) -> Result<String> {
         "wb_start_background_writeback(wb)",
     ];
     if let Some(missing) = expected.iter().find(|e| !code.contains(*e)) {
-        bail!(
+        bail!(exit::usage(format!(
             "{} has no `{missing}`: this is not the balance_dirty_pages() the variants patch",
             pw.display()
-        );
+        )));
     }
     Ok(version)
 }

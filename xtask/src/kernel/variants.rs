@@ -12,7 +12,7 @@ use anyhow::{bail, Context, Result};
 use serde::Deserialize;
 
 use super::patch::Patch;
-use crate::util;
+use crate::{exit, util};
 
 /// The variants file, relative to the repository root.
 pub const VARIANTS_FILE: &str = "patches/variants.toml";
@@ -142,12 +142,12 @@ impl Variants {
         for def in &v.defs {
             for p in &def.patches {
                 if !dir.join(p).is_file() {
-                    bail!(
+                    bail!(exit::usage(format!(
                         "{}: variant `{}` lists patch `{p}`, but {} does not exist",
                         path.display(),
                         def.name,
                         dir.join(p).display()
-                    );
+                    )));
                 }
             }
         }
@@ -156,35 +156,38 @@ impl Variants {
 
     pub fn parse(text: &str, path: &Path) -> Result<Variants> {
         let file: VariantsToml = toml::from_str(text).map_err(|e| {
-            anyhow::anyhow!(
+            anyhow::anyhow!(exit::usage(format!(
                 "{} is not a valid variants file: {e}\nExpected a `[roles]` table (`baseline`, \
                  `reference`, optional `compare`) and `[[variant]]` tables with `name`, `description` and `patches = [..]`",
                 path.display()
-            )
+            )))
         })?;
         let mut seen = BTreeSet::new();
         for def in &file.variants {
             if !valid_name(&def.name) {
-                bail!(
+                bail!(exit::usage(format!(
                     "{}: variant name `{}` must use only a-z, 0-9, `-` and `_` (it names directories)",
                     path.display(),
                     def.name
-                );
+                )));
             }
             if !seen.insert(def.name.as_str()) {
-                bail!(
+                bail!(exit::usage(format!(
                     "{}: variant `{}` is defined twice",
                     path.display(),
                     def.name
-                );
+                )));
             }
         }
         if file.variants.is_empty() {
-            bail!("{}: defines no [[variant]]", path.display());
+            bail!(exit::usage(format!(
+                "{}: defines no [[variant]]",
+                path.display()
+            )));
         }
         for (role, name) in file.roles.named() {
             if !seen.contains(name) {
-                bail!(
+                bail!(exit::usage(format!(
                     "{}: [roles] {role} = `{name}` is not one of the variants ({})",
                     path.display(),
                     file.variants
@@ -192,7 +195,7 @@ impl Variants {
                         .map(|v| v.name.as_str())
                         .collect::<Vec<_>>()
                         .join(", ")
-                );
+                )));
             }
         }
         if let Some(c) = &file.roles.culprit {
@@ -201,11 +204,11 @@ impl Variants {
                     .chars()
                     .all(|ch| matches!(ch, '0'..='9' | 'a'..='f'));
             if !hex || c.subject.trim().is_empty() {
-                bail!(
+                bail!(exit::usage(format!(
                     "{}: [roles] culprit is `{c}`: give its 12-digit abbreviated hash (`git log \
                      --abbrev=12 --oneline`) and its subject",
                     path.display()
-                );
+                )));
             }
         }
         Ok(Variants {
@@ -237,11 +240,11 @@ impl Variants {
 
     fn def(&self, name: &str) -> Result<&VariantDef> {
         self.defs.iter().find(|d| d.name == name).with_context(|| {
-            format!(
+            exit::usage(format!(
                 "unknown variant `{name}`; known variants ({}): {}",
                 self.path.display(),
                 self.names().join(", ")
-            )
+            ))
         })
     }
 
@@ -289,11 +292,11 @@ impl Variants {
         let extra = Patch::read_all(file)?;
         let name = self.adhoc_name(file);
         if self.def(&name).is_ok() {
-            bail!(
+            bail!(exit::usage(format!(
                 "--patch {}: the name `{name}` is taken by a variant in {}; rename the file",
                 file.display(),
                 self.path.display()
-            );
+            )));
         }
         let under_test = UnderTest {
             variant: name.clone(),
@@ -416,16 +419,19 @@ impl Selection {
                 .position(|f| variants.adhoc_name(f) == v.name)
             {
                 if self.patches[i] != *file {
-                    bail!(
+                    bail!(exit::usage(format!(
                         "--patch {} and --patch {} would both build as `{}`: rename one of the files",
                         self.patches[i].display(),
                         file.display(),
                         v.name
-                    );
+                    )));
                 }
             }
             if out.iter().any(|o| o.name == v.name) {
-                bail!("--patch {} is given twice", file.display());
+                bail!(exit::usage(format!(
+                    "--patch {} is given twice",
+                    file.display()
+                )));
             }
             out.push(v);
         }

@@ -9,6 +9,7 @@ use xshell::Shell;
 use super::args::guest::{GuestArgs, DEFAULT_INIT};
 use crate::{
     analysis::stats::median,
+    exit,
     guest::{
         boot, fuse_server, initramfs,
         job::{self, Job},
@@ -57,10 +58,10 @@ impl BenchFuse {
     pub fn run(self, sh: &Shell) -> Result<()> {
         let machine = self.guest.machine()?;
         if machine.rdinit != DEFAULT_INIT {
-            bail!(
+            bail!(exit::usage(
                 "bench-fuse measures wbstall's own guest (its /init) against a bare one: \
                  drop --rdinit (debug the harness with qemu-test or shell)"
-            );
+            ));
         }
         let variant = match &self.variant {
             Some(v) => v.clone(),

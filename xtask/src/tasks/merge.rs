@@ -10,6 +10,7 @@ use anyhow::{bail, Context, Result};
 
 use crate::{
     analysis::verdict,
+    exit,
     report::{self, terminal::summary},
     results::{dir::ResultsDir, record::RunRecord, session::Session},
     util,
@@ -35,10 +36,10 @@ impl Merge {
             .collect::<Result<Vec<_>>>()?;
         let (session, records) = merge(&shards)?;
         if self.out.exists() {
-            bail!(
+            bail!(exit::usage(format!(
                 "--out {} exists: name a new directory (nothing was written)",
                 self.out.display()
-            );
+            )));
         }
         std::fs::create_dir_all(&self.out)
             .with_context(|| format!("creating {}", self.out.display()))?;
@@ -59,7 +60,9 @@ impl Merge {
         report::render(&self.out, &j)?;
         print!("{}", summary(&self.out, &j));
         if !j.passed() {
-            bail!("the verdict of the merged shards fails: see the FAIL lines above");
+            bail!(exit::fails(
+                "the verdict of the merged shards fails: see the FAIL lines above"
+            ));
         }
         Ok(())
     }
@@ -68,9 +71,12 @@ impl Merge {
 type ShardData = (PathBuf, Session, Vec<RunRecord>);
 
 fn read_dir(dir: &Path) -> Result<ShardData> {
-    let (session, records) = ResultsDir::new(dir)
-        .load()
-        .with_context(|| format!("reading the --shard results directory {}", dir.display()))?;
+    let (session, records) = ResultsDir::new(dir).load().with_context(|| {
+        exit::usage(format!(
+            "reading the --shard results directory {}",
+            dir.display()
+        ))
+    })?;
     Ok((dir.to_path_buf(), session, records))
 }
 
@@ -121,32 +127,35 @@ fn check_shards(shards: &[ShardData], count: u32) -> Result<()> {
     let mut seen = vec![None::<&Path>; count as usize];
     for (dir, s, _) in shards {
         let Some(shard) = s.shard else {
-            bail!("{} is not a shard (no --shard I/N)", dir.display());
+            bail!(exit::usage(format!(
+                "{} is not a shard (no --shard I/N)",
+                dir.display()
+            )));
         };
         if shard.count != count {
-            bail!(
+            bail!(exit::usage(format!(
                 "{} is shard {shard}, {} is of {count} shards: merge shards of one plan",
                 dir.display(),
                 first_dir.display()
-            );
+            )));
         }
         let slot = &mut seen[(shard.index - 1) as usize];
         if let Some(other) = slot {
-            bail!(
+            bail!(exit::usage(format!(
                 "shard {shard} is given twice: {} and {}",
                 other.display(),
                 dir.display()
-            );
+            )));
         }
         *slot = Some(dir);
         for ((what, a), (_, b)) in identity(first).iter().zip(identity(s)) {
             if *a != b {
-                bail!(
+                bail!(exit::usage(format!(
                     "{} and {} differ in their {what}:\n  {a}\n  {b}\nmerge shards of one \
                      qemu-test plan (same kernels, machine, clock, jobs, expectations)",
                     first_dir.display(),
                     dir.display()
-                );
+                )));
             }
         }
     }
@@ -155,7 +164,10 @@ fn check_shards(shards: &[ShardData], count: u32) -> Result<()> {
         .map(|i| format!("{i}/{count}"))
         .collect();
     if !missing.is_empty() {
-        bail!("shard(s) {} missing: merge all {count}", missing.join(", "));
+        bail!(exit::usage(format!(
+            "shard(s) {} missing: merge all {count}",
+            missing.join(", ")
+        )));
     }
     Ok(())
 }
@@ -163,11 +175,14 @@ fn check_shards(shards: &[ShardData], count: u32) -> Result<()> {
 /// The merged session and records, in the unsharded plan's order.
 pub fn merge(shards: &[ShardData]) -> Result<(Session, Vec<RunRecord>)> {
     let Some((first_dir, first, _)) = shards.first() else {
-        bail!("merge needs the shards' result directories");
+        bail!(exit::usage("merge needs the shards' result directories"));
     };
     let count = match first.shard {
         Some(s) => s.count,
-        None => bail!("{} is not a shard (no --shard I/N)", first_dir.display()),
+        None => bail!(exit::usage(format!(
+            "{} is not a shard (no --shard I/N)",
+            first_dir.display()
+        ))),
     };
     check_shards(shards, count)?;
     let mut session = first.clone();

@@ -12,6 +12,7 @@ use xshell::Shell;
 
 use super::args::guest::GuestArgs;
 use crate::{
+    exit,
     guest::{
         disk::{Disk, DiskKind},
         protocol,
@@ -64,13 +65,13 @@ impl ModuleStress {
             None => Variants::repo()?.roles.baseline,
         };
         if self.guest.flavour.no_rust {
-            bail!("module-stress exercises the wbstall module, which --no-rust kernels lack: drop --no-rust");
+            bail!(exit::usage("module-stress exercises the wbstall module, which --no-rust kernels lack: drop --no-rust"));
         }
         if self.guest.disk == DiskKind::Host {
-            bail!(
+            bail!(exit::usage(
                 "module-stress formats its own ext4 on the guest's null_blk disk for the memcg \
                  churn: drop --disk host"
-            );
+            ));
         }
         let (b, initrd) = self.guest.one_variant(sh, &self.source, &variant)?;
         let dir = util::unique_dir(&util::target_dir().join("module-stress"))?;
@@ -109,15 +110,20 @@ impl ModuleStress {
         let timeout =
             Duration::from_secs(300 + 15 * u64::from(self.cycles) + 60 * u64::from(self.churn));
         let out = qemu::run(sh, &cfg, timeout, &dir.join("qemu.log"))?;
-        let stream = out
-            .outcome
-            .map_err(|e| anyhow::anyhow!(e.explain(&console)))?;
+        // The kernel (and the module under test) crashed or hung.
+        let stream =
+            (out.outcome).map_err(|e| anyhow::anyhow!(exit::under_test(e.explain(&console))))?;
         // The console has every kernel message; dmesg's ring buffer may have wrapped
         // after a hundred loads (each prints its KUnit results).
         let console_text = fs::read_to_string(&console)
             .with_context(|| format!("reading the console log {}", console.display()))?;
-        let report = judge(&stream, self.cycles, self.churn, &console_text)
-            .map_err(|e| anyhow::anyhow!("{e:#}\nconsole: {}", console.display()))?;
+        // A check of the module failed.
+        let report = judge(&stream, self.cycles, self.churn, &console_text).map_err(|e| {
+            anyhow::anyhow!(exit::fails(format!(
+                "{e:#}\nconsole: {}",
+                console.display()
+            )))
+        })?;
         println!(
             "module-stress: done in {:.0} s on {}{}",
             out.wall_secs,

@@ -4,6 +4,7 @@
 use anyhow::Context;
 
 use crate::{
+    exit,
     report::{render, terminal::summary},
     results::dir::ResultsDir,
 };
@@ -50,12 +51,18 @@ pub enum Format {
 impl ReportCmd {
     pub fn run(self, _sh: &xshell::Shell) -> anyhow::Result<()> {
         let dir = ResultsDir::new(&self.dir);
-        let (mut session, records) = dir.load()?;
+        let (mut session, records) = dir.load().with_context(|| {
+            exit::usage(format!(
+                "{} is not a results directory qemu-test, host-test or merge made",
+                self.dir.display()
+            ))
+        })?;
         if self.floors {
             session.floors = session.floors_today(&crate::analysis::cost::keys())?;
         }
         let expected =
-            crate::analysis::verdict::session_expectations(&session, self.expected.as_deref())?;
+            crate::analysis::verdict::session_expectations(&session, self.expected.as_deref())
+                .with_context(|| exit::usage("reading the expectations"))?;
         let j = crate::analysis::judge(&session, &records, &expected)?;
         render(&self.dir, &j)?;
         match self.format {
@@ -75,10 +82,10 @@ impl ReportCmd {
         }
         print!("{}", summary(&self.dir, &j));
         if !j.passed() {
-            anyhow::bail!(
+            anyhow::bail!(exit::fails(format!(
                 "the verdict of {} fails: see the FAIL lines above",
                 self.dir.display()
-            );
+            )));
         }
         Ok(())
     }

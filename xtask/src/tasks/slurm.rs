@@ -14,6 +14,7 @@ use anyhow::{bail, Context, Result};
 use xshell::{cmd, Shell};
 
 use crate::{
+    exit,
     guest::{fuse_server::External, stage},
     kernel::{build, variants::Variants},
     progress::{self, Event},
@@ -143,21 +144,23 @@ impl Slurm {
         let argv = std::iter::once("qemu-test").chain(self.qemu_test.iter().map(String::as_str));
         let q = args::try_parse_from::<QemuTest>(argv)
             .map_err(|e| anyhow::anyhow!("{e}"))
-            .context("the qemu-test flags after `--`")?;
+            .context(exit::usage("the qemu-test flags after `--`"))?;
         for (flag, ours) in OWN_FLAGS {
             if self
                 .qemu_test
                 .iter()
                 .any(|a| a.split('=').next() == Some(*flag))
             {
-                bail!("{flag}: the job script sets it per shard; give `cargo xtask slurm {ours}`");
+                bail!(exit::usage(format!(
+                    "{flag}: the job script sets it per shard; give `cargo xtask slurm {ours}`"
+                )));
             }
         }
         if !q.selection.patches.is_empty() || !q.selection.revs.is_empty() {
-            bail!(
+            bail!(exit::usage(
                 "--patch and --rev need a kernel build, and the shards only boot (--no-build): \
                  select variants of patches/variants.toml built in this checkout"
-            );
+            ));
         }
         let flavour = q.guest.flavour.with_source(&q.source)?;
         let kernels = flavour.kernels_dir()?;
@@ -168,10 +171,10 @@ impl Slurm {
             .map(|v| v.name)
             .collect();
         for v in &variants {
-            build::load_built(v, &flavour).context(
+            build::load_built(v, &flavour).context(exit::usage(
                 "the shards boot the kernels of this checkout (--no-build): build them \
                  here once, on the filesystem the nodes share",
-            )?;
+            ))?;
         }
         let mut qemu_test = self.qemu_test.clone();
         if !q.guest.no_build {
@@ -222,11 +225,11 @@ impl Jobs {
             &self.kernels,
         ] {
             if !p.to_str().is_some_and(|s| s.chars().all(plain)) {
-                bail!(
+                bail!(exit::usage(format!(
                     "`{}`: #SBATCH lines take no quoting: use paths of letters, digits and \
                      / . _ - + (check out the repository, or give --dir, elsewhere)",
                     p.display()
-                );
+                )));
             }
         }
         for s in self.partition.iter().chain(&self.time) {
@@ -235,7 +238,9 @@ impl Jobs {
                     .chars()
                     .all(|c| c.is_ascii_alphanumeric() || "-_:,.".contains(c))
             {
-                bail!("`{s}` is not a Slurm partition name or time limit");
+                bail!(exit::usage(format!(
+                    "`{s}` is not a Slurm partition name or time limit"
+                )));
             }
         }
         Ok(())
@@ -364,10 +369,10 @@ impl Jobs {
     pub fn write(&self) -> Result<(PathBuf, PathBuf)> {
         let logs = self.dir.join("logs");
         if self.dir.read_dir().is_ok_and(|mut d| d.next().is_some()) {
-            bail!(
+            bail!(exit::usage(format!(
                 "{} is not empty: give `--dir` a new directory",
                 self.dir.display()
-            );
+            )));
         }
         std::fs::create_dir_all(&logs).with_context(|| format!("creating {}", logs.display()))?;
         let bin = self

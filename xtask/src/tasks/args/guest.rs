@@ -9,7 +9,7 @@ use xshell::Shell;
 
 use crate::{
     cli::heading,
-    deps,
+    deps, exit,
     guest::{
         disk::{self, Disk, DiskKind},
         fuse_server, initramfs,
@@ -163,11 +163,11 @@ impl GuestArgs {
             .all(|c| c.is_ascii_alphanumeric() || "-_.,+=".contains(c))
             || self.cpu_model.is_empty()
         {
-            bail!(
+            bail!(exit::usage(format!(
                 "--cpu-model `{}` is not a QEMU CPU model name (see \
                  `qemu-system-x86_64 -cpu help`)",
                 self.cpu_model
-            );
+            )));
         }
         for a in &self.kernel_args {
             let ours = ["console=", "rdinit=", "panic=", "wbstall."];
@@ -176,18 +176,18 @@ impl GuestArgs {
                 || a.chars().any(char::is_whitespace)
                 || (ours.iter().any(|o| a.starts_with(o)) && !hook)
             {
-                bail!(
+                bail!(exit::usage(format!(
                     "--kernel-arg `{a}`: give one argument without spaces per flag, and none \
                      of wbstall's own ({}; the test hook wbstall.fault= is allowed)",
                     ours.join(", ")
-                );
+                )));
             }
         }
         let disk = match (self.disk, self.disk_mbps) {
-            (DiskKind::Host, Some(_)) => bail!(
+            (DiskKind::Host, Some(_)) => bail!(exit::usage(
                 "--disk-mbps caps the null_blk disk; the host's disk (--disk host) has no \
                  cap: drop one of the two"
-            ),
+            )),
             (kind, mbps) => Disk::from_flags(kind, mbps.unwrap_or(disk::DEFAULT_MBPS)),
         };
         Ok(Machine {
@@ -290,7 +290,7 @@ fn load_selected(selection: &Selection, flavour: &Flavour) -> Result<Vec<Built>>
             .collect();
     }
     if !selection.patches.is_empty() {
-        bail!("--patch needs a build: drop --no-build");
+        bail!(exit::usage("--patch needs a build: drop --no-build"));
     }
     let sources = module::source_sha256(&root.join(module::MODULE_DIR))?;
     names
@@ -298,7 +298,7 @@ fn load_selected(selection: &Selection, flavour: &Flavour) -> Result<Vec<Built>>
         .map(|n| {
             let b = kernel::load_built(n, flavour)?;
             if b.module_file().is_some() && b.meta.module_source_sha256 != sources {
-                bail!(
+                bail!(exit::usage(format!(
                     "--no-build: the `{n}` kernel's wbstall.ko was built from other module \
                      sources than rust-module/ holds now (sha256 {} recorded, {sources} now): \
                      drop --no-build, or run `cargo xtask build-kernel --variant {n}`",
@@ -307,7 +307,7 @@ fn load_selected(selection: &Selection, flavour: &Flavour) -> Result<Vec<Built>>
                     } else {
                         &b.meta.module_source_sha256
                     }
-                );
+                )));
             }
             Ok(b)
         })
@@ -354,14 +354,14 @@ pub fn accel_and_clock(
 ) -> Result<(Accel, Clock, Option<String>)> {
     let virt = Clock::Virtual { shift };
     match (accel, detected.unwrap_or(Accel::Tcg), clock) {
-        (Some(Accel::Native), _, _) | (None, Accel::Native, _) => bail!(
+        (Some(Accel::Native), _, _) | (None, Accel::Native, _) => bail!(exit::usage(
             "no QEMU accelerator is `native`: the scenarios on the running kernel are \
              `cargo xtask host-test`"
-        ),
-        (Some(Accel::Kvm), _, Some(ClockMode::Virtual)) => bail!(
+        )),
+        (Some(Accel::Kvm), _, Some(ClockMode::Virtual)) => bail!(exit::usage(
             "--clock virtual needs TCG (QEMU's -icount counts translated instructions; KVM \
              runs them on the host CPU): drop --accel kvm, or drop --clock virtual"
-        ),
+        )),
         (None, Accel::Kvm, Some(ClockMode::Virtual)) => Ok((
             Accel::Tcg,
             virt,

@@ -4,6 +4,7 @@
 use anyhow::{bail, Result};
 
 use crate::{
+    exit,
     guest::{
         job::{self, Job},
         plan::{self, Phase},
@@ -69,13 +70,13 @@ impl JobArgs {
         };
         let cycle_ms = cycles.cycle_ms();
         if offset_ms >= cycle_ms {
-            bail!(
+            bail!(exit::usage(format!(
                 "--phase {offset_ms}: {}'s phase cycle is {cycle_ms} ms (its [phase] timers, \
                  {:?} ms); give an offset from 0 to {}",
                 scen.name,
                 cycles.cycles_ms,
                 cycle_ms - 1
-            );
+            )));
         }
         Ok(Some(Phase {
             cycle_ms,

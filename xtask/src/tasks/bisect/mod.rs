@@ -27,6 +27,7 @@ use self::{
 };
 use super::args::guest::GuestArgs;
 use crate::{
+    exit,
     guest::{plan, scenario},
     kernel::patch::Patch,
     progress::{self, Event},
@@ -126,7 +127,7 @@ pub fn check_ends(good_rev: &str, good: &StepRow, bad_rev: &str, bad: &StepRow) 
         )),
     }
     if !wrong.is_empty() {
-        bail!("{}", wrong.join("\n"));
+        bail!(exit::usage(wrong.join("\n")));
     }
     Ok(())
 }
@@ -139,19 +140,20 @@ fn commit(sh: &Shell, dir: &Path, rev: &str) -> Result<String> {
         .ignore_stderr()
         .read()
         .with_context(|| {
-            format!(
+            exit::usage(format!(
                 "`{rev}` is not a commit of {}: give a branch, tag or hash it has (`git -C {} log --oneline`)",
                 dir.display(),
                 dir.display()
-            )
+            ))
         })
 }
 
 /// The tree must be a git work tree's top. Uncommitted changes and a bisect
 /// of the user's own are no obstacle: the bisect runs in a worktree.
 fn check_tree(sh: &Shell, dir: &Path) -> Result<PathBuf> {
-    let dir = fs::canonicalize(dir)
-        .with_context(|| format!("--kernel-src {}: no such directory", dir.display()))?;
+    let dir = fs::canonicalize(dir).with_context(|| {
+        exit::usage(format!("--kernel-src {}: no such directory", dir.display()))
+    })?;
     let top = cmd!(sh, "git -C {dir} rev-parse --show-toplevel")
         .quiet()
         .ignore_stderr()
@@ -159,11 +161,11 @@ fn check_tree(sh: &Shell, dir: &Path) -> Result<PathBuf> {
         .ok()
         .map(PathBuf::from);
     if top.as_deref() != Some(dir.as_path()) {
-        bail!(
+        bail!(exit::usage(format!(
             "{} is not the top of a git repository: bisect needs the tree's history \
              (clone the tree with git, or give the repository's top directory)",
             dir.display()
-        );
+        )));
     }
     Ok(dir)
 }
@@ -181,7 +183,8 @@ fn worktree_path(repo: &Path) -> PathBuf {
 /// step runs in the worktree.
 fn absolute(guest: &GuestArgs) -> Result<GuestArgs> {
     let abs = |p: &PathBuf, flag: &str| {
-        fs::canonicalize(p).with_context(|| format!("{flag} {}: no such file", p.display()))
+        fs::canonicalize(p)
+            .with_context(|| exit::usage(format!("{flag} {}: no such file", p.display())))
     };
     let mut g = guest.clone();
     if let Some(c) = &guest.flavour.base_config {
@@ -211,10 +214,10 @@ impl Bisect {
     fn step_task(&self, repo: &Path, worktree: &Path, log: &Path) -> Result<BisectStep> {
         let mut step = self.step.clone();
         if let Some(p) = &step.patch {
-            step.patch = Some(
-                fs::canonicalize(p)
-                    .with_context(|| format!("--patch {}: no such file", p.display()))?,
-            );
+            step.patch =
+                Some(fs::canonicalize(p).with_context(|| {
+                    exit::usage(format!("--patch {}: no such file", p.display()))
+                })?);
         }
         Ok(BisectStep {
             kernel_src: worktree.to_path_buf(),
@@ -240,19 +243,21 @@ impl Bisect {
             .run()
             .is_err()
         {
-            bail!(
+            bail!(exit::usage(format!(
                 "--good {} is not an ancestor of --bad {}: give the older, stall-free commit as --good",
                 self.good,
                 self.bad
-            );
+            )));
         }
         if self.guest.no_build {
-            bail!("--no-build: every bisect step builds its own commit: drop --no-build");
+            bail!(exit::usage(
+                "--no-build: every bisect step builds its own commit: drop --no-build"
+            ));
         }
         // Checked before anything is built.
         let scen = scenario::by_name(&self.step.scenario)?;
         plan::check_clock(&self.guest.machine()?, &[scen])?;
-        step_expectations()?;
+        step_expectations().with_context(|| exit::usage("reading the expectations"))?;
         if let Some(p) = &self.step.patch {
             Patch::read_all(p)?;
         }
@@ -272,6 +277,7 @@ impl Bisect {
         let (rows, bisect_log, ran) = in_worktree(sh, &dir, &worktree, &good, |wt| {
             self.bisect_in(sh, &dir, wt, (&good, &bad), &out, &log)
         })?;
+        aborted(&rows, &ran, &out)?;
         // A step that died before writing its row (a crash reads as `bad` to
         // git bisect run) makes the result worthless.
         let tested = tested_commits(&bisect_log);
@@ -286,11 +292,13 @@ impl Bisect {
             );
         }
         let Some(first) = first_bad(&bisect_log) else {
-            bail!(
-                "git bisect run found no first bad commit:\n{}{}",
+            // Not aborted: the commits left could not be judged (skipped).
+            bail!(exit::under_test(format!(
+                "git bisect run found no first bad commit (the commits left were skipped: they \
+                 could not be judged, see the table):\n{}{}",
                 String::from_utf8_lossy(&ran.stdout),
                 String::from_utf8_lossy(&ran.stderr)
-            );
+            )));
         };
         println!(
             "bisect: first bad commit {first}\nbisect: the 2 end points and {} step(s) in \
@@ -325,9 +333,20 @@ impl Bisect {
         let mut ends = Vec::new();
         for (end, rev) in [(End::Good, good), (End::Bad, bad)] {
             wt.checkout(sh, rev)?;
-            let mut row = task.row(sh);
+            let (mut row, outcome) = task.row(sh);
             row.end = Some(end);
             append_row(log, &row)?;
+            // The harness failed (not the commit): no bisect can run.
+            if row.exit == i32::from(exit::HARNESS) {
+                ends.push(row);
+                print!("{}", table(&ends));
+                return Err(outcome
+                    .err()
+                    .unwrap_or_else(|| anyhow::anyhow!("the step failed"))
+                    .context(format!(
+                        "measuring the end point {rev}: bisect did not start"
+                    )));
+            }
             ends.push(row);
         }
         if let Err(e) = check_ends(&self.good, &ends[0], &self.bad, &ends[1]) {
@@ -364,6 +383,34 @@ impl Bisect {
         print!("{}", table(&rows));
         Ok((rows, bisect_log, ran))
     }
+}
+
+/// `git bisect run` aborted: a step exited 200 (the harness failed: its row
+/// says why) or above 127 otherwise (a signal). Said, naming the commit, and
+/// an error of the harness's (200), never a bisect's answer.
+fn aborted(rows: &[StepRow], ran: &std::process::Output, out: &Path) -> Result<()> {
+    let harness = i32::from(exit::HARNESS);
+    if let Some(r) = rows.iter().find(|r| r.end.is_none() && r.exit == harness) {
+        bail!(
+            "git bisect aborted at commit {} ({}): the step failed for a reason that is not \
+             the commit's, so no commit was marked: {}; fix that and run bisect again \
+             (steps in {})",
+            &r.commit[..r.commit.len().min(12)],
+            r.subject,
+            r.verdict,
+            out.display()
+        );
+    }
+    let said = String::from_utf8_lossy(&ran.stderr);
+    if let Some(line) = said.lines().find(|l| l.contains("bisect run failed")) {
+        bail!(
+            "git bisect aborted: `{}` (a step was killed or exited above 127 without a row); \
+             see {}",
+            line.trim(),
+            out.display()
+        );
+    }
+    Ok(())
 }
 
 /// `# first bad commit: [<hash>] <subject>` of `git bisect log`.
@@ -547,6 +594,67 @@ mod tests {
             t.contains("ecaf5c41     skip           -         -     12  kernel: unrelated"),
             "{t}"
         );
+    }
+
+    #[test]
+    fn a_step_that_exits_200_aborts_git_bisect_run_and_bisect_says_where() {
+        // Real git bisect run, a step that exits 200 at c3 (after writing
+        // its row, as bisect-step does): git aborts, bisect names the
+        // commit and the row's reason, and its error is the harness's.
+        let repo = history("bisect-abort");
+        let d = repo.path();
+        let sh = Shell::new().unwrap();
+        let rev = |r: &str| git(d, &["rev-parse", r]).trim().to_string();
+        let c3 = rev("c3");
+        let step = d.join("step.sh");
+        fs::write(
+            &step,
+            format!(
+                "#!/bin/sh\n[ \"$(git rev-parse HEAD)\" = {c3} ] && exit 200\n\
+                 [ -e stall ] && exit 1\nexit 0\n"
+            ),
+        )
+        .unwrap();
+        let (good, bad) = (rev("c1"), rev("c5"));
+        git(d, &["bisect", "start", &bad, &good]);
+        let ran = cmd!(sh, "git -C {d} bisect run sh {step}")
+            .ignore_status()
+            .output()
+            .unwrap();
+        assert!(!ran.status.success());
+        let mut abort = row(
+            "abort: starting qemu-system-x86_64: not found",
+            None,
+            None,
+            200,
+        );
+        abort.commit = c3.clone();
+        let e = aborted(&[abort], &ran, Path::new("/out")).unwrap_err();
+        assert_eq!(exit::Class::of(&e), exit::Class::Harness);
+        assert!(
+            e.to_string().starts_with(&format!(
+                "git bisect aborted at commit {} (mm: restore): the step failed for a reason \
+                 that is not the commit's, so no commit was marked: abort: starting \
+                 qemu-system-x86_64: not found;",
+                &c3[..12]
+            )),
+            "{e}"
+        );
+        // Without the row (the step was killed): git's own words.
+        let e = aborted(&[], &ran, Path::new("/out"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("git bisect aborted: `error: bisect run failed: exit code 200 from"),
+            "{e}"
+        );
+        // A run that ended: no abort.
+        let ok = std::process::Output {
+            status: ran.status,
+            stdout: Vec::new(),
+            stderr: Vec::new(),
+        };
+        assert!(aborted(&[row("ok", None, None, 0)], &ok, Path::new("/out")).is_ok());
     }
 
     #[test]

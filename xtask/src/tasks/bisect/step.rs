@@ -19,7 +19,7 @@ use crate::{
         judgement::{Planned, Verdict},
         verdict,
     },
-    deps,
+    deps, exit,
     guest::{
         boot, fuse_server, initramfs,
         job::{self, Job},
@@ -80,8 +80,11 @@ pub const VARIANT: &str = "bisect";
 
 /// One step of a bisect run (called by `git bisect run`): build the checked
 /// out commit, boot it once, and judge the run as `qemu-test` judges a cell
-/// ([`judge_step`]): exit 0 (judged `ok`), 1 (judged `stall`) or 125 (skip:
-/// the build or boot failed, the run is no evidence, or it is neither).
+/// ([`judge_step`]): exit 0 (judged `ok`), 1 (judged `stall`), 125 (skip:
+/// the commit does not build because of its code, its kernel crashes or
+/// hangs, the run is no evidence, or it is neither), or 200 when the harness
+/// failed (QEMU missing, the disk full, ...): git bisect run then aborts
+/// instead of skipping ([`exit::Class::bisect_step_code`]).
 #[derive(Debug, clap::Args)]
 pub struct BisectStep {
     #[arg(long, value_name = "DIR")]
@@ -103,9 +106,9 @@ pub struct BisectStep {
 /// What a step came to: `git bisect run`'s exit code and the row's numbers.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Judged {
-    /// 0 (ok), 1 (stall) or 125 (skip).
+    /// 0 (ok), 1 (stall), 125 (skip) or 200 (abort).
     pub exit: i32,
-    /// `ok`, `stall`, or `skip: <why>`.
+    /// `ok`, `stall`, `skip: <why>` or `abort: <why>`.
     pub verdict: String,
     pub stall_share: Option<f64>,
     pub mib_s: Option<f64>,
@@ -209,8 +212,11 @@ pub(super) fn step_expectations() -> Result<Expected> {
 }
 
 impl BisectStep {
+    /// The step: its row logged, its outcome the error `main` exits by
+    /// ([`exit::Class::bisect_step_code`]): none for ok (0), the stall (1),
+    /// a commit that cannot be judged (125), the harness's failure (200).
     pub fn run(self, sh: &Shell) -> Result<()> {
-        let r = self.row(sh);
+        let (r, outcome) = self.row(sh);
         append_row(&self.log, &r)?;
         progress::emit(Event::Note(&format!(
             "bisect-step {}: {} (exit {})",
@@ -218,12 +224,13 @@ impl BisectStep {
             r.verdict,
             r.exit
         )));
-        reaper_exit(r.exit)
+        outcome
     }
 
     /// Measures and judges the checked-out commit: its row (a failure to
-    /// build, boot or judge is a `skip` row saying why).
-    pub(super) fn row(&self, sh: &Shell) -> StepRow {
+    /// build, boot or judge is a `skip` or `abort` row saying why) and the
+    /// step's outcome, an error of the row's class.
+    pub(super) fn row(&self, sh: &Shell) -> (StepRow, Result<()>) {
         let started = Instant::now();
         let dir = &self.kernel_src;
         let head = cmd!(sh, "git -C {dir} log -1 --format=%H%x00%s")
@@ -231,20 +238,23 @@ impl BisectStep {
             .read()
             .unwrap_or_default();
         let (hash, subject) = head.split_once('\0').unwrap_or((&head, ""));
-        let judged = step_expectations()
-            .and_then(|expected| Ok((self.measure(sh)?, expected)))
-            .map(|(rec, expected)| judge_step(&[rec], &expected, &self.step.scenario))
-            .unwrap_or_else(|e| Judged {
-                exit: 125,
-                verdict: format!("skip: {e:#}"),
-                stall_share: None,
-                mib_s: None,
-                unusable: Vec::new(),
-            });
+        let (judged, outcome) =
+            match step_expectations().and_then(|expected| Ok((self.measure(sh)?, expected))) {
+                Ok((rec, expected)) => {
+                    let j = judge_step(&[rec], &expected, &self.step.scenario);
+                    let outcome = match j.exit {
+                        0 => Ok(()),
+                        1 => Err(anyhow::anyhow!(exit::fails("the commit stalls"))),
+                        _ => Err(anyhow::anyhow!(exit::under_test(j.verdict.clone()))),
+                    };
+                    (j, outcome)
+                }
+                Err(e) => (failed(&e), Err(e)),
+            };
         for p in &judged.unusable {
             progress::emit(Event::Unusable(p));
         }
-        StepRow {
+        let row = StepRow {
             commit: hash.to_string(),
             subject: subject.to_string(),
             verdict: judged.verdict,
@@ -253,7 +263,8 @@ impl BisectStep {
             seconds: (started.elapsed().as_secs_f64() * 10.0).round() / 10.0,
             exit: judged.exit,
             end: None,
-        }
+        };
+        (row, outcome)
     }
 
     /// Builds the checked-out commit (plus the patch), boots it once, and
@@ -294,22 +305,82 @@ impl BisectStep {
         };
         let dir = util::unique_dir(&util::target_dir().join("bisect-step"))?;
         let booted = boot::boot(sh, &dir, &b).context("booting the step's kernel")?;
+        // What the kernel sent cannot be read: the run is no evidence.
         let rec = builder::build(RunContext::of(&b, &booted), &booted.stream)
-            .context("reading the step's run")?;
+            .with_context(|| exit::under_test("reading the step's run"))?;
         Ok(rec)
     }
 }
 
-/// Exits with `code` (git bisect run reads it) after the reaper's check.
-fn reaper_exit(code: i32) -> ! {
-    crate::reaper::yield_to_signal();
-    std::process::exit(code)
+/// The row of a step that could not be measured: `skip` (125) when the
+/// commit is to blame ([`exit::Class::UnderTest`]: it does not build because
+/// of its code, its kernel crashes), else `abort` (200): git bisect run must
+/// stop, not skip.
+fn failed(e: &anyhow::Error) -> Judged {
+    let code = exit::Class::of(e).bisect_step_code();
+    let word = match code {
+        exit::SKIP => "skip",
+        _ => "abort",
+    };
+    Judged {
+        exit: code.into(),
+        verdict: format!("{word}: {e:#}"),
+        stall_share: None,
+        mib_s: None,
+        unusable: Vec::new(),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::test_support::rec;
+
+    #[test]
+    fn a_revision_that_does_not_build_is_skipped_and_a_harness_failure_aborts() {
+        use crate::kernel::build_failure::{classify, Tested};
+        // The bisected tree's own compile error (a real make log): 125.
+        let t = util::testdir::Dir::new("step-exit");
+        fs::create_dir_all(t.path().join("mm")).unwrap();
+        fs::write(t.path().join("mm/page-writeback.c"), "").unwrap();
+        let log =
+            fs::read_to_string(util::project_root().join("xtask/fixtures/make/compile-error.log"))
+                .unwrap();
+        let made = anyhow::anyhow!("building the bisect kernel failed (exit status: 2)");
+        let j = failed(&classify(made, &log, t.path(), &Tested::Tree));
+        assert_eq!(j.exit, 125, "{j:?}");
+        assert!(
+            j.verdict.starts_with(
+                "skip: the tree under test does not build: errors in mm/page-writeback.c"
+            ),
+            "{}",
+            j.verdict
+        );
+        // The same make, killed (a harness's failure): 200, git bisect run
+        // aborts.
+        let killed =
+            fs::read_to_string(util::project_root().join("xtask/fixtures/make/killed.log"))
+                .unwrap();
+        let made = anyhow::anyhow!("building the bisect kernel failed (exit status: 2)");
+        let j = failed(&classify(made, &killed, t.path(), &Tested::Tree));
+        assert_eq!(j.exit, 200, "{j:?}");
+        assert!(j
+            .verdict
+            .starts_with("abort: the build failed because a command was killed"));
+        // QEMU missing, a usage error (the step's argv is bisect's own): 200.
+        let j = failed(&anyhow::anyhow!("starting qemu-system-x86_64"));
+        assert_eq!(
+            (j.exit, j.verdict.as_str()),
+            (200, "abort: starting qemu-system-x86_64")
+        );
+        let j = failed(&anyhow::anyhow!(exit::usage("unknown scenario `x`")));
+        assert_eq!(j.exit, 200);
+        // The kernel panicked before the measurement: 125.
+        let j = failed(&anyhow::anyhow!(exit::under_test(
+            "the guest kernel panicked"
+        )));
+        assert_eq!(j.exit, 125);
+    }
 
     #[test]
     fn a_step_is_judged_as_a_qemu_test_cell_against_the_repository_expectations() {

@@ -20,7 +20,7 @@ use self::{
 };
 use crate::{
     analysis::expected::{self, load_expectations, ExpectArgs, Expected},
-    deps,
+    deps, exit,
     guest::{
         fio,
         fuse_server::{self, UserServer},
@@ -163,10 +163,7 @@ impl HostTest {
             progress::emit(Event::Note(&format!("host-test: {line}")));
         }
         let out = finish(dir, session, records, expected)?;
-        if !out.passed() {
-            bail!("host-test failed: see the FAIL lines above");
-        }
-        Ok(())
+        out.result("host-test")
     }
 
     /// One run of `scen`: the script on the host, its stream made a record.
@@ -256,12 +253,12 @@ impl HostTest {
             names = DEFAULT_SCENARIOS.iter().map(|s| s.to_string()).collect();
         }
         if let Some(n) = names.iter().find(|n| !HOST_SCENARIOS.contains(&n.as_str())) {
-            bail!(
+            bail!(exit::usage(format!(
                 "host-test runs {}; `{n}` needs what only a guest has here (its writers \
                  in a memcg of their own under a cgroup2 memory controller): run it with \
                  `cargo xtask qemu-test --scenario {n}`",
                 HOST_SCENARIOS.join(", ")
-            );
+            )));
         }
         scenario::select(&names)
     }
@@ -288,9 +285,11 @@ impl HostTest {
         let file = util::project_root().join(expected::EXPECTED_FILE);
         let text =
             fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
-        let mut e = load_expectations(&text, &file, &[HOST])?;
+        let mut e = load_expectations(&text, &file, &[HOST])
+            .with_context(|| exit::usage("reading the expectations"))?;
         let all: Vec<&str> = scenario::all()?.iter().map(|s| s.name).collect();
-        let given = ExpectArgs::parse(&self.expect, &all)?;
+        let given = ExpectArgs::parse(&self.expect, &all)
+            .with_context(|| exit::usage("reading --expect"))?;
         let reference = Variants::repo()?.roles.reference;
         let names: Vec<&str> = scenarios.iter().map(|s| s.name).collect();
         let said = e.expect_patch(HOST, &reference, &names, &given);
@@ -368,7 +367,9 @@ fn samples_file(ran: &host::Ran, dir: &std::path::Path, name: &str) -> Result<Op
 /// Root, FUSE, unshare: refused clearly before anything changes.
 fn preflight() -> Result<()> {
     if !util::is_root() {
-        bail!("host-test changes the kernel's dirty limits and mounts FUSE: run it as root");
+        bail!(exit::usage(
+            "host-test changes the kernel's dirty limits and mounts FUSE: run it as root"
+        ));
     }
     if !std::path::Path::new("/dev/fuse").exists() {
         bail!("no /dev/fuse: the running kernel lacks FUSE (CONFIG_FUSE_FS; modprobe fuse)");

@@ -16,6 +16,7 @@ use crate::{
         judgement::{Planned, Verdict},
         verdict,
     },
+    exit::{self, Class},
     guest::{
         boot, initramfs,
         plan::{self, Boot, Detector, Plan},
@@ -70,7 +71,7 @@ pub fn boot_all(
         // A boot that ends because a signal stops xtask (Ctrl-C killed its
         // QEMU) is no failure: nothing is written, `--resume` boots it again.
         crate::reaper::yield_to_signal();
-        let end = boot_ended(&plan.boots[i], booted);
+        let end = boot_ended(&plan.boots[i], booted)?;
         let recorded = end.is_ok();
         ends[i] = Some(end);
         let (records, failures) = all(&ends, session);
@@ -140,10 +141,23 @@ pub fn in_plan_order<T, E: Clone>(ends: &[Option<Result<T, E>>]) -> (Vec<&T>, Ve
     )
 }
 
-/// The record of a boot that ended, or why it has none; says which.
-fn boot_ended(b: &Boot, booted: Result<boot::Booted>) -> Result<RunRecord, BootFailure> {
+/// The record of a boot that ended, or why it has none (the kernel crashed,
+/// hung or sent no result, or what it sent cannot be read); says which. An
+/// error of the harness (QEMU missing or failing, the kernel image damaged,
+/// a file not written) is no run's: it stops the plan (the error), and
+/// `--resume` boots the boot again.
+fn boot_ended(b: &Boot, booted: Result<boot::Booted>) -> Result<Result<RunRecord, BootFailure>> {
+    let booted = match booted {
+        Err(e) if Class::of(&e) == Class::Harness => {
+            return Err(e.context(format!(
+                "booting {} (the harness's failure, not the kernel's)",
+                b.id()
+            )));
+        }
+        b => b,
+    };
     let rec = booted.and_then(|booted| builder::build(RunContext::of(b, &booted), &booted.stream));
-    match rec {
+    Ok(match rec {
         Ok(rec) => {
             recorded(&rec);
             Ok(rec)
@@ -156,7 +170,7 @@ fn boot_ended(b: &Boot, booted: Result<boot::Booted>) -> Result<RunRecord, BootF
             progress::emit(Event::BootFailed(&failure.to_string()));
             Err(failure)
         }
-    }
+    })
 }
 
 /// Says what a run's record came to, as it comes back. Whether it is
@@ -227,6 +241,18 @@ impl Outcome {
 
     pub fn passed(&self) -> bool {
         self.passed
+    }
+
+    /// The task's end: none when it passed, else the failing verdict (exit
+    /// 1): a cell that fails its expectation, or a boot whose kernel gave
+    /// no record (the harness's failures stopped the plan before).
+    pub fn result(&self, task: &str) -> Result<()> {
+        match self.passed() {
+            true => Ok(()),
+            false => Err(anyhow::anyhow!(exit::fails(format!(
+                "{task} failed: see the FAIL lines above"
+            )))),
+        }
     }
 }
 

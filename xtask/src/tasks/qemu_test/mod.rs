@@ -33,7 +33,7 @@ use crate::{
         stats,
     },
     cli::heading,
-    deps,
+    deps, exit,
     guest::{
         fuse_server::{self, External, UserServer},
         plan::{self, Boot, Plan, Runs},
@@ -214,7 +214,7 @@ impl QemuTest {
     fn runs(&self, scenarios: &[Scenario], clock: Clock) -> Result<(Runs, Option<String>)> {
         if let Some(n) = self.runs {
             return match n {
-                0 => bail!("--runs must be at least 1"),
+                0 => bail!(exit::usage("--runs must be at least 1")),
                 n => Ok((Runs::uniform(scenarios, n), None)),
             };
         }
@@ -247,10 +247,10 @@ impl QemuTest {
             .map(|v| v.name)
             .collect();
         if !selected.contains(name) {
-            bail!(
+            bail!(exit::usage(format!(
                 "--aa {name}: that variant is not selected (selected: {})",
                 selected.join(", ")
-            );
+            )));
         }
         Ok(())
     }
@@ -268,19 +268,21 @@ impl QemuTest {
             .expected
             .clone()
             .unwrap_or_else(|| util::project_root().join(expected::EXPECTED_FILE));
-        let text =
-            fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
+        let text = fs::read_to_string(&file)
+            .with_context(|| exit::usage(format!("reading {}", file.display())))?;
         let names: Vec<&str> = under_test.iter().map(|u| u.variant.as_str()).collect();
-        let mut expected = load_expectations(&text, &file, &names)?;
+        let mut expected = load_expectations(&text, &file, &names)
+            .with_context(|| exit::usage("reading the expectations"))?;
         let scenario_names: Vec<&str> = scenarios.iter().map(|s| s.name).collect();
         let all: Vec<&str> = scenario::all()?.iter().map(|s| s.name).collect();
-        let given = ExpectArgs::parse(&self.expect, &all)?;
+        let given = ExpectArgs::parse(&self.expect, &all)
+            .with_context(|| exit::usage("reading --expect"))?;
         if under_test.is_empty() && !self.expect.is_empty() {
-            bail!(
+            bail!(exit::usage(format!(
                 "--expect is what a patch under test must do: give it with --patch FILE or \
                  --rev REV (the variants of patches/variants.toml are judged by {})",
                 file.display()
-            );
+            )));
         }
         for u in under_test {
             progress::emit(Event::Note(&format!(
@@ -367,10 +369,7 @@ impl QemuTest {
             }
             None => self.measure(sh)?,
         };
-        if !out.passed() {
-            bail!("qemu-test failed: see the FAIL lines above");
-        }
-        Ok(())
+        out.result("qemu-test")
     }
 
     /// Every input of the session, checked before the long work starts.
@@ -453,11 +452,11 @@ impl QemuTest {
         self.resume = None;
         let bare = args::try_parse_from::<QemuTest>(["qemu-test"]).context("the default flags")?;
         if format!("{self:?}") != format!("{bare:?}") {
-            bail!(
+            bail!(exit::usage(format!(
                 "--resume {}: the session's own flags are used: give no other flag but \
                  --retry-failed",
                 dir.display()
-            );
+            )));
         }
         let r = resume::open(dir)?;
         let flags = resume::flags(&r)?;
@@ -504,6 +503,11 @@ impl QemuTest {
     /// [`Self::measure`], into a new results directory or the `resumed` one.
     fn measure_into(self, sh: &Shell, resumed: Option<resume::Resumed>) -> Result<Outcome> {
         let resuming = resumed.is_some();
+        if !resuming {
+            // Before anything is built: a results directory that cannot be
+            // made fails at once.
+            util::check_writable(&self.results_parent()?)?;
+        }
         let tc = self.tools(sh)?;
         let i = self.inputs(sh)?;
         let (scenarios, machine, expected) = (&i.scenarios, &i.machine, &i.expected.1);

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 
 use crate::{
+    exit,
     guest::plan::Plan,
     kernel::build::Built,
     progress::{self, Event},
@@ -37,12 +38,12 @@ pub fn open(dir: &Path) -> Result<Resumed> {
     let dir = std::path::absolute(dir)
         .with_context(|| format!("--resume {}: making it absolute", dir.display()))?;
     if !dir.join(ResultsDir::SESSION).is_file() {
-        bail!(
+        bail!(exit::usage(format!(
             "--resume {}: no {} there: name a directory qemu-test made \
              (target/wbstall/results/<timestamp>)",
             dir.display(),
             ResultsDir::SESSION
-        );
+        )));
     }
     let lock = util::lock_dir(&dir, "qemu-test --resume")?;
     let results = ResultsDir::new(&dir);
@@ -67,12 +68,12 @@ fn load_session(results: &ResultsDir) -> Result<Session> {
 /// The qemu-test flags the session was started with.
 pub fn flags(r: &Resumed) -> Result<Vec<String>> {
     r.session.args.clone().with_context(|| {
-        format!(
+        exit::usage(format!(
             "--resume {}: the session does not record its qemu-test flags (it was made by an \
              older wbstall, or by another task: `{}`); it cannot be resumed: run it again",
             r.dir.display(),
             r.session.command
-        )
+        ))
     })
 }
 
@@ -90,12 +91,12 @@ pub fn check_same(r: &Resumed, now: &Session) -> Result<()> {
             )));
             continue;
         }
-        bail!(
+        bail!(exit::usage(format!(
             "--resume {}: the session's {what} differ(s) from what its flags give now:\n  \
              session: {a}\n  now:     {b}\n{}",
             r.dir.display(),
             fix(what)
-        );
+        )));
     }
     Ok(())
 }
@@ -128,11 +129,11 @@ pub fn check_kernels(r: &Resumed, built: &[Built]) -> Result<()> {
             .iter()
             .find(|v| v.variant == b.meta.variant)
         else {
-            bail!(
+            bail!(exit::usage(format!(
                 "--resume {}: kernel `{}` is not one of the session's",
                 r.dir.display(),
                 b.meta.variant
-            );
+            )));
         };
         let mut files = vec![(b.bzimage(), &then.bzimage_sha256)];
         files.extend(b.module_file().map(|m| (m, &then.module_sha256)));
@@ -140,14 +141,14 @@ pub fn check_kernels(r: &Resumed, built: &[Built]) -> Result<()> {
             let got = util::sha256_file(&file)
                 .with_context(|| format!("hashing {} to resume", file.display()))?;
             if got != *want {
-                bail!(
+                bail!(exit::usage(format!(
                     "--resume {}: kernel `{}`: {} is not the file the session booted \
                      (sha256 {got}, the session's {want}): it was rebuilt since; build the \
                      session's kernel again, or start a new session",
                     r.dir.display(),
                     then.variant,
                     file.display()
-                );
+                )));
             }
         }
     }
@@ -202,15 +203,23 @@ mod tests {
         util::testdir,
     };
 
-    /// A fake QEMU whose guest sends a recorded stream; with `FAIL_ONCE`
-    /// (a boot's name), that boot fails the first time it boots.
+    /// A fake QEMU whose guest sends a recorded stream; with `failing_once`
+    /// (a boot's name), that boot's kernel panics the first time it boots.
     fn guest(failing_once: &str) -> String {
+        guest_failing(
+            failing_once,
+            "echo 'Kernel panic - not syncing: it broke' > \"$con\"; exit 0",
+        )
+    }
+
+    /// [`guest`], the first boot of `failing_once` ending with `how`.
+    fn guest_failing(failing_once: &str, how: &str) -> String {
         let fixture =
             util::project_root().join("xtask/fixtures/streams/regressed-fuse-strictlimit.bin");
         format!(
             "name=$(basename \"$con\" .console.log)\n\
              if [ \"$name\" = '{failing_once}' ] && ! [ -e \"$con.failed\" ]; then\n\
-             touch \"$con.failed\"; echo 'qemu-system-x86_64: it broke' >&2; exit 1; fi\n\
+             touch \"$con.failed\"; {how}; fi\n\
              echo '[    0.5] Run /init as init process' > \"$con\"\n\
              cat '{}' > \"$res\"\nexit 0\n",
             fixture.display()
@@ -347,6 +356,70 @@ mod tests {
         let (with, failures) = resume(&sh, &dir, &plan, true, &e);
         assert!(failures.is_empty(), "{failures:?}");
         assert!(with.contains(", 1)"), "{with}");
+    }
+
+    #[test]
+    fn a_harness_failure_stops_the_session_and_resume_boots_it_again() {
+        // QEMU itself fails on boot 2 (not the kernel): no run's failure is
+        // recorded, the plan stops with the harness's error (200), and the
+        // boot is booted again by --resume without --retry-failed.
+        let t = testdir::Dir::new("resume-harness");
+        let e = expectations();
+        let plan = plan(&t, 3);
+        let dir = t.path().join("d");
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut s = session(&plan);
+        let broken = "echo 'qemu-system-x86_64: it broke' >&2; exit 1";
+        let sh = fake(&t, &guest_failing("v-fuse-strictlimit-2", broken));
+        let err = boot_all(&sh, &dir, &plan, 1, &mut s, Vec::new()).unwrap_err();
+        assert_eq!(crate::exit::Class::of(&err), crate::exit::Class::Harness);
+        assert!(
+            format!("{err:#}").starts_with(
+                "booting fuse-strictlimit/v #2 (the harness's failure, not the kernel's): \
+                 QEMU failed (exited exit status: 1): qemu-system-x86_64: it broke"
+            ),
+            "{err:#}"
+        );
+        let (session, records) = ResultsDir::new(&dir).load().unwrap();
+        assert!(session.failures.is_empty(), "{:?}", session.failures);
+        assert_eq!(records.len(), 1);
+        let (resumed, failures) = resume(&sh, &dir, &plan, false, &e);
+        assert!(failures.is_empty(), "{failures:?}");
+        assert!(
+            resumed.contains("(\"v\", \"fuse-strictlimit\", 1)"),
+            "{resumed}"
+        );
+    }
+
+    #[test]
+    fn a_stall_held_to_ok_fails_the_run_with_exit_1_and_held_to_stall_passes() {
+        // The recorded regressed stream, booted by a fake QEMU: its cell
+        // stalls. Judged as qemu-test judges it, against `ok` it is the
+        // failing verdict (exit 1); against `stall` the same runs pass.
+        use crate::analysis::expected::Class as Expect;
+        let t = testdir::Dir::new("verdict-exit");
+        let plan = plan(&t, 1);
+        let judged = |class: Expect, name: &str| {
+            let dir = t.path().join(name);
+            std::fs::create_dir_all(&dir).unwrap();
+            let mut s = session(&plan);
+            s.started = util::timestamp();
+            let records = boot_all(&fake(&t, &guest("")), &dir, &plan, 1, &mut s, Vec::new());
+            let mut e = expectations();
+            let cells = e.expect.entry("fuse-strictlimit".into()).or_default();
+            cells.insert("v".into(), class.into());
+            super::super::boot_all::finish(dir, s, records.unwrap(), e).unwrap()
+        };
+        let failed = judged(Expect::Ok, "ok");
+        let e = failed.result("qemu-test").unwrap_err();
+        assert_eq!(crate::exit::Class::of(&e).code(), 1, "{e:#}");
+        assert_eq!(e.to_string(), "qemu-test failed: see the FAIL lines above");
+        let passed = judged(Expect::Stall, "stall");
+        passed.result("qemu-test").unwrap();
+        // ci's check of the exit of its live negatives, both ways.
+        crate::ci::negative::exits_1(&failed).unwrap();
+        let e = crate::ci::negative::exits_1(&passed).unwrap_err();
+        assert_eq!(e.to_string(), "qemu-test would exit 0");
     }
 
     #[test]
