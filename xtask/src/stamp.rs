@@ -40,6 +40,11 @@ impl Stamp {
         Ok(Stamp(days as u64 * 86_400 + h * 3600 + mi * 60 + s))
     }
 
+    /// `secs` later.
+    pub fn plus(self, secs: u64) -> Stamp {
+        Stamp(self.0 + secs)
+    }
+
     /// `secs` earlier (rounded to the second).
     pub fn minus(self, secs: f64) -> Stamp {
         Stamp(self.0.saturating_sub(secs.max(0.0).round() as u64))

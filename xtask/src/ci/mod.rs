@@ -404,6 +404,11 @@ fn static_checks(sh: &Shell) -> Result<()> {
         || kcidb::validate_example(sh),
     )?;
     step(
+        "KCIDB: two sessions of the same kernels merged by kcidb-io: one checkout and build \
+         per kernel, each issue with both sessions' incidents",
+        || kcidb::merge_two_sessions(sh),
+    )?;
+    step(
         "the committed mails' reproducers: bash -n, then qemu-test --dry-run of each",
         || report::committed_reproducers(sh),
     )?;

@@ -124,6 +124,7 @@ fn variant(sh: &Shell, dir: &Path, rev: &str) -> Result<Variant> {
             subjects: vec![subject],
             other_base: String::new(),
             posted: Default::default(),
+            commit: Some(hash.clone()),
         }),
         name,
         patches,

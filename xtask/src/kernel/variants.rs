@@ -303,6 +303,7 @@ impl Variants {
                 .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
             subjects: extra.iter().map(|p| p.subject.clone()).collect(),
             posted: extra.first().map(|p| p.posted.clone()).unwrap_or_default(),
+            commit: None,
             other_base: if base == self.roles.reference {
                 self.roles.baseline.clone()
             } else {
@@ -338,6 +339,9 @@ pub struct UnderTest {
     /// before it was kept.
     #[serde(default, skip_serializing_if = "is_default")]
     pub posted: super::mailbox::Posted,
+    /// The commit it is, for a revision of a git tree (`--rev`): 40 hex digits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
 }
 
 fn is_default(p: &super::mailbox::Posted) -> bool {

@@ -242,6 +242,7 @@ pub(crate) mod tests {
                 from: Some("A Developer <dev@example.org>".into()),
                 message_id: Some("20261201-fix-1-dev@example.org".into()),
             },
+            commit: None,
         };
         let session = Session {
             command: "qemu-test --no-build --patch /home/me/fix.patch --base regressed".into(),

@@ -6,6 +6,9 @@
 pub mod format;
 pub mod html;
 pub mod kcidb;
+pub mod kcidb_boots;
+pub mod kcidb_ids;
+pub mod kcidb_issues;
 pub mod kcidb_runs;
 pub mod mail;
 pub mod mail_patch;

@@ -297,6 +297,7 @@ pub(crate) mod tests {
             subjects: vec!["mm: x".into()],
             other_base: "upstream".into(),
             posted: Default::default(),
+            commit: None,
         };
         let s = session(&["--patch", "/home/me/fix.patch"], "abc");
         assert!(block(&s, Some(&u)).contains("  # save the patch from the list as fix.patch\n"));
