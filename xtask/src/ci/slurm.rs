@@ -25,7 +25,7 @@ use crate::{
     kernel::variants::Roles,
     progress::{self, Event},
     reaper,
-    results::dir::ResultsDir,
+    results::{dir::ResultsDir, session::BootFailure},
     tasks::{args, qemu_test::QemuTest, slurm::Slurm},
     util,
 };
@@ -513,9 +513,32 @@ pub fn same_cells(whole: &VerdictFile, merged: &VerdictFile) -> Result<String> {
     Ok(a.join("; "))
 }
 
-/// The step: the quick plan unsharded, then on the cluster as `cargo xtask
-/// slurm` submits it; the merged verdict must judge as the unsharded did.
+/// The crashed runs of a session's failures: each must be the BUG
+/// fixture's, classed `oops` and named by its function; at least one.
+pub fn crashed_runs(failures: &[BootFailure], fixture: &str) -> Result<Vec<String>> {
+    let bad: Vec<&BootFailure> = (failures.iter())
+        .filter(|f| f.run.variant != fixture || !f.why.starts_with("oops: "))
+        .collect();
+    if failures.is_empty() || !bad.is_empty() {
+        bail!(
+            "expected the boots of {fixture} (and only them) to fail, classed oops: \
+             {failures:?}"
+        );
+    }
+    let mut runs: Vec<String> = failures.iter().map(|f| f.run.to_string()).collect();
+    runs.sort();
+    Ok(runs)
+}
+
+/// The step: the quick plan with a kernel that BUG()s (`--patch`
+/// [`oops::BUG_FIXTURE`]) unsharded, then on the cluster as `cargo xtask
+/// slurm` submits it. The shards with a crashed boot exit non-zero, the merge
+/// must run all the same (`afterany`), judge as the unsharded run did and
+/// name every crashed run; task 1, requeued, must resume and its log keep
+/// both attempts (`--open-mode=append`).
 pub fn slurm_matrix(sh: &Shell, roles: &Roles) -> Result<()> {
+    let bug = util::project_root().join(super::oops::BUG_FIXTURE);
+    let bug = bug.display().to_string();
     let plan = [
         "--quick",
         "--no-build",
@@ -527,11 +550,21 @@ pub fn slurm_matrix(sh: &Shell, roles: &Roles) -> Result<()> {
         &roles.baseline,
         "--variant",
         &roles.reference,
+        "--patch",
+        &bug,
+        "--base",
+        &roles.reference,
     ];
-    // The verdict the merged shards must reach.
+    // The verdict the merged shards must reach, and the crashes they must name.
     let whole = args::parse::<QemuTest>(&plan)?.measure(sh)?;
-    if !whole.passed() {
-        bail!("the unsharded run failed: see {}", whole.dir.display());
+    let crashed = crashed_runs(&whole.failures, super::oops::BUG_VARIANT)?;
+    for v in [&roles.baseline, &roles.reference] {
+        if !whole.verdict().variant_passed(v) {
+            bail!(
+                "{v} failed beside the BUG fixture: see {}",
+                whole.dir.display()
+            );
+        }
     }
     let out = util::unique_dir(&util::target_dir().join("ci").join("slurm"))?;
     let started = Instant::now();
@@ -562,31 +595,74 @@ pub fn slurm_matrix(sh: &Shell, roles: &Roles) -> Result<()> {
     // record; it must go on with the session it began, and merge take it once.
     let shard = jobs.dir.join("shard-1");
     let task = cluster.requeue_after_a_record(sh, s.array, 1, &shard, Duration::from_secs(300))?;
-    let states = cluster.wait_jobs(sh, &[s.array, s.merge], Duration::from_secs(600))?;
-    if let Some(bad) = states.iter().find(|j| j.state != "COMPLETED") {
-        bail!("Slurm job {bad}: see the jobs' logs in {}/logs", jobs_dir);
-    }
+    let states = cluster.wait_jobs(sh, &[s.array, s.merge], Duration::from_secs(900))?;
     let session = resumed_once(&states, &task, &shard)?;
     bare.check_untouched()?;
-    let path = jobs.merged().join(ResultsDir::VERDICT);
-    let text = fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-    let merged: VerdictFile =
-        serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+    let merged = merged_names_the_crashes(&jobs.dir, &states, s.merge, &crashed)?;
     let same = same_cells(&VerdictFile::of(&whole.verdict())?, &merged)?;
+    let appended = attempts_in_log(&jobs.dir, &task)?;
     cluster.stop()?;
     progress::emit(Event::Note(&format!(
         "slurm: job array {} and merge job {} ended in {:.0} s (cluster up to down), on a node \
-         without {} and with an empty cache, none of them called; task {task} requeued after \
-         its first record resumed its session ({}); the merged verdict judges as the \
-         unsharded run {}: {same}",
+         without {} and with an empty cache, none of them called; shards {}; task {task} \
+         requeued after its first record resumed its session ({}), its log keeping both \
+         attempts ({appended} starts); the merge ran after the crashed shards and names \
+         {}; the merged verdict judges as the unsharded run {}: {same}",
         s.array,
         s.merge,
         started.elapsed().as_secs_f64(),
         BareNode::ABSENT.join(", "),
+        (states.iter())
+            .map(JobState::to_string)
+            .collect::<Vec<_>>()
+            .join(", "),
         session.display(),
+        crashed.join(", "),
         whole.dir.display()
     )));
     Ok(())
+}
+
+/// The merge job ran (after shards that failed: never cancelled), and its
+/// log names every crashed run; its verdict, read back.
+fn merged_names_the_crashes(
+    dir: &Path,
+    states: &[JobState],
+    merge: u32,
+    crashed: &[String],
+) -> Result<VerdictFile> {
+    if let Some(bad) = states.iter().find(|j| j.state == "CANCELLED") {
+        bail!(
+            "Slurm job {bad}: a shard whose kernel crashed must not cancel the merge; see {}/logs",
+            dir.display()
+        );
+    }
+    let log = dir.join("logs").join(format!("merge-{merge}.log"));
+    let text = fs::read_to_string(&log).with_context(|| format!("reading {}", log.display()))?;
+    for run in crashed {
+        if !text.contains(&format!("FAIL run {run}: oops:")) {
+            bail!("{} does not name the crashed run {run}", log.display());
+        }
+    }
+    let path = dir.join("merged").join(ResultsDir::VERDICT);
+    let text = fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))
+}
+
+/// How many times the log of array task `task` (`ARRAY_TASK`) says a
+/// qemu-test began: both attempts of a requeued task, or it was truncated.
+fn attempts_in_log(dir: &Path, task: &str) -> Result<usize> {
+    let log = dir.join("logs").join(format!("shard-{task}.log"));
+    let text = fs::read_to_string(&log).with_context(|| format!("reading {}", log.display()))?;
+    let starts = text.matches("qemu-test: results in ").count();
+    if starts < 2 {
+        bail!(
+            "{} holds {starts} start(s) of qemu-test: a requeued task's log must keep its first \
+             attempt (--open-mode=append)",
+            log.display()
+        );
+    }
+    Ok(starts)
 }
 
 #[cfg(test)]
@@ -627,6 +703,22 @@ mod tests {
         let mut merged = whole.clone();
         merged.cells.reverse();
         assert!(same_cells(&whole, &merged).is_ok());
+    }
+
+    #[test]
+    fn only_the_fixtures_oopses_are_crashes_the_step_expects() {
+        let f = |variant: &str, why: &str| BootFailure {
+            run: crate::guest::run_id::RunId::new("fuse-strictlimit", variant, 0),
+            why: why.into(),
+        };
+        let oops = f("patch-x", "oops: kernel BUG at mm/page-writeback.c:1958!");
+        assert_eq!(
+            crashed_runs(std::slice::from_ref(&oops), "patch-x").unwrap(),
+            ["fuse-strictlimit/patch-x #1"]
+        );
+        assert!(crashed_runs(&[], "patch-x").is_err());
+        assert!(crashed_runs(&[oops.clone(), f("upstream", "hang: x")], "patch-x").is_err());
+        assert!(crashed_runs(&[f("patch-x", "no-result: x")], "patch-x").is_err());
     }
 
     #[test]
