@@ -1,6 +1,6 @@
 //! Times as wbstall records them (`20261129T201530Z`, UTC, to the second)
-//! and as the formats it writes want them: RFC 3339 (KCIDB), RFC 2822 (a
-//! mail's `Date:`).
+//! and as the formats it writes want them: RFC 3339 (KCIDB). A mail's
+//! `Date:` is lettre's.
 
 use anyhow::Result;
 
@@ -67,18 +67,6 @@ impl Stamp {
         let ((y, m, d), (h, mi, s)) = self.parts();
         format!("{y:04}-{m:02}-{d:02}T{h:02}:{mi:02}:{s:02}Z")
     }
-
-    /// RFC 2822 (a mail's `Date:`): `Sun, 29 Nov 2026 20:15:30 +0000`.
-    pub fn rfc2822(self) -> String {
-        const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
-        const MONTHS: [&str; 12] = [
-            "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-        ];
-        let ((y, m, d), (h, mi, s)) = self.parts();
-        let weekday = DAYS[(self.0 / 86_400 % 7) as usize];
-        let month = MONTHS[m as usize - 1];
-        format!("{weekday}, {d:02} {month} {y:04} {h:02}:{mi:02}:{s:02} +0000")
-    }
 }
 
 /// Days since 1970-01-01 to (year, month, day), after Howard Hinnant's algorithm.
@@ -128,9 +116,7 @@ mod tests {
         let t = Stamp::parse("20261202T060724Z").unwrap();
         assert_eq!(t.compact(), "20261202T060724Z");
         assert_eq!(t.rfc3339(), "2026-12-02T06:07:24Z");
-        assert_eq!(t.rfc2822(), "Wed, 02 Dec 2026 06:07:24 +0000");
         assert_eq!(t.minus(3600.7).rfc3339(), "2026-12-02T05:07:23Z");
-        assert_eq!(Stamp(0).rfc2822(), "Thu, 01 Jan 1970 00:00:00 +0000");
         for bad in [
             "",
             "2026-12-02T06:07:24Z",

@@ -24,11 +24,13 @@ pub mod dev_loop;
 pub mod findings;
 pub mod host_kill;
 pub mod kcidb;
+pub mod mails;
 pub mod negative;
 pub mod oops;
 pub mod report;
 pub mod sigterm;
 pub mod slurm;
+pub mod slurm_checks;
 mod tidy;
 pub mod workflow;
 
@@ -407,6 +409,11 @@ fn static_checks(sh: &Shell) -> Result<()> {
         "KCIDB: two sessions of the same kernels merged by kcidb-io: one checkout and build \
          per kernel, each issue with both sessions' incidents",
         || kcidb::merge_two_sessions(sh),
+    )?;
+    step(
+        "the example's mail: Python's mail parser, git send-email --dry-run, no trailer b4 \
+         would collect from a regression report",
+        || mails::check_example_mail(sh),
     )?;
     step(
         "the committed mails' reproducers: bash -n, then qemu-test --dry-run of each",

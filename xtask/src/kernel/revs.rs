@@ -112,6 +112,7 @@ fn variant(sh: &Shell, dir: &Path, rev: &str) -> Result<Variant> {
             subject: subject.clone(),
             label,
             posted: Default::default(),
+            cover: None,
         }]
     };
     let name = name(rev);
@@ -125,6 +126,7 @@ fn variant(sh: &Shell, dir: &Path, rev: &str) -> Result<Variant> {
             other_base: String::new(),
             posted: Default::default(),
             commit: Some(hash.clone()),
+            ..Default::default()
         }),
         name,
         patches,

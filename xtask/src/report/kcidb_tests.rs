@@ -256,6 +256,7 @@ fn a_git_tree_gives_its_repository_branch_and_commit() {
         other_base: String::new(),
         posted: Default::default(),
         commit: Some(rev.clone()),
+        ..Default::default()
     });
     let v = &s.variants[0];
     let c = checkout(&s, v, Stamp(0)).unwrap();

@@ -15,28 +15,53 @@ use super::{
 };
 use crate::{
     analysis::{change::Resolution, expected::AA_SUFFIX, judge::Judgement, judgement::Verdict},
-    kernel::variants::UnderTest,
+    kernel::{mailbox::Posted, variants::UnderTest},
     results::session::{BootFailure, Session},
 };
 
-/// The whole mail about `u` (headers first): a reply to the patch when its
-/// Message-Id is known (`Re:`, In-Reply-To, References, To its author).
-pub fn mail(j: &Judgement, u: &UnderTest) -> Result<String> {
+/// The posting a reply to `u` answers: its series' cover letter (b4 applies
+/// a reply's trailers to every patch of the series), else its first patch.
+fn answered(u: &UnderTest) -> &Posted {
+    u.cover.as_ref().unwrap_or(&u.posted)
+}
+
+/// A reply's envelope to `p`: `Re:` its subject as posted (`[PATCH v2 3/7]`
+/// kept), to its author, Cc whom it was sent to (its lists).
+fn reply(session: &Session, what: String, p: &Posted, fallback: &str) -> mail::Envelope {
+    let me = session.reporter.as_deref().unwrap_or_default();
+    let subject = p.subject.as_deref().unwrap_or(fallback);
+    let cc = (p.recipients.iter())
+        .filter(|r| Some(r.as_str()) != p.from.as_deref() && r.as_str() != me)
+        .cloned()
+        .collect();
+    mail::Envelope {
+        what,
+        subject: match &p.message_id {
+            Some(_) if subject.starts_with("Re: ") => subject.to_string(),
+            Some(_) => format!("Re: {subject}"),
+            None => format!("[wbstall] {subject}"),
+        },
+        to: p.from.iter().cloned().collect(),
+        cc,
+        reply_to: p.message_id.clone(),
+    }
+}
+
+/// The mails about `u` (headers first): the report, a reply to the patch
+/// (or its series' cover letter) when its Message-Id is known; and, for a
+/// series without a cover letter, a short reply to each further patch with
+/// its verdict (and its Tested-by), since b4 takes a reply's trailers for
+/// the patch it answers alone.
+pub fn mail(
+    j: &Judgement,
+    u: &UnderTest,
+    configs: &std::collections::BTreeMap<String, String>,
+) -> Result<Vec<String>> {
     let (session, verdict, roles) = (j.session, &j.verdict, &j.roles);
     let passed = verdict.variant_passed(&u.variant);
-    let subject = u.subjects.join("; ");
-    let reply_to = u.posted.message_id.as_deref();
-    let subject_line = match reply_to {
-        Some(_) => format!("Re: {subject}"),
-        None => format!("[wbstall] {}: {subject}", u.variant),
-    };
-    let head = mail::headers(
-        session,
-        &u.variant,
-        &subject_line,
-        u.posted.from.as_deref(),
-        reply_to,
-    )?;
+    let subjects = u.subjects.join("; ");
+    let e = reply(session, u.variant.clone(), answered(u), &subjects);
+    let attached = mail::config_attachments(session, &[&u.variant], configs);
     let mut o = String::new();
     let _ = writeln!(
         o,
@@ -48,14 +73,15 @@ pub fn mail(j: &Judgement, u: &UnderTest) -> Result<String> {
             "the patch FAILS its expectations"
         }
     );
-    if reply_to.is_none() {
+    if e.reply_to.is_none() {
         o.push_str(
             "(Not threaded: the patch file carries no Message-Id. Saved with `b4 am`,\n\
              it has one, and the mail replies to it.)\n\n",
         );
     }
+    series_lines(&mut o, u);
     findings(&mut o, j, u, &session.failures);
-    mail::setup_block(&mut o, session);
+    mail::setup_block(&mut o, session, &attached);
     let mut against = vec![u.base.as_str()];
     if u.base != roles.reference {
         against.push(&roles.reference);
@@ -67,7 +93,60 @@ pub fn mail(j: &Judgement, u: &UnderTest) -> Result<String> {
     }
     o.push_str(&super::reproduce::block(session, Some(u)));
     thread_lines(&mut o, session, verdict, u, passed);
-    Ok(head + &mail::wrap(&o))
+    let mut mails = vec![mail::message(session, &e, &mail::wrap(&o), &attached)?];
+    if u.cover.is_none() {
+        for (i, p) in u.series.iter().enumerate().skip(1) {
+            let e = reply(session, format!("{}-{}", u.variant, i + 1), p, &subjects);
+            let body = per_patch(session, u, i, passed);
+            mails.push(mail::message(session, &e, &mail::wrap(&body), &[])?);
+        }
+    }
+    Ok(mails)
+}
+
+/// A series' patches, each by its subject as posted, when there are several.
+fn series_lines(o: &mut String, u: &UnderTest) {
+    if u.series.len() < 2 {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "The series, tested as one kernel ({} on its base):",
+        u.variant
+    );
+    for (i, p) in u.series.iter().enumerate() {
+        let subject = (p.subject.as_deref())
+            .or(u.subjects.get(i).map(String::as_str))
+            .unwrap_or("?");
+        let _ = writeln!(o, "  {subject}");
+    }
+    o.push('\n');
+}
+
+/// The reply to patch `i` of a series without a cover letter: its verdict
+/// is the series', said in the first patch's thread.
+fn per_patch(session: &Session, u: &UnderTest, i: usize, passed: bool) -> String {
+    let first = (u.posted.subject.as_deref())
+        .or(u.subjects.first().map(String::as_str))
+        .unwrap_or("?");
+    let mut o = format!(
+        "[wbstall] patch {} of {} of {}: tested as part of the series; the\n\
+         report is in the thread of \"{first}\" (Message-ID <{}>).\n\n",
+        i + 1,
+        u.series.len(),
+        u.variant,
+        mail::message_id(session, &u.variant)
+    );
+    if passed {
+        let from = session
+            .reporter
+            .as_deref()
+            .unwrap_or(mail::PLACEHOLDER_FROM);
+        let _ = writeln!(o, "Tested-by: {from}");
+    } else {
+        o.push_str("No Tested-by: the series does not meet its expectations.\n");
+    }
+    o
 }
 
 /// Per scenario: the patch's class, every run, and why it fails; then its
@@ -191,7 +270,7 @@ fn thread_lines(o: &mut String, session: &Session, verdict: &Verdict, u: &UnderT
             .reporter
             .as_deref()
             .unwrap_or(mail::PLACEHOLDER_FROM);
-        let _ = writeln!(o, "\n  Tested-by: {from}");
+        let _ = writeln!(o, "\nTested-by: {from}");
     } else {
         o.push_str("\n  No Tested-by: the patch does not meet its expectations (above).\n");
     }
@@ -241,8 +320,14 @@ pub(crate) mod tests {
             posted: crate::kernel::mailbox::Posted {
                 from: Some("A Developer <dev@example.org>".into()),
                 message_id: Some("20261201-fix-1-dev@example.org".into()),
+                subject: Some("[PATCH v2 1/1] mm: start writeback for memcg domains".into()),
+                recipients: vec![
+                    "linux-mm@kvack.org".into(),
+                    "A Developer <dev@example.org>".into(),
+                ],
             },
             commit: None,
+            ..Default::default()
         };
         let session = Session {
             command: "qemu-test --no-build --patch /home/me/fix.patch --base regressed".into(),
@@ -265,7 +350,9 @@ pub(crate) mod tests {
             failures,
             ..Session::default()
         };
-        mail(&judged(&session, &records, &e, 2), &u).unwrap()
+        crate::report::mbox(
+            &mail(&judged(&session, &records, &e, 2), &u, &Default::default()).unwrap(),
+        )
     }
 
     #[test]
@@ -274,13 +361,15 @@ pub(crate) mod tests {
         // A reply to the patch's own mail, from who ran it, to its author.
         assert!(
             text.starts_with(
-                "From: A Tester <tester@example.net>\nTo: A Developer <dev@example.org>\n\
+                "From: \"A Tester\" <tester@example.net>\n\
                  Date: Wed, 02 Dec 2026 06:07:24 +0000\n\
                  Message-ID: <wbstall-20261202T060724Z-patch-fix@example.net>\n\
+                 Subject: Re: [PATCH v2 1/1] mm: start writeback for memcg domains\n\
+                 To: \"A Developer\" <dev@example.org>\n\
+                 Cc: linux-mm@kvack.org\n\
                  In-Reply-To: <20261201-fix-1-dev@example.org>\n\
                  References: <20261201-fix-1-dev@example.org>\n\
-                 Subject: Re: mm: start writeback for memcg domains\n\
-                 MIME-Version: 1.0\nContent-Type: text/plain; charset=UTF-8\n\
+                 MIME-Version: 1.0\nContent-Type: text/plain; charset=utf-8\n\
                  Content-Transfer-Encoding: 8bit\n\n"
             ),
             "{text}"
@@ -352,7 +441,7 @@ pub(crate) mod tests {
             "{text}"
         );
         assert!(
-            text.contains("\n  Tested-by: A Tester <tester@example.net>\n"),
+            text.contains("\nTested-by: A Tester <tester@example.net>\n"),
             "{text}"
         );
     }
