@@ -206,9 +206,10 @@ fn compared(m: &Matrix, roles: &Roles, session: &Session) -> BTreeMap<(String, S
     add(&roles.baseline, &roles.reference, true);
     for v in &m.variants {
         add(&roles.baseline, v, false);
-        add(&roles.reference, v, false);
+        // Every metric: report.html's %change table, against the reference.
+        add(&roles.reference, v, true);
         if let Some(base) = v.strip_suffix(AA_SUFFIX) {
-            add(base, v, false);
+            add(base, v, true);
         }
     }
     // Every metric: the mails' 0-day table keeps the good kernel left.

@@ -530,16 +530,23 @@ mod tests {
             "report.html"
         );
         assert!(!page.contains("<ul id=\"failures\">"), "report.html");
-        // Each scenario's and variant's first run: its pages, each sleep, each
-        // call and each fio job's progress (its sleeps and fio's log are kept).
-        assert_eq!(page.matches("<svg").count(), 4 * 4 * 5, "report.html");
+        // Per scenario the %change table and its charts, every run overlaid:
+        // the writers' progress, the pages, and the calls with a stall sleep
+        // where a run had one (the FUSE strictlimit and memcg scenarios).
+        assert_eq!(page.matches("<table class=\"changes\">").count(), 4);
+        assert_eq!(page.matches("<svg").count(), 4 + 4 + 2, "report.html");
         assert_eq!(
-            page.matches(">\nThe pause of each throttle sleep\n<")
+            page.matches("call with a stall sleep: none in any run.")
                 .count(),
-            4 * 5
+            2
         );
-        assert_eq!(page.matches(">\nfio job 4\n<").count(), 4 * 5);
-        assert!(!page.contains("No per-sleep plots"), "report.html");
+        // The stalls are red, expected as they are.
+        assert_eq!(
+            page.matches("<td class=\"stall\"><b>stall</b><br>expected stall")
+                .count(),
+            3
+        );
+        assert!(page.len() < 1 << 20, "report.html is {} bytes", page.len());
         assert!(!page.contains("<script") && !page.contains("src=") && !page.contains("href="));
         let mail = read(ResultsDir::MAIL);
         assert!(
