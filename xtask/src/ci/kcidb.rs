@@ -107,7 +107,7 @@ pub fn merge_two_sessions(sh: &Shell) -> Result<()> {
             .started
             .as_deref()
             .context("a record without its start")?;
-        r.boot.started = Some(crate::stamp::Stamp::parse(t)?.plus(86_400).compact());
+        r.boot.started = Some(crate::stamp::Stamp::parse(t)?.plus(86_400)?.compact());
     }
     let j = crate::analysis::judge(&later, &moved, &expected)?;
     let second = kcidb::document(&j, &kcidb::Artifacts::of_dir(&docs, None)?)?;

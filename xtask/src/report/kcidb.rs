@@ -128,7 +128,8 @@ fn build_start(v: &VariantMeta) -> Result<Stamp> {
         v.build_seconds
     );
     let end = Stamp::parse(&v.built_at).context("variant.json's `built_at`")?;
-    Ok(end.minus(v.build_seconds))
+    end.minus(v.build_seconds)
+        .context("variant.json's `built_at` less its `build_seconds`")
 }
 
 /// A patch's file name as recorded (a mail's is `FILE [i/n] subject`).

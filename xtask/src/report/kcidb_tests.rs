@@ -259,12 +259,13 @@ fn a_git_tree_gives_its_repository_branch_and_commit() {
         ..Default::default()
     });
     let v = &s.variants[0];
-    let c = checkout(&s, v, Stamp(0)).unwrap();
+    let epoch = Stamp::parse("19700101T000000Z").unwrap();
+    let c = checkout(&s, v, epoch).unwrap();
     assert_eq!(c["git_commit_hash"], rev.as_str());
     assert_eq!(c["patchset_hash"], "");
     // A commit that is not one is an error, not a field.
     s.under_test[0].commit = Some("abc".into());
-    assert!(checkout(&s, &s.variants[0], Stamp(0)).is_err());
+    assert!(checkout(&s, &s.variants[0], epoch).is_err());
 }
 
 /// A file is pointed to only when the directory has it.

@@ -66,7 +66,13 @@ pub fn message(
         .from(mailbox(
             session.reporter.as_deref().unwrap_or(PLACEHOLDER_FROM),
         )?)
-        .date(std::time::UNIX_EPOCH + std::time::Duration::from_secs(date.0))
+        .date(
+            std::time::UNIX_EPOCH
+                + std::time::Duration::from_secs(
+                    u64::try_from(date.unix_seconds())
+                        .context("session.json's start time (`started`) is before 1970")?,
+                ),
+        )
         .message_id(Some(format!("<{id}>")))
         .subject(e.subject.as_str());
     for to in &e.to {
