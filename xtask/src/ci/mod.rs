@@ -129,6 +129,15 @@ impl Ci {
     }
 }
 
+/// Whether git has its `send-email` command (`git-send-email` in its exec path).
+fn has_send_email(sh: &Shell) -> bool {
+    cmd!(sh, "git --exec-path").quiet().read().is_ok_and(|p| {
+        std::path::Path::new(p.trim())
+            .join("git-send-email")
+            .is_file()
+    })
+}
+
 /// What the test command needs beyond the pipeline's tools: shellcheck (the
 /// guest's scripts, and the workflow's through actionlint), python3's yaml
 /// (the workflow check) and venv (actionlint's, the KCIDB validator's), and gcc (the `--no-rust`
@@ -174,6 +183,11 @@ fn ci_tools(sh: &Shell) -> Result<()> {
             "python3's venv (actionlint's and the KCIDB validator's, from PyPI)",
             python("import ensurepip, venv"),
             "python3-venv",
+        ),
+        (
+            "`git send-email` (the mails sent with --dry-run)",
+            has_send_email(sh),
+            "git-email",
         ),
         (
             "`chromium-headless-shell` (report.html rendered by a browser)",
