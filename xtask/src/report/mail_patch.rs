@@ -283,6 +283,15 @@ pub(crate) mod tests {
     /// A session of a patch under test on fuse-strictlimit, 2 runs a cell,
     /// the patch's runs stalling with share `patch_stall`; its mail.
     pub(crate) fn judged(patch_stall: f64, failures: Vec<BootFailure>) -> String {
+        crate::report::mbox(&mails(patch_stall, failures, |_| {}))
+    }
+
+    /// The mails of [`judged`]'s session, its patch under test edited first.
+    fn mails(
+        patch_stall: f64,
+        failures: Vec<BootFailure>,
+        edit: impl Fn(&mut UnderTest),
+    ) -> Vec<String> {
         use crate::analysis::{
             expected::ExpectArgs,
             verdict::tests::{expected, judged, rec},
@@ -311,7 +320,7 @@ pub(crate) mod tests {
             &["fuse-strictlimit"],
             &ExpectArgs::default(),
         );
-        let u = UnderTest {
+        let mut u = UnderTest {
             variant: "patch-fix".into(),
             base: "regressed".into(),
             file: "fix.patch".into(),
@@ -329,6 +338,7 @@ pub(crate) mod tests {
             commit: None,
             ..Default::default()
         };
+        edit(&mut u);
         let session = Session {
             command: "qemu-test --no-build --patch /home/me/fix.patch --base regressed".into(),
             args: Some(
@@ -350,9 +360,7 @@ pub(crate) mod tests {
             failures,
             ..Session::default()
         };
-        crate::report::mbox(
-            &mail(&judged(&session, &records, &e, 2), &u, &Default::default()).unwrap(),
-        )
+        mail(&judged(&session, &records, &e, 2), &u, &Default::default()).unwrap()
     }
 
     #[test]
@@ -431,6 +439,52 @@ pub(crate) mod tests {
             "{text}"
         );
         assert!(!text.contains("upstream #3: hang"), "{text}");
+    }
+
+    /// A series is answered in its cover letter's thread, naming each patch;
+    /// without a cover letter, in the first patch's, with a short reply to
+    /// each further patch (b4 takes a reply's trailers for its patch alone).
+    #[test]
+    fn a_series_is_answered_in_one_thread_naming_each_patch() {
+        let posted = |n: u32, id: &str| crate::kernel::mailbox::Posted {
+            from: Some("A Developer <dev@example.org>".into()),
+            message_id: Some(id.into()),
+            subject: Some(format!("[PATCH v3 {n}/2] mm: part {n}")),
+            recipients: vec!["linux-mm@kvack.org".into()],
+        };
+        let series = |u: &mut UnderTest| {
+            u.series = vec![posted(1, "p1@example.org"), posted(2, "p2@example.org")];
+            u.posted = u.series[0].clone();
+        };
+        let with_cover = mails(0.0, Vec::new(), |u| {
+            series(u);
+            u.cover = Some(crate::kernel::mailbox::Posted {
+                subject: Some("[PATCH v3 0/2] mm: two parts".into()),
+                ..posted(0, "p0@example.org")
+            });
+        });
+        assert_eq!(with_cover.len(), 1);
+        let m = &with_cover[0];
+        assert!(
+            m.contains("Subject: Re: [PATCH v3 0/2] mm: two parts\n"),
+            "{m}"
+        );
+        assert!(m.contains("In-Reply-To: <p0@example.org>\n"), "{m}");
+        assert!(
+            m.contains("  [PATCH v3 1/2] mm: part 1\n  [PATCH v3 2/2] mm: part 2\n"),
+            "{m}"
+        );
+        let without = mails(0.0, Vec::new(), series);
+        assert_eq!(without.len(), 2);
+        assert!(without[0].contains("In-Reply-To: <p1@example.org>\n"));
+        let second = &without[1];
+        assert!(
+            second.contains("Subject: Re: [PATCH v3 2/2] mm: part 2\n")
+                && second.contains("In-Reply-To: <p2@example.org>\n")
+                && second.contains("\nTested-by: A Tester <tester@example.net>\n"),
+            "{second}"
+        );
+        assert!(crate::report::mbox(&without).starts_with("From wbstall "));
     }
 
     #[test]
