@@ -8,8 +8,12 @@ be moved, a commit cannot), the kernel source must be given a Debian mirror
 (WBSTALL_DEBIAN_MIRROR: a runner's apt sources name none), and its shards must
 agree: the matrix lists 1..SHARDS, the shard step passes --shard I/SHARDS and a
 --clock (merged shards must share it), and the merge job needs the shard job
-and runs `cargo xtask merge`. The shard job's results are uploaded `if:
-always()` (a failing shard's evidence), a shard installs only a boot's tools
+and runs `cargo xtask merge` whatever the shards' exits (`if: !cancelled()`:
+a crashed kernel fails its shard, and the merge is where it is reported),
+writing the job summary ($GITHUB_STEP_SUMMARY) in a step that runs `if:
+always()`. The shard job's results and the kernels job's build logs
+(target/wbstall/logs) are uploaded `if: always()` (a failing shard's or
+build's evidence), a shard installs only a boot's tools
 (`deps --install --boot`: the kernels come built), and no cache key names the run (a new
 copy every run, never found again). actionlint checks the rest (`cargo xtask
 ci`). Exits 1 naming every problem."""
@@ -101,11 +105,42 @@ for name, job in jobs.items():
                 f"job {name}: the cache key `{key}` names the run: every run saves a new "
                 "copy that no later run finds by key (key it by its content)"
             )
+logs = [
+    s for s in kernels.get("steps") or []
+    if "upload-artifact" in str(s.get("uses", ""))
+    and "target/wbstall/logs" in str((s.get("with") or {}).get("path", ""))
+]
+if not logs:
+    problems.append(
+        "the kernels job does not upload its build logs (target/wbstall/logs): a failed "
+        "build would leave nothing to read"
+    )
+for s in logs:
+    if "always()" not in str(s.get("if", "")):
+        problems.append(
+            "the kernels job's upload of its build logs has no `if: always()`: a failed "
+            "build's log would be lost"
+        )
 merge = jobs.get("merge", {})
-if merge.get("needs") != "shard":
+needs = merge.get("needs")
+if "shard" not in ([needs] if isinstance(needs, str) else needs or []):
     problems.append("the merge job does not wait for the shard job")
+if "!cancelled()" not in str(merge.get("if", "")) and "always()" not in str(merge.get("if", "")):
+    problems.append(
+        "the merge job has no `if: ${{ !cancelled() }}`: a shard whose kernel crashed fails, "
+        "and the merged report that names the crash would never be made"
+    )
 if "cargo xtask merge" not in " ".join(s.get("run", "") for s in merge.get("steps") or []):
     problems.append("the merge job does not run cargo xtask merge")
+summaries = [s for s in merge.get("steps") or [] if "GITHUB_STEP_SUMMARY" in s.get("run", "")]
+if not summaries:
+    problems.append("the merge job writes no job summary ($GITHUB_STEP_SUMMARY)")
+for s in summaries:
+    if "always()" not in str(s.get("if", "")):
+        problems.append(
+            "the merge job's summary step has no `if: always()`: a merge that refused the "
+            "shards would say nothing"
+        )
 
 for p in problems:
     print(f"{path}: {p}", file=sys.stderr)

@@ -11,71 +11,42 @@
 use std::{
     collections::BTreeMap,
     fs,
-    io::Read,
     os::unix::process::CommandExt,
     process::Command,
     sync::{
-        atomic::{AtomicI32, AtomicU64, Ordering},
-        Mutex,
+        atomic::{AtomicU64, AtomicUsize, Ordering},
+        Arc, LazyLock, Mutex,
     },
     time::{Duration, Instant},
 };
 
-/// The write end of the self-pipe the signal handler writes the signal to.
-static PIPE_WRITE: AtomicI32 = AtomicI32::new(-1);
-/// The signal that is stopping xtask (0: none).
-static SIGNALLED: AtomicI32 = AtomicI32::new(0);
+/// The signal that is stopping xtask (0: none), set in the signal handler
+/// itself, before any thread sees a child die of it.
+static SIGNALLED: LazyLock<Arc<AtomicUsize>> = LazyLock::new(|| Arc::new(AtomicUsize::new(0)));
 
-extern "C" fn on_signal(sig: libc::c_int) {
-    // An atomic store is async-signal-safe.
-    SIGNALLED.store(sig, Ordering::SeqCst);
-    let fd = PIPE_WRITE.load(Ordering::Relaxed);
-    let byte = sig as u8;
-    // SAFETY: write(2) is async-signal-safe; `byte` lives for the call.
-    unsafe {
-        libc::write(fd, (&byte as *const u8).cast(), 1);
-    }
-}
+/// The signals that stop xtask and every descendant.
+const STOPS: [libc::c_int; 3] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP];
 
 /// Makes xtask the reaper of its descendants and kills them all on SIGTERM,
-/// SIGINT or SIGHUP. Call once, first thing in `main`.
+/// SIGINT or SIGHUP. Call once, first thing in `main`. The handlers are
+/// signal-hook's (a self-pipe, `SA_RESTART`); they are reset to the default
+/// at exec, so children are unaffected.
 pub fn install() -> std::io::Result<()> {
     // SAFETY: prctl(2) with integer arguments only.
     if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1) } != 0 {
         return Err(std::io::Error::last_os_error());
     }
-    let mut fds = [0; 2];
-    // SAFETY: `fds` has room for the two descriptors pipe2(2) writes.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(std::io::Error::last_os_error());
+    for sig in STOPS {
+        signal_hook::flag::register_usize(sig, Arc::clone(&SIGNALLED), sig as usize)?;
     }
-    PIPE_WRITE.store(fds[1], Ordering::Relaxed);
-    for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
-        // SAFETY: a zeroed sigaction is valid; the handler only calls write(2).
-        // Handlers are reset to the default at exec, so children are unaffected.
-        unsafe {
-            let mut sa: libc::sigaction = std::mem::zeroed();
-            sa.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as usize;
-            sa.sa_flags = libc::SA_RESTART;
-            libc::sigemptyset(&mut sa.sa_mask);
-            if libc::sigaction(sig, &sa, std::ptr::null_mut()) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-        }
-    }
-    // SAFETY: fds[0] is the pipe's read end, owned by this File from now on.
-    let mut read_end = unsafe { <fs::File as std::os::fd::FromRawFd>::from_raw_fd(fds[0]) };
+    let mut signals = signal_hook::iterator::Signals::new(STOPS)?;
     std::thread::spawn(move || {
-        let mut sig = [0u8; 1];
-        if read_end.read_exact(&mut sig).is_ok() {
+        if let Some(sig) = signals.forever().next() {
             let me = std::process::id() as i32;
             let killed = kill_descendants(me, Duration::from_secs(5));
-            eprintln!(
-                "wbstall: signal {} received; stopped {killed} child process(es)",
-                sig[0]
-            );
+            eprintln!("wbstall: signal {sig} received; stopped {killed} child process(es)");
             run_on_stop();
-            std::process::exit(128 + i32::from(sig[0]));
+            std::process::exit(128 + sig);
         }
     });
     Ok(())

@@ -268,17 +268,9 @@ fn held_by_me(mut file: fs::File, dir: &Path, doing: &str) -> Result<DirLock> {
     Ok(DirLock { _file: file })
 }
 
-/// Seconds since the Unix epoch.
-pub fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
-}
-
 /// A UTC timestamp usable in a directory name: `20261129T201530Z`.
 pub fn timestamp() -> String {
-    crate::stamp::Stamp(unix_now()).compact()
+    crate::stamp::Stamp::now().compact()
 }
 
 /// Creates a new directory under `parent` named by the current time, with

@@ -397,12 +397,14 @@ fn compared(m: &Matrix, roles: &Roles, session: &Session) -> BTreeMap<(String, S
     add(&roles.baseline, &roles.reference, true);
     for v in &m.variants {
         add(&roles.baseline, v, false);
-        add(&roles.reference, v, false);
+        // Every metric: report.html's %change table, against the reference.
+        add(&roles.reference, v, true);
         if let Some(base) = v.strip_suffix(AA_SUFFIX) {
-            add(base, v, false);
+            add(base, v, true);
         }
     }
-    add(&roles.reference, &roles.baseline, false);
+    // Every metric: the mails' 0-day table keeps the good kernel left.
+    add(&roles.reference, &roles.baseline, true);
     for c in &roles.compare {
         add(&c.b, &c.a, false);
     }
@@ -495,6 +497,9 @@ mod tests {
                 subjects: vec!["x".into()],
                 other_base: "regressed".into(),
                 posted: Default::default(),
+                series: Vec::new(),
+                cover: None,
+                commit: None,
             }],
             floors: floors(0.003, &["fuse-nostrict"]),
             ..Session::default()

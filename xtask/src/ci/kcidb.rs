@@ -1,8 +1,13 @@
 //! The KCIDB step of `cargo xtask ci`: the KCIDB document of
 //! `docs/example-report/` validated by KernelCI's own schema (the `kcidb-io`
 //! package, what `kcidb-validate` runs), and a broken copy of it that the
-//! validator must reject. `kcidb-io` is installed with pip into a virtual
-//! environment in the cache (`$WBSTALL_CACHE`, else `~/.cache/wbstall`).
+//! validator must reject. Then two sessions' documents merged as a KCIDB
+//! database merges them (`kcidb-io`'s `merge` and `dedup`: objects of one
+//! type and id become one): the example and the same run on the same kernels
+//! a day later must give one checkout and one build per kernel, every test of
+//! both, and each known stall one issue with the incidents of both.
+//! `kcidb-io` is installed with pip into a virtual environment in the cache
+//! (`$WBSTALL_CACHE`, else `~/.cache/wbstall`).
 
 use std::path::PathBuf;
 
@@ -35,6 +40,21 @@ counts = ', '.join(f'{len(data.get(k, []))} {k}' for k in
 print(f'valid KCIDB {schema.LATEST}: {counts}')
 ";
 
+/// What a database holds once it took every document given in argv (files):
+/// each validated, merged and deduplicated as the database does; the count
+/// of each kind, and of incidents per issue.
+const MERGE_PY: &str = "import json, sys
+from kcidb_io import schema
+docs = [schema.LATEST.upgrade(schema.LATEST.validate(json.load(open(p)))) for p in sys.argv[1:]]
+db = schema.LATEST.dedup(schema.LATEST.merge(docs[0], docs[1:]))
+counts = {k: len(db.get(k, [])) for k in
+          ('checkouts', 'builds', 'tests', 'issues', 'incidents')}
+per_issue = {}
+for i in db.get('incidents', []):
+    per_issue[i['issue_id']] = per_issue.get(i['issue_id'], 0) + 1
+print(json.dumps({'counts': counts, 'incidents_per_issue': per_issue}))
+";
+
 /// The status the broken document gives its first test: not one of KCIDB's.
 const BROKEN_STATUS: &str = "STALL";
 
@@ -43,7 +63,7 @@ const BROKEN_STATUS: &str = "STALL";
 pub fn validate_example(sh: &Shell) -> Result<()> {
     let python = validator(sh)?;
     let dir = util::project_root().join("docs/example-report");
-    let doc = kcidb::of_dir(&dir)?;
+    let doc = kcidb::of_dir(&dir, None)?;
     let said = validate(sh, &python, &doc)
         .context("the KCIDB document of docs/example-report is not valid KCIDB")?;
     progress::emit(Event::Note(&format!("ci: {}", said.trim())));
@@ -67,6 +87,80 @@ pub fn validate_example(sh: &Shell) -> Result<()> {
              but for another reason: {e:#}"
         ))),
     }
+}
+
+/// The example report and the same session run again a day later on the
+/// same kernels (its start and every boot's moved), merged by `kcidb-io` as
+/// a database merges submissions: one checkout and one build per kernel,
+/// both sessions' tests, and each issue with both sessions' incidents.
+pub fn merge_two_sessions(sh: &Shell) -> Result<()> {
+    let python = validator(sh)?;
+    let docs = util::project_root().join("docs/example-report");
+    let (session, records) = crate::results::dir::ResultsDir::new(&docs).load()?;
+    let expected = crate::analysis::verdict::session_expectations(&session, None)?;
+    let first = kcidb::of_dir(&docs, None)?;
+    let (mut later, mut moved) = (session.clone(), records.clone());
+    later.started = "20261207T062404Z".into();
+    for r in &mut moved {
+        r.boot.wall_secs += 1.0;
+        let t = r
+            .boot
+            .started
+            .as_deref()
+            .context("a record without its start")?;
+        r.boot.started = Some(crate::stamp::Stamp::parse(t)?.plus(86_400)?.compact());
+    }
+    let j = crate::analysis::judge(&later, &moved, &expected)?;
+    let second = kcidb::document(&j, &kcidb::Artifacts::of_dir(&docs, None)?)?;
+    let tmp = util::unique_dir(&util::target_dir().join("ci").join("kcidb"))?;
+    let (a, b) = (tmp.join("first.json"), tmp.join("second.json"));
+    util::write_atomic(&a, kcidb::text(&first)?)?;
+    util::write_atomic(&b, kcidb::text(&second)?)?;
+    let out = cmd!(sh, "{python} -c {MERGE_PY} {a} {b}")
+        .read()
+        .context("merging two sessions' KCIDB documents with kcidb-io")?;
+    let merged: Value = serde_json::from_str(&out).context("reading the merge's counts")?;
+    let count = |k: &str| merged["counts"][k].as_u64().unwrap_or(0);
+    let kernels = first["builds"].as_array().map_or(0, Vec::len) as u64;
+    let tests = first["tests"].as_array().map_or(0, Vec::len) as u64;
+    let per_issue = merged["incidents_per_issue"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    let issues = first["issues"].as_array().map_or(0, Vec::len) as u64;
+    let doubled = (first["issues"].as_array().into_iter().flatten()).all(|i| {
+        let id = i["id"].as_str().unwrap_or_default();
+        let once = (first["incidents"].as_array().into_iter().flatten())
+            .filter(|x| x["issue_id"] == id)
+            .count() as u64;
+        per_issue.get(id).and_then(Value::as_u64) == Some(2 * once)
+    });
+    if count("checkouts") != kernels
+        || count("builds") != kernels
+        || count("tests") != 2 * tests
+        || count("issues") != issues
+        || !doubled
+    {
+        bail!(
+            "two sessions of the same {kernels} kernels did not merge into one checkout and \
+             build per kernel, every test of both and each issue with both sessions' \
+             incidents: {out}"
+        );
+    }
+    progress::emit(Event::Note(&format!(
+        "ci: two sessions' KCIDB documents merged by kcidb-io: {} checkouts, {} builds, {} \
+         tests, {} issues, {} incidents ({})",
+        count("checkouts"),
+        count("builds"),
+        count("tests"),
+        count("issues"),
+        count("incidents"),
+        (per_issue.iter())
+            .map(|(id, n)| format!("{id}: {n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    )));
+    Ok(())
 }
 
 /// `doc` with its first test's status one KCIDB does not have.
@@ -141,4 +235,32 @@ fn validator(sh: &Shell) -> Result<PathBuf> {
         );
     }
     Ok(python)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// kcidb-io's own merge of two sessions (when `cargo xtask ci` installed
+    /// it into the cache; skipped with a reason otherwise), and a document
+    /// it must reject.
+    #[test]
+    fn kcidb_io_validates_and_merges_two_sessions() {
+        let Ok(python) = util::cache_dir().map(|c| c.join(KCIDB_IO.replace("==", "-"))) else {
+            return;
+        };
+        if !python.join("bin/python").is_file() {
+            eprintln!(
+                "skipped: needs {KCIDB_IO} installed by `cargo xtask ci` in {}",
+                python.display()
+            );
+            return;
+        }
+        let sh = Shell::new().unwrap();
+        validate_example(&sh).unwrap();
+        merge_two_sessions(&sh).unwrap();
+        let doc = kcidb::of_dir(&util::project_root().join("docs/example-report"), None).unwrap();
+        let e = validate(&sh, &python.join("bin/python"), &broken(doc).unwrap()).unwrap_err();
+        assert!(format!("{e:#}").contains("'STALL' is not one of"), "{e:#}");
+    }
 }

@@ -24,11 +24,13 @@ pub mod dev_loop;
 pub mod findings;
 pub mod host_kill;
 pub mod kcidb;
+pub mod mails;
 pub mod negative;
 pub mod oops;
 pub mod report;
 pub mod sigterm;
 pub mod slurm;
+pub mod slurm_checks;
 mod tidy;
 pub mod workflow;
 
@@ -127,6 +129,15 @@ impl Ci {
     }
 }
 
+/// Whether git has its `send-email` command (`git-send-email` in its exec path).
+fn has_send_email(sh: &Shell) -> bool {
+    cmd!(sh, "git --exec-path").quiet().read().is_ok_and(|p| {
+        std::path::Path::new(p.trim())
+            .join("git-send-email")
+            .is_file()
+    })
+}
+
 /// What the test command needs beyond the pipeline's tools: shellcheck (the
 /// guest's scripts, and the workflow's through actionlint), python3's yaml
 /// (the workflow check) and venv (actionlint's, the KCIDB validator's), and gcc (the `--no-rust`
@@ -172,6 +183,11 @@ fn ci_tools(sh: &Shell) -> Result<()> {
             "python3's venv (actionlint's and the KCIDB validator's, from PyPI)",
             python("import ensurepip, venv"),
             "python3-venv",
+        ),
+        (
+            "`git send-email` (the mails sent with --dry-run)",
+            has_send_email(sh),
+            "git-email",
         ),
         (
             "`chromium-headless-shell` (report.html rendered by a browser)",
@@ -420,6 +436,16 @@ fn static_checks(sh: &Shell) -> Result<()> {
     step(
         "KCIDB: docs/example-report's document valid by kcidb-io, a broken one rejected",
         || kcidb::validate_example(sh),
+    )?;
+    step(
+        "KCIDB: two sessions of the same kernels merged by kcidb-io: one checkout and build \
+         per kernel, each issue with both sessions' incidents",
+        || kcidb::merge_two_sessions(sh),
+    )?;
+    step(
+        "the example's mail: Python's mail parser, git send-email --dry-run, no trailer b4 \
+         would collect from a regression report",
+        || mails::check_example_mail(sh),
     )?;
     step(
         "the committed mails' reproducers: bash -n, then qemu-test --dry-run of each",

@@ -19,7 +19,7 @@ use crate::{
 pub const BUG_FIXTURE: &str = "patches/faults/bug-when-throttled.patch";
 
 /// The variant `--patch` makes of [`BUG_FIXTURE`].
-const BUG_VARIANT: &str = "patch-bug-when-throttled";
+pub const BUG_VARIANT: &str = "patch-bug-when-throttled";
 
 /// Boots the BUG fixture beside `reference` on fuse-strictlimit and checks
 /// the outcome ([`check`]).

@@ -19,7 +19,13 @@ use std::{
 use anyhow::{bail, Context, Result};
 use xshell::{cmd, Shell};
 
-use super::bare_node::BareNode;
+use super::{
+    bare_node::BareNode,
+    slurm_checks::{
+        attempts_in_log, crashed_runs, fields, merged_names_the_crashes, resumed_once, same_cells,
+        sessions_in, JobState,
+    },
+};
 use crate::{
     analysis::judgement::VerdictFile,
     exit,
@@ -58,11 +64,6 @@ impl Node {
                 .context("`slurmd -C`'s RealMemory=")?,
         })
     }
-}
-
-/// The `KEY=VALUE` words of one line of `scontrol -o` or `slurmd -C`.
-fn fields(line: &str) -> impl Iterator<Item = (&str, &str)> {
-    line.split_whitespace().filter_map(|w| w.split_once('='))
 }
 
 /// slurm.conf of a one-node cluster: every file in `dir`, the daemons as
@@ -381,142 +382,15 @@ impl Drop for Cluster {
     }
 }
 
-/// One job (or array task) as `scontrol -o show job` tells it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct JobState {
-    pub job: String,
-    pub state: String,
-    pub reason: String,
-    /// How often Slurm requeued it (`Restarts=`), where it says.
-    pub restarts: Option<u32>,
-}
-
-impl JobState {
-    fn parse(line: &str) -> Option<JobState> {
-        let get = |key: &str| fields(line).find(|(k, _)| *k == key).map(|(_, v)| v);
-        let job = match (get("ArrayJobId"), get("ArrayTaskId")) {
-            (Some(a), Some(t)) => format!("{a}_{t}"),
-            _ => get("JobId")?.to_string(),
-        };
-        Some(JobState {
-            job,
-            state: get("JobState")?.to_string(),
-            reason: get("Reason").unwrap_or("None").to_string(),
-            restarts: get("Restarts").and_then(|r| r.parse().ok()),
-        })
-    }
-
-    fn ended(&self) -> bool {
-        !matches!(
-            self.state.as_str(),
-            "PENDING" | "RUNNING" | "CONFIGURING" | "COMPLETING" | "SUSPENDED" | "REQUEUED"
-        )
-    }
-}
-
-impl std::fmt::Display for JobState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.reason.as_str() {
-            "None" => write!(f, "{} {}", self.job, self.state),
-            r => write!(f, "{} {} ({r})", self.job, self.state),
-        }
-    }
-}
-
-/// The session directories under a shard's `--results-in` directory: those
-/// holding a session.json.
-fn sessions_in(shard: &Path) -> Result<Vec<PathBuf>> {
-    let Ok(entries) = fs::read_dir(shard) else {
-        return Ok(Vec::new());
-    };
-    let mut out = Vec::new();
-    for e in entries {
-        let p = e
-            .with_context(|| format!("listing {}", shard.display()))?
-            .path();
-        if p.join(ResultsDir::SESSION).is_file() {
-            out.push(p);
-        }
-    }
-    out.sort();
-    Ok(out)
-}
-
-/// The one session of `shard`, whose task Slurm requeued once: it must have
-/// resumed it, not begun another.
-fn resumed_once(states: &[JobState], task: &str, shard: &Path) -> Result<PathBuf> {
-    let restarts = (states.iter())
-        .find(|j| j.job == task)
-        .map(|j| j.restarts)
-        .with_context(|| format!("Slurm no longer shows task {task}"))?;
-    let mut sessions = sessions_in(shard)?;
-    if restarts != Some(1) || sessions.len() != 1 {
-        bail!(exit::fails(format!(
-            "task {task} was requeued once: Slurm counts {restarts:?} restart(s) and {} holds \
-             {} session(s) ({sessions:?}); a requeued task must resume the one it began",
-            shard.display(),
-            sessions.len()
-        )));
-    }
-    Ok(sessions.remove(0))
-}
-
-/// Each cell of a verdict as one line: where, how many runs, what class,
-/// what was expected; sorted.
-fn cells(v: &VerdictFile) -> Vec<String> {
-    let mut out: Vec<String> = v
-        .cells
-        .iter()
-        .map(|c| {
-            let expected = c.expected.map_or("none".to_string(), |e| e.to_string());
-            format!(
-                "{} {}: {} run(s), {} (expected {expected})",
-                c.scenario, c.variant, c.runs, c.observed
-            )
-        })
-        .collect();
-    out.sort();
-    out
-}
-
-/// Whether the merged shards were judged as the unsharded run was: the same
-/// cells, runs, classes and expectations, and the same pass or fail. Says
-/// which cells differ when not.
-pub fn same_cells(whole: &VerdictFile, merged: &VerdictFile) -> Result<String> {
-    let (a, b) = (cells(whole), cells(merged));
-    if a != b {
-        let only = |x: &[String], y: &[String]| -> String {
-            let d: Vec<&str> = x
-                .iter()
-                .filter(|c| !y.contains(c))
-                .map(String::as_str)
-                .collect();
-            if d.is_empty() {
-                "-".into()
-            } else {
-                d.join("; ")
-            }
-        };
-        bail!(exit::fails(format!(
-            "the merged shards' verdict differs from the unsharded run's:\n  unsharded \
-             only: {}\n  merged only: {}",
-            only(&a, &b),
-            only(&b, &a)
-        )));
-    }
-    if whole.passed != merged.passed {
-        bail!(exit::fails(format!(
-            "the unsharded run {} and the merged shards {}, with the same cells",
-            if whole.passed { "passed" } else { "failed" },
-            if merged.passed { "passed" } else { "failed" }
-        )));
-    }
-    Ok(a.join("; "))
-}
-
-/// The step: the quick plan unsharded, then on the cluster as `cargo xtask
-/// slurm` submits it; the merged verdict must judge as the unsharded did.
+/// The step: the quick plan with a kernel that BUG()s (`--patch`
+/// [`oops::BUG_FIXTURE`]) unsharded, then on the cluster as `cargo xtask
+/// slurm` submits it. The shards with a crashed boot exit non-zero, the merge
+/// must run all the same (`afterany`), judge as the unsharded run did and
+/// name every crashed run; task 1, requeued, must resume and its log keep
+/// both attempts (`--open-mode=append`).
 pub fn slurm_matrix(sh: &Shell, roles: &Roles) -> Result<()> {
+    let bug = util::project_root().join(super::oops::BUG_FIXTURE);
+    let bug = bug.display().to_string();
     let plan = [
         "--quick",
         "--no-build",
@@ -528,12 +402,33 @@ pub fn slurm_matrix(sh: &Shell, roles: &Roles) -> Result<()> {
         &roles.baseline,
         "--variant",
         &roles.reference,
+        "--patch",
+        &bug,
+        "--base",
+        &roles.reference,
     ];
-    // The verdict the merged shards must reach.
+    // The verdict the merged shards must reach, and the crashes they must name.
     let whole = args::parse::<QemuTest>(&plan)?.measure(sh)?;
-    if !whole.passed() {
-        bail!("the unsharded run failed: see {}", whole.dir.display());
+    let crashed = crashed_runs(&whole.failures, super::oops::BUG_VARIANT)?;
+    for v in [&roles.baseline, &roles.reference] {
+        if !whole.verdict().variant_passed(v) {
+            bail!(
+                "{v} failed beside the BUG fixture: see {}",
+                whole.dir.display()
+            );
+        }
     }
+    on_a_cluster(sh, &plan, &whole, &crashed)
+}
+
+/// `plan` submitted by `cargo xtask slurm` to a live one-node cluster: the
+/// merge must judge as `whole` did and name the `crashed` runs.
+fn on_a_cluster(
+    sh: &Shell,
+    plan: &[&str],
+    whole: &crate::tasks::qemu_test::boot_all::Outcome,
+    crashed: &[String],
+) -> Result<()> {
     let out = util::unique_dir(&util::target_dir().join("ci").join("slurm"))?;
     let started = Instant::now();
     let mut cluster =
@@ -563,28 +458,29 @@ pub fn slurm_matrix(sh: &Shell, roles: &Roles) -> Result<()> {
     // record; it must go on with the session it began, and merge take it once.
     let shard = jobs.dir.join("shard-1");
     let task = cluster.requeue_after_a_record(sh, s.array, 1, &shard, Duration::from_secs(300))?;
-    let states = cluster.wait_jobs(sh, &[s.array, s.merge], Duration::from_secs(600))?;
-    if let Some(bad) = states.iter().find(|j| j.state != "COMPLETED") {
-        bail!("Slurm job {bad}: see the jobs' logs in {}/logs", jobs_dir);
-    }
+    let states = cluster.wait_jobs(sh, &[s.array, s.merge], Duration::from_secs(900))?;
     let session = resumed_once(&states, &task, &shard)?;
     bare.check_untouched()?;
-    let path = jobs.merged().join(ResultsDir::VERDICT);
-    let text = fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-    let merged: VerdictFile =
-        serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+    let merged = merged_names_the_crashes(&jobs.dir, &states, s.merge, crashed)?;
     let same = same_cells(&VerdictFile::of(&whole.verdict())?, &merged)?;
+    let appended = attempts_in_log(&jobs.dir, &task)?;
     cluster.stop()?;
     progress::emit(Event::Note(&format!(
         "slurm: job array {} and merge job {} ended in {:.0} s (cluster up to down), on a node \
-         without {} and with an empty cache, none of them called; task {task} requeued after \
-         its first record resumed its session ({}); the merged verdict judges as the \
-         unsharded run {}: {same}",
+         without {} and with an empty cache, none of them called; shards {}; task {task} \
+         requeued after its first record resumed its session ({}), its log keeping both \
+         attempts ({appended} starts); the merge ran after the crashed shards and names \
+         {}; the merged verdict judges as the unsharded run {}: {same}",
         s.array,
         s.merge,
         started.elapsed().as_secs_f64(),
         BareNode::ABSENT.join(", "),
+        (states.iter())
+            .map(JobState::to_string)
+            .collect::<Vec<_>>()
+            .join(", "),
         session.display(),
+        crashed.join(", "),
         whole.dir.display()
     )));
     Ok(())
@@ -593,6 +489,7 @@ pub fn slurm_matrix(sh: &Shell, roles: &Roles) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::results::session::BootFailure;
 
     fn example() -> VerdictFile {
         let path = util::project_root().join("docs/example-report/verdict.json");
@@ -628,6 +525,22 @@ mod tests {
         let mut merged = whole.clone();
         merged.cells.reverse();
         assert!(same_cells(&whole, &merged).is_ok());
+    }
+
+    #[test]
+    fn only_the_fixtures_oopses_are_crashes_the_step_expects() {
+        let f = |variant: &str, why: &str| BootFailure {
+            run: crate::guest::run_id::RunId::new("fuse-strictlimit", variant, 0),
+            why: why.into(),
+        };
+        let oops = f("patch-x", "oops: kernel BUG at mm/page-writeback.c:1958!");
+        assert_eq!(
+            crashed_runs(std::slice::from_ref(&oops), "patch-x").unwrap(),
+            ["fuse-strictlimit/patch-x #1"]
+        );
+        assert!(crashed_runs(&[], "patch-x").is_err());
+        assert!(crashed_runs(&[oops.clone(), f("upstream", "hang: x")], "patch-x").is_err());
+        assert!(crashed_runs(&[f("patch-x", "no-result: x")], "patch-x").is_err());
     }
 
     #[test]

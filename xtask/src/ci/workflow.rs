@@ -217,6 +217,54 @@ mod tests {
         );
     }
 
+    /// A fleet must report a crash: the merge runs whatever the shards'
+    /// exits, writes its summary whatever happened, and a failed build's log
+    /// is uploaded. Each rule refuses the workflow without it.
+    #[test]
+    fn the_check_wants_the_merge_to_run_after_a_crashed_shard_and_say_so() {
+        if !has_python_yaml("the_check_wants_the_merge_to_run_after_a_crashed_shard_and_say_so") {
+            return;
+        }
+        let sh = Shell::new().unwrap();
+        let dir = testdir::Dir::new("workflow-crash");
+        let cases = [
+            (
+                "    if: ${{ !cancelled() && needs.kernels.result == 'success' }}\n",
+                "",
+                "the merge job has no `if: ${{ !cancelled() }}`",
+            ),
+            (
+                "      - name: The table and the verdict as the job summary\n        if: always()\n",
+                "      - name: The table and the verdict as the job summary\n",
+                "the merge job's summary step has no `if: always()`",
+            ),
+            (
+                "} >>\"$GITHUB_STEP_SUMMARY\"",
+                "} >>summary.md",
+                "the merge job writes no job summary",
+            ),
+            (
+                "        # A failed build's log is the evidence of why.\n        if: always()\n",
+                "",
+                "the kernels job's upload of its build logs has no `if: always()`",
+            ),
+            (
+                "          path: target/wbstall/logs\n",
+                "          path: target/wbstall/log\n",
+                "the kernels job does not upload its build logs",
+            ),
+            (
+                "    needs: [kernels, shard]\n",
+                "    needs: [kernels]\n",
+                "the merge job does not wait for the shard job",
+            ),
+        ];
+        for (from, to, says) in cases {
+            let e = shape(&sh, &edited(&dir, from, to)).unwrap_err().to_string();
+            assert!(e.contains(says), "{says}: {e}");
+        }
+    }
+
     #[test]
     fn actionlint_passes_the_workflow_and_rejects_a_broken_one() {
         let Ok(bin) = venv_dir().map(|v| v.join("bin/actionlint")) else {
@@ -236,8 +284,24 @@ mod tests {
         let broken = edited(&dir, "--shard \"$SHARD\"", "--shard $SHARD");
         let e = actionlint(&sh, &bin, &broken).unwrap_err().to_string();
         assert!(e.contains("SC2086"), "{e}");
-        let broken = edited(&dir, "needs: shard\n", "needs: shards\n");
+        let broken = edited(
+            &dir,
+            "needs: [kernels, shard]\n",
+            "needs: [kernels, shards]\n",
+        );
         let e = actionlint(&sh, &bin, &broken).unwrap_err().to_string();
         assert!(e.contains("job \"merge\" needs job \"shards\""), "{e}");
+        // The merge's condition reads the kernels job's result: it must need it.
+        let broken = edited(&dir, "needs: [kernels, shard]\n", "needs: [shard]\n");
+        let e = actionlint(&sh, &bin, &broken).unwrap_err().to_string();
+        assert!(e.contains("property \"kernels\" is not defined"), "{e}");
+        // The summary file unquoted: shellcheck through actionlint.
+        let broken = edited(
+            &dir,
+            "} >>\"$GITHUB_STEP_SUMMARY\"",
+            "} >>$GITHUB_STEP_SUMMARY",
+        );
+        let e = actionlint(&sh, &bin, &broken).unwrap_err().to_string();
+        assert!(e.contains("SC2086"), "{e}");
     }
 }

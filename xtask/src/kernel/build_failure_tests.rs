@@ -207,6 +207,7 @@ fn variant(base: usize, extra: usize, other_base: &str) -> Variant {
         sha256: format!("{file}-{n}"),
         subject: format!("{file} {n}"),
         posted: Default::default(),
+        cover: None,
     };
     let mut patches: Vec<Patch> = (0..base).map(|n| p("mm/a.c", n, "base_line")).collect();
     patches.extend((0..extra).map(|n| p("mm/b.c", n, "wbstall_added()")));
@@ -221,6 +222,9 @@ fn variant(base: usize, extra: usize, other_base: &str) -> Variant {
             subjects: vec!["x".into(); extra],
             other_base: other_base.into(),
             posted: Default::default(),
+            series: Vec::new(),
+            cover: None,
+            commit: None,
         }),
     }
 }

@@ -20,39 +20,100 @@ pub struct Mail {
     pub patch: String,
     /// The mail as saved, for its hash.
     pub raw: Vec<u8>,
+    /// The series' cover letter, on its first patch (a reply to the whole
+    /// series answers it).
+    pub cover: Option<Posted>,
 }
 
-/// Who posted a patch (`From:`, as `git mailinfo` reads it) and its
-/// `Message-Id:` (without the angle brackets), when the saved mail has them.
+/// Who posted a patch (`From:`, as `git mailinfo` reads it), its
+/// `Message-Id:` (without the angle brackets), its subject as posted (with
+/// its `[PATCH v2 3/7]`) and whom it was sent to (`To:` and `Cc:`, the
+/// lists among them), when the saved mail has them: what a reply names.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Posted {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subject: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recipients: Vec<String>,
 }
 
-/// The `Message-Id:` of a mail's header block (folded lines joined), without
-/// its angle brackets.
-pub fn message_id(raw: &str) -> Option<String> {
+/// A mail's header block, each header unfolded (`From ` separator skipped).
+fn headers(raw: &str) -> Vec<String> {
     let mut header: Vec<String> = Vec::new();
     for line in raw.lines().skip_while(|l| l.starts_with("From ")) {
         if line.trim().is_empty() {
             break;
         }
         match header.last_mut() {
-            Some(last) if line.starts_with([' ', '\t']) => last.push_str(line),
+            Some(last) if line.starts_with([' ', '\t']) => {
+                last.push(' ');
+                last.push_str(line.trim());
+            }
             _ => header.push(line.to_string()),
         }
     }
-    header.iter().find_map(|h| {
-        let (name, value) = h.split_once(':')?;
-        if !name.eq_ignore_ascii_case("message-id") {
-            return None;
-        }
-        let id = value.trim().trim_start_matches('<').trim_end_matches('>');
-        (!id.is_empty() && !id.contains(char::is_whitespace)).then(|| id.to_string())
+    header
+}
+
+/// The value of header `name` (any case), unfolded and trimmed.
+pub fn header(raw: &str, name: &str) -> Option<String> {
+    headers(raw).iter().find_map(|h| {
+        let (n, value) = h.split_once(':')?;
+        n.eq_ignore_ascii_case(name)
+            .then(|| value.trim().to_string())
+            .filter(|v| !v.is_empty())
     })
+}
+
+/// The `Message-Id:` of a mail's header block (folded lines joined), without
+/// its angle brackets.
+pub fn message_id(raw: &str) -> Option<String> {
+    let value = header(raw, "message-id")?;
+    let id = value.trim_start_matches('<').trim_end_matches('>');
+    (!id.is_empty() && !id.contains(char::is_whitespace)).then(|| id.to_string())
+}
+
+/// The addresses of an address header (`A <a@x>, "B, C" <b@x>`): split at
+/// the commas outside quotes and angle brackets.
+pub fn addresses(value: &str) -> Vec<String> {
+    let (mut out, mut cur, mut quoted, mut angle) = (Vec::new(), String::new(), false, false);
+    for c in value.chars() {
+        match c {
+            '"' => quoted = !quoted,
+            '<' => angle = true,
+            '>' => angle = false,
+            ',' if !quoted && !angle => {
+                out.push(std::mem::take(&mut cur));
+                continue;
+            }
+            _ => {}
+        }
+        cur.push(c);
+    }
+    out.push(cur);
+    (out.into_iter())
+        .map(|a| a.trim().to_string())
+        .filter(|a| a.contains('@'))
+        .collect()
+}
+
+/// What a saved mail says of its posting, `from` as git read it.
+fn posted(raw: &str, from: Option<String>) -> Posted {
+    let recipients = ["to", "cc"]
+        .iter()
+        .filter_map(|h| header(raw, h))
+        .flat_map(|v| addresses(&v))
+        .collect();
+    Posted {
+        from,
+        message_id: message_id(raw),
+        subject: header(raw, "subject"),
+        recipients,
+    }
 }
 
 /// Whether `text` starts like a mail or an mbox: a `From ` separator line, or
@@ -99,6 +160,7 @@ pub fn patches(path: &Path) -> Result<Vec<Mail>> {
         .collect();
     names.sort();
     let mut mails = Vec::new();
+    let mut cover = None;
     for mail in &names {
         let raw = fs::read(mail).with_context(|| format!("reading {}", mail.display()))?;
         let (msg, patch) = (split.with_extension("msg"), split.with_extension("patch"));
@@ -108,8 +170,14 @@ pub fn patches(path: &Path) -> Result<Vec<Mail>> {
             .read()
             .with_context(|| format!("decoding {} of {}", util_name(mail), path.display()))?;
         let patch = fs::read_to_string(&patch).unwrap_or_default();
+        let text = String::from_utf8_lossy(&raw).into_owned();
         if !patch.lines().any(|l| l.starts_with("+++ ")) {
-            continue; // a cover letter, a reply
+            // A cover letter (`[PATCH 0/n]`), what a reply to the series answers; a reply.
+            let subject = header(&text, "subject").unwrap_or_default();
+            if mails.is_empty() && cover.is_none() && subject.contains(" 0/") {
+                cover = Some(posted(&text, None));
+            }
+            continue;
         }
         let field = |name: &str| {
             (info.lines())
@@ -123,15 +191,13 @@ pub fn patches(path: &Path) -> Result<Vec<Mail>> {
             (None, Some(e)) => Some(format!("<{e}>")),
             _ => None,
         };
-        let posted = Posted {
-            from,
-            message_id: message_id(&String::from_utf8_lossy(&raw)),
-        };
+        let posted = posted(&text, from);
         mails.push(Mail {
             subject,
             posted,
             patch,
             raw,
+            cover: None,
         });
     }
     if mails.is_empty() {
@@ -141,6 +207,9 @@ pub fn patches(path: &Path) -> Result<Vec<Mail>> {
             path.display(),
             count.trim()
         );
+    }
+    if let (Some(c), Some(first)) = (cover, mails.first_mut()) {
+        first.cover = Some(c);
     }
     Ok(mails)
 }
@@ -221,6 +290,35 @@ mod tests {
         assert_eq!(
             message_id("From: a\nSubject: x\n\nMessage-Id: <body@x>\n"),
             None
+        );
+    }
+
+    /// A reply keeps what the posting said: its subject with `[PATCH v2
+    /// 1/2]`, its lists; a series remembers its cover letter.
+    #[test]
+    fn a_posting_keeps_its_subject_prefix_lists_and_cover_letter() {
+        let m = patches(&fixture("series.mbox")).unwrap();
+        assert_eq!(
+            m[0].posted.subject.as_deref(),
+            Some("[PATCH 1/2] mm: change b to c")
+        );
+        let cover = m[0].cover.as_ref().expect("the cover letter");
+        assert_eq!(
+            cover.subject.as_deref(),
+            Some("[PATCH 0/2] mm: two small changes")
+        );
+        assert!(m[1].cover.is_none());
+        let mail = "From: a <a@b>\nTo: Dev <dev@x.org>,\n \"Mm, List\" <linux-mm@kvack.org>\n\
+                    Cc: c@d\nSubject: [PATCH v2 3/7]\n mm: x\n\nbody\n";
+        let p = posted(mail, None);
+        assert_eq!(p.subject.as_deref(), Some("[PATCH v2 3/7] mm: x"));
+        assert_eq!(
+            p.recipients,
+            [
+                "Dev <dev@x.org>",
+                "\"Mm, List\" <linux-mm@kvack.org>",
+                "c@d"
+            ]
         );
     }
 

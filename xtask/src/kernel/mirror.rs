@@ -59,6 +59,53 @@ pub fn is_git(sh: &Shell, dir: &Path) -> bool {
         .is_ok_and(|o| o.trim() == "true")
 }
 
+/// A git tree's state: its HEAD, branch and remote, and whether its
+/// working tree differs from HEAD (what a build of it holds beyond HEAD).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct GitState {
+    /// `git rev-parse HEAD`: 40 hex digits.
+    pub commit: String,
+    /// `git symbolic-ref --short HEAD`; none when detached.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
+    /// The URL of the branch's remote (`branch.<b>.remote`), else of `origin`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// Uncommitted changes to tracked files (`git status --porcelain
+    /// --untracked-files=no` said something).
+    pub dirty: bool,
+}
+
+/// The git state of `dir`, a git work tree; none when it has no commit yet.
+pub fn git_state(sh: &Shell, dir: &Path) -> Option<GitState> {
+    let git = |args: &[&str]| {
+        cmd!(sh, "git -C {dir} {args...}")
+            .quiet()
+            .ignore_stderr()
+            .read()
+            .ok()
+            .map(|o| o.trim().to_string())
+            .filter(|o| !o.is_empty())
+    };
+    let commit = git(&["rev-parse", "--verify", "--quiet", "HEAD"])?;
+    let branch = git(&["symbolic-ref", "--quiet", "--short", "HEAD"]);
+    let remote = (branch.as_ref())
+        .and_then(|b| git(&["config", &format!("branch.{b}.remote")]))
+        .unwrap_or_else(|| "origin".into());
+    let url = git(&["config", &format!("remote.{remote}.url")]);
+    let status = cmd!(sh, "git -C {dir} status --porcelain --untracked-files=no")
+        .quiet()
+        .ignore_stderr()
+        .read()
+        .ok()?;
+    Some(GitState {
+        commit,
+        branch,
+        url,
+        dirty: !status.trim().is_empty(),
+    })
+}
+
 /// The tree's files: git's (tracked, and untracked but not ignored: build
 /// outputs of an in-tree build stay behind) or every file outside `.git`.
 pub fn list(sh: &Shell, dir: &Path, git: bool) -> Result<Vec<String>> {

@@ -25,6 +25,8 @@ pub struct Patch {
     pub subject: String,
     /// Who posted it, and its Message-Id (a mail's; none of a plain diff).
     pub posted: super::mailbox::Posted,
+    /// The cover letter of its series, on the series' first patch.
+    pub cover: Option<super::mailbox::Posted>,
 }
 
 impl Patch {
@@ -51,6 +53,7 @@ impl Patch {
                     sha256: util::sha256_hex(&m.raw),
                     subject: m.subject,
                     posted: m.posted,
+                    cover: m.cover,
                 })
             })
             .collect()
@@ -70,6 +73,7 @@ impl Patch {
                 .file_name()
                 .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
             posted: Default::default(),
+            cover: None,
         })
     }
 }

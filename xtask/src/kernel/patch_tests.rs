@@ -287,6 +287,7 @@ fn patch(label: &str, diff: &str) -> Patch {
         sha256: util::sha256_hex(diff.as_bytes()),
         subject: label.into(),
         posted: Default::default(),
+        cover: None,
     }
 }
 

@@ -114,6 +114,7 @@ fn variant(sh: &Shell, dir: &Path, rev: &str) -> Result<Variant> {
             subject: subject.clone(),
             label,
             posted: Default::default(),
+            cover: None,
         }]
     };
     let name = name(rev);
@@ -126,6 +127,8 @@ fn variant(sh: &Shell, dir: &Path, rev: &str) -> Result<Variant> {
             subjects: vec![subject],
             other_base: String::new(),
             posted: Default::default(),
+            commit: Some(hash.clone()),
+            ..Default::default()
         }),
         name,
         patches,

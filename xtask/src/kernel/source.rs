@@ -109,6 +109,10 @@ pub struct SourceMeta {
     /// ([`seed`]), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seeded_from: Option<String>,
+    /// A git tree's state when it was last synced (what KCIDB names a
+    /// checkout by); none for Debian's source and a plain directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git: Option<mirror::GitState>,
 }
 
 /// A kernel tree in the cache, ready to be patched and built.
@@ -400,6 +404,7 @@ fn extract(
         sha256,
         origin: None,
         seeded_from: None,
+        git: None,
     };
     publish(&staging, root, id, meta)
 }
@@ -513,6 +518,7 @@ fn local_tree(sh: &Shell, cache: &Path, dir: &Path, mirror_of: Option<&Path>) ->
         sha256: mirror::identity(sh, &dir, git, &manifest)?,
         origin: Some(dir.display().to_string()),
         seeded_from,
+        git: git.then(|| mirror::git_state(sh, &dir)).flatten(),
     };
     publish(&staging, root, id, meta)
 }
@@ -576,6 +582,7 @@ impl Source {
         let meta = SourceMeta {
             kernel_version,
             sha256: mirror::identity(sh, dir, git, &new)?,
+            git: git.then(|| mirror::git_state(sh, dir)).flatten(),
             ..self.meta.clone()
         };
         util::write_atomic(

@@ -201,6 +201,7 @@ fn an_edit_to_a_patched_file_reaches_the_variant_through_its_patch() {
             sha256: "0".into(),
             subject: "p.patch".into(),
             posted: Default::default(),
+            cover: None,
         }],
         under_test: None,
     };

@@ -306,6 +306,13 @@ impl Variants {
                 .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
             subjects: extra.iter().map(|p| p.subject.clone()).collect(),
             posted: extra.first().map(|p| p.posted.clone()).unwrap_or_default(),
+            series: if extra.len() > 1 {
+                extra.iter().map(|p| p.posted.clone()).collect()
+            } else {
+                Vec::new()
+            },
+            cover: extra.first().and_then(|p| p.cover.clone()),
+            commit: None,
             other_base: if base == self.roles.reference {
                 self.roles.baseline.clone()
             } else {
@@ -325,7 +332,7 @@ impl Variants {
 
 /// The developer's patch under test: the variant it builds, on what, and
 /// what it says it is. Recorded in the session; the report is about it.
-#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, serde::Serialize)]
 pub struct UnderTest {
     pub variant: String,
     /// The variant it goes on (`--base`).
@@ -341,6 +348,17 @@ pub struct UnderTest {
     /// before it was kept.
     #[serde(default, skip_serializing_if = "is_default")]
     pub posted: super::mailbox::Posted,
+    /// Each patch's posting, for a series of more than one (a reply names
+    /// each); empty for one patch.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub series: Vec<super::mailbox::Posted>,
+    /// The series' cover letter, when the file had one: what a reply to the
+    /// whole series answers (b4 applies its trailers to every patch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cover: Option<super::mailbox::Posted>,
+    /// The commit it is, for a revision of a git tree (`--rev`): 40 hex digits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
 }
 
 fn is_default(p: &super::mailbox::Posted) -> bool {

@@ -1,12 +1,15 @@
 //! The report as one self-contained page (`report.html`): no script, no
-//! request, every plot an inline SVG. The verdict first (its lines and the
-//! matrix of cells); then per scenario and variant, the plots a writeback
-//! developer knows from the IO-less dirty throttling work, of the variant's
-//! first run: dirty and writeback pages against the thresholds that bind
-//! (the wb's for a strictlimit BDI, else the writer's domain's; the sampler's
-//! series), the pause of each throttle sleep by its class and the time paused
-//! per `balance_dirty_pages()` call (the run's `sleeps.txt`, from the trace),
-//! and each writer's progress (each fio job's log, sent with the samples).
+//! request, every plot an inline SVG. The verdict first: its lines, and the
+//! matrix of cells coloured by what happened (a stall red whether or not it
+//! was expected; whether it was expected is said in the cell, ✓ or ✗). Then
+//! per scenario the %change of every variant against the reference beside
+//! the A/A floor (the reference booted again), and the plots a writeback
+//! developer knows from the IO-less dirty throttling work with every
+//! variant's every run overlaid on shared axes, a colour per variant: each
+//! writer's progress, the dirty pages against the threshold that binds (the
+//! wb's for a strictlimit BDI, else the writer's domain's), and each stall
+//! sleep's pause (from the run's `sleeps.txt`). The legends are HTML under
+//! the charts, over no data.
 
 use std::fmt::Write;
 
@@ -14,29 +17,43 @@ use anyhow::{Context, Result};
 
 use super::{
     format,
-    plots::{self, Line, RunSeries, COLORS},
+    plots::{self, Line, RunSeries},
     terminal::verdict_lines,
 };
 use crate::{
-    analysis::{judge::Judgement, judgement::CellVerdict},
-    results::{
-        record::RunRecord,
-        samples::Point,
-        sleeps,
-        tracefs::{Cause, Sleep, SleepClass},
+    analysis::{
+        expected::{Class, AA_SUFFIX},
+        judge::Judgement,
+        judgement::{CellVerdict, BW},
     },
+    results::{sleeps, tracefs::Sleep},
 };
 
 /// One chart's size, px.
-const CHART: (u32, u32) = (440, 280);
+const CHART: (u32, u32) = (440, 300);
 
-const STYLE: &str = "body{font-family:sans-serif;margin:1.5em;color:#111}\
+const STYLE: &str = "body{font-family:sans-serif;margin:1.5em;color:#111;max-width:1700px}\
 h1{font-size:1.5em}h2{margin-top:1.6em;border-bottom:1px solid #999}\
 pre{background:#f4f4f4;padding:.6em;white-space:pre-wrap}\
 table{border-collapse:collapse;margin:.6em 0}td,th{border:1px solid #aaa;padding:.3em .6em;\
-text-align:left;vertical-align:top}td.pass{background:#e3f4e1}td.fail{background:#f9dcdc}\
-td.none{background:#eee}.charts{display:flex;flex-wrap:wrap;gap:8px}\
-.verdict-pass{color:#1b6e1b}.verdict-fail{color:#b01515}.note{color:#555}";
+text-align:left;vertical-align:top}td.num{text-align:right}\
+td.stall{background:#f6c9c9}td.ok{background:#d8efd5}td.unclear{background:#fbe6b8}\
+td.idle,td.none{background:#e8e8e8}.charts{display:flex;flex-wrap:wrap;gap:10px}\
+.verdict-pass{color:#1b6e1b}.verdict-fail{color:#b01515}.note{color:#555}\
+.key span{display:inline-block;margin-right:1.2em}.sw{display:inline-block;width:1.6em;\
+height:.5em;margin-right:.4em;vertical-align:middle}";
+
+/// The colours of the variants in the charts (none red: red is a stall's).
+const PALETTE: [(u8, u8, u8); 8] = [
+    (31, 119, 180),
+    (255, 127, 14),
+    (44, 160, 44),
+    (148, 103, 189),
+    (140, 86, 75),
+    (227, 119, 194),
+    (127, 127, 127),
+    (188, 189, 34),
+];
 
 /// Text for HTML: `&`, `<`, `>` and `"` escaped.
 pub fn escape(text: &str) -> String {
@@ -57,7 +74,7 @@ pub fn escape(text: &str) -> String {
 pub fn html(dir: &std::path::Path, j: &Judgement) -> Result<String> {
     let session = j.session;
     let version = (session.variants.first()).map_or("?".into(), |v| v.base.kernel_version.clone());
-    let (word, class) = if j.verdict.passed() {
+    let (word, class) = if j.passed() {
         ("PASS", "verdict-pass")
     } else {
         ("FAIL", "verdict-fail")
@@ -82,22 +99,18 @@ pub fn html(dir: &std::path::Path, j: &Judgement) -> Result<String> {
     );
     for s in &j.matrix.scenarios {
         let _ = writeln!(o, "<h2 id=\"{0}\">{0}</h2>", escape(s));
-        let runs = plots::first_runs(dir, &j.matrix, s)
+        changes(&mut o, j, s);
+        let runs = plots::every_run(dir, &j.matrix, s)
             .with_context(|| format!("reading the samples of {s}"))?;
-        if runs.is_empty() {
-            o.push_str("<p>No run of this scenario has its samples here.</p>\n");
-        }
-        for run in &runs {
-            run_charts(&mut o, dir, run).with_context(|| format!("plotting {}", run.record.id))?;
-        }
+        scenario_charts(&mut o, dir, j, &runs).with_context(|| format!("plotting {s}"))?;
     }
     o.push_str("</body></html>\n");
     Ok(o)
 }
 
 /// The verdict matrix: a row per scenario, a column per variant; each cell
-/// its class, its expectation and whether it held, its runs' stall share and
-/// MiB/s; the reasons of the failing cells under it.
+/// coloured by its class, saying whether it held its expectation, its runs'
+/// stall share and MiB/s; the reasons of the failing cells under it.
 fn matrix(o: &mut String, j: &Judgement) {
     let m = &j.matrix;
     o.push_str("<table id=\"verdict-table\"><tr><th>scenario</th>");
@@ -120,6 +133,10 @@ fn matrix(o: &mut String, j: &Judgement) {
         o.push_str("</tr>\n");
     }
     o.push_str("</table>\n");
+    o.push_str(
+        "<p class=\"note\">A cell's colour is what its runs showed: red a stall, green ok, \
+         amber unclear or mixed, grey idle; ✓ it held its expectation, ✗ it did not.</p>\n",
+    );
     if !reasons.is_empty() {
         o.push_str("<ul id=\"failures\">");
         for r in reasons {
@@ -129,227 +146,269 @@ fn matrix(o: &mut String, j: &Judgement) {
     }
 }
 
+/// The CSS class of what a cell showed.
+fn shown(class: Class) -> &'static str {
+    match class {
+        Class::Stall => "stall",
+        Class::Ok => "ok",
+        Class::Unclear | Class::Mixed => "unclear",
+        Class::Idle => "idle",
+    }
+}
+
 /// One cell of the matrix.
 fn cell(c: &CellVerdict) -> String {
-    let held = c.judged && c.failures.is_empty();
-    let (css, mark) = match (c.judged, held) {
-        (false, _) => ("none", ""),
-        (true, true) => ("pass", " ✓"),
-        (true, false) => ("fail", " ✗"),
+    let held = match (c.judged, c.failures.is_empty()) {
+        (false, _) => "not judged".to_string(),
+        (true, true) => format!("expected {}: as expected ✓", format::class(c.expected)),
+        (true, false) => format!("expected {}: NOT as expected ✗", format::class(c.expected)),
     };
     format!(
-        "<td class=\"{css}\"><b>{}</b> (expected {}){mark}<br>stall {:.1}%, {} MiB/s<br>\
+        "<td class=\"{}\"><b>{}</b><br>{held}<br>stall {:.1}%, {} MiB/s<br>\
          <small>{}</small></td>",
+        shown(c.observed),
         c.observed,
-        format::class(c.expected),
         c.stall_fraction() * 100.0,
         format::num(c.bw_mib_s()),
         escape(&c.run_classes())
     )
 }
 
-/// The differences of a cumulative series, per interval: `d(num)/d(den)`
-/// where `den` moved (the time paused per throttle sleep).
-fn per_interval(points: &[Point]) -> Vec<(f64, f64)> {
-    (points.windows(2))
-        .filter_map(|w| {
-            let calls = w[1].throttle_sleeps - w[0].throttle_sleeps;
-            (calls > 0.0).then(|| (w[1].t, (w[1].paused_ms - w[0].paused_ms) / calls))
+/// The metrics of the %change table: the headline and the latency a writer
+/// sees.
+const CHANGED: [&str; 5] = [
+    BW,
+    "wbstall.stall_share_%",
+    "fio.clat_p99_ms",
+    "fio.clat_max_ms",
+    "wbstall.max_call_ms",
+];
+
+/// The cost class of a variant's metric in a scenario against the
+/// reference (better, same, worse, undecided, unresolvable), where the
+/// metric is judged and the scenario has a floor.
+fn cost_class(j: &Judgement, scenario: &str, variant: &str, metric: &str) -> Option<String> {
+    let c = j
+        .change(scenario, metric, &j.roles.reference, variant)?
+        .judged()?;
+    Some(c.class.to_string())
+}
+
+/// Every variant's change against the reference in scenario `s`, metric by
+/// metric, with the A/A floor (the reference against itself) beside it.
+fn changes(o: &mut String, j: &Judgement, s: &str) {
+    let reference = &j.roles.reference;
+    let aa = format!("{reference}{AA_SUFFIX}");
+    let others: Vec<&String> = (j.matrix.variants_in(s).into_iter())
+        .filter(|v| *v != reference && **v != aa)
+        .collect();
+    if j.aggregates(s, reference).is_none() || others.is_empty() {
+        return;
+    }
+    let _ = write!(
+        o,
+        "<table class=\"changes\"><tr><th>metric</th><th>{} (reference)</th>",
+        escape(reference)
+    );
+    for v in &others {
+        let _ = write!(o, "<th>{} %change</th>", escape(v));
+    }
+    o.push_str("<th>A/A floor (the reference again)</th></tr>\n");
+    for key in CHANGED {
+        let value =
+            (j.aggregates(s, reference).and_then(|a| a.value(key))).map_or("-".into(), format::num);
+        let _ = write!(
+            o,
+            "<tr><th>{}</th><td class=\"num\">{value}</td>",
+            escape(key)
+        );
+        for v in &others {
+            let ch = format::metric_change(j.change(s, key, reference, v));
+            let cost = cost_class(j, s, v, key).map_or(String::new(), |c| format!(" ({c})"));
+            let _ = write!(o, "<td class=\"num\">{}{}</td>", escape(&ch), escape(&cost));
+        }
+        let floor = format::metric_change(j.change(s, key, reference, &aa));
+        let _ = writeln!(o, "<td class=\"num\">{}</td></tr>", escape(&floor));
+    }
+    o.push_str(
+        "</table>\n<p class=\"note\">%change of each variant against the reference \
+         (shares in points, a tenfold change as a ratio), and for throughput and latencies \
+         its cost class against the scenario's floor (the spread of a run across the start \
+         phases); * a change that is worse or better. The A/A column is the reference \
+         booted again at other start phases: the floor checked in this run.</p>\n",
+    );
+}
+
+/// The colour of variant `i` in the charts.
+fn colour(i: usize) -> plotters::style::RGBColor {
+    let (r, g, b) = PALETTE[i % PALETTE.len()];
+    plotters::style::RGBColor(r, g, b)
+}
+
+/// A scenario's charts, every run of every variant on shared axes, and
+/// their legend; which runs are drawn and which have no samples here.
+fn scenario_charts(
+    o: &mut String,
+    dir: &std::path::Path,
+    j: &Judgement,
+    runs: &[RunSeries<'_>],
+) -> Result<()> {
+    if runs.is_empty() {
+        o.push_str("<p>No run of this scenario has its samples here.</p>\n");
+        return Ok(());
+    }
+    let variants = &j.matrix.variants;
+    let index = |v: &str| variants.iter().position(|x| x == v).unwrap_or(0);
+    let mut progress = Vec::new();
+    let mut pages = Vec::new();
+    let mut stalls = Vec::new();
+    let mut unslept = Vec::new();
+    for run in runs {
+        let r = run.record;
+        let c = colour(index(&r.id.variant));
+        let label = format!("{} {}", r.id.variant, r.id.short());
+        progress.push(line(c, writers_progress(run), false));
+        let strict = r.detection.writer.scenario_strictlimit;
+        let (dirty, thresh): (plots::Pick, plots::Pick) = if strict {
+            (|p| p.wb_dirty.or(Some(p.dirty)), |p| p.wb_thresh)
+        } else {
+            (|p| p.domain_dirty, |p| p.thresh)
+        };
+        pages.push(line(c, series(&run.points, dirty), false));
+        pages.push(Line {
+            width: 1,
+            ..line(c, series(&run.points, thresh), false)
+        });
+        match run.sleeps(dir)? {
+            Ok(sleeps) => {
+                let only: Vec<Sleep> = sleeps.iter().map(|(_, s)| *s).collect();
+                let pts = (sleeps::calls(&only).iter())
+                    .filter(|call| call.stalled)
+                    .map(|call| (run.at(call.end_us), call.paused_ms as f64))
+                    .collect();
+                stalls.push(line(c, pts, true));
+            }
+            Err(why) => unslept.push(format!("{label}: {why}")),
+        }
+    }
+    let binds = if runs[0].record.detection.writer.scenario_strictlimit {
+        "dirty pages of the wb against wb_thresh (thin)"
+    } else {
+        "dirty pages of the writer's domain against its thresh (thin)"
+    };
+    o.push_str("<div class=\"charts\">\n");
+    for (title, unit, lines) in [
+        (
+            "The writers' progress (MiB, fio's jobs summed)",
+            "MiB",
+            &progress,
+        ),
+        (binds, "pages", &pages),
+        (
+            "Each balance_dirty_pages() call with a stall sleep",
+            "ms paused",
+            &stalls,
+        ),
+    ] {
+        draw(o, title, unit, lines)?;
+    }
+    o.push_str("</div>\n");
+    key(o, j, runs);
+    if !unslept.is_empty() {
+        let _ = writeln!(
+            o,
+            "<p class=\"note\">No stall sleeps drawn for {}.</p>",
+            escape(&unslept.join("; "))
+        );
+    }
+    Ok(())
+}
+
+/// The MiB the run's writers wrote by each sample's time: fio's jobs' logs
+/// summed (each job's last logged progress by then); for a run from before
+/// fio's log was kept, what the BDI's writers dirtied.
+fn writers_progress(run: &RunSeries<'_>) -> Vec<(f64, f64)> {
+    let Some(jobs) = &run.writers else {
+        return series(&run.points, |p| Some(p.dirtied_mib));
+    };
+    (run.points.iter())
+        .map(|p| {
+            let sum = (jobs.iter())
+                .map(|(_, pts)| {
+                    let done = pts.partition_point(|(t, _)| *t <= p.t);
+                    done.checked_sub(1).map_or(0.0, |i| pts[i].1)
+                })
+                .sum();
+            (p.t, sum)
         })
         .collect()
 }
 
+/// A chart of `lines`, or a line saying there is nothing to draw.
+fn draw(o: &mut String, title: &str, unit: &str, lines: &[Line]) -> Result<()> {
+    if lines.iter().all(|l| l.points.is_empty()) {
+        let _ = writeln!(
+            o,
+            "<p class=\"note\">{}: none in any run.</p>",
+            escape(title)
+        );
+        return Ok(());
+    }
+    o.push_str(&plots::lines_svg(title, unit, lines, CHART)?);
+    o.push('\n');
+    Ok(())
+}
+
+/// The charts' legend, under them: each variant's colour, the runs drawn,
+/// and the runs without samples in this directory.
+fn key(o: &mut String, j: &Judgement, runs: &[RunSeries<'_>]) {
+    let variants = &j.matrix.variants;
+    let index = |v: &str| variants.iter().position(|x| x == v).unwrap_or(0);
+    o.push_str("<p class=\"key\">");
+    for v in variants
+        .iter()
+        .filter(|v| runs.iter().any(|r| &r.record.id.variant == *v))
+    {
+        let (r, g, b) = PALETTE[index(v) % PALETTE.len()];
+        let drawn: Vec<String> = (runs.iter())
+            .filter(|x| &x.record.id.variant == v)
+            .map(|x| x.record.id.short())
+            .collect();
+        let scenario = &runs[0].record.id.scenario;
+        let missing: Vec<String> = (j.matrix.cell(scenario, v).iter())
+            .map(|r| r.id.short())
+            .filter(|n| !drawn.contains(n))
+            .collect();
+        let missing = if missing.is_empty() {
+            String::new()
+        } else {
+            format!(" (not drawn, no samples here: {})", missing.join(" "))
+        };
+        let _ = write!(
+            o,
+            "<span><i class=\"sw\" style=\"background:rgb({r},{g},{b})\"></i>{} {}{}</span>",
+            escape(v),
+            drawn.join(" "),
+            escape(&missing)
+        );
+    }
+    o.push_str("</p>\n");
+}
+
 /// `pick` of every point that has it, over time.
-fn series(points: &[Point], pick: impl Fn(&Point) -> Option<f64>) -> Vec<(f64, f64)> {
+fn series(points: &[crate::results::samples::Point], pick: plots::Pick) -> Vec<(f64, f64)> {
     points
         .iter()
         .filter_map(|p| pick(p).map(|y| (p.t, y)))
         .collect()
 }
 
-/// The charts of one run: its pages against the thresholds that bind, the
-/// pause of each throttle sleep (by class), the time paused per call, and
-/// each writer's progress.
-fn run_charts(o: &mut String, dir: &std::path::Path, run: &RunSeries<'_>) -> Result<()> {
-    let (r, points) = (run.record, &run.points);
-    let _ = writeln!(
-        o,
-        "<h3>{} {}: {} MiB/s, stall share {:.1}%</h3><div class=\"charts\">",
-        escape(&r.id.variant),
-        r.id.short(),
-        format::num(r.fio.bw_mib_s),
-        r.stall_fraction() * 100.0
-    );
-    let mut charts = vec![pages_chart(r, points)?];
-    match run.sleeps(dir)? {
-        Ok(sleeps) => {
-            charts.push(plots::lines_svg(
-                "The pause of each throttle sleep",
-                "ms",
-                &pauses(&sleeps),
-                CHART,
-            )?);
-            charts.push(plots::lines_svg(
-                "Time paused per balance_dirty_pages() call",
-                "ms",
-                &per_call(&sleeps, |us| run.at(us)),
-                CHART,
-            )?);
-        }
-        Err(why) => {
-            let _ = writeln!(
-                o,
-                "<p class=\"note\">No per-sleep plots for this run: {}; the pauses below \
-                 are the sampler's, every interval.</p>",
-                escape(&why)
-            );
-            charts.push(sampled_pauses(points)?);
-        }
-    }
-    charts.push(progress_chart(run)?);
-    for c in charts {
-        o.push_str(&c);
-        o.push('\n');
-    }
-    o.push_str("</div>\n");
-    Ok(())
-}
-
-/// Dirty and writeback pages against the thresholds that bind: the wb's for
-/// a strictlimit BDI, else the writer's domain's.
-fn pages_chart(r: &RunRecord, points: &[Point]) -> Result<String> {
-    let mut pages = if r.detection.writer.scenario_strictlimit {
-        vec![
-            line("wb dirty", 0, series(points, |p| p.wb_dirty)),
-            line("wb_thresh", 3, series(points, |p| p.wb_thresh)),
-            line("wb_bg_thresh", 4, series(points, |p| p.wb_bg_thresh)),
-        ]
-    } else {
-        vec![
-            line("domain dirty", 0, series(points, |p| p.domain_dirty)),
-            line("thresh", 3, series(points, |p| p.thresh)),
-            line("bg_thresh", 4, series(points, |p| p.bg_thresh)),
-        ]
-    };
-    pages.push(line(
-        "BDI writeback",
-        1,
-        series(points, |p| Some(p.writeback)),
-    ));
-    let binds = if r.detection.writer.scenario_strictlimit {
-        "the wb's (strictlimit)".to_string()
-    } else {
-        format!("the {} domain's", r.detection.writer.writer_domain)
-    };
-    plots::lines_svg(
-        &format!("Pages against {binds} thresholds"),
-        "pages",
-        &pages,
-        CHART,
-    )
-}
-
-/// The classes in the order they are drawn (stalls last, on top), with
-/// their colours.
-const CLASSES: [(SleepClass, usize); 4] = [
-    (SleepClass::Flushing, 1),
-    (SleepClass::Draining, 4),
-    (SleepClass::Stall(Cause::Declined), 3),
-    (SleepClass::Stall(Cause::Unrequested), 0),
-];
-
-/// Each sleep's pause at its start, a series of dots per class.
-fn pauses(sleeps: &[(f64, Sleep)]) -> Vec<Line> {
-    (CLASSES.iter())
-        .map(|(class, color)| {
-            let pts = (sleeps.iter())
-                .filter(|(_, s)| s.class == *class)
-                .map(|(t, s)| (*t, s.pause_ms as f64))
-                .collect::<Vec<_>>();
-            (class, color, pts)
-        })
-        .filter(|(_, _, pts)| !pts.is_empty())
-        .map(|(class, color, pts)| Line {
-            label: format!("{} ({})", sleeps::class_name(*class), pts.len()),
-            color: COLORS[*color],
-            points: pts,
-            dots: true,
-        })
-        .collect()
-}
-
-/// Each call's time paused in all, at its end: the calls that had a stall
-/// sleep apart from the others.
-fn per_call(sleeps: &[(f64, Sleep)], at: impl Fn(u64) -> f64) -> Vec<Line> {
-    let only: Vec<Sleep> = sleeps.iter().map(|(_, s)| *s).collect();
-    let calls = sleeps::calls(&only);
-    [(false, "no stall sleep", 1), (true, "a stall sleep", 0)]
-        .into_iter()
-        .map(|(stalled, what, color)| {
-            let pts: Vec<(f64, f64)> = (calls.iter())
-                .filter(|c| c.stalled == stalled)
-                .map(|c| (at(c.end_us), c.paused_ms as f64))
-                .collect();
-            Line {
-                label: format!("calls with {what} ({})", pts.len()),
-                color: COLORS[color],
-                points: pts,
-                dots: true,
-            }
-        })
-        .filter(|l| !l.points.is_empty())
-        .collect()
-}
-
-/// The sampler's view of the pauses, for runs without their sleeps.
-fn sampled_pauses(points: &[Point]) -> Result<String> {
-    plots::lines_svg(
-        "Throttle pauses (sampled)",
-        "ms",
-        &[
-            line("pause of the last sleep", 0, series(points, |p| p.pause_ms)),
-            line("time paused per sleep", 1, per_interval(points)),
-        ],
-        CHART,
-    )
-}
-
-/// Each writer's progress (the MiB each fio job's writes took, from its
-/// log), and what the BDI wrote back; for a run from before fio's log was
-/// kept, what all writers dirtied on the BDI instead.
-fn progress_chart(run: &RunSeries<'_>) -> Result<String> {
-    let points = &run.points;
-    let (title, mut lines) = match &run.writers {
-        Some(jobs) => (
-            "Each writer's progress",
-            (jobs.iter().enumerate())
-                .map(|(i, (job, pts))| Line {
-                    label: format!("fio job {job}"),
-                    color: COLORS[(i + 2) % COLORS.len()],
-                    points: pts.clone(),
-                    dots: false,
-                })
-                .collect(),
-        ),
-        None => (
-            "The writers' progress (all, on the BDI)",
-            vec![line("dirtied", 2, series(points, |p| Some(p.dirtied_mib)))],
-        ),
-    };
-    lines.push(line(
-        "written back (BDI)",
-        1,
-        series(points, |p| Some(p.written_mib)),
-    ));
-    plots::lines_svg(title, "MiB", &lines, CHART)
-}
-
-fn line(label: &str, color: usize, points: Vec<(f64, f64)>) -> Line {
+fn line(color: plotters::style::RGBColor, points: Vec<(f64, f64)>, dots: bool) -> Line {
     Line {
-        label: label.to_string(),
-        color: COLORS[color % COLORS.len()],
+        color,
         points,
-        dots: false,
+        dots,
+        width: 2,
     }
 }
 
@@ -357,69 +416,18 @@ fn line(label: &str, color: usize, points: Vec<(f64, f64)>) -> Line {
 mod tests {
     use super::*;
 
-    fn sleep(t: f64, pid: u32, pause_ms: u64, paused_ms: u64, class: SleepClass) -> (f64, Sleep) {
-        let start_us = (t * 1e6) as u64;
-        let s = Sleep {
-            start_us,
-            pid,
-            pause_ms,
-            paused_ms,
-            class,
-        };
-        (t, s)
-    }
-
-    /// A dot per sleep, a series per class that has sleeps (stalls drawn
-    /// last), each labelled with its count; a call with a stall sleep apart
-    /// from the others, at its end, with its time paused in all.
-    #[test]
-    fn each_sleep_is_a_dot_of_its_class_and_each_call_one_of_its_kind() {
-        let stall = SleepClass::Stall(Cause::Unrequested);
-        let sleeps = [
-            sleep(1.0, 7, 200, 0, stall),
-            sleep(1.2, 7, 100, 200, SleepClass::Flushing),
-            sleep(2.0, 8, 12, 0, SleepClass::Flushing),
-        ];
-        let p = pauses(&sleeps);
-        let labels: Vec<&str> = p.iter().map(|l| l.label.as_str()).collect();
-        assert_eq!(labels, ["flushing (2)", "stall:unrequested (1)"]);
-        assert_eq!(p[1].points, [(1.0, 200.0)]);
-        assert!(p.iter().all(|l| l.dots));
-        // The samples' axis from boot: the sleeps' times as they are.
-        let c = per_call(&sleeps, |us| us as f64 / 1e6);
-        let labels: Vec<&str> = c.iter().map(|l| l.label.as_str()).collect();
-        assert_eq!(
-            labels,
-            [
-                "calls with no stall sleep (1)",
-                "calls with a stall sleep (1)"
-            ]
-        );
-        assert_eq!(c[1].points, [(1.3, 300.0)]);
-        assert_eq!(c[0].points, [(2.012, 12.0)]);
-    }
-
     #[test]
     fn text_is_escaped() {
         assert_eq!(escape("a<b & \"c\">"), "a&lt;b &amp; &quot;c&quot;&gt;");
     }
 
-    /// The time paused per sleep is per interval, only where sleeps were
-    /// counted.
+    /// A cell is coloured by what its runs showed, not by whether that was
+    /// expected: a stall is red whether or not one was expected.
     #[test]
-    fn the_time_paused_per_sleep_is_per_interval() {
-        let p = |t: f64, sleeps: f64, paused: f64| Point {
-            t,
-            throttle_sleeps: sleeps,
-            paused_ms: paused,
-            ..Point::default()
-        };
-        let pts = [
-            p(0.0, 0.0, 0.0),
-            p(0.1, 4.0, 40.0),
-            p(0.2, 4.0, 40.0),
-            p(0.3, 5.0, 240.0),
-        ];
-        assert_eq!(per_interval(&pts), [(0.1, 10.0), (0.3, 200.0)]);
+    fn a_stall_is_red_whether_or_not_it_was_expected() {
+        assert_eq!(shown(Class::Stall), "stall");
+        assert_eq!(shown(Class::Ok), "ok");
+        assert_eq!(shown(Class::Mixed), "unclear");
+        assert!(STYLE.contains("td.stall{background:#f6c9c9}"));
     }
 }

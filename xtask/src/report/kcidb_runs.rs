@@ -45,6 +45,50 @@ pub fn outcome(class: Class) -> Status {
     }
 }
 
+/// How a boot's failure starts when the kernel under test crashed: an oops
+/// (`BUG:`, `kernel BUG at`), a panic, a hang (no result, an RCU stall or a
+/// soft lockup on the console). The others (`no-result`, `guest-failed`,
+/// `oom`, QEMU's own errors) ran the kernel to user space.
+const CRASHES: [&str; 3] = ["oops:", "panic:", "hang:"];
+
+/// Whether a boot failure's line says the kernel crashed.
+pub fn crashed(why: &str) -> bool {
+    CRASHES.iter().any(|c| why.starts_with(c))
+}
+
+/// The status of a run's `boot` test: PASS when the kernel ran the job (a
+/// record, usable or not; a failure in user space), FAIL when it crashed,
+/// ERROR when the boot failed otherwise (QEMU, the harness), MISS when the
+/// run never booted.
+pub fn boot_status(r: &RunStatus) -> Status {
+    match (r.record, r.status) {
+        (Some(_), _) => Status::Pass,
+        (None, Status::Miss) => Status::Miss,
+        (None, _) if r.why.iter().any(|w| crashed(w)) => Status::Fail,
+        (None, _)
+            if r.why
+                .iter()
+                .any(|w| w.starts_with("guest-failed:") || w.starts_with("oom:")) =>
+        {
+            Status::Pass
+        }
+        (None, _) => Status::Error,
+    }
+}
+
+/// The console's lines of a crash, as the failure quotes them: the part of
+/// the KCIDB test that says what the kernel did (`log_excerpt`).
+pub fn crash(r: &RunStatus) -> Option<String> {
+    let lines: Vec<&str> = (r.why.iter())
+        .filter(|w| crashed(w))
+        .map(String::as_str)
+        .collect();
+    (!lines.is_empty()).then(|| {
+        let text = lines.join("\n");
+        text.chars().take(16_000).collect()
+    })
+}
+
 /// A planned run's status, its judgement and record if it has them, and why.
 #[derive(Debug)]
 pub struct RunStatus<'a> {
@@ -115,9 +159,12 @@ pub fn run_statuses<'a>(
         let (status, verdict, held, why) =
             match (usable, lines(&seen.excluded), lines(&seen.failed)) {
                 (Some((c, r)), None, None) => usable_status(c, r),
-                (None, Some(why), None) | (None, None, Some(why)) => {
-                    (Status::Error, None, None, why)
+                (None, Some(why), None) => (Status::Error, None, None, why),
+                // The kernel under test crashed: its failure, not the test's.
+                (None, None, Some(why)) if why.iter().any(|w| crashed(w)) => {
+                    (Status::Fail, None, None, why)
                 }
+                (None, None, Some(why)) => (Status::Error, None, None, why),
                 (None, None, None) => (
                     Status::Miss,
                     None,

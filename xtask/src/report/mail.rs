@@ -1,118 +1,73 @@
-//! The report as a mail to reply with on a list, in the style of the 0-day
+//! The report as a mail to reply with on a list, in the form of the 0-day
 //! robot's regression reports: the headers a list takes (From, Date,
-//! Message-ID, MIME), plain text within 72 columns, one headline per finding
-//! with the reason a cell fails, the base/patches/config/job block, per
-//! scenario the `base ±%stddev %change patched ±%stddev metric` table of the
-//! metric registry (throughput and the mechanism), the commands that
-//! reproduce it, and a summary ready to paste under a patch (a `Tested-by:`
-//! only when every judged cell passed; `Reported-by:`/`Closes:` when it
-//! failed).
+//! Message-ID, MIME; built and folded by `lettre`), the metric and its
+//! change in the subject, plain text within 72 columns, one headline per
+//! finding with the reason a cell fails, the base/patches/config/job block,
+//! per scenario the `good ±%stddev %change bad ±%stddev metric` table of the
+//! metric registry (the good kernel on the left, as lkp keeps the parent, and
+//! every change in that one direction), the commands that reproduce it, the
+//! kernels' `.config` attached, and a summary ready to paste: a regression
+//! report carries the `Reported-by:`/`Closes:` tags to copy into a fix, never
+//! a `Tested-by:`. Every trailer is one line at the margin, never wrapped:
+//! b4 collects only those.
 
 use std::fmt::Write;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
 use super::format::{self, metric_change, num, Rows};
 use crate::{
-    analysis::{aggregate::Aggregate, expected::Class, judge::Judgement, judgement::BW},
-    kernel::{flavour::kernels_dir_name, variants::Culprit},
+    analysis::{
+        aggregate::Aggregate,
+        expected::Class,
+        judge::{Judgement, MetricChange},
+        judgement::BW,
+    },
+    kernel::variants::Culprit,
     results::session::Session,
-    stamp::Stamp,
 };
 
 pub use super::format::WIDTH;
-
-/// The `From:` of a session that recorded nobody (no `git config user.name`
-/// and `user.email` in the checkout that ran it): to be replaced.
-pub const PLACEHOLDER_FROM: &str =
-    "REPLACE WITH YOUR NAME <replace.with.your.address@example.invalid>";
-
-/// The Message-ID of the mail about `what` (`report`, or the variant under
-/// test) of `session`, without angle brackets: from the session's start, at
-/// the reporter's mail domain.
-pub fn message_id(session: &Session, what: &str) -> String {
-    let domain = (session.reporter.as_deref())
-        .and_then(|r| r.rsplit_once('@'))
-        .map(|(_, d)| d.trim_end_matches('>').to_string())
-        .filter(|d| !d.is_empty())
-        .unwrap_or_else(|| "wbstall.invalid".to_string());
-    format!("wbstall-{}-{what}@{domain}", session.started)
-}
-
-/// A mail's header block: `From:` (the session's reporter, else
-/// [`PLACEHOLDER_FROM`]), `Date:` (when the session started), `To:`,
-/// `Message-ID:`, and `In-Reply-To:`/`References:` when it answers a mail;
-/// plain UTF-8 text, sent as it is (8bit).
-pub(super) fn headers(
-    session: &Session,
-    what: &str,
-    subject: &str,
-    to: Option<&str>,
-    reply_to: Option<&str>,
-) -> Result<String> {
-    let date = Stamp::parse(&session.started)
-        .context("session.json's start time (`started`) dates the mail")?;
-    let mut o = String::new();
-    let from = session.reporter.as_deref().unwrap_or(PLACEHOLDER_FROM);
-    o.push_str(&fold(&format!("From: {from}")));
-    if let Some(to) = to {
-        o.push_str(&fold(&format!("To: {to}")));
-    }
-    let _ = writeln!(o, "Date: {}", date.rfc2822());
-    o.push_str(&fold(&format!(
-        "Message-ID: <{}>",
-        message_id(session, what)
-    )));
-    if let Some(id) = reply_to {
-        o.push_str(&fold(&format!("In-Reply-To: <{id}>")));
-        o.push_str(&fold(&format!("References: <{id}>")));
-    }
-    o.push_str(&fold(&format!("Subject: {subject}")));
-    o.push_str(
-        "MIME-Version: 1.0\nContent-Type: text/plain; charset=UTF-8\n\
-         Content-Transfer-Encoding: 8bit\n\n",
-    );
-    Ok(o)
-}
+pub use super::mime::{
+    config_attachments, message, message_id, Attachment, Envelope, PLACEHOLDER_FROM,
+};
 
 /// How a line of tags to copy starts, as in the 0-day robot's reports: it is
-/// copied whole, so it is never wrapped (as checkpatch allows a long
-/// `Closes:` line).
+/// copied whole into a fix, so it is never wrapped, and the `| ` keeps b4
+/// from collecting it from the report itself.
 const TAG: &str = "| ";
 
-/// Columns a header line should keep to (RFC 5322); a longer one is folded.
-pub const HEADER_WIDTH: usize = 78;
-
-/// A header folded at spaces within [`HEADER_WIDTH`], continued with one
-/// space (RFC 5322 folding), newline-terminated.
-fn fold(header: &str) -> String {
-    let mut out = String::new();
-    let mut cur = String::new();
-    for word in header.split(' ') {
-        if !cur.is_empty() && cur.chars().count() + 1 + word.chars().count() > HEADER_WIDTH {
-            out.push_str(&cur);
-            out.push('\n');
-            cur = String::new();
-        }
-        cur.push(' ');
-        cur.push_str(word);
-    }
-    out.push_str(&cur);
-    out.push('\n');
-    out[1..].to_string()
+/// Whether `line` is a trailer b4 collects (`Tested-by: A <a@b>`): at the
+/// margin, a name of letters and dashes ending `-by`, never wrapped.
+pub fn is_trailer(line: &str) -> bool {
+    line.split_once(": ").is_some_and(|(name, value)| {
+        name.ends_with("-by")
+            && name.chars().all(|c| c.is_ascii_alphabetic() || c == '-')
+            && value.contains('@')
+    })
 }
 
-/// Whether a mail keeps to its columns: its headers to [`HEADER_WIDTH`]
-/// (but a folded line of one word, which cannot fold further, to RFC 5322's
-/// 998), its body to [`WIDTH`].
+/// Whether a mail keeps to its columns: its headers to RFC 5322's 998, its
+/// text to [`WIDTH`] (a tag to copy or a trailer, which are never wrapped,
+/// aside).
 #[cfg(test)]
 pub fn fits(mail: &str) -> bool {
     let (head, body) = mail.split_once("\n\n").unwrap_or((mail, ""));
-    let one_word = |l: &str| l.starts_with(' ') && !l[1..].contains(' ') && l.len() <= 998;
-    head.lines()
-        .all(|l| l.chars().count() <= HEADER_WIDTH || one_word(l))
-        && (body.lines())
-            .all(|l| l.chars().count() <= WIDTH || l.starts_with(TAG) && !l.contains("  "))
+    // Of a multipart mail, the text (the attachments are files as they are).
+    let boundary = head
+        .split("boundary=\"")
+        .nth(1)
+        .and_then(|b| b.split('"').next());
+    let body = match boundary {
+        Some(b) => (body.split(&format!("--{b}")).nth(1))
+            .and_then(|part| part.split_once("\n\n"))
+            .map_or("", |(_, text)| text),
+        None => body,
+    };
+    head.lines().all(|l| l.len() <= 998)
+        && (body.lines()).all(|l| {
+            l.chars().count() <= WIDTH || l.starts_with(TAG) && !l.contains("  ") || is_trailer(l)
+        })
 }
 
 /// The culprit, when the session names one (`[roles] culprit`) and the
@@ -125,32 +80,74 @@ pub(super) fn culprit<'j>(j: &'j Judgement) -> Option<&'j Culprit> {
         .then_some(c)
 }
 
-/// The whole mail (headers first).
-pub fn mail(j: &Judgement) -> Result<String> {
-    let (session, verdict) = (j.session, &j.verdict);
-    let base = session.variants.first().map(|v| &v.base);
-    let version = base.map_or("?".to_string(), |b| b.kernel_version.clone());
-    let outcome = if verdict.passed() {
+/// The regression a report is about, when the baseline stalls: the
+/// scenario and the change of its headline metric against the reference,
+/// where its throughput fell the most. The seam through which the cost
+/// verdict (issue "The whole verdict") will give its own regression line.
+pub(super) fn regression_headline<'j>(j: &'j Judgement) -> Option<(String, &'j MetricChange)> {
+    let roles = &j.roles;
+    (j.verdict.cells.iter())
+        .filter(|c| c.variant() == roles.baseline && c.observed == Class::Stall)
+        .filter_map(|c| {
+            let ch = j.change(c.scenario(), BW, &roles.reference, &roles.baseline)?;
+            let (from, to) = (ch.base?, ch.other?);
+            Some((c.scenario().to_string(), ch, to / from))
+        })
+        .min_by(|a, b| a.2.total_cmp(&b.2))
+        .map(|(s, ch, _)| (s, ch))
+}
+
+/// The subject: as lkp's, `[<tree>] [<subsystem>] <commit>: <metric>
+/// <change> regression`, when the baseline stalls with a culprit named;
+/// else the kernel and the verdict.
+fn subject(j: &Judgement, version: &str) -> String {
+    let outcome = if j.verdict.passed() {
         "every cell as expected"
     } else {
         "the verdict FAILS"
     };
-    let subject = match culprit(j) {
-        Some(c) => format!(
-            "[wbstall] {c}: writers stall in balance_dirty_pages() on Linux {version}; {outcome}"
-        ),
-        None => format!("[wbstall] balance_dirty_pages() on Linux {version}: {outcome}"),
-    };
-    let head = headers(session, "report", &subject, None, None)?;
+    match (culprit(j), regression_headline(j)) {
+        (Some(c), Some((s, ch))) => {
+            let area = c.subject.split_once(": ").map_or("", |(a, _)| a);
+            let change = match (ch.base, ch.other) {
+                (Some(a), Some(b)) => format::change(ch.metric.kind, a, b),
+                _ => "-".into(),
+            };
+            let area = if area.is_empty() {
+                String::new()
+            } else {
+                format!("[{area}] ")
+            };
+            format!(
+                "[wbstall] {area}{}: {} {change} regression ({s}, Linux {version})",
+                c.commit, ch.metric.key
+            )
+        }
+        _ => format!("[wbstall] balance_dirty_pages() on Linux {version}: {outcome}"),
+    }
+}
+
+/// The whole mail (headers first), with the configurations it names.
+pub fn mail(j: &Judgement, configs: &std::collections::BTreeMap<String, String>) -> Result<String> {
+    let session = j.session;
+    let base = session.variants.first().map(|v| &v.base);
+    let version = base.map_or("?".to_string(), |b| b.kernel_version.clone());
+    let roles = &j.roles;
+    let attached = config_attachments(session, &[&roles.reference, &roles.baseline], configs);
     let mut o = String::new();
     findings(&mut o, j);
-    setup_block(&mut o, session);
+    setup_block(&mut o, session, &attached);
     for s in &j.matrix.scenarios {
         scenario_table(&mut o, j, s);
     }
     o.push_str(&super::reproduce::block(session, None));
     summary(&mut o, j);
-    Ok(head + &wrap(&o))
+    let e = Envelope {
+        what: "report".into(),
+        subject: subject(j, &version),
+        ..Envelope::default()
+    };
+    message(session, &e, &wrap(&o), &attached)
 }
 
 /// The baseline's throughput against the reference's, judged as the report
@@ -234,7 +231,7 @@ fn findings(o: &mut String, j: &Judgement) {
 }
 
 /// base, patches, config, job, machine.
-pub(super) fn setup_block(o: &mut String, session: &Session) {
+pub(super) fn setup_block(o: &mut String, session: &Session, attached: &[Attachment]) {
     if let Some(v) = session.variants.first() {
         let b = &v.base;
         let _ = writeln!(
@@ -245,12 +242,18 @@ pub(super) fn setup_block(o: &mut String, session: &Session) {
             b.package_version.as_deref().unwrap_or("-"),
             &b.sha256[..b.sha256.len().min(12)]
         );
+        let names: Vec<&str> = attached.iter().map(|a| a.name.as_str()).collect();
         let _ = writeln!(
             o,
-            "config:   tinyconfig + Kconfig.fragment (.config sha256 {}); once built: \
-             target/wbstall/{}/<variant>/config",
+            "config:   tinyconfig + Kconfig.fragment (.config sha256 {}); {}",
             &v.config_sha256[..v.config_sha256.len().min(12)],
-            kernels_dir_name(&v.kernel_tag)
+            if names.is_empty() {
+                "not attached (the results directory kept no .config): `cargo xtask \
+                 build-kernel` makes it again"
+                    .to_string()
+            } else {
+                format!("attached: {}", names.join(", "))
+            }
         );
     }
     variant_lines(o, session);
@@ -333,38 +336,29 @@ fn side(a: Option<&Aggregate>) -> (String, String) {
     }
 }
 
-/// The 0-day table of one scenario: baseline against reference, in report
-/// order, less the rows that repeat another; a key too long for the line is
-/// cut (`..`), never moved off its numbers.
+/// The 0-day table of one scenario: the reference (the good kernel) on the
+/// left, as lkp keeps the parent, against the baseline, every change in that
+/// direction; in report order, less the rows that repeat another; a key too
+/// long for the line is cut (`..`), never moved off its numbers.
 fn scenario_table(o: &mut String, j: &Judgement, s: &str) {
     let roles = &j.roles;
-    let (Some(b), Some(r)) = (
-        j.aggregates(s, &roles.baseline),
-        j.aggregates(s, &roles.reference),
-    ) else {
+    let (good, bad) = (&roles.reference, &roles.baseline);
+    let (Some(g), Some(b)) = (j.aggregates(s, good), j.aggregates(s, bad)) else {
         return;
     };
-    let _ = writeln!(
-        o,
-        "{s}: {} (base) against {}\n",
-        roles.baseline, roles.reference
-    );
-    let _ = writeln!(
-        o,
-        "{:>13} {:>10} {:>13}",
-        roles.baseline, "", roles.reference
-    );
+    let _ = writeln!(o, "{s}: {good} (good) against {bad}\n");
+    let _ = writeln!(o, "{good:>13} {:>10} {bad:>13}", "");
     let _ = writeln!(
         o,
         "{:>13} {:>10} {:>13}  metric",
-        "mean ±%stddev", "change", "mean ±%stddev"
+        "mean ±%stddev", "%change", "mean ±%stddev"
     );
-    let rows = Rows::of(&j.matrix, s, &[&roles.baseline, &roles.reference]);
+    let rows = Rows::of(&j.matrix, s, &[good, bad]);
     for metric in &rows.shown {
+        let (gv, gsd) = side(g.get(metric.key));
         let (bv, bsd) = side(b.get(metric.key));
-        let (rv, rsd) = side(r.get(metric.key));
-        let ch = metric_change(j.change(s, metric.key, &roles.baseline, &roles.reference));
-        let numbers = format!("{bv:>7} {bsd:>5} {ch:>10} {rv:>7} {rsd:>5}");
+        let ch = metric_change(j.change(s, metric.key, good, bad));
+        let numbers = format!("{gv:>7} {gsd:>5} {ch:>10} {bv:>7} {bsd:>5}");
         let room = WIDTH - numbers.chars().count() - 2;
         let _ = writeln!(o, "{numbers}  {}", format::truncate(metric.key, room));
     }
@@ -421,9 +415,17 @@ fn summary(o: &mut String, j: &Judgement) {
     let failed = (verdict.cells.iter())
         .filter(|c| c.judged && !c.failures.is_empty())
         .count();
-    if verdict.passed() {
+    if let Some(c) = culprit(j) {
+        // A regression report: what a fix of it carries, never a Tested-by.
+        let _ = writeln!(
+            o,
+            "\n  {} stalls here: this reports a regression, not a test of a fix.",
+            c
+        );
+        report_tags(o, session, "report");
+    } else if offers_tested_by(j) {
         let from = session.reporter.as_deref().unwrap_or(PLACEHOLDER_FROM);
-        let _ = writeln!(o, "\n  Tested-by: {from}");
+        let _ = writeln!(o, "\nTested-by: {from}");
     } else {
         let _ = writeln!(
             o,
@@ -438,12 +440,20 @@ fn summary(o: &mut String, j: &Judgement) {
     }
 }
 
+/// Whether the report (of no regression) offers a `Tested-by:`: when every
+/// planned cell was judged and passed. The seam through which the cost
+/// verdict (issue "The whole verdict") will decide it.
+pub(super) fn offers_tested_by(j: &Judgement) -> bool {
+    j.passed()
+}
+
 /// Wraps every line longer than [`WIDTH`] at spaces (runs of spaces inside
-/// a line are kept), continuing indented by four.
+/// a line are kept), continuing indented by four; a tag to copy and a
+/// trailer stay whole.
 pub fn wrap(text: &str) -> String {
     let mut out = String::new();
     for line in text.lines() {
-        if line.chars().count() <= WIDTH || line.starts_with(TAG) {
+        if line.chars().count() <= WIDTH || line.starts_with(TAG) || is_trailer(line) {
             out.push_str(line);
             out.push('\n');
             continue;
@@ -467,44 +477,5 @@ pub fn wrap(text: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn long_lines_wrap_at_spaces_within_72_columns() {
-        let long = format!("job:      x: fio {}", "--opt=value ".repeat(12));
-        let w = wrap(&long);
-        assert!(w.lines().count() > 1);
-        assert!(w.lines().all(|l| l.chars().count() <= WIDTH), "{w}");
-        assert!(w.lines().nth(1).unwrap().starts_with("    "));
-        assert_eq!(wrap("short\n"), "short\n");
-    }
-
-    /// A long subject is folded, as RFC 5322 folds, within 78 columns.
-    #[test]
-    fn a_long_header_folds_with_a_leading_space() {
-        let h = fold(&format!("Subject: {}", "word ".repeat(30).trim_end()));
-        assert!(h.lines().count() > 1, "{h}");
-        assert!(h.lines().all(|l| l.chars().count() <= HEADER_WIDTH), "{h}");
-        assert!(h.lines().skip(1).all(|l| l.starts_with(" word")), "{h}");
-        assert_eq!(fold("Subject: x"), "Subject: x\n");
-        assert!(fits(&format!("{h}\nbody\n")));
-        assert!(!fits(&format!("{h}\n{}\n", "x".repeat(73))));
-        // A tag to copy is kept whole.
-        let tag = format!("{TAG}Closes: https://lore.kernel.org/r/{}", "x".repeat(60));
-        assert_eq!(wrap(&tag), format!("{tag}\n"));
-        assert!(fits(&format!("{h}\n{tag}\n")));
-        // A long address or message id folds before its one word; a header
-        // line that could have folded but did not does not fit.
-        let long = format!(
-            "<wbstall-20261206T062404Z-report@{}.example>",
-            "d".repeat(40)
-        );
-        let id = fold(&format!("Message-ID: {long}"));
-        assert_eq!(id, format!("Message-ID:\n {long}\n"));
-        assert!(fits(&format!("{id}\nbody\n")));
-        assert!(!fits(&format!("Message-ID: {long}\n\nbody\n")));
-        let from = fold(&format!("From: A Tester {long}"));
-        assert_eq!(from, format!("From: A Tester\n {long}\n"));
-    }
-}
+#[path = "mail_tests.rs"]
+mod tests;

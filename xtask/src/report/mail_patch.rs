@@ -1,10 +1,10 @@
 //! The mail when a session has a developer's patch under test (`--patch`):
 //! it is about that patch. The headline names its subject and its verdict;
-//! per scenario its class with every run and what it costs against the
-//! reference; the 0-day table of its base against it (and the reference
-//! against it) with the metrics whose cost verdict is `worse` or `better`; a
-//! reproducer that works from a fresh clone; and the lines for the thread (a
-//! `Tested-by:` only when it passed with every cost decided).
+//! per scenario its class with every run; the 0-day table of its base
+//! against it (and the reference against it) with only the metrics that
+//! moved beyond the A/A floor; a reproducer that works from a fresh clone;
+//! and the lines for the thread (a `Tested-by:` only when it passed with
+//! every cost decided).
 
 use std::fmt::Write;
 
@@ -15,36 +15,65 @@ use super::{
     mail,
 };
 use crate::{
-    analysis::judge::Judgement, kernel::variants::UnderTest, results::session::BootFailure,
+    analysis::judge::Judgement,
+    kernel::{mailbox::Posted, variants::UnderTest},
+    results::session::{BootFailure, Session},
 };
 
-/// The whole mail about `u` (headers first): a reply to the patch when its
-/// Message-Id is known (`Re:`, In-Reply-To, References, To its author).
-pub fn mail(j: &Judgement, u: &UnderTest) -> Result<String> {
+/// The posting a reply to `u` answers: its series' cover letter (b4 applies
+/// a reply's trailers to every patch of the series), else its first patch.
+fn answered(u: &UnderTest) -> &Posted {
+    u.cover.as_ref().unwrap_or(&u.posted)
+}
+
+/// A reply's envelope to `p`: `Re:` its subject as posted (`[PATCH v2 3/7]`
+/// kept), to its author, Cc whom it was sent to (its lists).
+fn reply(session: &Session, what: String, p: &Posted, fallback: &str) -> mail::Envelope {
+    let me = session.reporter.as_deref().unwrap_or_default();
+    let subject = p.subject.as_deref().unwrap_or(fallback);
+    let cc = (p.recipients.iter())
+        .filter(|r| Some(r.as_str()) != p.from.as_deref() && r.as_str() != me)
+        .cloned()
+        .collect();
+    mail::Envelope {
+        what,
+        subject: match &p.message_id {
+            Some(_) if subject.starts_with("Re: ") => subject.to_string(),
+            Some(_) => format!("Re: {subject}"),
+            None => format!("[wbstall] {subject}"),
+        },
+        to: p.from.iter().cloned().collect(),
+        cc,
+        reply_to: p.message_id.clone(),
+    }
+}
+
+/// The mails about `u` (headers first): the report, a reply to the patch
+/// (or its series' cover letter) when its Message-Id is known; and, for a
+/// series without a cover letter, a short reply to each further patch with
+/// its verdict (and its Tested-by), since b4 takes a reply's trailers for
+/// the patch it answers alone.
+pub fn mail(
+    j: &Judgement,
+    u: &UnderTest,
+    configs: &std::collections::BTreeMap<String, String>,
+) -> Result<Vec<String>> {
     let (session, roles) = (j.session, &j.roles);
-    let subject = u.subjects.join("; ");
-    let reply_to = u.posted.message_id.as_deref();
-    let subject_line = match reply_to {
-        Some(_) => format!("Re: {subject}"),
-        None => format!("[wbstall] {}: {subject}", u.variant),
-    };
-    let head = mail::headers(
-        session,
-        &u.variant,
-        &subject_line,
-        u.posted.from.as_deref(),
-        reply_to,
-    )?;
+    let tested = tested_by(j, u);
+    let subjects = u.subjects.join("; ");
+    let e = reply(session, u.variant.clone(), answered(u), &subjects);
+    let attached = mail::config_attachments(session, &[&u.variant], configs);
     let mut o = String::new();
     let _ = writeln!(o, "[wbstall] {}: {}\n", u.variant, headline(j, u));
-    if reply_to.is_none() {
+    if e.reply_to.is_none() {
         o.push_str(
             "(Not threaded: the patch file carries no Message-Id. Saved with `b4 am`,\n\
              it has one, and the mail replies to it.)\n\n",
         );
     }
+    series_lines(&mut o, u);
     findings(&mut o, j, u, &session.failures);
-    mail::setup_block(&mut o, session);
+    mail::setup_block(&mut o, session, &attached);
     let mut against = vec![u.base.as_str()];
     if u.base != roles.reference {
         against.push(&roles.reference);
@@ -55,8 +84,16 @@ pub fn mail(j: &Judgement, u: &UnderTest) -> Result<String> {
         }
     }
     o.push_str(&super::reproduce::block(session, Some(u)));
-    thread_lines(&mut o, j, u);
-    Ok(head + &mail::wrap(&o))
+    thread_lines(&mut o, j, u, &tested);
+    let mut mails = vec![mail::message(session, &e, &mail::wrap(&o), &attached)?];
+    if u.cover.is_none() {
+        for (i, p) in u.series.iter().enumerate().skip(1) {
+            let e = reply(session, format!("{}-{}", u.variant, i + 1), p, &subjects);
+            let body = per_patch(session, u, i, tested.is_ok());
+            mails.push(mail::message(session, &e, &mail::wrap(&body), &[])?);
+        }
+    }
+    Ok(mails)
 }
 
 /// What the verdict says of the patch, in one line: its failing costs
@@ -85,6 +122,73 @@ fn headline(j: &Judgement, u: &UnderTest) -> String {
     }
 }
 
+/// Whether the patch earns a `Tested-by:`: it passed and every judged cost
+/// of it was decided; else why not.
+fn tested_by(j: &Judgement, u: &UnderTest) -> Result<(), String> {
+    if !j.patch_passed(&u.variant) {
+        return Err("the patch does not meet its expectations (above)".into());
+    }
+    let undecided: Vec<String> = (j.costs_of(&u.variant))
+        .flat_map(|p| {
+            p.undecided()
+                .map(move |c| format!("{} in {}", c.metric, p.scenario))
+        })
+        .collect();
+    match undecided.is_empty() {
+        true => Ok(()),
+        false => Err(format!(
+            "its cost is undecided at the run cap ({}): the runs could not tell a cost from \
+             none",
+            undecided.join(", ")
+        )),
+    }
+}
+
+/// A series' patches, each by its subject as posted, when there are several.
+fn series_lines(o: &mut String, u: &UnderTest) {
+    if u.series.len() < 2 {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "The series, tested as one kernel ({} on its base):",
+        u.variant
+    );
+    for (i, p) in u.series.iter().enumerate() {
+        let subject = (p.subject.as_deref())
+            .or(u.subjects.get(i).map(String::as_str))
+            .unwrap_or("?");
+        let _ = writeln!(o, "  {subject}");
+    }
+    o.push('\n');
+}
+
+/// The reply to patch `i` of a series without a cover letter: its verdict
+/// is the series', said in the first patch's thread.
+fn per_patch(session: &Session, u: &UnderTest, i: usize, passed: bool) -> String {
+    let first = (u.posted.subject.as_deref())
+        .or(u.subjects.first().map(String::as_str))
+        .unwrap_or("?");
+    let mut o = format!(
+        "[wbstall] patch {} of {} of {}: tested as part of the series; the\n\
+         report is in the thread of \"{first}\" (Message-ID <{}>).\n\n",
+        i + 1,
+        u.series.len(),
+        u.variant,
+        mail::message_id(session, &u.variant)
+    );
+    if passed {
+        let from = session
+            .reporter
+            .as_deref()
+            .unwrap_or(mail::PLACEHOLDER_FROM);
+        let _ = writeln!(o, "Tested-by: {from}");
+    } else {
+        o.push_str("No Tested-by: the series does not meet its expectations.\n");
+    }
+    o
+}
+
 /// Per scenario: the patch's class, every run, and why it fails; then its
 /// boots without a record (`failures`: an oops, a hang), each in full.
 fn findings(o: &mut String, j: &Judgement, u: &UnderTest, failures: &[BootFailure]) {
@@ -110,28 +214,7 @@ fn findings(o: &mut String, j: &Judgement, u: &UnderTest, failures: &[BootFailur
         for l in format::near_lines(c) {
             let _ = writeln!(o, "  near a boundary: {l}");
         }
-        for p in j
-            .costs_of(&u.variant)
-            .filter(|p| p.scenario == c.scenario())
-        {
-            match &p.costs {
-                Ok(costs) => {
-                    let _ = writeln!(o, "  cost against {}:", p.against);
-                    for k in costs {
-                        let _ = writeln!(
-                            o,
-                            "    {}: {} {}",
-                            k.metric,
-                            format::pct_interval(k.change_pct, k.lo_pct, k.hi_pct),
-                            format::cost_words(k)
-                        );
-                    }
-                }
-                Err(why) => {
-                    let _ = writeln!(o, "  cost against {}: not judged: {why}", p.against);
-                }
-            }
-        }
+        cost_lines(o, j, u, c.scenario());
     }
     for x in verdict.lines_of(&u.variant) {
         let _ = writeln!(o, "  FAIL {x}");
@@ -140,6 +223,30 @@ fn findings(o: &mut String, j: &Judgement, u: &UnderTest, failures: &[BootFailur
         let _ = writeln!(o, "  FAIL boot {f}");
     }
     o.push('\n');
+}
+
+/// The patch's costs against the reference in `scenario`, each judged
+/// metric with its interval and what its class says, or why none.
+fn cost_lines(o: &mut String, j: &Judgement, u: &UnderTest, scenario: &str) {
+    for p in j.costs_of(&u.variant).filter(|p| p.scenario == scenario) {
+        match &p.costs {
+            Ok(costs) => {
+                let _ = writeln!(o, "  cost against {}:", p.against);
+                for k in costs {
+                    let _ = writeln!(
+                        o,
+                        "    {}: {} {}",
+                        k.metric,
+                        format::pct_interval(k.change_pct, k.lo_pct, k.hi_pct),
+                        format::cost_words(k)
+                    );
+                }
+            }
+            Err(why) => {
+                let _ = writeln!(o, "  cost against {}: not judged: {why}", p.against);
+            }
+        }
+    }
 }
 
 /// `base` against `patched` in scenario `s`: only the metrics whose cost
@@ -183,9 +290,9 @@ fn moved_table(o: &mut String, j: &Judgement, s: &str, base: &str, patched: &str
     o.push('\n');
 }
 
-/// The lines to paste in the thread: a `Tested-by:` only when the patch
-/// passed and every judged cost of it was decided.
-fn thread_lines(o: &mut String, j: &Judgement, u: &UnderTest) {
+/// The lines to paste in the thread: a `Tested-by:` when `tested`, else
+/// why not.
+fn thread_lines(o: &mut String, j: &Judgement, u: &UnderTest, tested: &Result<(), String>) {
     let (session, verdict) = (j.session, &j.verdict);
     o.push_str("For the thread:\n\n");
     let version = session
@@ -208,50 +315,49 @@ fn thread_lines(o: &mut String, j: &Judgement, u: &UnderTest) {
             c.run_classes()
         );
     }
-    let undecided: Vec<String> = (j.costs_of(&u.variant))
-        .flat_map(|p| {
-            p.undecided()
-                .map(move |c| format!("{} in {}", c.metric, p.scenario))
-        })
-        .collect();
-    if !j.patch_passed(&u.variant) {
-        o.push_str("\n  No Tested-by: the patch does not meet its expectations (above).\n");
-    } else if !undecided.is_empty() {
-        let _ = writeln!(
-            o,
-            "\n  No Tested-by: its cost is undecided at the run cap ({}): the runs could not \
-             tell a cost from none",
-            undecided.join(", ")
-        );
-    } else {
-        let from = session
-            .reporter
-            .as_deref()
-            .unwrap_or(mail::PLACEHOLDER_FROM);
-        let _ = writeln!(o, "\n  Tested-by: {from}");
+    match tested {
+        Ok(()) => {
+            let from = session
+                .reporter
+                .as_deref()
+                .unwrap_or(mail::PLACEHOLDER_FROM);
+            let _ = writeln!(o, "\nTested-by: {from}");
+        }
+        Err(why) => {
+            let _ = writeln!(o, "\n  No Tested-by: {why}.");
+        }
     }
 }
 
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::results::session::Session;
 
     /// A session of a patch under test on fuse-strictlimit, 2 runs a cell,
     /// the patch's runs stalling with share `patch_stall`; its mail.
     pub(crate) fn judged(patch_stall: f64, failures: Vec<BootFailure>) -> String {
+        crate::report::mbox(&mails(patch_stall, failures, |_| {}))
+    }
+
+    /// The mails of [`judged`]'s session, its patch under test edited first.
+    fn mails(
+        patch_stall: f64,
+        failures: Vec<BootFailure>,
+        edit: impl Fn(&mut UnderTest),
+    ) -> Vec<String> {
         let bw = if patch_stall > 0.0 { 0.9 } else { 150.0 };
-        session_mail(bw, patch_stall, failures, None)
+        session_mails(bw, patch_stall, failures, None, edit)
     }
 
     /// The same session, the patch's runs at `patch_bw` MiB/s, its costs
     /// judged by a floor of `floor_sd` a run where one is given.
-    fn session_mail(
+    fn session_mails(
         patch_bw: f64,
         patch_stall: f64,
         failures: Vec<BootFailure>,
         floor_sd: Option<f64>,
-    ) -> String {
+        edit: impl Fn(&mut UnderTest),
+    ) -> Vec<String> {
         use crate::analysis::{
             expected::ExpectArgs,
             verdict::tests::{expected, judged, rec},
@@ -276,7 +382,7 @@ pub(crate) mod tests {
             &["fuse-strictlimit"],
             &ExpectArgs::default(),
         );
-        let u = UnderTest {
+        let mut u = UnderTest {
             variant: "patch-fix".into(),
             base: "regressed".into(),
             file: "fix.patch".into(),
@@ -285,8 +391,16 @@ pub(crate) mod tests {
             posted: crate::kernel::mailbox::Posted {
                 from: Some("A Developer <dev@example.org>".into()),
                 message_id: Some("20261201-fix-1-dev@example.org".into()),
+                subject: Some("[PATCH v2 1/1] mm: start writeback for memcg domains".into()),
+                recipients: vec![
+                    "linux-mm@kvack.org".into(),
+                    "A Developer <dev@example.org>".into(),
+                ],
             },
+            commit: None,
+            ..Default::default()
         };
+        edit(&mut u);
         let session = Session {
             command: "qemu-test --no-build --patch /home/me/fix.patch --base regressed".into(),
             args: Some(
@@ -311,14 +425,18 @@ pub(crate) mod tests {
             }),
             ..Session::default()
         };
-        mail(&judged(&session, &records, &e, 2), &u).unwrap()
+        mail(&judged(&session, &records, &e, 2), &u, &Default::default()).unwrap()
     }
 
     #[test]
     fn a_patch_that_costs_throughput_fails_naming_the_cost_without_a_tested_by() {
+        let mail = |bw: f64| {
+            crate::report::mbox(&session_mails(bw, 0.0, Vec::new(), Some(0.003), |_| {}))
+                .replace("\n    ", " ")
+        };
         // 5% below the reference's 120.5 MiB/s, runs 0.01 apart, a floor of
         // 0.3% a run.
-        let text = session_mail(114.5, 0.0, Vec::new(), Some(0.003)).replace("\n    ", " ");
+        let text = mail(114.5);
         assert!(
             text.contains(
                 "patch-fix: the patch COSTS fio.write_bw_MiB/s -5.0% in fuse-strictlimit \
@@ -335,14 +453,14 @@ pub(crate) mod tests {
             "{text}"
         );
         // The same patch at the reference's throughput passes, with its Tested-by.
-        let same = session_mail(120.5, 0.0, Vec::new(), Some(0.003));
+        let same = mail(120.5);
         assert!(
             same.contains("no stall and no cost in any scenario"),
             "{same}"
         );
-        assert!(same.contains("\n  Tested-by: A Tester"), "{same}");
+        assert!(same.contains("\nTested-by: A Tester"), "{same}");
         // 1.5% below: neither a cost past 1% nor surely under 2% at two runs.
-        let undecided = session_mail(118.7, 0.0, Vec::new(), Some(0.003));
+        let undecided = mail(118.7);
         assert!(
             undecided.contains("No Tested-by: its cost is undecided"),
             "{undecided}"
@@ -355,13 +473,15 @@ pub(crate) mod tests {
         // A reply to the patch's own mail, from who ran it, to its author.
         assert!(
             text.starts_with(
-                "From: A Tester <tester@example.net>\nTo: A Developer <dev@example.org>\n\
+                "From: \"A Tester\" <tester@example.net>\n\
                  Date: Wed, 02 Dec 2026 06:07:24 +0000\n\
                  Message-ID: <wbstall-20261202T060724Z-patch-fix@example.net>\n\
+                 Subject: Re: [PATCH v2 1/1] mm: start writeback for memcg domains\n\
+                 To: \"A Developer\" <dev@example.org>\n\
+                 Cc: linux-mm@kvack.org\n\
                  In-Reply-To: <20261201-fix-1-dev@example.org>\n\
                  References: <20261201-fix-1-dev@example.org>\n\
-                 Subject: Re: mm: start writeback for memcg domains\n\
-                 MIME-Version: 1.0\nContent-Type: text/plain; charset=UTF-8\n\
+                 MIME-Version: 1.0\nContent-Type: text/plain; charset=utf-8\n\
                  Content-Transfer-Encoding: 8bit\n\n"
             ),
             "{text}"
@@ -425,6 +545,52 @@ pub(crate) mod tests {
         assert!(!text.contains("upstream #3: hang"), "{text}");
     }
 
+    /// A series is answered in its cover letter's thread, naming each patch;
+    /// without a cover letter, in the first patch's, with a short reply to
+    /// each further patch (b4 takes a reply's trailers for its patch alone).
+    #[test]
+    fn a_series_is_answered_in_one_thread_naming_each_patch() {
+        let posted = |n: u32, id: &str| crate::kernel::mailbox::Posted {
+            from: Some("A Developer <dev@example.org>".into()),
+            message_id: Some(id.into()),
+            subject: Some(format!("[PATCH v3 {n}/2] mm: part {n}")),
+            recipients: vec!["linux-mm@kvack.org".into()],
+        };
+        let series = |u: &mut UnderTest| {
+            u.series = vec![posted(1, "p1@example.org"), posted(2, "p2@example.org")];
+            u.posted = u.series[0].clone();
+        };
+        let with_cover = mails(0.0, Vec::new(), |u| {
+            series(u);
+            u.cover = Some(crate::kernel::mailbox::Posted {
+                subject: Some("[PATCH v3 0/2] mm: two parts".into()),
+                ..posted(0, "p0@example.org")
+            });
+        });
+        assert_eq!(with_cover.len(), 1);
+        let m = &with_cover[0];
+        assert!(
+            m.contains("Subject: Re: [PATCH v3 0/2] mm: two parts\n"),
+            "{m}"
+        );
+        assert!(m.contains("In-Reply-To: <p0@example.org>\n"), "{m}");
+        assert!(
+            m.contains("  [PATCH v3 1/2] mm: part 1\n  [PATCH v3 2/2] mm: part 2\n"),
+            "{m}"
+        );
+        let without = mails(0.0, Vec::new(), series);
+        assert_eq!(without.len(), 2);
+        assert!(without[0].contains("In-Reply-To: <p1@example.org>\n"));
+        let second = &without[1];
+        assert!(
+            second.contains("Subject: Re: [PATCH v3 2/2] mm: part 2\n")
+                && second.contains("In-Reply-To: <p2@example.org>\n")
+                && second.contains("\nTested-by: A Tester <tester@example.net>\n"),
+            "{second}"
+        );
+        assert!(crate::report::mbox(&without).starts_with("From wbstall "));
+    }
+
     #[test]
     fn the_mail_of_a_passing_patch_carries_a_tested_by_for_it() {
         let text = judged(0.0, Vec::new());
@@ -433,7 +599,7 @@ pub(crate) mod tests {
             "{text}"
         );
         assert!(
-            text.contains("\n  Tested-by: A Tester <tester@example.net>\n"),
+            text.contains("\nTested-by: A Tester <tester@example.net>\n"),
             "{text}"
         );
     }

@@ -7,10 +7,14 @@ pub mod changes;
 pub mod format;
 pub mod html;
 pub mod kcidb;
+pub mod kcidb_boots;
+pub mod kcidb_ids;
+pub mod kcidb_issues;
 pub mod kcidb_runs;
 pub mod mail;
 pub mod mail_patch;
 pub mod markdown;
+pub mod mime;
 pub mod plots;
 pub mod reproduce;
 pub mod terminal;
@@ -76,18 +80,51 @@ pub fn render(dir: &std::path::Path, j: &Judgement) -> anyhow::Result<()> {
         &rd.file(ResultsDir::HTML),
         html::html(dir, j).context("writing report.html")?,
     )?;
-    // With patches under test, the mail is about them, one after the other.
+    // The kernels' configurations the session kept, attached to the mails.
+    let mut configs = std::collections::BTreeMap::new();
+    for v in &j.session.variants {
+        let path = dir.join(kcidb::config_file(&v.variant));
+        if let Ok(text) = std::fs::read_to_string(&path) {
+            configs.insert(v.variant.clone(), text);
+        }
+    }
+    // With patches under test, the mails are about them, one after the other
+    // (an mbox: each mail after a `From ` line, as git send-email reads it).
     let text = if j.session.under_test.is_empty() {
-        mail::mail(j).context("writing the mail")?
+        mail::mail(j, &configs).context("writing the mail")?
     } else {
-        (j.session.under_test.iter())
-            .map(|u| mail_patch::mail(j, u))
-            .collect::<anyhow::Result<Vec<_>>>()
-            .context("writing the mails about the patches under test")?
-            .join("\n")
+        let mut mails = Vec::new();
+        for u in &j.session.under_test {
+            mails.extend(
+                mail_patch::mail(j, u, &configs)
+                    .context("writing the mails about the patches under test")?,
+            );
+        }
+        mbox(&mails)
     };
     crate::util::write_atomic(&rd.file(ResultsDir::MAIL), text)?;
     Ok(())
+}
+
+/// Mails as one mbox: each after a `From ` separator line (a body line
+/// starting `From ` is quoted `>From `), as `git send-email` and `git am`
+/// read a file of several; one mail alone as it is.
+pub fn mbox(mails: &[String]) -> String {
+    if mails.len() == 1 {
+        return mails[0].clone();
+    }
+    let mut out = String::new();
+    for m in mails {
+        out.push_str("From wbstall Mon Sep 17 00:00:00 2001\n");
+        for line in m.lines() {
+            if line.starts_with("From ") {
+                out.push('>');
+            }
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -326,7 +363,7 @@ mod tests {
             "{md}"
         );
         // The mail keeps the long key on its numbers' line, cut to 72 columns.
-        let text = mail::mail(&j).unwrap();
+        let text = mail::mail(&j, &Default::default()).unwrap();
         assert!(mail::fits(&text), "{text}");
         assert!(
             text.lines()
@@ -421,7 +458,7 @@ mod tests {
             }
         }
         let finding = |session: &Session| {
-            let text = mail::mail(&judged(session, &r, &expected(), 3))
+            let text = mail::mail(&judged(session, &r, &expected(), 3), &Default::default())
                 .unwrap()
                 .replace('\n', " ");
             let at = text
@@ -544,16 +581,23 @@ mod tests {
             "report.html"
         );
         assert!(!page.contains("<ul id=\"failures\">"), "report.html");
-        // Each scenario's and variant's first run: its pages, each sleep, each
-        // call and each fio job's progress (its sleeps and fio's log are kept).
-        assert_eq!(page.matches("<svg").count(), 4 * 4 * 5, "report.html");
+        // Per scenario the %change table and its charts, every run overlaid:
+        // the writers' progress, the pages, and the calls with a stall sleep
+        // where a run had one (the FUSE strictlimit and memcg scenarios).
+        assert_eq!(page.matches("<table class=\"changes\">").count(), 4);
+        assert_eq!(page.matches("<svg").count(), 4 + 4 + 2, "report.html");
         assert_eq!(
-            page.matches(">\nThe pause of each throttle sleep\n<")
+            page.matches("call with a stall sleep: none in any run.")
                 .count(),
-            4 * 5
+            2
         );
-        assert_eq!(page.matches(">\nfio job 4\n<").count(), 4 * 5);
-        assert!(!page.contains("No per-sleep plots"), "report.html");
+        // The stalls are red, expected as they are.
+        assert_eq!(
+            page.matches("<td class=\"stall\"><b>stall</b><br>expected stall")
+                .count(),
+            3
+        );
+        assert!(page.len() < 1 << 20, "report.html is {} bytes", page.len());
         assert!(!page.contains("<script") && !page.contains("src=") && !page.contains("href="));
         let mail = read(ResultsDir::MAIL);
         assert!(

@@ -230,6 +230,49 @@ impl RunSeries<'_> {
     }
 }
 
+/// Every usable run of `scenario` whose samples are at hand, variant by
+/// variant, run by run.
+pub(super) fn every_run<'a>(
+    dir: &Path,
+    m: &Matrix<'a>,
+    scenario: &str,
+) -> Result<Vec<RunSeries<'a>>> {
+    let mut runs = Vec::new();
+    for v in &m.variants {
+        for r in m.cell(scenario, v).iter().copied() {
+            if let Some(run) = series_of(dir, r)? {
+                runs.push(run);
+            }
+        }
+    }
+    Ok(runs)
+}
+
+/// A run's series, when its samples are at hand (a results directory may be
+/// copied without them).
+fn series_of<'a>(dir: &Path, r: &'a RunRecord) -> Result<Option<RunSeries<'a>>> {
+    let Some(file) = r.boot.samples.as_deref() else {
+        return Ok(None);
+    };
+    let Ok(text) = std::fs::read_to_string(dir.join(file)) else {
+        return Ok(None);
+    };
+    let parsed = samples::parse(&text)?;
+    let Some(t0) = parsed.blocks.first().map(|s| s.t) else {
+        return Ok(None);
+    };
+    Ok(Some(RunSeries {
+        record: r,
+        points: samples::series(
+            &parsed.blocks,
+            &r.detection.writer.bdi,
+            r.detection.writer.memcg_id,
+        ),
+        writers: samples::writers(&parsed),
+        t0,
+    }))
+}
+
 /// Per variant, the first run of `scenario` whose samples are at hand.
 pub(super) fn first_runs<'a>(
     dir: &Path,
@@ -268,7 +311,7 @@ pub(super) fn first_runs<'a>(
     Ok(runs)
 }
 
-type Pick = fn(&samples::Point) -> Option<f64>;
+pub(super) type Pick = fn(&samples::Point) -> Option<f64>;
 // (label, colour, width, on the right axis, value)
 const SERIES: [(&str, RGBColor, u32, bool, Pick); 5] = [
     ("BDI dirty pages", BLACK, 2, false, |p| Some(p.dirty)),
@@ -355,13 +398,14 @@ fn panel(
     Ok(())
 }
 
-/// One series of an inline chart: its label, colour and points, drawn as a
+/// One series of an inline chart: its colour and points, drawn as a
 /// line or, with `dots`, a dot per point (each sleep, each call).
 pub struct Line {
-    pub label: String,
     pub color: RGBColor,
     pub points: Vec<(f64, f64)>,
     pub dots: bool,
+    /// The line's width, px.
+    pub width: u32,
 }
 
 /// The points that fall on different pixels (`px`: a pixel's width and
@@ -375,21 +419,21 @@ fn one_per_pixel(points: &[(f64, f64)], px: (f64, f64)) -> Vec<(f64, f64)> {
 }
 
 /// An inline SVG chart (for report.html): `lines` over seconds since the
-/// writers started, from 0, with a legend in the corner.
+/// writers started, from 0, on axes that hold every point; no legend inside
+/// (the page says what each colour is, under the chart, over no data).
 pub fn lines_svg(title: &str, y_desc: &str, lines: &[Line], size: (u32, u32)) -> Result<String> {
     let all = || lines.iter().flat_map(|l| l.points.iter());
     let t_max = all().map(|p| p.0).fold(1.0, f64::max);
-    // Room above the data for the legend.
-    let y_max = all().map(|p| p.1).fold(1.0, f64::max) * 1.5;
+    let y_max = all().map(|p| p.1).fold(1.0, f64::max) * 1.05;
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
         let mut chart = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", 15))
+            .caption(title, ("sans-serif", 16))
             .margin(8)
-            .x_label_area_size(28)
-            .y_label_area_size(56)
+            .x_label_area_size(34)
+            .y_label_area_size(60)
             .build_cartesian_2d(0f64..t_max, 0f64..y_max)
             .map_err(err)?;
         let short = |v: &f64| {
@@ -403,32 +447,27 @@ pub fn lines_svg(title: &str, y_desc: &str, lines: &[Line], size: (u32, u32)) ->
             .configure_mesh()
             .x_desc("seconds since the writers started")
             .y_desc(y_desc)
+            .label_style(("sans-serif", 13))
+            .axis_desc_style(("sans-serif", 13))
             .x_label_formatter(&short)
             .y_label_formatter(&short)
             .draw()
             .map_err(err)?;
+        let px = (t_max / f64::from(size.0), y_max / f64::from(size.1));
         for l in lines {
             let color = l.color;
-            let drawn = if l.dots {
+            if l.dots {
                 let dot = |p: (f64, f64)| Circle::new(p, 2, color.filled());
-                let px = (t_max / f64::from(size.0), y_max / f64::from(size.1));
-                chart.draw_series(one_per_pixel(&l.points, px).into_iter().map(dot))
+                chart
+                    .draw_series(one_per_pixel(&l.points, px).into_iter().map(dot))
+                    .map_err(err)?;
             } else {
-                chart.draw_series(LineSeries::new(l.points.clone(), color.stroke_width(2)))
-            };
-            drawn
-                .map_err(err)?
-                .label(l.label.as_str())
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color));
+                let style = color.stroke_width(l.width);
+                chart
+                    .draw_series(LineSeries::new(one_per_pixel(&l.points, px), style))
+                    .map_err(err)?;
+            }
         }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::UpperLeft)
-            .label_font(("sans-serif", 12))
-            .draw()
-            .map_err(err)?;
         root.present().map_err(err)?;
     }
     Ok(svg)

@@ -297,6 +297,8 @@ pub(crate) mod tests {
             subjects: vec!["mm: x".into()],
             other_base: "upstream".into(),
             posted: Default::default(),
+            commit: None,
+            ..Default::default()
         };
         let s = session(&["--patch", "/home/me/fix.patch"], "abc");
         assert!(block(&s, Some(&u)).contains("  # save the patch from the list as fix.patch\n"));
@@ -328,7 +330,7 @@ pub(crate) mod tests {
         let j = crate::analysis::judge(&session, &records, &e).unwrap();
         mails.push((
             "the example, now".into(),
-            super::super::mail::mail(&j).unwrap(),
+            super::super::mail::mail(&j, &Default::default()).unwrap(),
         ));
         for stall in [0.0, 0.69] {
             let text = super::super::mail_patch::tests::judged(stall, Vec::new());

@@ -39,6 +39,12 @@ pub struct ReportCmd {
     /// report rendered says which floors judged it.
     #[arg(long)]
     pub floors: bool,
+    /// With `--format kcidb`: the URL the results directory is published
+    /// under, for the files the document points to (the console logs as the
+    /// tests' `log_url`, the kernels' `.config` as the builds' `config_url`).
+    /// Default: the directory's own `file://` URL.
+    #[arg(long, value_name = "URL", requires = "format")]
+    pub artifacts_url: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -71,7 +77,11 @@ impl ReportCmd {
                 return Ok(());
             }
             Format::Kcidb => {
-                let doc = crate::report::kcidb::document(&j)
+                let files = crate::report::kcidb::Artifacts::of_dir(
+                    &self.dir,
+                    self.artifacts_url.as_deref(),
+                )?;
+                let doc = crate::report::kcidb::document(&j, &files)
                     .with_context(|| format!("the KCIDB document of {}", self.dir.display()))?;
                 let text = crate::report::kcidb::text(&doc)?;
                 crate::util::write_atomic(&dir.file(ResultsDir::KCIDB), &text)?;

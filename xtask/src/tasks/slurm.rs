@@ -1,8 +1,11 @@
 //! `cargo xtask slurm [--shards N] [-- QEMU_TEST_FLAGS...]`: the qemu-test
 //! matrix on a Slurm cluster. Writes a job array whose task I boots
 //! `qemu-test --shard I/N --no-build`, and a merge job that runs once every
-//! task succeeded (`--dependency=afterok:<array>`), and submits both with
-//! sbatch. The cluster's nodes boot the kernels this checkout built: it must
+//! task has ended, whatever its exit (`--dependency=afterany:<array>`: a
+//! shard whose kernel crashed exits non-zero, and the merged report is where
+//! the crash is named; `merge` still refuses a missing shard), and submits
+//! both with sbatch. Each job's log is named by its job and task
+//! (`%A_%a`) and appended to across requeues. The cluster's nodes boot the kernels this checkout built: it must
 //! lie on a filesystem every node mounts at the same path (docs/reference.md, "The
 //! matrix on a Slurm cluster"). They boot the guest this host stages in the
 //! jobs' directory before it submits them (guest::stage: `qemu-test --staged`),
@@ -125,7 +128,7 @@ impl Slurm {
         if self.write_only {
             println!(
                 "slurm: wrote {} and {}; submit them with\n  jid=$(sbatch --parsable {}) && \
-                 sbatch --dependency=afterok:$jid --kill-on-invalid-dep=yes {}",
+                 sbatch --dependency=afterany:$jid --kill-on-invalid-dep=yes {}",
                 array.display(),
                 merge.display(),
                 array.display(),
@@ -156,10 +159,11 @@ impl Slurm {
                 )));
             }
         }
-        if !q.selection.patches.is_empty() || !q.selection.revs.is_empty() {
+        if !q.selection.revs.is_empty() {
             bail!(exit::usage(
-                "--patch and --rev need a kernel build, and the shards only boot (--no-build): \
-                 select variants of patches/variants.toml built in this checkout"
+                "--rev needs a kernel build from your tree, and the shards only boot \
+                 (--no-build): select variants of patches/variants.toml, or --patch files, \
+                 built in this checkout"
             ));
         }
         let flavour = q.guest.flavour.with_source(&q.source)?;
@@ -173,7 +177,8 @@ impl Slurm {
         for v in &variants {
             build::load_built(v, &flavour).context(exit::usage(
                 "the shards boot the kernels of this checkout (--no-build): build them \
-                 here once, on the filesystem the nodes share",
+                 here once, on the filesystem the nodes share (a --patch's with \
+                 `cargo xtask build-kernel --patch FILE`)",
             ))?;
         }
         let mut qemu_test = self.qemu_test.clone();
@@ -281,7 +286,10 @@ impl Jobs {
             format!("--array=1-{n}"),
             format!("--cpus-per-task={}", self.cpus_per_task),
             format!("--mem={}M", self.mem_mib),
-            format!("--output={}/logs/shard-%a.log", self.dir.display()),
+            // One log per job and task, appended to when Slurm requeues the
+            // task (its first attempt's log is kept above the second's).
+            format!("--output={}/logs/shard-%A_%a.log", self.dir.display()),
+            "--open-mode=append".to_string(),
             // Requeued after a node failure, a task resumes its session.
             "--requeue".to_string(),
             format!("--signal=B:{STOP_SIGNAL}@{STOP_SECS}"),
@@ -334,7 +342,8 @@ impl Jobs {
             "--cpus-per-task=1".to_string(),
             format!("--mem={MERGE_MEM_MIB}M"),
             format!("--time={MERGE_TIME}"),
-            format!("--output={}/logs/merge.log", self.dir.display()),
+            format!("--output={}/logs/merge-%j.log", self.dir.display()),
+            "--open-mode=append".to_string(),
             // Run again, it would find its own half-written merged/.
             "--no-requeue".to_string(),
         ];
@@ -359,7 +368,8 @@ impl Jobs {
             session = ResultsDir::SESSION,
         );
         self.script(
-            "joins and judges the shards' results (sbatch --dependency=afterok:<array>)",
+            "joins and judges the shards' results, whatever their exits (sbatch \
+             --dependency=afterany:<array>)",
             &options,
             &body,
         )
@@ -421,7 +431,7 @@ impl Jobs {
         let after = array.to_string();
         let out = cmd!(
             sh,
-            "sbatch --parsable --dependency=afterok:{after} --kill-on-invalid-dep=yes {merge}"
+            "sbatch --parsable --dependency=afterany:{after} --kill-on-invalid-dep=yes {merge}"
         )
         .read()
         .context("submitting the merge job with sbatch")?;
@@ -438,7 +448,7 @@ impl Jobs {
 fn submitted(jobs: &Jobs, s: &Submitted) -> String {
     format!(
         "slurm: job array {a} (shards 1..{n}) and merge job {m} (after every shard \
-         succeeded)\n  follow them: squeue -j {a},{m}; logs in {logs}\n  once they have \
+         ended, whatever its exit: a crashed kernel is named in the merged report)\n  follow them: squeue -j {a},{m}; logs in {logs}\n  once they have \
          ended: sacct -D -j {a},{m} --format={SACCT_FORMAT}\n  the merged results: {merged}",
         a = s.array,
         n = jobs.shards,

@@ -290,7 +290,11 @@ fn load_selected(selection: &Selection, flavour: &Flavour) -> Result<Vec<Built>>
             .collect();
     }
     if !selection.patches.is_empty() {
-        bail!(exit::usage("--patch needs a build: drop --no-build"));
+        // A patch's kernel built before (`build-kernel --patch FILE`): the
+        // variants as a build would make them, the patch's among them.
+        names = (selection.resolve(&variants)?.into_iter())
+            .map(|v| v.name)
+            .collect();
     }
     let sources = module::source_sha256(&root.join(module::MODULE_DIR))?;
     names

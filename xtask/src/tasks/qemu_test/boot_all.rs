@@ -231,7 +231,7 @@ struct Judged {
 impl Outcome {
     /// The verdict the report rendered, judged again from the same records
     /// and expectations (as [`finish`] judged them; judging is deterministic
-    /// and, without the report's bootstrap, cheap). Empty for a shard.
+    /// and cheap). Empty for a shard.
     pub fn verdict(&self) -> Verdict<'_> {
         match &self.judged {
             Some(j) => verdict::judge(&j.records, &j.expected, &Planned::of(&j.session)),

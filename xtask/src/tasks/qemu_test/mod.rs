@@ -485,6 +485,7 @@ impl QemuTest {
             let dir = util::unique_dir(&self.results_parent()?)?;
             let lock = util::lock_dir(&dir, "qemu-test")?;
             ResultsDir::new(&dir).write::<RunRecord>(&session, None)?;
+            keep_configs(&dir, built)?;
             return Ok((dir, lock, session, Vec::new()));
         };
         // The kernels first, each by name; then all else the session recorded.
@@ -557,6 +558,18 @@ impl QemuTest {
         let records = costs.decide(sh, &dir, &mut session, records)?;
         finish(dir, session, records, expected.clone())
     }
+}
+
+/// Each kernel's `.config` beside the records (`<variant>.config`): what a
+/// report attaches and a KCIDB build points to.
+fn keep_configs(dir: &std::path::Path, built: &[Built]) -> Result<()> {
+    for b in built {
+        let from = b.dir.join("config");
+        let to = dir.join(crate::report::kcidb::config_file(&b.meta.variant));
+        std::fs::copy(&from, &to)
+            .with_context(|| format!("copying {} to {}", from.display(), to.display()))?;
+    }
+    Ok(())
 }
 
 /// The flags of this process's `qemu-test` (`cargo xtask qemu-test ARGS`),
