@@ -58,6 +58,11 @@ impl Stamp {
         self.0.strftime(COMPACT).to_string()
     }
 
+    /// The day: `2026-11-29`.
+    pub fn day(self) -> String {
+        self.0.strftime("%Y-%m-%d").to_string()
+    }
+
     /// RFC 3339: `2026-11-29T20:15:30Z`.
     pub fn rfc3339(self) -> String {
         self.0.to_string()
@@ -75,6 +80,7 @@ mod tests {
         let t = Stamp::parse("20261202T060724Z").unwrap();
         assert_eq!(t.compact(), "20261202T060724Z");
         assert_eq!(t.rfc3339(), "2026-12-02T06:07:24Z");
+        assert_eq!(t.day(), "2026-12-02");
         assert_eq!(t.minus(3600.7).unwrap().rfc3339(), "2026-12-02T05:07:23Z");
         assert_eq!(t.plus(86_400).unwrap().compact(), "20261203T060724Z");
         // 2026-11-29 is day 20_786 since the epoch; 2000-02-29 day 11_016.

@@ -392,7 +392,8 @@ pub fn base_in(sh: &Shell, external: &External, dir: &Path) -> Result<PathBuf> {
 
 /// What the scripts find under `/wbstall` (host-test's staging directory on
 /// the host), from the repository's `qemu/` directory `qemu`: (path under
-/// `/wbstall`, source), sorted: `lib.sh`, every file of `scenarios/` and `jobs/`.
+/// `/wbstall`, source), sorted: `lib.sh`, every file of `scenarios/` (but
+/// their floor files, which the host alone reads) and `jobs/`.
 pub fn scripts(qemu: &Path) -> Result<Vec<(String, PathBuf)>> {
     let mut out = vec![("lib.sh".to_string(), qemu.join("lib.sh"))];
     for sub in ["scenarios", "jobs"] {
@@ -401,8 +402,8 @@ pub fn scripts(qemu: &Path) -> Result<Vec<(String, PathBuf)>> {
         tree_files(&d, &d, &mut files)?;
         files.sort();
         out.extend(
-            files
-                .into_iter()
+            (files.into_iter())
+                .filter(|(_, p)| p.file_name() != Some(crate::guest::scenario::FLOOR_FILE.as_ref()))
                 .map(|(rel, p)| (format!("{sub}/{rel}"), p)),
         );
     }
@@ -448,6 +449,19 @@ pub fn for_variant(base: &Path, variant: &str, module: Option<&Path>) -> Result<
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The guest gets every scenario's scripts, never a floor file: its
+    /// bytes would move every boot's timing when a floor is measured again.
+    #[test]
+    fn the_scripts_are_packed_without_the_floor_files() {
+        let all = scripts(&crate::util::project_root().join("qemu")).unwrap();
+        let has = |name: &str| all.iter().any(|(rel, _)| rel == name);
+        assert!(has("scenarios/fuse-nostrict/run.sh") && has("lib.sh"));
+        assert!(crate::util::project_root()
+            .join("qemu/scenarios/fuse-nostrict/floor.toml")
+            .is_file());
+        assert!(!has("scenarios/fuse-nostrict/floor.toml"));
+    }
 
     #[test]
     fn newc_entries_are_aligned_and_parents_come_first() {

@@ -14,6 +14,11 @@ use crate::exit;
 /// The scenarios' folder, relative to the repository root.
 pub const DIR: &str = "qemu/scenarios";
 
+/// A scenario's floor file (`results::floor`): measured on the host, read
+/// on the host; never packed into the guest (its bytes would move every
+/// boot's timing each time a floor is measured again).
+pub const FLOOR_FILE: &str = "floor.toml";
+
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Scenario {
     pub name: &'static str,

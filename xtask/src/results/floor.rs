@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use crate::guest::{disk::Disk, job::Job, qemu::Clock};
 
 /// The floor file in a scenario's folder.
-pub const FILE: &str = "floor.toml";
+pub const FILE: &str = crate::guest::scenario::FLOOR_FILE;
 
 /// What a floor holds for: the job, the clock and the guest machine of its
 /// runs. A session judges costs by a floor only where all of these are its own.

@@ -119,11 +119,7 @@ impl Calibrate {
             ),
             (None, _) => j.roles.reference.clone(),
         };
-        let measured = session
-            .started
-            .get(..8)
-            .unwrap_or(&session.started)
-            .to_string();
+        let measured = crate::stamp::Stamp::parse(&session.started)?.day();
         let mut out = Vec::new();
         for s in &session.scenarios {
             let runs = j.matrix.cell(&s.name, &variant);
