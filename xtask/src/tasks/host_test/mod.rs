@@ -32,6 +32,7 @@ use crate::{
     },
     kernel::{build::VariantMeta, variants::Variants},
     progress::{self, Event},
+    results::floor::FloorOf,
     results::{
         builder, context::RunContext, dir::ResultsDir, machine::MachineFacts, record::RunRecord,
         session::Session, warnings::warnings,
@@ -334,6 +335,14 @@ impl HostTest {
             expected_file: expected::EXPECTED_FILE.to_string(),
             expected: Some(toml::to_string(expected).context("writing the expectations down")?),
             fuse_server: self.fuse_server.clone(),
+            // The host's own clock: no floor to judge a cost against.
+            floors: (scenarios.iter())
+                .map(|s| {
+                    let why = "host-test runs on this machine's real clock, whose runs move \
+                               with its load: there is no floor, costs are not judged";
+                    (s.name.to_string(), FloorOf::None(why.into()))
+                })
+                .collect(),
             ..Default::default()
         })
     }
