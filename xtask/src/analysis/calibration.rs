@@ -237,7 +237,9 @@ pub const TRIES: usize = 1000;
 /// the same conditions): A/A verdicts in two folds (each half's floor
 /// judges pairs drawn from the other half), and with `costly` (the pools of
 /// a kernel with a known cost, by scenario) the share of its verdicts that
-/// fail, judged by the floor of the whole reference pool.
+/// fail, judged by the floor of the whole reference pool. A scenario
+/// `costly` has no pool of is drawn from the reference's on both sides (the
+/// kernel costs nothing there): what fails, fails on the scenarios it has.
 pub fn rates(reference: &[&Pool], costly: &[&Pool]) -> Result<Rates, String> {
     let keys = super::cost::keys();
     let halves: Vec<(Pool, Pool)> = reference.iter().map(|p| halves(p)).collect();
@@ -266,17 +268,14 @@ pub fn rates(reference: &[&Pool], costly: &[&Pool]) -> Result<Rates, String> {
             .map(|p| p.floor(&p.scenario, &keys))
             .collect::<Result<_, _>>()?;
         let refs: Vec<Runs> = reference.iter().map(|p| runs_of(p)).collect();
-        let mut patched: Vec<Runs> = Vec::new();
-        for p in reference {
-            let c = (costly.iter().find(|c| c.scenario == p.scenario))
-                .ok_or_else(|| format!("no pool of the costly kernel in {}", p.scenario))?;
-            patched.push(runs_of(c));
-        }
+        let patched: Vec<Option<Runs>> = (reference.iter())
+            .map(|p| (costly.iter().find(|c| c.scenario == p.scenario)).map(|c| runs_of(c)))
+            .collect();
         let scen: Vec<Scenario> = (reference.iter().enumerate())
             .map(|(i, p)| Scenario {
                 name: &p.scenario,
                 reference: &refs[i],
-                patch: &patched[i],
+                patch: patched[i].as_ref().unwrap_or(&refs[i]),
                 floor: &floors[i],
             })
             .collect();

@@ -22,11 +22,10 @@ use serde::{Deserialize, Serialize};
 use xshell::{cmd, Shell};
 
 use crate::{
-    analysis::{expected::Class, judgement::Verdict},
+    analysis::{cost, expected::Class, judge::Judgement, judgement::BW},
     exit,
     kernel::{revs, source},
     progress::{self, Event},
-    results::{dir::ResultsDir, session::BootFailure},
     tasks::{args, bisect::Bisect, qemu_test::QemuTest},
     util,
 };
@@ -239,9 +238,10 @@ pub fn live_revs(sh: &Shell, tree: &Path, h: &History) -> Result<()> {
         SCENARIO,
     ])?
     .measure(sh)?;
-    let report = fs::read_to_string(out.dir.join(ResultsDir::REPORT))
-        .with_context(|| format!("reading the report of {}", out.dir.display()))?;
-    let said = check_revs(&out.verdict(), &out.failures, &report, &good_v, &bad_v)
+    let judgement = (out.judgement())
+        .and_then(|j| j.context("qemu-test judged nothing (a shard?)"))
+        .with_context(|| format!("judging {} again", out.dir.display()))?;
+    let said = check_revs(&judgement, &good_v, &bad_v)
         .with_context(|| format!("see {}", out.dir.display()))?;
     progress::emit(Event::Note(&format!("ci: {said}")));
     Ok(())
@@ -249,18 +249,15 @@ pub fn live_revs(sh: &Shell, tree: &Path, h: &History) -> Result<()> {
 
 /// The good end's cell passes as `ok`, the bad end's stalls where the
 /// reference's `ok` is expected (the one failure of the run), every boot has
-/// its record, and the report resolves the bad end's throughput against
-/// the good end's as a drop. Returns what it found, in words.
-fn check_revs(
-    verdict: &Verdict,
-    failures: &[BootFailure],
-    report: &str,
-    good: &str,
-    bad: &str,
-) -> Result<String> {
+/// its record, and the judgement classes the bad end's throughput against
+/// the good end's `worse` (the `--compare` line the report renders from it).
+/// Returns what it found, in words.
+fn check_revs(j: &Judgement, good: &str, bad: &str) -> Result<String> {
+    let failures = j.failures();
     if !failures.is_empty() {
         bail!(exit::fails(format!("boots without a record: {failures:?}")));
     }
+    let verdict = &j.verdict;
     let cell = |v: &str| {
         verdict
             .cells
@@ -286,22 +283,35 @@ fn check_revs(
             "the verdict passed the bad end's stall against `ok`"
         ));
     }
-    let line = report
-        .lines()
-        .find(|l| l.starts_with(&format!("{bad} against {good}: ")))
-        .with_context(|| format!("report.md has no `{bad} against {good}:` line (--compare)"))?;
-    let pct: f64 = line
-        .split_once(": ")
-        .and_then(|(_, r)| r.split('%').next())
-        .and_then(|p| p.trim().parse().ok())
-        .with_context(|| format!("no %change in `{line}`"))?;
-    if !line.contains("(resolved:") || pct >= 0.0 {
-        bail!("--compare does not resolve a drop from {good} to {bad}: `{line}`");
+    if !(j.roles.compare.iter()).any(|c| c.a == bad && c.b == good) {
+        bail!("the session has no `--compare {bad} {good}`: the report renders no such line");
+    }
+    let change = (j.change(SCENARIO, BW, good, bad))
+        .with_context(|| format!("the judgement compares no {bad} against {good} (--compare)"))?;
+    let cost = match &change.cost {
+        Some(Ok(c)) => c,
+        Some(Err(why)) => bail!("{bad} against {good}: the throughput is not judged: {why}"),
+        None => bail!("{bad} against {good}: the throughput has no cost verdict"),
+    };
+    if cost.class != cost::Class::Worse || cost.change_pct >= 0.0 {
+        bail!(
+            "--compare does not resolve a drop from {good} to {bad}: {:+.1}% [{:+.1}%, {:+.1}%], \
+             classed {}",
+            cost.change_pct,
+            cost.lo_pct,
+            cost.hi_pct,
+            cost.class
+        );
     }
     Ok(format!(
-        "{good} ok ({:.1}% stall), {bad} stall ({:.1}% stall, failing its `ok` as it must); {line}",
+        "{good} ok ({:.1}% stall), {bad} stall ({:.1}% stall, failing its `ok` as it must); \
+         {bad} against {good}: {:+.1}% [{:+.1}%, {:+.1}%], {}",
         g.stall_fraction() * 100.0,
-        b.stall_fraction() * 100.0
+        b.stall_fraction() * 100.0,
+        cost.change_pct,
+        cost.lo_pct,
+        cost.hi_pct,
+        cost.class
     ))
 }
 
@@ -339,8 +349,9 @@ pub fn live_bisect(sh: &Shell, tree: &Path, h: &History) -> Result<()> {
 mod tests {
     use super::*;
     use crate::{
-        analysis::verdict,
         guest::run_id::RunId,
+        kernel::variants::Comparison,
+        results::session::{BootFailure, Session},
         test_support::{self, rec},
     };
 
@@ -374,10 +385,22 @@ mod tests {
         assert_eq!(bv, "rev-222222222222");
     }
 
-    /// [`check_revs`] of the verdict of two runs each of `rev-g` and `rev-b`
-    /// on fuse-strictlimit (stall shares as given), both held to `ok` as
-    /// qemu-test holds a --rev, with the boots lost and the report given.
-    fn check(good: f64, bad: f64, lost: &[BootFailure], report: &str) -> Result<String> {
+    /// The ends' runs, two a cell on fuse-strictlimit: (stall share,
+    /// MiB/s) of `rev-g` and `rev-b`.
+    struct Ends {
+        good: (f64, f64),
+        bad: (f64, f64),
+    }
+
+    const DROP: Ends = Ends {
+        good: (0.0, 40.0),
+        bad: (0.84, 2.0),
+    };
+
+    /// [`check_revs`] of the judgement of `ends`, both held to `ok` as
+    /// qemu-test holds a --rev, with the boots lost given; `--compare rev-b
+    /// rev-g` where `compare`, and a floor of 0.25% a run where `floor`.
+    fn check(ends: Ends, compare: bool, floor: bool, lost: &[BootFailure]) -> Result<String> {
         let mut e = test_support::expected();
         for v in ["rev-g", "rev-b"] {
             e.expect
@@ -385,51 +408,80 @@ mod tests {
                 .or_default()
                 .insert(v.into(), Class::Ok.into());
         }
-        let bw = |share: f64| if share > 0.05 { 2.0 } else { 40.0 };
-        let recs: Vec<_> = [("rev-g", good), ("rev-b", bad)]
+        let recs: Vec<_> = [("rev-g", ends.good), ("rev-b", ends.bad)]
             .iter()
-            .flat_map(|&(v, share)| {
-                [
-                    rec(v, SCENARIO, bw(share), share),
-                    rec(v, SCENARIO, bw(share), share),
-                ]
+            .flat_map(|&(v, (share, bw))| {
+                [rec(v, SCENARIO, bw, share), rec(v, SCENARIO, bw, share)]
             })
             .collect();
-        let v = verdict::judge(&recs, &e, &test_support::plan(&recs, 2));
-        check_revs(&v, lost, report, "rev-g", "rev-b")
+        let mut roles = (test_support::judged(&Session::default(), &recs, &e, 2))
+            .roles
+            .clone();
+        if compare {
+            roles.compare = vec![Comparison {
+                a: "rev-b".into(),
+                b: "rev-g".into(),
+                claims: Default::default(),
+            }];
+        }
+        let session = Session {
+            roles: Some(roles),
+            failures: lost.to_vec(),
+            floors: if floor {
+                test_support::floors(0.0025, &[SCENARIO])
+            } else {
+                Default::default()
+            },
+            ..Session::default()
+        };
+        check_revs(
+            &test_support::judged(&session, &recs, &e, 2),
+            "rev-g",
+            "rev-b",
+        )
     }
-
-    const COMPARED: &str = "rev-b against rev-g: -95.0% [-95.2%, -94.8%] (resolved: the \
-                            interval excludes 0 and the change lies outside the A/A interval).";
 
     #[test]
     fn the_good_end_must_pass_the_bad_end_stall_and_the_comparison_resolve_the_drop() {
-        let said = check(0.0, 0.84, &[], COMPARED).unwrap();
+        let said = check(DROP, true, true, &[]).unwrap();
         assert!(
             said.starts_with("rev-g ok (0.0% stall), rev-b stall (84.0% stall"),
             "{said}"
         );
+        assert!(said.contains("rev-b against rev-g: -95.0% ["), "{said}");
+        assert!(said.ends_with("], worse"), "{said}");
         // The bad end does not stall (a culprit that was not applied).
-        let e = check(0.0, 0.0, &[], COMPARED).unwrap_err().to_string();
+        let clean = Ends {
+            bad: (0.0, 40.0),
+            ..DROP
+        };
+        let e = check(clean, true, true, &[]).unwrap_err().to_string();
         assert!(e.contains("rev-b (the bad end) is not a stall"), "{e}");
         // The good end stalls too.
-        let e = check(0.84, 0.84, &[], COMPARED).unwrap_err().to_string();
+        let both = Ends {
+            good: (0.84, 2.0),
+            ..DROP
+        };
+        let e = check(both, true, true, &[]).unwrap_err().to_string();
         assert!(e.contains("rev-g (the good end) is not judged `ok`"), "{e}");
-        // No comparison, or one that does not resolve a drop.
-        let e = check(0.0, 0.84, &[], "").unwrap_err().to_string();
-        assert!(e.contains("no `rev-b against rev-g:` line"), "{e}");
-        let unresolved = "rev-b against rev-g: -3.0% [-9.0%, +2.0%] (not resolvable at this \
-                          noise: the interval is 11.0 points wide).";
-        let e = check(0.0, 0.84, &[], unresolved).unwrap_err().to_string();
+        // No comparison, no floor to judge it by, or one that is no drop.
+        let e = check(DROP, false, true, &[]).unwrap_err().to_string();
+        assert!(e.contains("no `--compare rev-b rev-g`"), "{e}");
+        let e = check(DROP, true, false, &[]).unwrap_err().to_string();
+        assert!(e.contains("the throughput is not judged"), "{e}");
+        let rise = Ends {
+            bad: (0.84, 80.0),
+            ..DROP
+        };
+        let e = check(rise, true, true, &[]).unwrap_err().to_string();
         assert!(e.contains("does not resolve a drop"), "{e}");
-        let rise = COMPARED.replace("-95.0%", "+95.0%");
-        assert!(check(0.0, 0.84, &[], &rise).is_err());
+        assert!(e.contains("classed better"), "{e}");
         // A boot without its record.
         let lost = BootFailure {
             run: RunId::new(SCENARIO, "rev-g", 1),
             why: "hang: the guest hung".into(),
         };
-        let e = check(0.0, 0.84, &[lost], COMPARED).unwrap_err().to_string();
+        let e = check(DROP, true, true, &[lost]).unwrap_err().to_string();
         assert!(e.contains("boots without a record"), "{e}");
     }
 }

@@ -13,6 +13,7 @@ use xshell::Shell;
 use crate::{
     analysis::{
         expected::Expected,
+        judge::{self, Judgement},
         judgement::{Planned, Verdict},
         verdict,
     },
@@ -237,6 +238,23 @@ impl Outcome {
             Some(j) => verdict::judge(&j.records, &j.expected, &Planned::of(&j.session)),
             None => Verdict::default(),
         }
+    }
+
+    /// The whole judgement the report rendered, judged again as
+    /// [`Outcome::verdict`] is (with the session's roles). None for a shard.
+    pub fn judgement(&self) -> Result<Option<Judgement<'_>>> {
+        let Some(j) = &self.judged else {
+            return Ok(None);
+        };
+        let roles = judge::session_roles(&j.session)?;
+        let plan = Planned::of(&j.session);
+        Ok(Some(Judgement::of(
+            &j.session,
+            &j.records,
+            &j.expected,
+            &plan,
+            roles,
+        )))
     }
 
     pub fn passed(&self) -> bool {
