@@ -148,9 +148,9 @@ pub fn live_wrong_patch(sh: &Shell, baseline: &str) -> Result<()> {
     }
 }
 
-/// A patch with a known cost and no stall: a 400 us busy wait on every
-/// free-running `balance_dirty_pages()` call (3-5% of fuse-nostrict's quick
-/// throughput; docs/measurements.md, "The cost verdict").
+/// A patch with a known cost and no stall: a 375 us busy wait on every
+/// free-running `balance_dirty_pages()` call (5.7% of fuse-nostrict's quick
+/// throughput, 16 runs; docs/measurements.md, "The cost verdict").
 pub const COSTLY_PATCH: &str = "docs/calibration/free-run-delay.patch";
 
 /// A live run that must fail on the cost alone: the costly patch on the

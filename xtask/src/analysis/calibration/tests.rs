@@ -123,3 +123,20 @@ fn a_failing_cost_ends_the_runs_and_undecided_ones_get_more_up_to_the_cap() {
     );
     assert_eq!(extend(&[("b", &worse[..], 1)]), vec!["b"]);
 }
+
+/// The committed pools keep the verdict's error rates (docs/measurements.md,
+/// "The cost verdict"): at most 5% of same-kernel verdicts fail on cost,
+/// and the kernel with a known cost (5.7% of fuse-nostrict's quick
+/// throughput) fails in at least 95% of tries, at the default runs.
+#[test]
+fn the_committed_pools_keep_the_error_rates() {
+    let r = committed_rates().unwrap();
+    assert!(r.aa.tries >= 100, "{:?}", r.aa);
+    assert!(r.aa.failed_share() <= 0.05, "false positives: {:?}", r.aa);
+    let power = r.power.unwrap();
+    assert!(power.failed_share() >= 0.95, "power: {power:?}");
+    assert!(
+        (power.worse_in.keys()).any(|(s, m)| s == "fuse-nostrict" && m == "fio.write_bw_MiB/s"),
+        "{power:?}"
+    );
+}
