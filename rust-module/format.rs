@@ -39,7 +39,15 @@ use kernel::{
 /// `drain_floor_pages` completions; a stall is `unrequested` or `declined` (both still in
 /// `stall_*`); the ends of the sleeps' entries are counted (`unblocked_sleeps`,
 /// `dropped_at_event`, `dropped_at_block`); `summary` has `drain_floor_pages` and `pending`.
-pub(crate) const FORMAT_VERSION: u32 = 3;
+///
+/// 4: a pass is live from its `writeback_start` until its worker leaves `wb_do_writeback()`
+/// (`writeback_pages_written`), as the tracefs detector reads it: `WB_writeback_running` alone
+/// (a wake-up of the flusher that began no pass) no longer makes a sleep flushing, and a sleep
+/// that began during a live pass counts that pass's pages from its own start, never an older
+/// pass's. A sleep counts the facts and passes of the wb its task's foreign pages are on
+/// (`foreign_sleeps`). A request made during a sleep counts however late the end's clock was
+/// read. `summary` has `entries`.
+pub(crate) const FORMAT_VERSION: u32 = 4;
 
 /// The `stats` keys of the counters, in [`Counter`] order.
 pub(crate) const COUNTER_KEYS: [&str; NR_COUNTERS] = [
@@ -67,12 +75,13 @@ pub(crate) const COUNTER_KEYS: [&str; NR_COUNTERS] = [
     "unblocked_sleeps",
     "dropped_at_event",
     "dropped_at_block",
+    "foreign_sleeps",
 ];
 
 // The key table and the enum must not drift apart.
 const _: () = {
     assert!(Counter::WorkOther as usize == 16);
-    assert!(Counter::DroppedAtBlock as usize == NR_COUNTERS - 1);
+    assert!(Counter::ForeignSleeps as usize == NR_COUNTERS - 1);
 };
 
 /// One `stats` line.
@@ -116,8 +125,10 @@ pub(crate) struct Summary {
     pub(crate) unslotted: u64,
     /// `CONFIG_HZ`.
     pub(crate) hz: u32,
-    /// Sleeps in progress: entries in use, each holding a pinned wb.
+    /// Sleeps in progress: entries filled or asleep, each holding a pinned wb.
     pub(crate) pending: u64,
+    /// Entries in use: the sleeps in progress and the tasks that keep a foreign wb (pinned).
+    pub(crate) entries: u64,
 }
 
 /// Writes one `stats` line, newline included.
@@ -167,8 +178,9 @@ pub(crate) fn thresholds_line(w: &mut impl Write, row: &ThreshRow<'_>) -> fmt::R
 pub(crate) fn summary_line(w: &mut impl Write, s: &Summary) -> fmt::Result {
     writeln!(
         w,
-        "slots={} used={} unslotted={} hz={} format={} drain_floor_pages={} pending={}",
-        s.slots, s.used, s.unslotted, s.hz, FORMAT_VERSION, DRAIN_FLOOR_PAGES, s.pending
+        "slots={} used={} unslotted={} hz={} format={} drain_floor_pages={} pending={} \
+         entries={}",
+        s.slots, s.used, s.unslotted, s.hz, FORMAT_VERSION, DRAIN_FLOOR_PAGES, s.pending, s.entries
     )
 }
 
@@ -248,6 +260,7 @@ pub(crate) fn summary(table: &Table) -> Summary {
         unslotted: table.unslotted(),
         hz: table.hz(),
         pending: table.in_flight(),
+        entries: table.entries(),
     }
 }
 

@@ -73,10 +73,13 @@ pub(crate) enum Counter {
     /// throttle's (another wait, one later than [`ARM_MS`](super::pending::ARM_MS), or the
     /// task's exit). Counted in [`Counter::LostEnds`] too.
     DroppedAtBlock,
+    /// Classed sleeps that also counted the wb of their task's foreign pages (files owned by
+    /// another cgroup's wb, where the kernel counts their writeback).
+    ForeignSleeps,
 }
 
 /// Number of [`Counter`]s.
-pub(crate) const NR_COUNTERS: usize = 24;
+pub(crate) const NR_COUNTERS: usize = 25;
 
 /// The reasons of `enum wb_reason` (include/linux/backing-dev-defs.h) that have their own
 /// counter. The values are the C enum's; `probes.rs` checks them against the bindings at build

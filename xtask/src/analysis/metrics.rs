@@ -379,6 +379,13 @@ pub const ALL: &[Metric] = &[
         Kind::Count,
         |r| Some(r.counters.bdi_written_kb as f64),
     ),
+    m(
+        "detectors.disagree_sleeps",
+        "sleeps the detectors class differently (at least)",
+        "",
+        Kind::Count,
+        |r| r.detectors_disagree().map(|n| n as f64),
+    ),
 ];
 
 /// The rows that answer the question, first in every report: throughput,

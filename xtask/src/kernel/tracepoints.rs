@@ -297,6 +297,8 @@ mod tests {
                 "writeback_wake_background",
                 "balance_dirty_pages",
                 "writeback_start",
+                "writeback_pages_written",
+                "track_foreign_dirty",
             ]
         );
         let headers = fixture("writeback-7.3.h") + &fixture("sched-7.3.h");

@@ -251,6 +251,32 @@ impl RunRecord {
         (self.detection.tracefs.as_ref()).map(|t| self.share_or_nan(t.draining_ms))
     }
 
+    /// The fewest sleeps the two detectors class differently in this boot:
+    /// half the sum, over the four classes (flushing, draining, and the
+    /// stall's two causes), of the difference between their counts (a sleep
+    /// one classes and the other leaves unclassed counts a half). `None`
+    /// unless the module classed the boot and both named the causes.
+    pub fn detectors_disagree(&self) -> Option<u64> {
+        let (m, t) = (&self.detection.mechanism, self.detection.tracefs.as_ref()?);
+        if self.detection.detector != Detector::Module {
+            return None;
+        }
+        let (mc, tc) = (m.causes?, t.causes?);
+        let pairs = [
+            (m.flushing_sleeps, t.flushing_sleeps),
+            (m.draining_sleeps, t.draining_sleeps),
+            (mc.unrequested_sleeps, tc.unrequested_sleeps),
+            (mc.declined_sleeps, tc.declined_sleeps),
+        ];
+        Some(
+            pairs
+                .iter()
+                .map(|&(a, b)| a.abs_diff(b))
+                .sum::<u64>()
+                .div_ceil(2),
+        )
+    }
+
     fn share_or_nan(&self, ms: u64) -> f64 {
         self.share_of_writer_time(ms).unwrap_or(f64::NAN)
     }
@@ -299,6 +325,39 @@ mod tests {
             (records[0].id.to_string(), &records[0].detection.writer.bdi),
             ("fuse-strictlimit/regressed #1".into(), &"0:22".to_string())
         );
+    }
+
+    /// The detectors' disagreement is the fewest sleeps classed differently:
+    /// a sleep the module calls flushing and the trace draining counts once,
+    /// a boot the tracefs detector classed has none to give.
+    #[test]
+    fn the_detectors_disagree_by_the_sleeps_they_class_differently() {
+        let docs = crate::util::project_root().join("docs/example-report");
+        let (_, records) = ResultsDir::new(&docs).load().unwrap();
+        let mut r = records[0].clone();
+        let causes = |unrequested_sleeps, declined_sleeps| {
+            Some(tracefs::Causes {
+                unrequested_sleeps,
+                declined_sleeps,
+                ..Default::default()
+            })
+        };
+        let t = r.detection.tracefs.as_mut().unwrap();
+        (t.flushing_sleeps, t.draining_sleeps, t.causes) = (10, 5, causes(20, 2));
+        let m = &mut r.detection.mechanism;
+        (m.flushing_sleeps, m.draining_sleeps, m.causes) = (10, 5, causes(20, 2));
+        assert_eq!(r.detectors_disagree(), Some(0));
+        // Three sleeps the trace saw draining read flushing to the module, and
+        // one declined stall reads unrequested.
+        let m = &mut r.detection.mechanism;
+        (m.flushing_sleeps, m.draining_sleeps, m.causes) = (13, 2, causes(21, 1));
+        assert_eq!(r.detectors_disagree(), Some(4));
+        // A draining sleep of the trace's that the module left unclassed counts
+        // a half, rounded up.
+        r.detection.mechanism.draining_sleeps -= 1;
+        assert_eq!(r.detectors_disagree(), Some(5));
+        r.detection.detector = Detector::Tracefs;
+        assert_eq!(r.detectors_disagree(), None);
     }
 
     /// A record from before the detector, the tracefs detector, the
