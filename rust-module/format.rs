@@ -47,7 +47,11 @@ use kernel::{
 /// pass's. A sleep counts the facts and passes of the wb its task's foreign pages are on
 /// (`foreign_sleeps`). A request made during a sleep counts however late the end's clock was
 /// read. `summary` has `entries`.
-pub(crate) const FORMAT_VERSION: u32 = 4;
+///
+/// 5: every classed sleep's measured times, by class: asleep (from the throttle event to its
+/// `sched_wakeup`) and off a CPU (to the return of its schedule), µs; the calls with a classed
+/// sleep, the time they held their tasks and the longest (`calls`, `held_us`, `max_held_us`).
+pub(crate) const FORMAT_VERSION: u32 = 5;
 
 /// The `stats` keys of the counters, in [`Counter`] order.
 pub(crate) const COUNTER_KEYS: [&str; NR_COUNTERS] = [
@@ -76,12 +80,28 @@ pub(crate) const COUNTER_KEYS: [&str; NR_COUNTERS] = [
     "dropped_at_event",
     "dropped_at_block",
     "foreign_sleeps",
+    "flushing_asleep_us",
+    "flushing_off_cpu_us",
+    "draining_asleep_us",
+    "draining_off_cpu_us",
+    "stall_asleep_us",
+    "stall_off_cpu_us",
+    "unrequested_asleep_us",
+    "unrequested_off_cpu_us",
+    "declined_asleep_us",
+    "declined_off_cpu_us",
+    "max_asleep_us",
+    "unwoken_sleeps",
+    "calls",
+    "held_us",
+    "max_held_us",
 ];
 
 // The key table and the enum must not drift apart.
 const _: () = {
     assert!(Counter::WorkOther as usize == 16);
-    assert!(Counter::ForeignSleeps as usize == NR_COUNTERS - 1);
+    assert!(Counter::ForeignSleeps as usize == 24);
+    assert!(Counter::MaxHeldUs as usize == NR_COUNTERS - 1);
 };
 
 /// One `stats` line.

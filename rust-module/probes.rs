@@ -10,7 +10,10 @@
 //! Context: in 7.3 a tracepoint calls its probes inside an SRCU-fast read section
 //! (`__DECLARE_TRACE`); `writeback_start` fires under `wb->list_lock`, `sched_entry_tp` and
 //! `sched_exit_tp` inside `__schedule()` with preemption disabled (not under the runqueue
-//! lock). A probe must not sleep, allocate or wait for another CPU; `Table` keeps to that.
+//! lock), `sched_wakeup` under the woken task's runqueue lock and `pi_lock` (its probe only
+//! stores a time: no lock, no reference, no wb), `track_foreign_dirty` under the mapping's
+//! `i_pages` lock with interrupts off. A probe must not sleep, allocate or wait for another
+//! CPU; `Table` keeps to that.
 //!
 //! A sleep's wb is read twice: at its throttle event (the tracepoint's own `wb`, which the
 //! caller of `balance_dirty_pages()` holds), and when its schedule returns, through the handle
@@ -143,6 +146,7 @@ unsafe extern "C" fn probe_balance_dirty_pages(
             task_ratelimit: task_ratelimit as u64,
             pause_ms: crate::table::jiffies::signed_jiffies_to_ms(pause as i64, TABLE.hz()),
         },
+        now_ns: ffi::now_ns(),
     };
     let task = kernel::task::Task::current_raw();
     let done = TABLE.on_throttle(
@@ -235,13 +239,33 @@ unsafe extern "C" fn probe_sched_exit(_data: *mut c_void, is_switch: bool) {
         return;
     }
     let task = kernel::task::Task::current_raw();
-    let woke = TABLE.on_sched_exit(task as u64, is_switch, ffi::jiffies(), |wb| {
-        // SAFETY: The handle is a wb pinned since the task's throttle event, or the foreign wb
-        // its entry has pinned since before that event (`release`'s comment): live, whatever
-        // the task did since.
-        unsafe { ffi::facts_at_end(wb as *mut bindings::bdi_writeback) }
-    });
+    let woke = TABLE.on_sched_exit(
+        task as u64,
+        is_switch,
+        ffi::jiffies(),
+        ffi::now_ns(),
+        |wb| {
+            // SAFETY: The handle is a wb pinned since the task's throttle event, or the foreign wb
+            // its entry has pinned since before that event (`release`'s comment): live, whatever
+            // the task did since.
+            unsafe { ffi::facts_at_end(wb as *mut bindings::bdi_writeback) }
+        },
+    );
     release(woke.release);
+}
+
+/// `sched_wakeup(struct task_struct *p)`: `p` is woken (`ttwu_do_wakeup()`, with `p`'s runqueue
+/// lock and `p->pi_lock` held). The wake-up of a sleep in progress: its time is stored, nothing
+/// else (no lock, no reference taken or given back, no wb read).
+///
+/// # Safety
+///
+/// Called by the tracepoint only. `p` is not dereferenced: its address is the table's key.
+unsafe extern "C" fn probe_sched_wakeup(_data: *mut c_void, p: *mut bindings::task_struct) {
+    if TABLE.idle() {
+        return;
+    }
+    TABLE.on_wakeup(p as u64, ffi::now_ns());
 }
 
 /// `writeback_start(struct bdi_writeback *wb, struct wb_writeback_work *work)`: a pass of
@@ -285,7 +309,7 @@ unsafe extern "C" fn probe_pages_written(_data: *mut c_void, _pages: c_long) {
 
 /// The probes, with the tracepoints they attach to, in attach order: the scheduler's first,
 /// so that no sleep's entry exists before the probes that end it.
-const PROBES: [ffi::Probe; 7] = [
+const PROBES: [ffi::Probe; 8] = [
     // SAFETY: `probe_sched_entry` takes `data` and `TP_PROTO(bool preempt)` of
     // `DECLARE_TRACE(sched_entry)` (include/trace/events/sched.h), which names the tracepoint
     // `sched_entry_tp`.
@@ -293,6 +317,9 @@ const PROBES: [ffi::Probe; 7] = [
     // SAFETY: `probe_sched_exit` takes `data` and `TP_PROTO(bool is_switch)` of
     // `DECLARE_TRACE(sched_exit)`, the tracepoint `sched_exit_tp`.
     unsafe { ffi::Probe::new(c"sched_exit_tp", probe_sched_exit as *mut c_void) },
+    // SAFETY: `probe_sched_wakeup` takes `data` and `TP_PROTO(struct task_struct *p)` of
+    // `DEFINE_EVENT(sched_wakeup_template, sched_wakeup, ...)`.
+    unsafe { ffi::Probe::new(c"sched_wakeup", probe_sched_wakeup as *mut c_void) },
     // SAFETY: `probe_wake_background` takes `data` and `TP_PROTO(struct bdi_writeback *wb)` of
     // `DEFINE_WRITEBACK_EVENT(writeback_wake_background)`.
     unsafe {

@@ -21,7 +21,8 @@
 //! sequence counter), [`slot`] (a slot's key, name and cells), [`sleep_class`] (how a sleep is
 //! classed), [`entry`] (a task's entry and who may touch it), [`pending`] (the sleeps in
 //! progress and the functions along their life), [`foreign`] (the wb a task's foreign pages are
-//! on) and [`jiffies`] (the arithmetic of include/linux/jiffies.h).
+//! on), [`timing`] (the measured times of a sleep and its call) and [`jiffies`] (the arithmetic
+//! of include/linux/jiffies.h).
 
 pub(crate) mod counter;
 pub(crate) mod entry;
@@ -31,6 +32,7 @@ pub(crate) mod pending;
 pub(crate) mod sleep_class;
 pub(crate) mod slot;
 pub(crate) mod snapshot;
+pub(crate) mod timing;
 
 use counter::{
     work_counter,

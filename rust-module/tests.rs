@@ -33,6 +33,7 @@ mod suite {
                 Throttled,
                 Woke,
                 ARM_MS,
+                CALL_IDLE_MS,
                 NR_PENDING, //
             },
             sleep_class::{
@@ -103,6 +104,8 @@ mod suite {
             wb_dirty: 1031,
             wb_thresh: 983,
             wb_bg_thresh: 491,
+            // A paced decision: the loop breaks after its sleep.
+            task_ratelimit: 27400,
             pause_ms,
             ..Snapshot::zeroed()
         }
@@ -126,6 +129,12 @@ mod suite {
     }
 
     impl Ev {
+        /// The same event with another pause.
+        fn tap_pause(mut self, pause: isize) -> Self {
+            self.ev.pause = pause;
+            self
+        }
+
         /// The event, for `task` on `k` with the handle `wb`; a foreign wb of the task's entry
         /// reads as `foreign` (the test's own handle [`FOREIGN_WB`]).
         fn on(&self, t: &Table, k: SlotKey, task: u64, wb: u64) -> Throttled {
@@ -160,9 +169,15 @@ mod suite {
                 call_start: taken.wrapping_sub(paused),
                 strictlimit: true,
                 snapshot: snap(taken, signed_jiffies_to_ms(pause as i64, HZ)),
+                now_ns: ns(taken),
             },
             facts,
         }
+    }
+
+    /// The monotonic clock's ns at jiffy `j` (HZ=250: 4 ms a jiffy).
+    fn ns(j: usize) -> u64 {
+        j as u64 * 4_000_000
     }
 
     /// The flusher worker the tests' passes are made by.
@@ -243,7 +258,7 @@ mod suite {
             None
         );
         let mut reads = 0;
-        let woke = t.on_sched_exit(task, true, end_at, |wb| {
+        let woke = t.on_sched_exit(task, true, end_at, ns(end_at), |wb| {
             assert_eq!(wb, WB);
             reads += 1;
             end
@@ -619,7 +634,7 @@ mod suite {
         t.on_wake_background(k, name("0:45"), true, 1010);
         // The end reads jiffies (1020); another CPU asks again, stamped 1021.
         t.on_wake_background(k, name("0:45"), true, 1021);
-        let woke = t.on_sched_exit(7, true, 1020, |_| QUIET);
+        let woke = t.on_sched_exit(7, true, 1020, ns(1020), |_| QUIET);
         assert_eq!(woke.class, Some(SleepClass::Declined));
         Ok(())
     }
@@ -681,7 +696,7 @@ mod suite {
             let ev = throttle(20, 0, QUIET, at);
             assert!(ev.on_with(&t, own, 7, WB, facts(100, 200)).stored);
             assert_eq!(t.on_sched_entry(7, THROTTLE_SLEEP, at), None);
-            let woke = t.on_sched_exit(7, true, at + 20, |h| {
+            let woke = t.on_sched_exit(7, true, at + 20, ns(at + 20), |h| {
                 if h == FOREIGN_WB {
                     foreign_end
                 } else {
@@ -727,7 +742,7 @@ mod suite {
             let ev = throttle(20, 0, QUIET, 1000);
             assert!(ev.on_with(&t, own, 7, WB, facts(100, 200)).stored);
             assert_eq!(t.on_sched_entry(7, THROTTLE_SLEEP, 1000), None);
-            let woke = t.on_sched_exit(7, true, 1020, |h| {
+            let woke = t.on_sched_exit(7, true, 1020, ns(1020), |h| {
                 // The foreign wb is not read.
                 assert_eq!(h, WB);
                 QUIET
@@ -816,6 +831,149 @@ mod suite {
         t.release_all(|_| released += 1);
         assert_eq!(released, NR_PENDING);
         assert_eq!(t.entries(), 0);
+        Ok(())
+    }
+
+    /// `ms` in ns.
+    fn ms(ms: u64) -> u64 {
+        ms * 1_000_000
+    }
+
+    #[test]
+    fn a_sleep_carries_its_times_asleep_and_off_a_cpu() -> Result {
+        // Issue 44: the shares summed the pauses the kernel asked for. A sleep of 1 jiffy
+        // (4 ms) asked at 1000, woken 3 ms later, back on a CPU 2 ms after that: asleep 3 ms,
+        // off a CPU 5 ms, run-queue delay 2 ms; the call held its task 5 ms.
+        let t = Table::boxed(HZ)?;
+        let k = key(5, 0);
+        let ev = throttle(1, 0, QUIET, 1000);
+        assert!(ev.on(&t, k, 7, WB).stored);
+        // Another task's wake-up is not this sleep's.
+        t.on_wakeup(8, ns(1000) + ms(1));
+        assert_eq!(t.on_sched_entry(7, THROTTLE_SLEEP, 1000), None);
+        t.on_wakeup(7, ns(1000) + ms(3));
+        // A second wake-up (a spurious one) does not move the first.
+        t.on_wakeup(7, ns(1000) + ms(4));
+        let woke = t.on_sched_exit(7, true, 1001, ns(1000) + ms(5), |_| QUIET);
+        assert_eq!(woke.class, Some(SleepClass::Unrequested));
+        let s = t.find(k);
+        assert!(s.is_some());
+        let Some(s) = s else { return Ok(()) };
+        let got = [
+            Counter::UnrequestedAsleepUs,
+            Counter::UnrequestedOffCpuUs,
+            Counter::StallAsleepUs,
+            Counter::StallOffCpuUs,
+            Counter::MaxAsleepUs,
+            Counter::Calls,
+            Counter::HeldUs,
+            Counter::MaxHeldUs,
+            Counter::UnwokenSleeps,
+            Counter::DeclinedAsleepUs,
+        ]
+        .map(|c| s.get(c));
+        assert_eq!(got, [3000, 5000, 3000, 5000, 3000, 1, 5000, 5000, 0, 0]);
+        // The pause asked for stays beside it: 4 ms.
+        assert_eq!(s.get(Counter::UnrequestedMs), 4);
+        // A paced call is over after its sleep: the entry is free again.
+        assert_eq!(t.entries(), 0);
+        Ok(())
+    }
+
+    #[test]
+    fn a_sleep_woken_before_it_blocked_and_one_never_woken() -> Result {
+        let t = Table::boxed(HZ)?;
+        let k = key(5, 0);
+        // Its timer fired between the event and its schedule: woken while filled.
+        assert!(throttle(1, 0, QUIET, 1000).on(&t, k, 7, WB).stored);
+        t.on_wakeup(7, ns(1000) + ms(1));
+        assert_eq!(t.on_sched_entry(7, WOKEN_SLEEP, 1000), None);
+        let woke = t.on_sched_exit(7, false, 1000, ns(1000) + ms(2), |_| QUIET);
+        assert_eq!(woke.class, Some(SleepClass::Unrequested));
+        // A fatal signal already pending: the schedule returns, never woken. Asleep is all of
+        // its time off a CPU, and it is counted as unwoken.
+        assert!(throttle(1, 0, QUIET, 2000).on(&t, k, 7, WB).stored);
+        assert_eq!(t.on_sched_entry(7, THROTTLE_SLEEP, 2000), None);
+        let woke = t.on_sched_exit(7, false, 2000, ns(2000) + ms(3), |_| QUIET);
+        assert_eq!(woke.class, Some(SleepClass::Unrequested));
+        let got = t.find(k).map(|s| {
+            [
+                Counter::UnrequestedAsleepUs,
+                Counter::UnrequestedOffCpuUs,
+                Counter::UnwokenSleeps,
+                Counter::Calls,
+            ]
+            .map(|c| s.get(c))
+        });
+        assert_eq!(got, Some([1000 + 3000, 2000 + 3000, 1, 2]));
+        Ok(())
+    }
+
+    #[test]
+    fn a_call_that_loops_is_held_from_its_start_to_its_last_sleep_s_end() -> Result {
+        // task_ratelimit == 0 (the memcg's stale statistics): the loop sleeps max_pause again
+        // and again in one call. Its start_time is 1000; three sleeps of 1 jiffy, each back on
+        // a CPU 6 ms after its event, the next event 2 ms after that (the loop's CPU time).
+        let t = Table::boxed(HZ)?;
+        let k = key(5, 2);
+        let looping = |at: usize, paused: usize| {
+            let mut e = throttle(1, paused, QUIET, at);
+            e.ev.snapshot.task_ratelimit = 0;
+            e.ev.now_ns = ns(1000) + ms(8 * (at as u64 - 1000) / 2);
+            e
+        };
+        for i in 0..3u64 {
+            let at = 1000 + 2 * i as usize;
+            let e = looping(at, 2 * i as usize);
+            assert!(e.on(&t, k, 7, WB).stored);
+            assert_eq!(t.on_sched_entry(7, THROTTLE_SLEEP, at), None);
+            t.on_wakeup(7, e.ev.now_ns + ms(4));
+            let woke = t.on_sched_exit(7, true, at + 1, e.ev.now_ns + ms(6), |_| QUIET);
+            assert_eq!(woke.release, Some(WB));
+            // Between two sleeps of the call, the entry keeps it.
+            assert_eq!(t.entries(), 1);
+        }
+        let got = t
+            .find(k)
+            .map(|s| [Counter::Calls, Counter::HeldUs, Counter::MaxHeldUs].map(|c| s.get(c)));
+        // One call, held from 1000 (ns(1000)) to the last end, 16 + 6 ms later.
+        assert_eq!(got, Some([1, 22_000, 22_000]));
+        // Its next decision has no pause (`pause < min_pause`): the loop breaks, the call is
+        // over; a later sleep with the same start_time is a call of its own.
+        assert!(!looping(1006, 6).tap_pause(-1).on(&t, k, 7, WB).stored);
+        assert_eq!(t.entries(), 0);
+        let e = looping(1008, 8);
+        assert!(e.on(&t, k, 7, WB).stored);
+        assert_eq!(t.on_sched_entry(7, THROTTLE_SLEEP, 1008), None);
+        let _ = t.on_sched_exit(7, true, 1009, e.ev.now_ns + ms(6), |_| QUIET);
+        // That new call began `paused` (8 jiffies, 32 ms) before its event.
+        let got = t
+            .find(k)
+            .map(|s| [Counter::Calls, Counter::HeldUs, Counter::MaxHeldUs].map(|c| s.get(c)));
+        assert_eq!(got, Some([2, 22_000 + 38_000, 38_000]));
+        Ok(())
+    }
+
+    #[test]
+    fn an_entry_keeps_its_call_only_while_it_may_go_on() -> Result {
+        // A looping call's entry stays after its sleep; a task that finds no free entry takes
+        // it over only once its last sleep ended more than CALL_IDLE_MS before.
+        let t = Table::boxed(HZ)?;
+        let k = key(5, 2);
+        let mut e = throttle(1, 0, QUIET, 1000);
+        e.ev.snapshot.task_ratelimit = 0;
+        assert!(e.on(&t, k, 1, WB).stored);
+        assert_eq!(t.on_sched_entry(1, THROTTLE_SLEEP, 1000), None);
+        let _ = t.on_sched_exit(1, true, 1001, ns(1001), |_| QUIET);
+        for task in 2..=NR_PENDING as u64 {
+            assert!(throttle(1, 0, QUIET, 1002).on(&t, k, task, WB).stored);
+        }
+        assert_eq!(t.entries(), NR_PENDING as u64);
+        // 1 s after the end (250 jiffies): not yet; a jiffy later: taken over.
+        let at_1s = 1001 + (HZ as usize * CALL_IDLE_MS as usize / 1000);
+        assert!(!throttle(1, 0, QUIET, at_1s).on(&t, k, 99, WB).stored);
+        assert!(throttle(1, 0, QUIET, at_1s + 1).on(&t, k, 99, WB).stored);
+        t.release_all(|_| {});
         Ok(())
     }
 
@@ -963,7 +1121,7 @@ mod suite {
         assert_eq!(t.on_sched_entry(8, THROTTLE_SLEEP, 4000), None);
         t.on_wake_background(key(5, 9), name("0:45"), true, 4010);
         t.on_wake_background(k, name("0:45"), true, 4010);
-        let woke = t.on_sched_exit(8, true, 4020, |_| QUIET);
+        let woke = t.on_sched_exit(8, true, 4020, ns(4020), |_| QUIET);
         assert_eq!(woke.class, Some(SleepClass::Declined));
         // Across the wrap of jiffies: a request at 2 for a call that began at MAX - 3.
         t.on_wake_background(k, name("0:45"), true, 2);
@@ -1012,7 +1170,7 @@ mod suite {
         assert!(ev.on(&t, k, 8, WB).stored);
         assert_eq!(t.on_sched_entry(8, THROTTLE_SLEEP, 1071), None);
         t.on_writeback_start(k, name("0:45"), true, WORKER, 0, 200);
-        let woke = t.on_sched_exit(8, true, 1091, |_| facts(100, 264));
+        let woke = t.on_sched_exit(8, true, 1091, ns(1091), |_| facts(100, 264));
         assert_eq!(woke.class, Some(SleepClass::Flushing));
         // The disk completes pages of the wb during the sleep, no pass: draining.
         let ev = throttle(5, 0, QUIET, 1101);
@@ -1078,29 +1236,32 @@ mod suite {
         // preemption is not the sleep's end. Its schedule 40 ticks (160 ms) later still is.
         assert!(on(1));
         assert_eq!(t.on_sched_entry(1, SchedEntry::Preempted, 500), None);
-        let woke = t.on_sched_exit(1, true, 501, |_| facts(999, 999));
+        let woke = t.on_sched_exit(1, true, 501, ns(501), |_| facts(999, 999));
         assert_eq!(woke.class, None);
         assert_eq!(woke.release, None);
         assert_eq!(t.on_sched_entry(1, THROTTLE_SLEEP, 540), None);
-        let woke = t.on_sched_exit(1, true, 590, |_| QUIET);
+        let woke = t.on_sched_exit(1, true, 590, ns(590), |_| QUIET);
         assert_eq!(woke.class, Some(SleepClass::Unrequested));
         assert_eq!(woke.release, Some(WB));
         // Its timer fired before it blocked: entered woken, not switched out. Classed at that
         // schedule's return, counted as unblocked.
         assert!(on(2));
         assert_eq!(t.on_sched_entry(2, WOKEN_SLEEP, 500), None);
-        let woke = t.on_sched_exit(2, false, 501, |_| QUIET);
+        let woke = t.on_sched_exit(2, false, 501, ns(501), |_| QUIET);
         assert_eq!(woke.class, Some(SleepClass::Unrequested));
         assert_eq!(woke.release, Some(WB));
         // A fatal signal made it return without blocking (entered killable, not switched).
         assert!(on(3));
         assert_eq!(t.on_sched_entry(3, THROTTLE_SLEEP, 500), None);
-        let woke = t.on_sched_exit(3, false, 500, |_| QUIET);
+        let woke = t.on_sched_exit(3, false, 500, ns(500), |_| QUIET);
         assert_eq!(woke.class, Some(SleepClass::Unrequested));
         // Its first voluntary schedule is another wait: dropped there, never classed.
         assert!(on(4));
         assert_eq!(t.on_sched_entry(4, OTHER_WAIT, 500), Some(WB));
-        assert_eq!(t.on_sched_exit(4, true, 600, |_| QUIET).class, None);
+        assert_eq!(
+            t.on_sched_exit(4, true, 600, ns(600), |_| QUIET).class,
+            None
+        );
         // A killable wait without in_iowait is not io_schedule_timeout(): dropped.
         assert!(on(5));
         let no_iowait = SchedEntry::Voluntary {
@@ -1122,7 +1283,10 @@ mod suite {
         assert_eq!(t.on_sched_entry(6, THROTTLE_SLEEP, late), Some(WB));
         assert!(on(9));
         assert_eq!(t.on_sched_entry(9, THROTTLE_SLEEP, late - 1), None);
-        assert_eq!(t.on_sched_exit(9, true, late, |_| QUIET).release, Some(WB));
+        assert_eq!(
+            t.on_sched_exit(9, true, late, ns(late), |_| QUIET).release,
+            Some(WB)
+        );
         assert_eq!(t.in_flight(), 0);
 
         let s = t.find(k);
@@ -1150,13 +1314,13 @@ mod suite {
         let ev = throttle(1, 0, QUIET, 800);
         assert!(ev.on(&t, k, 11, WB).stored);
         assert_eq!(t.on_sched_entry(11, WOKEN_SLEEP, 802), None);
-        let woke = t.on_sched_exit(11, true, 802, |_| QUIET);
+        let woke = t.on_sched_exit(11, true, 802, ns(802), |_| QUIET);
         assert_eq!(woke.release, Some(WB));
         assert_eq!(t.in_flight(), 0);
         // Free run: no event. The folio lock, 4 ms later: nothing is armed, nothing is read.
         assert_eq!(t.on_sched_entry(11, FOLIO_LOCK, 803), None);
         let mut read = false;
-        let woke = t.on_sched_exit(11, true, 900, |_| {
+        let woke = t.on_sched_exit(11, true, 900, ns(900), |_| {
             read = true;
             QUIET
         });
@@ -1191,7 +1355,10 @@ mod suite {
         assert_eq!(t.in_flight(), 0);
         // Its next killable io wait finds nothing armed.
         assert_eq!(t.on_sched_entry(12, FOLIO_LOCK, 902), None);
-        assert_eq!(t.on_sched_exit(12, true, 950, |_| QUIET).class, None);
+        assert_eq!(
+            t.on_sched_exit(12, true, 950, ns(950), |_| QUIET).class,
+            None
+        );
         // The same for a sleeping decision on another wb: the old entry goes, the new one is
         // made with the new handle.
         assert!(throttle(30, 0, QUIET, 960).on(&t, k, 12, WB).stored);
@@ -1205,7 +1372,7 @@ mod suite {
         );
         assert_eq!(t.on_sched_entry(12, THROTTLE_SLEEP, 961), None);
         assert_eq!(
-            t.on_sched_exit(12, true, 970, |wb| {
+            t.on_sched_exit(12, true, 970, ns(970), |wb| {
                 assert_eq!(wb, 0xc0);
                 QUIET
             })
@@ -1269,7 +1436,7 @@ mod suite {
         for task in 1..=20 {
             out(t.on_sched_entry(task, THROTTLE_SLEEP, 100), &mut released);
             out(
-                t.on_sched_exit(task, true, 110, |_| QUIET).release,
+                t.on_sched_exit(task, true, 110, ns(110), |_| QUIET).release,
                 &mut released,
             );
         }
@@ -1332,6 +1499,7 @@ mod suite {
         assert!(has_tracepoint(c"sched_exit_tp"));
         assert!(has_tracepoint(c"writeback_pages_written"));
         assert!(has_tracepoint(c"track_foreign_dirty"));
+        assert!(has_tracepoint(c"sched_wakeup"));
         // What `insmod` reports as ENOENT.
         assert!(!has_tracepoint(c"wbstall_no_such_tracepoint"));
         assert!(!has_tracepoint(c"writeback_star"));
@@ -1404,7 +1572,7 @@ mod suite {
         assert!(s.request_at_start(40).since_call);
         // The sleep in progress still ends, uncounted, and hands its wb back.
         assert_eq!(t.on_sched_entry(1, THROTTLE_SLEEP, 41), None);
-        let woke = t.on_sched_exit(1, true, 60, |_| QUIET);
+        let woke = t.on_sched_exit(1, true, 60, ns(60), |_| QUIET);
         assert_eq!(woke.class, None);
         assert_eq!(woke.release, Some(WB));
 
@@ -1440,7 +1608,8 @@ mod suite {
             strictlimit: false,
             counters: [
                 12, 640, 211, 5208, 200, 244, 208, 5196, 3, 12, 0, 0, 0, 57, 4, 1, 0, 0, 0, 0, 0,
-                5, 0, 0, 0,
+                5, 0, 0, 0, 5101000, 5377000, 11800, 12900, 0, 0, 0, 0, 0, 0, 201000, 0, 211,
+                5390000, 245000,
             ],
         },
         StatsRow {
@@ -1450,7 +1619,8 @@ mod suite {
             strictlimit: false,
             counters: [
                 0, 385, 380, 75400, 200, 4048, 3, 0, 0, 0, 377, 75400, 0, 0, 9, 0, 2, 377, 75400,
-                0, 0, 0, 0, 0, 12,
+                0, 0, 0, 0, 0, 12, 2100, 2600, 0, 0, 75010000, 76200000, 75010000, 76200000, 0, 0,
+                200900, 1, 9, 76500000, 4052000,
             ],
         },
         StatsRow {
@@ -1460,7 +1630,8 @@ mod suite {
             strictlimit: true,
             counters: [
                 1, 9120, 9004, 1796400, 200, 5000, 13, 600, 0, 0, 8990, 1795800, 1, 1, 30, 0, 0,
-                8989, 1795600, 1, 200, 2, 0, 1, 0,
+                8989, 1795600, 1, 200, 2, 0, 1, 0, 598000, 612000, 0, 0, 1793000000, 1801000000,
+                1792800000, 1800800000, 200000, 200200, 200400, 0, 45, 1802000000, 5004000,
             ],
         },
     ];
@@ -1562,7 +1733,7 @@ mod suite {
         assert!(format::summary_line(&mut out, &s).is_ok());
         assert_eq!(
             out.as_str(),
-            "slots=32 used=3 unslotted=0 hz=250 format=4 drain_floor_pages=8 pending=2 entries=3\n"
+            "slots=32 used=3 unslotted=0 hz=250 format=5 drain_floor_pages=8 pending=2 entries=3\n"
         );
     }
 
@@ -1590,7 +1761,9 @@ mod suite {
             memcg_id: 0,
             strictlimit: true,
             counters: [
-                0, 3, 2, 220, 200, 200, 0, 0, 0, 0, 1, 200, 0, 0, 0, 0, 0, 1, 200, 0, 0, 0, 0, 0, 0,
+                0, 3, 2, 220, 200, 200, 0, 0, 0, 0, 1, 200, 0, 0, 0, 0, 0, 1, 200, 0, 0, 0, 0, 0,
+                0, 0, 0, 0, 0, 200_000, 200_000, 200_000, 200_000, 0, 0, 200_000, 1, 1, 200_000,
+                200_000,
             ],
         };
         assert!(format::stats_line(&mut want, &row).is_ok());
@@ -1614,7 +1787,7 @@ mod suite {
         assert!(format::write_summary(&mut out, &t).is_ok());
         assert_eq!(
             out.as_str(),
-            "slots=32 used=1 unslotted=0 hz=250 format=4 drain_floor_pages=8 pending=1 entries=1\n"
+            "slots=32 used=1 unslotted=0 hz=250 format=5 drain_floor_pages=8 pending=1 entries=1\n"
         );
         t.release_all(|wb| assert_eq!(wb, WB));
         Ok(())

@@ -25,7 +25,8 @@
 //! `wb_do_writeback()`: its pass is over), `track_foreign_dirty` (a writer dirtied a folio whose
 //! writeback is counted on another cgroup's wb), and the scheduler's
 //! `sched_entry_tp`/`sched_exit_tp` (a throttle sleep is its task's next voluntary call of
-//! `__schedule()`, and ends when that call returns). Each sleep is classed from what held at its
+//! `__schedule()`, and ends when that call returns) and `sched_wakeup` (its wake-up: the time
+//! only). Each sleep is classed from what held at its
 //! start and at its end (see `table/sleep_class.rs` and `docs/detectors.md`). While a sleep is in
 //! progress the module holds a reference on its wb (`helpers.c`), so the read at its end is of a
 //! live wb; so does a task's entry on the wb of its foreign pages.
@@ -41,7 +42,7 @@
 //! must write pages to make a sleep flushing, completions must pass a floor to make it
 //! draining, and a stall says whether background writeback had been asked for; 4: a pass is
 //! live from its `writeback_start` until its worker leaves `wb_do_writeback()`, and the wb of a
-//! writer's foreign pages counts in its sleeps).
+//! writer's foreign pages counts in its sleeps; 5: every sleep's measured times, and its call's).
 //!
 //! `stats`: one line per claimed slot, in claim order:
 //!
@@ -84,6 +85,18 @@
 //!   by another cgroup's wb of the same bdi (`track_foreign_dirty`): the kernel counts their
 //!   writeback there, so that wb's passes and completions counted in the sleep beside the
 //!   writer's own.
+//! - `flushing_asleep_us`, `flushing_off_cpu_us`, and the same for `draining`, `stall`,
+//!   `unrequested` and `declined`: the classed sleeps' measured times, µs, on the clock of the
+//!   trace's `mono` (`ktime_get_mono_fast_ns()`): asleep, from the throttle event to the
+//!   task's `sched_wakeup`; off a CPU, until its sleep's schedule returns (asleep, then its wait
+//!   on the run queue). The `*_ms` keys beside them are the pauses the kernel asked for.
+//! - `max_asleep_us`: the longest time asleep of a classed sleep.
+//! - `unwoken_sleeps`: classed sleeps never woken (a fatal signal already pending): their time
+//!   asleep is their time off a CPU.
+//! - `calls`, `held_us`, `max_held_us`: the `balance_dirty_pages()` calls with a classed sleep,
+//!   the time they held their tasks (from the call's start, its first event less its `paused`,
+//!   to the return of its last classed sleep's schedule; a call goes on after a sleep only if
+//!   that decision had no ratelimit, `task_ratelimit == 0`), and the longest, µs.
 //!
 //! `thresholds`: one line per claimed slot that has a snapshot: the last throttle decision's
 //! `dirty_throttle_control`, written whole or not at all (a sequence counter; readers never see
@@ -100,7 +113,7 @@
 //! - `bdi_id`: as in `stats`.
 //!
 //! `summary`: one line, `slots=32 used=<claimed slots> unslotted=<events without a slot>
-//! hz=<CONFIG_HZ> format=4 drain_floor_pages=<the draining floor, pages> pending=<sleeps in
+//! hz=<CONFIG_HZ> format=5 drain_floor_pages=<the draining floor, pages> pending=<sleeps in
 //! progress, each holding a reference on its wb> entries=<entries in use: the sleeps in progress
 //! and the tasks that keep a foreign wb, each holding a reference on it>`.
 //!

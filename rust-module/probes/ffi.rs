@@ -52,6 +52,14 @@ pub(crate) fn jiffies() -> Jiffies {
     unsafe { Atomic::from_ptr(&raw mut bindings::jiffies) }.load(Relaxed)
 }
 
+/// Now, ns of the monotonic clock: `ktime_get_mono_fast_ns()`, the clock of the trace's
+/// `mono` (`trace_clock=mono`), so the tracefs detector's times and the module's are one clock.
+/// NMI-safe, lock-free: callable from every probe, under the runqueue lock too.
+pub(crate) fn now_ns() -> u64 {
+    // SAFETY: A plain read of the timekeeper's fast path; no precondition (timekeeping.c).
+    unsafe { bindings::ktime_get_mono_fast_ns() }
+}
+
 /// A tracepoint of the kernel image.
 ///
 /// # Invariants

@@ -10,7 +10,9 @@
 //! - [`FILLED`]: its task's throttle event filled it; it waits for the sleep's schedule;
 //! - [`ASLEEP`]: its task is in that schedule;
 //! - [`IDLE`]: no sleep in progress, but the entry keeps what must outlive one sleep: the wb
-//!   its task's foreign pages are on (pinned), so that its next sleeps see it;
+//!   its task's foreign pages are on (pinned), so that its next sleeps see it, and the
+//!   `balance_dirty_pages()` call its last sleep was in, so that the call's next sleep adds
+//!   to the time held in it;
 //! - [`BUSY`]: taken by one probe call, its task's own or (for an idle entry left alone for
 //!   long) another task's that takes it over.
 //!
@@ -123,6 +125,26 @@ pub(super) struct Pending {
     /// The sleep in progress counts the foreign wb's facts (`foreign_side`, at its start).
     pub(super) foreign_used: Atomic<bool>,
     pub(super) foreign_side: SideCell,
+    /// ns (`ktime_get_mono_fast_ns()`: the trace's `mono` clock) of the event.
+    pub(super) event_ns: Atomic<u64>,
+    /// The sleep's wake-up: this fill's token (odd, [`Pending::arm_wake`]) until the
+    /// `sched_wakeup` probe replaces it with the wake-up's ns, shifted left by one (even).
+    pub(super) wake: Atomic<u64>,
+    /// Fills of this entry: what makes each fill's token its own.
+    fills: Atomic<u64>,
+    /// The `balance_dirty_pages()` call of the task's last sleeps: its `start_time`, whether
+    /// it may still be in progress, the ns the time held in it is counted from (its start,
+    /// then the end of each classed sleep), the time held in it so far, whether it has yet to
+    /// be counted, and the jiffies of its last sleep's end.
+    pub(super) call_start: Atomic<Jiffies>,
+    pub(super) in_call: Atomic<bool>,
+    pub(super) mark_ns: Atomic<u64>,
+    pub(super) held_ns: Atomic<u64>,
+    pub(super) new_call: Atomic<bool>,
+    pub(super) last_end: Atomic<Jiffies>,
+    /// The loop may go on after this sleep: its decision had `task_ratelimit == 0` (with a
+    /// ratelimit, `balance_dirty_pages()` breaks right after the sleep).
+    pub(super) goes_on: Atomic<bool>,
 }
 
 impl Pending {
@@ -144,7 +166,40 @@ impl Pending {
             foreign_at: Atomic::new(0),
             foreign_used: Atomic::new(false),
             foreign_side: SideCell::new(),
+            event_ns: Atomic::new(0),
+            wake: Atomic::new(0),
+            fills: Atomic::new(0),
+            call_start: Atomic::new(0),
+            in_call: Atomic::new(false),
+            mark_ns: Atomic::new(0),
+            held_ns: Atomic::new(0),
+            new_call: Atomic::new(false),
+            last_end: Atomic::new(0),
+            goes_on: Atomic::new(false),
         }
+    }
+
+    /// Arms the wake-up of the sleep being filled: a token no other fill of this entry has.
+    pub(super) fn arm_wake(&self) {
+        let fill = self.fills.load(Relaxed).wrapping_add(1);
+        self.fills.store(fill, Relaxed);
+        // Release: a waker that reads this token also reads the entry's task as the one that
+        // armed it (`Table::on_wakeup`).
+        self.wake.store(fill << 1 | 1, Release);
+    }
+
+    /// `sched_wakeup` of the entry's task at `now_ns`, from any CPU: stores the time if the
+    /// sleep armed at `token` is still the one waiting (a compare-exchange from that token,
+    /// so a later fill of the entry, its own token stored, is never given this time). Returns
+    /// whether it stored.
+    pub(super) fn wake_at(&self, token: u64, now_ns: u64) -> bool {
+        token & 1 == 1 && self.wake.cmpxchg(token, now_ns << 1, Relaxed).is_ok()
+    }
+
+    /// The wake-up's ns, if the sleep was woken.
+    pub(super) fn woken_at(&self) -> Option<u64> {
+        let w = self.wake.load(Acquire);
+        (w & 1 == 0 && w != 0).then_some(w >> 1)
     }
 
     /// The state, for the entry's own task (or a look that only compares it).
@@ -166,12 +221,20 @@ impl Pending {
         false
     }
 
-    /// Takes over this entry if it is idle and has been for long (its foreign wb last seen
-    /// more than `stale` jiffies before `now`): returns the foreign handle it held (to unpin);
+    /// Takes over this entry if it is idle and has been for long: its foreign wb, if any,
+    /// last seen more than `foreign_stale` jiffies before `now`, and its last sleep's end more
+    /// than `call_stale` before. Returns the foreign handle it held (to unpin, 0 for none);
     /// the entry is then [`BUSY`], its task still the old one.
-    pub(super) fn take_stale(&self, now: Jiffies, stale: Jiffies) -> Option<u64> {
+    pub(super) fn take_stale(
+        &self,
+        now: Jiffies,
+        foreign_stale: Jiffies,
+        call_stale: Jiffies,
+    ) -> Option<u64> {
+        let old = |at: &Atomic<Jiffies>, stale| now.wrapping_sub(at.load(Relaxed)) > stale;
         if self.state.load(Relaxed) != IDLE
-            || now.wrapping_sub(self.foreign_at.load(Relaxed)) <= stale
+            || (self.foreign.load(Relaxed) != 0 && !old(&self.foreign_at, foreign_stale))
+            || !old(&self.last_end, call_stale)
             || self.state.cmpxchg(IDLE, BUSY, Acquire).is_err()
         {
             return None;
@@ -182,9 +245,9 @@ impl Pending {
     }
 
     /// Puts an entry its caller holds ([`BUSY`], or at the end of a sleep) back: idle if it
-    /// keeps a foreign wb, else free. Returns whether it was freed.
+    /// keeps a foreign wb or its call may go on, else free. Returns whether it was freed.
     pub(super) fn rest(&self) -> bool {
-        if self.foreign.load(Relaxed) != 0 {
+        if self.foreign.load(Relaxed) != 0 || self.in_call.load(Relaxed) {
             self.state.store(IDLE, Release);
             return false;
         }
@@ -195,6 +258,7 @@ impl Pending {
     /// Frees the entry (it holds no handle any more).
     pub(super) fn free(&self) {
         self.foreign_used.store(false, Relaxed);
+        self.in_call.store(false, Relaxed);
         self.foreign_slot.store(0, Relaxed);
         self.state.store(0, Relaxed);
         self.task.store(0, Release);

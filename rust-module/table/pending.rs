@@ -83,6 +83,8 @@ pub(crate) struct ThrottleEvent {
     pub(crate) strictlimit: bool,
     /// The thresholds (its `taken` is the event's time).
     pub(crate) snapshot: Snapshot,
+    /// The event's time, ns (`ktime_get_mono_fast_ns()`).
+    pub(crate) now_ns: u64,
 }
 
 /// What the glue does after [`Table::on_throttle`].
@@ -123,6 +125,11 @@ pub(crate) const ARM_MS: u64 = 200;
 /// `dirty_expire_centisecs`, by when the flusher has written such pages anyway. An idle entry
 /// whose foreign wb is older may be taken over.
 pub(crate) const FOREIGN_MS: u64 = 30_000;
+
+/// How long after its last sleep's end an entry keeps its call for the next sleep, ms: a
+/// `balance_dirty_pages()` loop that goes on sleeps again within one iteration's CPU time. An
+/// idle entry whose call is older (and that keeps no fresh foreign wb) may be taken over.
+pub(crate) const CALL_IDLE_MS: u64 = 1_000;
 
 /// The task's state when it entered `__schedule()` (`current->__state`), as far as the table
 /// needs it.
@@ -178,6 +185,10 @@ impl Table {
         // Dropped when another CPU is writing this slot's snapshot; theirs is as recent.
         slot.snap.try_write(&ev.snapshot);
         if ev.pause <= 0 {
+            // `pause < min_pause`: the loop breaks right after this event; its call is over.
+            if let Some(e) = mine {
+                e.in_call.store(false, Relaxed);
+            }
             return self.not_stored(mine, dropped);
         }
         let pause_ms = jiffies_to_ms(ev.pause.unsigned_abs() as u64, self.hz);
@@ -224,6 +235,7 @@ impl Table {
         }
         entry.woken.store(false, Relaxed);
         entry.wb.store(wb, Relaxed);
+        self.begin_timing(entry, ev);
         entry.state.store(FILLED, Relaxed);
         self.in_flight.add(1, Relaxed);
         Throttled {
@@ -286,21 +298,25 @@ impl Table {
             }
             SchedEntry::Voluntary { .. } => {
                 let wb = self.drop_sleep(entry, Counter::DroppedAtBlock);
+                // Another wait than the throttle's: the task left `balance_dirty_pages()`.
+                entry.in_call.store(false, Relaxed);
                 entry.rest();
                 Some(wb)
             }
         }
     }
 
-    /// `sched_exit_tp`: the `__schedule()` call of `task` (current) returns at `now`;
-    /// `switched`: it was switched out and back in. If that call was its sleep's, reads the
-    /// wbs again (`end`, given the handles from [`Self::on_throttle`]: the writer's, and the
-    /// foreign one if the sleep counts it), classes the sleep, counts it and ends it.
+    /// `sched_exit_tp`: the `__schedule()` call of `task` (current) returns at `now` (jiffies)
+    /// and `now_ns`; `switched`: it was switched out and back in. If that call was its
+    /// sleep's, reads the wbs again (`end`, given the handles from [`Self::on_throttle`]: the
+    /// writer's, and the foreign one if the sleep counts it), classes the sleep, counts it and
+    /// its times, and ends it.
     pub(crate) fn on_sched_exit(
         &self,
         task: u64,
         switched: bool,
-        _now: Jiffies,
+        now: Jiffies,
+        now_ns: u64,
         mut end: impl FnMut(u64) -> WbFacts,
     ) -> Woke {
         let none = Woke {
@@ -324,6 +340,8 @@ impl Table {
         };
         let unblocked = entry.woken.load(Relaxed) || !switched;
         let class = self.finish(entry, own, foreign, unblocked);
+        self.count_times(entry, class, now, now_ns);
+        self.end_timing(entry);
         let wb = entry.wb.xchg(0, Relaxed);
         self.in_flight.fetch_sub(1, Relaxed);
         entry.rest();
@@ -410,20 +428,24 @@ impl Table {
         }
     }
 
-    /// A free entry claimed for `task` ([`BUSY`]), else one idle since more than [`FOREIGN_MS`]
-    /// before `now` taken over (the foreign handle it held returned, to unpin).
+    /// An entry claimed for `task` at `now` ([`BUSY`]): the first, in index order, that is
+    /// free or idle for long (its foreign wb, if any, older than [`FOREIGN_MS`], its last
+    /// sleep's end older than [`CALL_IDLE_MS`]), so that lookups keep scanning a short prefix.
+    /// The foreign handle of an entry taken over is returned, to unpin.
     pub(super) fn claim(&self, task: u64, now: Jiffies) -> (Option<&Pending>, Option<u64>) {
+        let to_jiffies = |ms: u64| (ms * u64::from(self.hz) / 1000) as Jiffies;
+        let (foreign_stale, call_stale) = (to_jiffies(FOREIGN_MS), to_jiffies(CALL_IDLE_MS));
         for (i, e) in self.pending.iter().enumerate() {
-            if e.claim(task) {
+            let taken = if e.claim(task) {
+                Some(0)
+            } else {
+                e.take_stale(now, foreign_stale, call_stale)
+            };
+            if let Some(foreign) = taken {
+                e.task.store(task, Release);
+                e.in_call.store(false, Relaxed);
                 e.state.store(BUSY, Relaxed);
                 self.raise_claimed(i as u64 + 1);
-                return (Some(e), None);
-            }
-        }
-        let stale = (FOREIGN_MS * u64::from(self.hz) / 1000) as Jiffies;
-        for e in &self.pending {
-            if let Some(foreign) = e.take_stale(now, stale) {
-                e.task.store(task, Release);
                 return (Some(e), (foreign != 0).then_some(foreign));
             }
         }

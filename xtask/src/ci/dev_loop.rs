@@ -298,8 +298,10 @@ fn check_revs(
         bail!("--compare does not resolve a drop from {good} to {bad}: `{line}`");
     }
     Ok(format!(
-        "{good} ok ({:.1}% stall), {bad} stall ({:.1}% stall, failing its `ok` as it must); {line}",
+        "{good} ok ({:.1}% of writer time {}), {bad} stall ({:.1}%, failing its `ok` as it \
+         must); {line}",
         g.stall_fraction() * 100.0,
+        g.basis().stall_words(),
         b.stall_fraction() * 100.0
     ))
 }
@@ -407,7 +409,10 @@ mod tests {
     fn the_good_end_must_pass_the_bad_end_stall_and_the_comparison_resolve_the_drop() {
         let said = check(0.0, 0.84, &[], COMPARED).unwrap();
         assert!(
-            said.starts_with("rev-g ok (0.0% stall), rev-b stall (84.0% stall"),
+            said.starts_with(
+                "rev-g ok (0.0% of writer time in stall sleeps, by the pauses \
+                              asked for), rev-b stall (84.0%"
+            ),
             "{said}"
         );
         // The bad end does not stall (a culprit that was not applied).

@@ -294,6 +294,7 @@ mod tests {
             [
                 "sched_entry_tp",
                 "sched_exit_tp",
+                "sched_wakeup",
                 "writeback_wake_background",
                 "balance_dirty_pages",
                 "writeback_start",

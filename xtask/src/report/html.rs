@@ -138,11 +138,12 @@ fn cell(c: &CellVerdict) -> String {
         (true, false) => ("fail", " ✗"),
     };
     format!(
-        "<td class=\"{css}\"><b>{}</b> (expected {}){mark}<br>stall {:.1}%, {} MiB/s<br>\
+        "<td class=\"{css}\"><b>{}</b> (expected {}){mark}<br>stall {:.1}% {}, {} MiB/s<br>\
          <small>{}</small></td>",
         c.observed,
         format::class(c.expected),
         c.stall_fraction() * 100.0,
+        format::basis_word(c.basis()),
         format::num(c.bw_mib_s()),
         escape(&c.run_classes())
     )
@@ -174,11 +175,14 @@ fn run_charts(o: &mut String, dir: &std::path::Path, run: &RunSeries<'_>) -> Res
     let (r, points) = (run.record, &run.points);
     let _ = writeln!(
         o,
-        "<h3>{} {}: {} MiB/s, stall share {:.1}%</h3><div class=\"charts\">",
+        "<h3>{} {}: {} MiB/s, stall share {:.1}% {} ({:.1}% by the pauses asked for)</h3>\
+         <div class=\"charts\">",
         escape(&r.id.variant),
         r.id.short(),
         format::num(r.fio.bw_mib_s),
-        r.stall_fraction() * 100.0
+        r.stall_fraction() * 100.0,
+        format::basis_word(r.basis()),
+        r.stall_fraction_requested() * 100.0
     );
     let mut charts = vec![pages_chart(r, points)?];
     match run.sleeps(dir)? {
@@ -365,6 +369,7 @@ mod tests {
             pause_ms,
             paused_ms,
             class,
+            times: None,
         };
         (t, s)
     }
