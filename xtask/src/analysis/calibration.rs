@@ -20,6 +20,7 @@ use rand_chacha::ChaCha8Rng;
 
 use super::{
     cost::{extend, judge_pair, Class, Cost, FIRST_RUNS, JUDGED},
+    judgement::BW,
     metrics,
 };
 use crate::results::{
@@ -261,31 +262,62 @@ pub fn rates(reference: &[&Pool], costly: &[&Pool]) -> Result<Rates, String> {
             .collect();
         aa.add(&replay(&scen, TRIES, 0x5EED_0000 + fold));
     }
-    let power = if costly.is_empty() {
-        None
-    } else {
-        let floors: Vec<Floor> = (reference.iter())
-            .map(|p| p.floor(&p.scenario, &keys))
-            .collect::<Result<_, _>>()?;
-        let refs: Vec<Runs> = reference.iter().map(|p| runs_of(p)).collect();
-        let patched: Vec<Option<Runs>> = (reference.iter())
-            .map(|p| (costly.iter().find(|c| c.scenario == p.scenario)).map(|c| runs_of(c)))
-            .collect();
-        let scen: Vec<Scenario> = (reference.iter().enumerate())
-            .map(|(i, p)| Scenario {
-                name: &p.scenario,
-                reference: &refs[i],
-                patch: patched[i].as_ref().unwrap_or(&refs[i]),
-                floor: &floors[i],
-            })
-            .collect();
-        Some(replay(&scen, TRIES, 0x5EED_00C0))
+    let power = match costly.is_empty() {
+        true => None,
+        false => Some(power(reference, costly)?),
     };
     Ok(Rates {
         aa,
         power,
         scenarios: reference.len(),
     })
+}
+
+/// The verdicts of a kernel whose runs are `costly`'s pools against the
+/// reference's, judged by the floor of the whole reference pool. A scenario
+/// `costly` has no pool of is drawn from the reference's on both sides.
+pub fn power(reference: &[&Pool], costly: &[&Pool]) -> Result<Tally, String> {
+    let keys = super::cost::keys();
+    let floors: Vec<Floor> = (reference.iter())
+        .map(|p| p.floor(&p.scenario, &keys))
+        .collect::<Result<_, _>>()?;
+    let refs: Vec<Runs> = reference.iter().map(|p| runs_of(p)).collect();
+    let patched: Vec<Option<Runs>> = (reference.iter())
+        .map(|p| (costly.iter().find(|c| c.scenario == p.scenario)).map(|c| runs_of(c)))
+        .collect();
+    let scen: Vec<Scenario> = (reference.iter().enumerate())
+        .map(|(i, p)| Scenario {
+            name: &p.scenario,
+            reference: &refs[i],
+            patch: patched[i].as_ref().unwrap_or(&refs[i]),
+            floor: &floors[i],
+        })
+        .collect();
+    Ok(replay(&scen, TRIES, 0x5EED_00C0))
+}
+
+/// The drops of a scenario's MiB/s the power curve injects, %.
+pub const INJECTED: [f64; 8] = [0.5, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 20.0];
+
+/// The power curve of `scenario`'s throughput: for each drop of
+/// [`INJECTED`], the verdicts of a kernel whose runs there are the
+/// reference's own, their MiB/s scaled down by the drop (a cost known
+/// exactly, on the real runs' spread), every other scenario costing nothing.
+pub fn injected(reference: &[&Pool], scenario: &str) -> Result<Vec<(f64, Tally)>, String> {
+    let pool = (reference.iter())
+        .find(|p| p.scenario == scenario)
+        .ok_or_else(|| format!("no reference pool of {scenario}"))?;
+    (INJECTED.iter())
+        .map(|&drop| {
+            let mut slower = (*pool).clone();
+            for r in &mut slower.runs {
+                let bw = (r.values.get_mut(BW))
+                    .ok_or_else(|| format!("a run of {scenario} has no {BW}"))?;
+                *bw *= 1.0 - drop / 100.0;
+            }
+            Ok((drop, power(reference, &[&slower])?))
+        })
+        .collect()
 }
 
 /// The committed quick pools of the default plan's scenarios (each

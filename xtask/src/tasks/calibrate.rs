@@ -61,7 +61,9 @@ impl Calibrate {
     pub fn run(self, sh: &Shell) -> Result<()> {
         if self.check {
             let r = calibration::committed_rates()?;
-            print!("{}", render(&calibration::committed()?, &r));
+            let reference = calibration::committed()?;
+            print!("{}", render(&reference, &r));
+            print!("{}", curves(&reference)?);
             return Ok(());
         }
         let dir = match &self.from {
@@ -229,4 +231,28 @@ fn render(reference: &[Pool], r: &Rates) -> String {
         }
     }
     o
+}
+
+/// The power curves: per scenario, the share of verdicts that fail for each
+/// drop of its MiB/s injected into the reference's own runs.
+fn curves(reference: &[Pool]) -> Result<String> {
+    let refs: Vec<&Pool> = reference.iter().collect();
+    let mut o = String::from(
+        "\ninjected drops of one scenario's MiB/s (the reference's own runs, scaled), verdicts \
+         that fail of 1000:\n",
+    );
+    o.push_str(&format!("{:<18}", "scenario"));
+    for d in calibration::INJECTED {
+        o.push_str(&format!("{:>8}", format!("-{d}%")));
+    }
+    o.push('\n');
+    for p in reference {
+        let curve = calibration::injected(&refs, &p.scenario).map_err(anyhow::Error::msg)?;
+        o.push_str(&format!("{:<18}", p.scenario));
+        for (_, t) in &curve {
+            o.push_str(&format!("{:>8}", t.failed));
+        }
+        o.push('\n');
+    }
+    Ok(o)
 }

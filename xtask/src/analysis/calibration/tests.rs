@@ -140,3 +140,27 @@ fn the_committed_pools_keep_the_error_rates() {
         "{power:?}"
     );
 }
+
+/// The power curve on the committed pools: a drop of FUSE's MiB/s at the
+/// smallest change that matters (2%) fails nearly every verdict, a quarter
+/// of it almost none; a scenario whose floor cannot resolve its throughput
+/// never fails on it.
+#[test]
+fn an_injected_drop_of_the_smallest_change_is_caught() {
+    let reference = committed().unwrap();
+    let refs: Vec<&Pool> = reference.iter().collect();
+    let curve = injected(&refs, "fuse-nostrict").unwrap();
+    let at = |d: f64| {
+        curve
+            .iter()
+            .find(|(x, _)| *x == d)
+            .unwrap()
+            .1
+            .failed_share()
+    };
+    assert!(at(2.0) >= 0.95, "{curve:?}");
+    assert!(at(0.5) <= 0.05, "{curve:?}");
+    let memcg = injected(&refs, "memcg-ext4").unwrap();
+    assert!(memcg.iter().all(|(_, t)| t.failed == 0), "{memcg:?}");
+    assert!(injected(&refs, "nowhere").is_err());
+}
