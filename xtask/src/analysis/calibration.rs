@@ -303,19 +303,26 @@ pub const INJECTED: [f64; 8] = [0.5, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 20.0];
 /// [`INJECTED`], the verdicts of a kernel whose runs there are the
 /// reference's own, their MiB/s scaled down by the drop (a cost known
 /// exactly, on the real runs' spread), every other scenario costing nothing.
+/// The scenario's pool is split as the A/A folds split it: one half is the
+/// reference (and its floor), the other, scaled, the patch, so no run meets
+/// itself across the pair.
 pub fn injected(reference: &[&Pool], scenario: &str) -> Result<Vec<(f64, Tally)>, String> {
     let pool = (reference.iter())
         .find(|p| p.scenario == scenario)
         .ok_or_else(|| format!("no reference pool of {scenario}"))?;
+    let (kept, other) = halves(pool);
+    let refs: Vec<&Pool> = (reference.iter())
+        .map(|p| if p.scenario == scenario { &kept } else { *p })
+        .collect();
     (INJECTED.iter())
         .map(|&drop| {
-            let mut slower = (*pool).clone();
+            let mut slower = other.clone();
             for r in &mut slower.runs {
                 let bw = (r.values.get_mut(BW))
                     .ok_or_else(|| format!("a run of {scenario} has no {BW}"))?;
                 *bw *= 1.0 - drop / 100.0;
             }
-            Ok((drop, power(reference, &[&slower])?))
+            Ok((drop, power(&refs, &[&slower])?))
         })
         .collect()
 }
