@@ -223,7 +223,7 @@ pub fn committed_rates() -> anyhow::Result<Rates> {
     let text =
         std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
     let costly = crate::results::floor::FloorFile::parse(&text, &path.display().to_string())?;
-    let reference = committed()?;
+    let reference = committed(crate::guest::job::QUICK)?;
     rates(
         &reference.iter().collect::<Vec<_>>(),
         &costly.pool.iter().collect::<Vec<_>>(),
@@ -327,24 +327,28 @@ pub fn injected(reference: &[&Pool], scenario: &str) -> Result<Vec<(f64, Tally)>
         .collect()
 }
 
-/// The committed quick pools of the default plan's scenarios (each
-/// scenario's floor file): what `--patch --quick` is judged by. One per
-/// scenario; none or two is an error naming the file.
-pub fn committed() -> anyhow::Result<Vec<Pool>> {
-    let quick = crate::guest::job::QUICK;
+/// The committed pools of `job` (ramp, runtime: `guest::job::QUICK` or
+/// `FULL`) of the default plan's scenarios (each scenario's floor file):
+/// what `qemu-test` under that job is judged by. One per scenario; none or
+/// two is an error naming the file.
+pub fn committed(job: (u32, u32)) -> anyhow::Result<Vec<Pool>> {
+    let (name, flag) = match job == crate::guest::job::QUICK {
+        true => ("quick", " --quick"),
+        false => ("full", ""),
+    };
     let mut out = Vec::new();
     for s in crate::guest::scenario::select(&[])? {
         let file = crate::results::floor::load(s.name)?;
         let mut pools = (file.pool.iter())
-            .filter(|p| (p.conditions.job.ramp_time, p.conditions.job.runtime) == quick);
+            .filter(|p| (p.conditions.job.ramp_time, p.conditions.job.runtime) == job);
         match (pools.next(), pools.next()) {
             (Some(p), None) => out.push(p.clone()),
             (None, _) => anyhow::bail!(
-                "{}: no pool of the quick job: `cargo xtask calibrate --quick` measures one",
+                "{}: no pool of the {name} job: `cargo xtask calibrate{flag}` measures one",
                 crate::results::floor::path_of(s.name).display()
             ),
             (Some(_), Some(_)) => anyhow::bail!(
-                "{}: two pools of the quick job (two machines): keep the default machine's",
+                "{}: two pools of the {name} job (two machines): keep the default machine's",
                 crate::results::floor::path_of(s.name).display()
             ),
         }

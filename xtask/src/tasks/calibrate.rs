@@ -14,7 +14,7 @@ use crate::{
         cost::{self, JUDGED, RUN_CAP},
         verdict::session_expectations,
     },
-    guest::scenario,
+    guest::{job, scenario},
     results::{
         dir::ResultsDir,
         floor::{self, Conditions, FloorFile, Pool},
@@ -61,9 +61,14 @@ impl Calibrate {
     pub fn run(self, sh: &Shell) -> Result<()> {
         if self.check {
             let r = calibration::committed_rates()?;
-            let reference = calibration::committed()?;
-            print!("{}", render(&reference, &r));
+            let reference = calibration::committed(job::QUICK)?;
+            print!("The quick job (--quick):\n{}", render(&reference, &r));
             print!("{}", curves(&reference)?);
+            let full = calibration::committed(job::FULL)?;
+            let refs: Vec<&Pool> = full.iter().collect();
+            let r = calibration::rates(&refs, &[]).map_err(anyhow::Error::msg)?;
+            print!("\nThe full job (the main job):\n{}", render(&full, &r));
+            print!("{}", curves(&full)?);
             return Ok(());
         }
         let dir = match &self.from {
