@@ -57,10 +57,9 @@ impl<'a> Issues<'a> {
             if let Some(rv) = r.verdict {
                 let j = self.j;
                 let comment = format!(
-                    "{v} {}: {:.1}% of writer time {}",
+                    "{v} {}: {:.1}% of writer time in stall sleeps",
                     r.run.short(),
-                    rv.stall_fraction() * 100.0,
-                    rv.basis().stall_words()
+                    rv.stall_fraction() * 100.0
                 );
                 self.add(known_id(j, s), || known_stall(j, s), test, comment);
             }

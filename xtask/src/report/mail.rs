@@ -186,14 +186,7 @@ fn findings(o: &mut String, j: &Judgement) {
         let stalling: Vec<String> = cells
             .iter()
             .filter(|c| c.observed == Class::Stall)
-            .map(|c| {
-                format!(
-                    "{} ({:.1}% {})",
-                    c.variant(),
-                    c.stall_fraction() * 100.0,
-                    super::format::basis_word(c.basis())
-                )
-            })
+            .map(|c| format!("{} ({:.1}%)", c.variant(), c.stall_fraction() * 100.0))
             .collect();
         let line = if stalling.is_empty() {
             format!("- {s}: no variant stalls")

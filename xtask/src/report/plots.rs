@@ -344,14 +344,13 @@ fn panel(
     let mut chart = ChartBuilder::on(area)
         .caption(
             format!(
-                "{} / {}, run {}: {} {}, stall share {:.1}% {}",
+                "{} / {}, run {}: {} {}, stall share {:.1}%",
                 r.id.variant,
                 scenario,
                 r.id.number(),
                 (bw.extract)(r).map_or("-".into(), format::num),
                 bw.unit,
-                (share.extract)(r).unwrap_or(f64::NAN),
-                format::basis_word(r.basis())
+                (share.extract)(r).unwrap_or(f64::NAN)
             ),
             ("sans-serif", 16),
         )
