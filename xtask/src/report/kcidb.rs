@@ -95,6 +95,7 @@ pub fn document(j: &Judgement, files: &Artifacts) -> Result<Value> {
     }
     let mut out = Objects::default();
     super::kcidb_boots::tests(j, &kernels, files, &mut out)?;
+    super::kcidb_costs::tests(j, &kernels, &mut out)?;
     Ok(json!({
         "version": {"major": VERSION.0, "minor": VERSION.1},
         "checkouts": checkouts,

@@ -19,7 +19,7 @@ use crate::{
 };
 
 /// The root node of every measurement's test path.
-const ROOT: &str = "wbstall";
+pub const ROOT: &str = "wbstall";
 /// The path of every run's boot (the dashboard counts `boot` and `boot.*`
 /// as boots).
 const BOOT: &str = "boot";

@@ -74,7 +74,7 @@ pub fn config_file(variant: &str) -> String {
 }
 
 /// `wbstall:<kind>-<the first 16 hex digits of sha256(parts)>`.
-fn content_id(kind: &str, parts: &[&str]) -> String {
+pub fn content_id(kind: &str, parts: &[&str]) -> String {
     let text: String = parts.iter().map(|p| format!("{p}\n")).collect();
     format!(
         "{ORIGIN}:{kind}-{}",

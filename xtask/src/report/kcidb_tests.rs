@@ -317,3 +317,53 @@ fn the_example_report_kcidb_document_renders_the_same() {
     let want = std::fs::read_to_string(&golden).unwrap();
     assert!(text == want, "{} renders differently", golden.display());
 }
+
+/// A patch under test has a test per judged cost under its scenario's
+/// path: a `worse` FAILs with the change as its number, a scenario without
+/// a floor is one SKIP saying why; a session without a patch has none.
+#[test]
+fn each_cost_of_a_patch_is_a_test_and_a_worse_one_fails() {
+    let cost_tests = |doc: &Value| -> Vec<Value> {
+        (doc["tests"].as_array().unwrap().iter())
+            .filter(|t| t["path"].as_str().unwrap().contains(".cost"))
+            .cloned()
+            .collect()
+    };
+    let (mut s, mut records) = example();
+    assert!(cost_tests(&doc_of(&s, &records)).is_empty());
+    s.under_test.push(crate::kernel::variants::UnderTest {
+        variant: "v1".into(),
+        base: "regressed".into(),
+        ..Default::default()
+    });
+    s.floors = crate::test_support::floors(0.0025, &["fuse-strictlimit", "fuse-nostrict"]);
+    for r in
+        (records.iter_mut()).filter(|r| r.id.variant == "v1" && r.id.scenario == "fuse-nostrict")
+    {
+        r.fio.bw_mib_s *= 0.9;
+    }
+    let tests = cost_tests(&doc_of(&s, &records));
+    let at = |path: &str| {
+        (tests.iter())
+            .find(|t| t["path"] == path)
+            .unwrap_or_else(|| panic!("no {path} in {tests:#?}"))
+    };
+    let bw = at("wbstall.fuse-nostrict.20s.cost.fio_write_bw_MiB_s");
+    assert_eq!(bw["status"], "FAIL", "{bw:#}");
+    let pct = bw["number"]["value"].as_f64().unwrap();
+    assert!((pct + 10.0).abs() < 0.5, "{bw:#}");
+    assert_eq!(bw["number"]["unit"], "%");
+    assert_eq!(
+        at("wbstall.fuse-strictlimit.20s.cost.fio_write_bw_MiB_s")["status"],
+        "PASS"
+    );
+    let none = at("wbstall.ext4-global.20s.cost");
+    assert_eq!(none["status"], "SKIP");
+    assert!(
+        none["comment"]
+            .as_str()
+            .unwrap()
+            .contains("costs not judged"),
+        "{none:#}"
+    );
+}

@@ -8,6 +8,7 @@ pub mod format;
 pub mod html;
 pub mod kcidb;
 pub mod kcidb_boots;
+pub mod kcidb_costs;
 pub mod kcidb_ids;
 pub mod kcidb_issues;
 pub mod kcidb_runs;
