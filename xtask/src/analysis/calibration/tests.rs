@@ -141,6 +141,12 @@ fn the_committed_pools_keep_the_error_rates() {
     );
 }
 
+/// The share of verdicts that failed at the injected drop `d` of `curve`.
+fn failed_at(curve: &[(f64, Tally)], d: f64) -> f64 {
+    let (_, t) = (curve.iter()).find(|(x, _)| *x == d).unwrap();
+    t.failed_share()
+}
+
 /// The power curve on the committed pools: a drop of FUSE's MiB/s at the
 /// smallest change that matters (2%) fails nearly every verdict, a quarter
 /// of it almost none; a scenario whose floor cannot resolve its throughput
@@ -150,14 +156,7 @@ fn an_injected_drop_of_the_smallest_change_is_caught() {
     let reference = committed(crate::guest::job::QUICK).unwrap();
     let refs: Vec<&Pool> = reference.iter().collect();
     let curve = injected(&refs, "fuse-nostrict").unwrap();
-    let at = |d: f64| {
-        curve
-            .iter()
-            .find(|(x, _)| *x == d)
-            .unwrap()
-            .1
-            .failed_share()
-    };
+    let at = |d: f64| failed_at(&curve, d);
     assert!(at(2.0) >= 0.95, "{curve:?}");
     assert!(at(0.5) <= 0.05, "{curve:?}");
     let memcg = injected(&refs, "memcg-ext4").unwrap();
@@ -178,13 +177,6 @@ fn the_full_jobs_pools_keep_the_false_positive_rate() {
         r.aa
     );
     let curve = injected(&refs, "fuse-strictlimit").unwrap();
-    let at = |d: f64| {
-        curve
-            .iter()
-            .find(|(x, _)| *x == d)
-            .unwrap()
-            .1
-            .failed_share()
-    };
+    let at = |d: f64| failed_at(&curve, d);
     assert!(at(2.0) >= 0.95 && at(0.5) <= 0.05, "{curve:?}");
 }
