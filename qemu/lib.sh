@@ -483,6 +483,14 @@ WITNESS_WAKE="hist:keys=name,cgroup_ino:vals=hitcount"
 # main buffer is left alone.
 TRACE_DETECTOR_EVENTS="balance_dirty_pages writeback_wake_background writeback_start writeback_written writeback_pages_written global_dirty_state"
 
+# The measured times of the writers' sleeps (tracefs.rs): each writer's
+# wake-up (sched_wakeup) and return to a CPU (sched_switch to it). The writers
+# are fio's processes in every measured scenario; filtered by name, the rest
+# of the guest's scheduling stays out of the buffer. EVENT=FIELD: the event
+# and the field that names the writer.
+TRACE_WRITER_COMM=fio
+TRACE_SCHED_EVENTS="sched_wakeup=comm sched_switch=next_comm"
+
 module_detector() {
 	[ "${WB_detector:-module}" = module ]
 }
@@ -496,6 +504,12 @@ trace_start() {
 	fi
 	for e in $TRACE_DETECTOR_EVENTS; do
 		echo 1 >"$TRACE_EVENTS/$e/enable" || fail "cannot enable the trace event $e"
+	done
+	for e in $TRACE_SCHED_EVENTS; do
+		if ! { echo "${e#*=} == \"$TRACE_WRITER_COMM\"" >"$TRACE/events/sched/${e%%=*}/filter" &&
+			echo 1 >"$TRACE/events/sched/${e%%=*}/enable"; }; then
+			fail "cannot enable the trace event sched/${e%%=*} (the writers' measured times)"
+		fi
 	done
 	# A scenario's own events beside them (wbstall.trace_extra: SYSTEM/EVENT
 	# names, comma-separated), in the same buffer; the host's parser skips them.

@@ -39,7 +39,19 @@ use kernel::{
 /// `drain_floor_pages` completions; a stall is `unrequested` or `declined` (both still in
 /// `stall_*`); the ends of the sleeps' entries are counted (`unblocked_sleeps`,
 /// `dropped_at_event`, `dropped_at_block`); `summary` has `drain_floor_pages` and `pending`.
-pub(crate) const FORMAT_VERSION: u32 = 3;
+///
+/// 4: a pass is live from its `writeback_start` until its worker leaves `wb_do_writeback()`
+/// (`writeback_pages_written`), as the tracefs detector reads it: `WB_writeback_running` alone
+/// (a wake-up of the flusher that began no pass) no longer makes a sleep flushing, and a sleep
+/// that began during a live pass counts that pass's pages from its own start, never an older
+/// pass's. A sleep counts the facts and passes of the wb its task's foreign pages are on
+/// (`foreign_sleeps`). A request made during a sleep counts however late the end's clock was
+/// read. `summary` has `entries`.
+///
+/// 5: every classed sleep's measured times, by class: asleep (from the throttle event to its
+/// `sched_wakeup`) and off a CPU (to the return of its schedule), µs; the calls with a classed
+/// sleep, the time they held their tasks and the longest (`calls`, `held_us`, `max_held_us`).
+pub(crate) const FORMAT_VERSION: u32 = 5;
 
 /// The `stats` keys of the counters, in [`Counter`] order.
 pub(crate) const COUNTER_KEYS: [&str; NR_COUNTERS] = [
@@ -67,12 +79,29 @@ pub(crate) const COUNTER_KEYS: [&str; NR_COUNTERS] = [
     "unblocked_sleeps",
     "dropped_at_event",
     "dropped_at_block",
+    "foreign_sleeps",
+    "flushing_asleep_us",
+    "flushing_off_cpu_us",
+    "draining_asleep_us",
+    "draining_off_cpu_us",
+    "stall_asleep_us",
+    "stall_off_cpu_us",
+    "unrequested_asleep_us",
+    "unrequested_off_cpu_us",
+    "declined_asleep_us",
+    "declined_off_cpu_us",
+    "max_asleep_us",
+    "unwoken_sleeps",
+    "calls",
+    "held_us",
+    "max_held_us",
 ];
 
 // The key table and the enum must not drift apart.
 const _: () = {
     assert!(Counter::WorkOther as usize == 16);
-    assert!(Counter::DroppedAtBlock as usize == NR_COUNTERS - 1);
+    assert!(Counter::ForeignSleeps as usize == 24);
+    assert!(Counter::MaxHeldUs as usize == NR_COUNTERS - 1);
 };
 
 /// One `stats` line.
@@ -116,8 +145,10 @@ pub(crate) struct Summary {
     pub(crate) unslotted: u64,
     /// `CONFIG_HZ`.
     pub(crate) hz: u32,
-    /// Sleeps in progress: entries in use, each holding a pinned wb.
+    /// Sleeps in progress: entries filled or asleep, each holding a pinned wb.
     pub(crate) pending: u64,
+    /// Entries in use: the sleeps in progress and the tasks that keep a foreign wb (pinned).
+    pub(crate) entries: u64,
 }
 
 /// Writes one `stats` line, newline included.
@@ -167,8 +198,9 @@ pub(crate) fn thresholds_line(w: &mut impl Write, row: &ThreshRow<'_>) -> fmt::R
 pub(crate) fn summary_line(w: &mut impl Write, s: &Summary) -> fmt::Result {
     writeln!(
         w,
-        "slots={} used={} unslotted={} hz={} format={} drain_floor_pages={} pending={}",
-        s.slots, s.used, s.unslotted, s.hz, FORMAT_VERSION, DRAIN_FLOOR_PAGES, s.pending
+        "slots={} used={} unslotted={} hz={} format={} drain_floor_pages={} pending={} \
+         entries={}",
+        s.slots, s.used, s.unslotted, s.hz, FORMAT_VERSION, DRAIN_FLOOR_PAGES, s.pending, s.entries
     )
 }
 
@@ -248,6 +280,7 @@ pub(crate) fn summary(table: &Table) -> Summary {
         unslotted: table.unslotted(),
         hz: table.hz(),
         pending: table.in_flight(),
+        entries: table.entries(),
     }
 }
 

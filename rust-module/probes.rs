@@ -10,16 +10,22 @@
 //! Context: in 7.3 a tracepoint calls its probes inside an SRCU-fast read section
 //! (`__DECLARE_TRACE`); `writeback_start` fires under `wb->list_lock`, `sched_entry_tp` and
 //! `sched_exit_tp` inside `__schedule()` with preemption disabled (not under the runqueue
-//! lock). A probe must not sleep, allocate or wait for another CPU; `Table` keeps to that.
+//! lock), `sched_wakeup` under the woken task's runqueue lock and `pi_lock` (its probe only
+//! stores a time: no lock, no reference, no wb), `track_foreign_dirty` under the mapping's
+//! `i_pages` lock with interrupts off. A probe must not sleep, allocate or wait for another
+//! CPU; `Table` keeps to that.
 //!
 //! A sleep's wb is read twice: at its throttle event (the tracepoint's own `wb`, which the
 //! caller of `balance_dirty_pages()` holds), and when its schedule returns, through the handle
 //! the table kept. Between the two the entry holds a reference of its own on the wb
 //! (`wbstall_wb_pin()`, `helpers.c`), dropped when the table gives the handle back: so the second
 //! read is of a live wb even if the task had left `balance_dirty_pages()` meanwhile (the table
-//! drops such entries, but only at the task's next wait).
+//! drops such sleeps, but only at the task's next wait). The wb a task's foreign pages are on
+//! (`track_foreign_dirty`) is pinned the same way, by the task's entry, until the entry gives it
+//! up (another foreign wb, taken over, or the unload).
 
 use crate::table::{
+    foreign::Foreign,
     pending::{
         SchedEntry,
         ThrottleEvent, //
@@ -70,8 +76,9 @@ pub(crate) static TABLE: Table = Table::new(bindings::CONFIG_HZ);
 fn release(handle: Option<u64>) {
     if let Some(wb) = handle {
         // SAFETY: Every handle in the table is a wb that `probe_balance_dirty_pages` pinned
-        // before it returned (`Throttled::stored`), and the table hands each one back once, when
-        // it frees the entry that held it.
+        // before it returned (`Throttled::stored`) or that `probe_foreign_dirty` pinned before
+        // recording it, and the table hands each one back once, when the sleep or the entry
+        // that held it gives it up.
         unsafe { ffi::unpin(wb as *mut bindings::bdi_writeback) };
     }
 }
@@ -123,8 +130,6 @@ unsafe extern "C" fn probe_balance_dirty_pages(
         pause,
         paused: now.wrapping_sub(start_time),
         call_start: start_time,
-        // SAFETY: The tracepoint passes a live `wb` (caller's guarantee).
-        facts: unsafe { ffi::facts_at_start(wb) },
         strictlimit: info.strictlimit,
         snapshot: Snapshot {
             domain: if memcg { Domain::Memcg } else { Domain::Global },
@@ -141,6 +146,7 @@ unsafe extern "C" fn probe_balance_dirty_pages(
             task_ratelimit: task_ratelimit as u64,
             pause_ms: crate::table::jiffies::signed_jiffies_to_ms(pause as i64, TABLE.hz()),
         },
+        now_ns: ffi::now_ns(),
     };
     let task = kernel::task::Task::current_raw();
     let done = TABLE.on_throttle(
@@ -150,6 +156,13 @@ unsafe extern "C" fn probe_balance_dirty_pages(
         task as u64,
         wb as u64,
         &ev,
+        |handle| {
+            // SAFETY: The table reads two wbs here: the event's own (`wb`, which our caller
+            // holds for the whole call) and the foreign wb of the task's entry, pinned by that
+            // entry since `probe_foreign_dirty` (only this task's own probe calls give it back,
+            // and none runs during this one).
+            unsafe { ffi::facts_at_start(handle as *mut bindings::bdi_writeback) }
+        },
     );
     if done.stored {
         // SAFETY: The tracepoint passes a live `wb`, held by our caller for the whole call.
@@ -159,6 +172,39 @@ unsafe extern "C" fn probe_balance_dirty_pages(
         unsafe { ffi::pin(wb) };
     }
     release(done.release);
+}
+
+/// `track_foreign_dirty(struct folio *folio, struct bdi_writeback *wb)`: the current task
+/// dirtied `folio`, whose writeback is counted on `wb` (its inode's), not on the wb of the
+/// folio's memcg. Fires in `folio_account_dirtied()` with the mapping's `i_pages` lock held and
+/// interrupts off.
+///
+/// # Safety
+///
+/// Called by the tracepoint only: `wb` is live (its inode holds it).
+unsafe extern "C" fn probe_foreign_dirty(
+    _data: *mut c_void,
+    _folio: *mut c_void,
+    wb: *mut bindings::bdi_writeback,
+) {
+    // SAFETY: The tracepoint passes a live `wb` (caller's guarantee).
+    let info = unsafe { ffi::WbInfo::read(wb) };
+    let task = kernel::task::Task::current_raw() as u64;
+    let now = ffi::jiffies();
+    let step = TABLE.on_foreign_dirty(
+        info.key,
+        // SAFETY: The bdi is live for the whole probe call.
+        || unsafe { info.name() },
+        task,
+        wb as u64,
+        now,
+    );
+    if let Foreign::Pin { slot } = step {
+        // SAFETY: `wb` is live for the whole call (caller's guarantee); the reference is
+        // recorded in the task's entry or handed back at once.
+        unsafe { ffi::pin(wb) };
+        release(TABLE.record_foreign(task, slot, wb as u64, now));
+    }
 }
 
 /// `sched_entry_tp(preempt)`: the current task calls `__schedule()`; `preempt` is
@@ -193,12 +239,33 @@ unsafe extern "C" fn probe_sched_exit(_data: *mut c_void, is_switch: bool) {
         return;
     }
     let task = kernel::task::Task::current_raw();
-    let woke = TABLE.on_sched_exit(task as u64, is_switch, ffi::jiffies(), |wb| {
-        // SAFETY: The handle is a wb pinned since the task's throttle event (`release`'s
-        // comment): live, whatever the task did since.
-        unsafe { ffi::facts_at_end(wb as *mut bindings::bdi_writeback) }
-    });
+    let woke = TABLE.on_sched_exit(
+        task as u64,
+        is_switch,
+        ffi::jiffies(),
+        ffi::now_ns(),
+        |wb| {
+            // SAFETY: The handle is a wb pinned since the task's throttle event, or the foreign wb
+            // its entry has pinned since before that event (`release`'s comment): live, whatever
+            // the task did since.
+            unsafe { ffi::facts_at_end(wb as *mut bindings::bdi_writeback) }
+        },
+    );
     release(woke.release);
+}
+
+/// `sched_wakeup(struct task_struct *p)`: `p` is woken (`ttwu_do_wakeup()`, with `p`'s runqueue
+/// lock and `p->pi_lock` held). The wake-up of a sleep in progress: its time is stored, nothing
+/// else (no lock, no reference taken or given back, no wb read).
+///
+/// # Safety
+///
+/// Called by the tracepoint only. `p` is not dereferenced: its address is the table's key.
+unsafe extern "C" fn probe_sched_wakeup(_data: *mut c_void, p: *mut bindings::task_struct) {
+    if TABLE.idle() {
+        return;
+    }
+    TABLE.on_wakeup(p as u64, ffi::now_ns());
 }
 
 /// `writeback_start(struct bdi_writeback *wb, struct wb_writeback_work *work)`: a pass of
@@ -224,14 +291,25 @@ unsafe extern "C" fn probe_writeback_start(
         // SAFETY: The bdi is live for the whole probe call.
         || unsafe { info.name() },
         info.strictlimit,
+        kernel::task::Task::current_raw() as u64,
         reason,
         submitted,
     );
 }
 
+/// `writeback_pages_written(long pages_written)`: the flusher worker (current) left
+/// `wb_do_writeback()`; the pass it made live is over.
+///
+/// # Safety
+///
+/// Called by the tracepoint only.
+unsafe extern "C" fn probe_pages_written(_data: *mut c_void, _pages: c_long) {
+    TABLE.on_pages_written(kernel::task::Task::current_raw() as u64);
+}
+
 /// The probes, with the tracepoints they attach to, in attach order: the scheduler's first,
 /// so that no sleep's entry exists before the probes that end it.
-const PROBES: [ffi::Probe; 5] = [
+const PROBES: [ffi::Probe; 8] = [
     // SAFETY: `probe_sched_entry` takes `data` and `TP_PROTO(bool preempt)` of
     // `DECLARE_TRACE(sched_entry)` (include/trace/events/sched.h), which names the tracepoint
     // `sched_entry_tp`.
@@ -239,6 +317,9 @@ const PROBES: [ffi::Probe; 5] = [
     // SAFETY: `probe_sched_exit` takes `data` and `TP_PROTO(bool is_switch)` of
     // `DECLARE_TRACE(sched_exit)`, the tracepoint `sched_exit_tp`.
     unsafe { ffi::Probe::new(c"sched_exit_tp", probe_sched_exit as *mut c_void) },
+    // SAFETY: `probe_sched_wakeup` takes `data` and `TP_PROTO(struct task_struct *p)` of
+    // `DEFINE_EVENT(sched_wakeup_template, sched_wakeup, ...)`.
+    unsafe { ffi::Probe::new(c"sched_wakeup", probe_sched_wakeup as *mut c_void) },
     // SAFETY: `probe_wake_background` takes `data` and `TP_PROTO(struct bdi_writeback *wb)` of
     // `DEFINE_WRITEBACK_EVENT(writeback_wake_background)`.
     unsafe {
@@ -259,6 +340,18 @@ const PROBES: [ffi::Probe; 5] = [
     // struct wb_writeback_work *work)` of `DEFINE_WRITEBACK_WORK_EVENT(writeback_start)`; the
     // work pointer is taken as `void *`, which has the same ABI.
     unsafe { ffi::Probe::new(c"writeback_start", probe_writeback_start as *mut c_void) },
+    // SAFETY: `probe_pages_written` takes `data` and `TP_PROTO(long pages_written)` of
+    // `TRACE_EVENT(writeback_pages_written)`.
+    unsafe {
+        ffi::Probe::new(
+            c"writeback_pages_written",
+            probe_pages_written as *mut c_void,
+        )
+    },
+    // SAFETY: `probe_foreign_dirty` takes `data` and `TP_PROTO(struct folio *folio, struct
+    // bdi_writeback *wb)` of `TRACE_EVENT(track_foreign_dirty)`; the folio pointer is taken as
+    // `void *`, which has the same ABI.
+    unsafe { ffi::Probe::new(c"track_foreign_dirty", probe_foreign_dirty as *mut c_void) },
 ];
 
 /// The attached probes. Dropping it detaches them, waits until none runs, and gives back the

@@ -19,20 +19,26 @@
 //!
 //! Its modules: [`counter`] (what a slot counts), [`snapshot`] (the last thresholds, behind a
 //! sequence counter), [`slot`] (a slot's key, name and cells), [`sleep_class`] (how a sleep is
-//! classed), [`pending`] (the sleeps in progress and the functions along their life) and
-//! [`jiffies`] (the arithmetic of include/linux/jiffies.h).
+//! classed), [`entry`] (a task's entry and who may touch it), [`pending`] (the sleeps in
+//! progress and the functions along their life), [`foreign`] (the wb a task's foreign pages are
+//! on), [`timing`] (the measured times of a sleep and its call) and [`jiffies`] (the arithmetic
+//! of include/linux/jiffies.h).
 
 pub(crate) mod counter;
+pub(crate) mod entry;
+pub(crate) mod foreign;
 pub(crate) mod jiffies;
 pub(crate) mod pending;
 pub(crate) mod sleep_class;
 pub(crate) mod slot;
 pub(crate) mod snapshot;
+pub(crate) mod timing;
 
 use counter::{
     work_counter,
     Counter, //
 };
+use entry::Pending;
 use kernel::{
     prelude::*,
     processor::cpu_relax,
@@ -40,15 +46,12 @@ use kernel::{
         Acquire,
         Atomic,
         Full,
-        Relaxed,
-        Release, //
+        Relaxed, //
     },
     time::Jiffies, //
 };
-use pending::{
-    Pending,
-    NR_PENDING, //
-};
+use pending::NR_PENDING;
+use pin_init::init_array_from_fn;
 use slot::{
     Name,
     Slot,
@@ -75,15 +78,13 @@ pub(crate) struct Table {
     generation: Atomic<u64>,
 }
 
-// SAFETY: A `Table` is made of integers, bools and `Atomic`s of them, in arrays and structs: for
-// each of them all-zero bytes are a valid value, and an all-zero table is an empty one (what
-// `Table::new` makes, but for `hz`).
-unsafe impl Zeroable for Table {}
-
 impl Table {
-    /// An empty table on the heap, zeroed in place: at about 20 KiB it is more than a kernel
-    /// stack holds. Each KUnit test makes its own, so a test never sees another's counts, and a
-    /// second run of the suite (`/sys/kernel/debug/kunit/wbstall/run`) starts clean.
+    /// An empty table on the heap, made by the same constructors as [`Table::new`] (what the
+    /// kernel starts from, `probes::TABLE`), an element at a time: at about 40 KiB it is more
+    /// than a kernel stack holds. Each KUnit test makes its own, so a test never sees another's
+    /// counts, and a second run of the suite (`/sys/kernel/debug/kunit/wbstall/run`) starts
+    /// clean. (Format 3 zero-filled it instead, which was not what `new` makes: a slot's pass
+    /// base started at 0 there, at `i64::MAX` in the kernel.)
     #[cfg_attr(
         not(CONFIG_KUNIT = "y"),
         allow(dead_code, reason = "used by the KUnit tests")
@@ -91,8 +92,13 @@ impl Table {
     pub(crate) fn boxed(hz: u32) -> Result<KBox<Table>> {
         KBox::init(
             init!(Table {
+                slots <- init_array_from_fn(|_| Slot::new()),
+                unslotted: Atomic::new(0),
                 hz,
-                ..Zeroable::init_zeroed()
+                pending <- init_array_from_fn(|_| Pending::new()),
+                in_flight: Atomic::new(0),
+                claimed: Atomic::new(0),
+                generation: Atomic::new(0),
             }),
             GFP_KERNEL,
         )
@@ -189,16 +195,17 @@ impl Table {
         };
         slot.set_strictlimit(strictlimit);
         slot.add(Counter::BgStarts, 1);
-        slot.bg_last.store(now, Relaxed);
-        slot.bg_seen.store(true, Release);
+        slot.request(now);
     }
 
-    /// `writeback_start`: a flusher pass began with `reason` (`enum wb_reason`).
+    /// `writeback_start`: a flusher pass began with `reason` (`enum wb_reason`), made by
+    /// `worker` (current) with the wb's submitted count at `submitted`.
     pub(crate) fn on_writeback_start(
         &self,
         key: SlotKey,
         name: impl FnOnce() -> Name,
         strictlimit: bool,
+        worker: u64,
         reason: u32,
         submitted: i64,
     ) {
@@ -206,10 +213,17 @@ impl Table {
             return;
         };
         slot.set_strictlimit(strictlimit);
-        // Before the count, so that a sleep that sees this pass begin has its base.
-        slot.pass_base.store(submitted, Relaxed);
-        slot.passes.fetch_add(1, Release);
+        slot.begin_pass(worker, submitted);
         slot.add(work_counter(reason), 1);
+    }
+
+    /// `writeback_pages_written`: `worker` (current) left `wb_do_writeback()`; the passes it
+    /// made live are over. The event names no wb: every slot whose live pass is `worker`'s ends
+    /// it (one at most, the wb `worker` was writing).
+    pub(crate) fn on_pages_written(&self, worker: u64) {
+        for slot in &self.slots {
+            slot.end_pass(worker);
+        }
     }
 
     /// Zeroes every counter, every snapshot and `unslotted`. Slot keys and names stay (so do

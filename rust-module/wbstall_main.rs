@@ -21,11 +21,15 @@
 //!
 //! Probes: `writeback_wake_background` (each `wb_start_background_writeback()`),
 //! `balance_dirty_pages` (each throttle decision), `writeback_start` (each pass of the
-//! flusher's `wb_writeback()`), and the scheduler's `sched_entry_tp`/`sched_exit_tp` (a throttle
-//! sleep is its task's next voluntary call of `__schedule()`, and ends when that call returns).
-//! Each sleep is classed from what held at its start and at its end (see `table/sleep_class.rs`
-//! and `docs/detectors.md`). While a sleep is in progress the module holds a reference on its
-//! wb (`helpers.c`), so the read at its end is of a live wb.
+//! flusher's `wb_writeback()`), `writeback_pages_written` (the flusher left
+//! `wb_do_writeback()`: its pass is over), `track_foreign_dirty` (a writer dirtied a folio whose
+//! writeback is counted on another cgroup's wb), and the scheduler's
+//! `sched_entry_tp`/`sched_exit_tp` (a throttle sleep is its task's next voluntary call of
+//! `__schedule()`, and ends when that call returns) and `sched_wakeup` (its wake-up: the time
+//! only). Each sleep is classed from what held at its
+//! start and at its end (see `table/sleep_class.rs` and `docs/detectors.md`). While a sleep is in
+//! progress the module holds a reference on its wb (`helpers.c`), so the read at its end is of a
+//! live wb; so does a task's entry on the wb of its foreign pages.
 //!
 //! A slot is one writeback domain: a bdi (`bdi->id`) and the memcg of its `bdi_writeback` (0 for
 //! the bdi's root wb, else `wb->memcg_css->id`). There are 32 slots, claimed on first event and
@@ -36,7 +40,9 @@
 //! Lines are space-separated `key=value` pairs, keys in the order below. New keys are only ever
 //! appended at the end of a line; `format` in `summary` changes for anything else (3: a pass
 //! must write pages to make a sleep flushing, completions must pass a floor to make it
-//! draining, and a stall says whether background writeback had been asked for).
+//! draining, and a stall says whether background writeback had been asked for; 4: a pass is
+//! live from its `writeback_start` until its worker leaves `wb_do_writeback()`, and the wb of a
+//! writer's foreign pages counts in its sleeps; 5: every sleep's measured times, and its call's).
 //!
 //! `stats`: one line per claimed slot, in claim order:
 //!
@@ -51,9 +57,11 @@
 //! - `pause_ms`, `max_pause_ms`: sum and maximum of the sleeps, ms.
 //! - `max_call_ms`: the longest `paused + pause` of a sleep: the longest time a writer spent in
 //!   one `balance_dirty_pages()` call, ms.
-//! - `flushing_sleeps`, `flushing_ms`: sleeps during which a flusher pass ran on the wb
-//!   (`WB_writeback_running` at the start or the end, or a `writeback_start` in between) and
-//!   pages of the wb were put under writeback (`WB_WRITEBACK + WB_WRITTEN` rose).
+//! - `flushing_sleeps`, `flushing_ms`: sleeps during which a flusher pass of the wb was live
+//!   (its `writeback_start` seen, its worker not yet out of `wb_do_writeback()`, at the start;
+//!   or a `writeback_start` in between) and pages of the wb were put under writeback since that
+//!   pass began (`WB_WRITEBACK + WB_WRITTEN` rose). A wake-up of the flusher that begins no pass
+//!   (`WB_writeback_running` alone) is none.
 //! - `draining_sleeps`, `draining_ms`: not flushing, and more than `drain_floor_pages` pages of
 //!   the wb completed writeback (`WB_WRITTEN` rose by more than the floor).
 //! - `stall_sleeps`, `stall_ms`: neither: the regression's signature, and the writer time it
@@ -73,6 +81,22 @@
 //!   sleep's schedule (`BDP_ASYNC`); in `lost_ends`.
 //! - `dropped_at_block`: sleeps whose task's first voluntary schedule was another wait (another
 //!   state, no `in_iowait`, more than 200 ms after the event, or its exit); in `lost_ends`.
+//! - `foreign_sleeps`: classed sleeps whose task had dirtied, within 30 s, folios of files owned
+//!   by another cgroup's wb of the same bdi (`track_foreign_dirty`): the kernel counts their
+//!   writeback there, so that wb's passes and completions counted in the sleep beside the
+//!   writer's own.
+//! - `flushing_asleep_us`, `flushing_off_cpu_us`, and the same for `draining`, `stall`,
+//!   `unrequested` and `declined`: the classed sleeps' measured times, µs, on the clock of the
+//!   trace's `mono` (`ktime_get_mono_fast_ns()`): asleep, from the throttle event to the
+//!   task's `sched_wakeup`; off a CPU, until its sleep's schedule returns (asleep, then its wait
+//!   on the run queue). The `*_ms` keys beside them are the pauses the kernel asked for.
+//! - `max_asleep_us`: the longest time asleep of a classed sleep.
+//! - `unwoken_sleeps`: classed sleeps never woken (a fatal signal already pending): their time
+//!   asleep is their time off a CPU.
+//! - `calls`, `held_us`, `max_held_us`: the `balance_dirty_pages()` calls with a classed sleep,
+//!   the time they held their tasks (from the call's start, its first event less its `paused`,
+//!   to the return of its last classed sleep's schedule; a call goes on after a sleep only if
+//!   that decision had no ratelimit, `task_ratelimit == 0`), and the longest, µs.
 //!
 //! `thresholds`: one line per claimed slot that has a snapshot: the last throttle decision's
 //! `dirty_throttle_control`, written whole or not at all (a sequence counter; readers never see
@@ -89,8 +113,9 @@
 //! - `bdi_id`: as in `stats`.
 //!
 //! `summary`: one line, `slots=32 used=<claimed slots> unslotted=<events without a slot>
-//! hz=<CONFIG_HZ> format=3 drain_floor_pages=<the draining floor, pages> pending=<sleeps in
-//! progress, each holding a reference on its wb>`.
+//! hz=<CONFIG_HZ> format=5 drain_floor_pages=<the draining floor, pages> pending=<sleeps in
+//! progress, each holding a reference on its wb> entries=<entries in use: the sleeps in progress
+//! and the tasks that keep a foreign wb, each holding a reference on it>`.
 //!
 //! `reset`: write-only; writing `1` zeroes every counter, every snapshot and `unslotted`. Slot
 //! keys and names stay, so do `strictlimit` and the last background request; sleeps in progress

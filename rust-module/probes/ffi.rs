@@ -52,6 +52,14 @@ pub(crate) fn jiffies() -> Jiffies {
     unsafe { Atomic::from_ptr(&raw mut bindings::jiffies) }.load(Relaxed)
 }
 
+/// Now, ns of the monotonic clock: `ktime_get_mono_fast_ns()`, the clock of the trace's
+/// `mono` (`trace_clock=mono`), so the tracefs detector's times and the module's are one clock.
+/// NMI-safe, lock-free: callable from every probe, under the runqueue lock too.
+pub(crate) fn now_ns() -> u64 {
+    // SAFETY: A plain read of the timekeeper's fast path; no precondition (timekeeping.c).
+    unsafe { bindings::ktime_get_mono_fast_ns() }
+}
+
 /// A tracepoint of the kernel image.
 ///
 /// # Invariants
@@ -324,18 +332,6 @@ unsafe fn stat_sum(wb: *mut bindings::bdi_writeback, item: Stat) -> i64 {
     unsafe { bindings::__percpu_counter_sum(&raw mut (*wb).stat[item as usize]) }
 }
 
-/// `WB_writeback_running` in `wb->state`.
-///
-/// # Safety
-///
-/// `wb` points to a live `struct bdi_writeback`.
-unsafe fn running(wb: *mut bindings::bdi_writeback) -> bool {
-    // SAFETY: `state` is a field of the live `wb` (caller's guarantee), changed with atomic
-    // bitops.
-    let state = unsafe { Atomic::from_ptr(&raw mut (*wb).state) }.load(Relaxed);
-    state & (1 << bindings::wb_state_WB_writeback_running) != 0
-}
-
 /// What a sleep's class needs of `wb` at its start ([`WbFacts::at_start`] says in which
 /// order the counters are read, and why).
 ///
@@ -344,9 +340,7 @@ unsafe fn running(wb: *mut bindings::bdi_writeback) -> bool {
 /// `wb` points to a live `struct bdi_writeback`.
 pub(super) unsafe fn facts_at_start(wb: *mut bindings::bdi_writeback) -> WbFacts {
     // SAFETY: `wb` is live (caller's guarantee).
-    let running = unsafe { running(wb) };
-    // SAFETY: As above.
-    WbFacts::at_start(running, |item| unsafe { stat_sum(wb, item) })
+    WbFacts::at_start(|item| unsafe { stat_sum(wb, item) })
 }
 
 /// The same at its end ([`WbFacts::at_end`]).
@@ -356,9 +350,7 @@ pub(super) unsafe fn facts_at_start(wb: *mut bindings::bdi_writeback) -> WbFacts
 /// `wb` points to a live `struct bdi_writeback`.
 pub(super) unsafe fn facts_at_end(wb: *mut bindings::bdi_writeback) -> WbFacts {
     // SAFETY: `wb` is live (caller's guarantee).
-    let running = unsafe { running(wb) };
-    // SAFETY: As above.
-    WbFacts::at_end(running, |item| unsafe { stat_sum(wb, item) })
+    WbFacts::at_end(|item| unsafe { stat_sum(wb, item) })
 }
 
 /// The current task's voluntary call into `__schedule()`: its state and `in_iowait`.

@@ -73,10 +73,48 @@ pub(crate) enum Counter {
     /// throttle's (another wait, one later than [`ARM_MS`](super::pending::ARM_MS), or the
     /// task's exit). Counted in [`Counter::LostEnds`] too.
     DroppedAtBlock,
+    /// Classed sleeps that also counted the wb of their task's foreign pages (files owned by
+    /// another cgroup's wb, where the kernel counts their writeback).
+    ForeignSleeps,
+    /// Flushing sleeps' time asleep, µs: from the throttle event to the wake-up
+    /// (`sched_wakeup`), measured.
+    FlushingAsleepUs,
+    /// Flushing sleeps' time off a CPU, µs: from the event until the sleep's schedule returns
+    /// (asleep, then waiting on the run queue), measured.
+    FlushingOffCpuUs,
+    /// The same for draining sleeps.
+    DrainingAsleepUs,
+    /// The same for draining sleeps.
+    DrainingOffCpuUs,
+    /// The same for stall sleeps (unrequested and declined together): the time the verdict
+    /// judges (`StallAsleepUs`).
+    StallAsleepUs,
+    /// The same for stall sleeps.
+    StallOffCpuUs,
+    /// The same for unrequested stall sleeps.
+    UnrequestedAsleepUs,
+    /// The same for unrequested stall sleeps.
+    UnrequestedOffCpuUs,
+    /// The same for declined stall sleeps.
+    DeclinedAsleepUs,
+    /// The same for declined stall sleeps.
+    DeclinedOffCpuUs,
+    /// Longest time asleep of a classed sleep, µs.
+    MaxAsleepUs,
+    /// Classed sleeps without a wake-up (never put to sleep: a fatal signal was pending): their
+    /// time asleep is their time off a CPU.
+    UnwokenSleeps,
+    /// `balance_dirty_pages()` calls with a classed sleep.
+    Calls,
+    /// Time those calls held their tasks, µs: each from its start (the event's time less its
+    /// `paused`) to the return of its last classed sleep's schedule.
+    HeldUs,
+    /// Longest time one call held its task, µs (measured: the latency a writer saw).
+    MaxHeldUs,
 }
 
 /// Number of [`Counter`]s.
-pub(crate) const NR_COUNTERS: usize = 24;
+pub(crate) const NR_COUNTERS: usize = 40;
 
 /// The reasons of `enum wb_reason` (include/linux/backing-dev-defs.h) that have their own
 /// counter. The values are the C enum's; `probes.rs` checks them against the bindings at build

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! One slot of the table: the writeback domain it counts for ([`SlotKey`]), its bdi's name as
-//! printed ([`Name`]), and what it holds ([`Slot`]): the counters, the passes seen, the last
-//! background request and the last thresholds.
+//! printed ([`Name`]), and what it holds ([`Slot`]): the counters, the passes seen (the last
+//! one's base and whether it is live), the background requests and the last thresholds.
 
 use super::{
     counter::{
@@ -10,7 +10,6 @@ use super::{
         NR_COUNTERS, //
     },
     jiffies::time_after_eq,
-    sleep_class::WbFacts,
     snapshot::SnapshotCell, //
 };
 use kernel::{
@@ -114,13 +113,20 @@ pub(crate) struct Slot {
     strictlimit: Atomic<bool>,
     /// `writeback_start` events since the slot was claimed (never reset): a sleep saw a pass
     /// begin when this moved between its start and its end.
-    pub(super) passes: Atomic<u64>,
-    /// The wb's submitted count (`WB_WRITEBACK + WB_WRITTEN`) at the last `writeback_start`;
-    /// [`NO_PASS_BASE`] until one is seen.
-    pub(super) pass_base: Atomic<i64>,
+    passes: Atomic<u64>,
+    /// The last pass seen, in one word so that it is read whole: [`PASS_LIVE`] while it is live
+    /// (from its `writeback_start` until its worker leaves `wb_do_writeback()`), and the wb's
+    /// submitted count (`WB_WRITEBACK + WB_WRITTEN`) at its `writeback_start`. 0 until one is
+    /// seen: no pass live.
+    pass: Atomic<u64>,
+    /// The task (`task_struct` address) of the flusher worker whose pass is live.
+    pass_worker: Atomic<u64>,
+    /// `writeback_wake_background` events since the slot was claimed (never reset): a sleep saw
+    /// a request when this moved between its start and its end.
+    requests: Atomic<u64>,
     /// jiffies of the last `writeback_wake_background`, valid once `bg_seen` is set (release).
-    pub(super) bg_last: Atomic<Jiffies>,
-    pub(super) bg_seen: Atomic<bool>,
+    bg_last: Atomic<Jiffies>,
+    bg_seen: Atomic<bool>,
     pub(super) counters: [Atomic<u64>; NR_COUNTERS],
     pub(super) snap: SnapshotCell,
 }
@@ -133,7 +139,9 @@ impl Slot {
             name: [const { Atomic::new(0) }; NAME_WORDS],
             strictlimit: Atomic::new(false),
             passes: Atomic::new(0),
-            pass_base: Atomic::new(NO_PASS_BASE),
+            pass: Atomic::new(0),
+            pass_worker: Atomic::new(0),
+            requests: Atomic::new(0),
             bg_last: Atomic::new(0),
             bg_seen: Atomic::new(false),
             counters: [const { Atomic::new(0) }; NR_COUNTERS],
@@ -220,26 +228,85 @@ impl Slot {
         self.passes.load(Acquire)
     }
 
-    /// What a sleep that begins with `facts` counts a pass's pages from: the submitted count
-    /// at the start of the pass in progress (`running`), if its `writeback_start` was seen, else
-    /// the sleep's own.
-    pub(crate) fn pass_base(&self, facts: &WbFacts) -> i64 {
-        if facts.running {
-            self.pass_base.load(Relaxed).min(facts.submitted)
-        } else {
-            facts.submitted
+    /// `writeback_start` by `worker` (current) with the wb's submitted count `submitted`: a pass
+    /// begins, and is live until `worker` leaves `wb_do_writeback()` ([`Self::end_pass`]).
+    ///
+    /// The passes of one wb are made by one work item (`wb->dwork`, which the workqueue never
+    /// runs twice at once), so this and [`Self::end_pass`] never race each other on one wb.
+    /// The pass word is stored before the count is raised (release): a reader that sees the
+    /// count of this pass ([`Self::pass_at_start_with`], acquire) sees this word or a later one.
+    pub(crate) fn begin_pass(&self, worker: u64, submitted: i64) {
+        self.pass_worker.store(worker, Relaxed);
+        self.pass.store(PASS_LIVE | pass_count(submitted), Relaxed);
+        self.passes.fetch_add(1, Release);
+    }
+
+    /// `writeback_pages_written` by `worker` (current): it left `wb_do_writeback()`, so the pass
+    /// it made live on this slot, if any, is over. Another worker's pass stays live.
+    pub(crate) fn end_pass(&self, worker: u64) {
+        if self.pass_worker.load(Relaxed) != worker {
+            return;
+        }
+        let word = self.pass.load(Relaxed);
+        if word & PASS_LIVE != 0 {
+            self.pass.store(word & !PASS_LIVE, Relaxed);
         }
     }
 
-    /// Whether a background writeback start was requested for this slot at or after `since`
-    /// and at or before `until` (jiffies, compared wrap-safe as `time_after_eq()` does). Only
-    /// the last request is kept: if it lies before `since`, none came since.
-    pub(crate) fn requested_between(&self, since: Jiffies, until: Jiffies) -> bool {
-        if !self.bg_seen.load(Acquire) {
-            return false;
+    /// What a sleep that begins with the wb's submitted count at `submitted` needs of the
+    /// passes: [`PassStart`].
+    pub(crate) fn pass_at_start(&self, submitted: i64) -> PassStart {
+        self.pass_at_start_with(submitted, || {})
+    }
+
+    /// [`Self::pass_at_start`], calling `between` between its two loads (the KUnit tests make a
+    /// pass begin there). The count is loaded first (acquire, paired with
+    /// [`Self::begin_pass`]'s release), then the pass word: a pass whose count was read has its
+    /// word read too, or a later one. A pass that begins between the loads is seen live with its
+    /// own base and, its count not read, also as begun during the sleep: either way its pages
+    /// are counted from its own start (or the sleep's, if lower), never from an older pass's.
+    /// Read the other way round (as format 3 did), the old pass's base could be paired with the
+    /// new pass's count: the older pass's pages then made the sleep flushing.
+    pub(crate) fn pass_at_start_with(&self, submitted: i64, between: impl FnOnce()) -> PassStart {
+        let passes = self.passes.load(Acquire);
+        between();
+        let word = self.pass.load(Relaxed);
+        let live = word & PASS_LIVE != 0;
+        let base = (word & !PASS_LIVE) as i64;
+        PassStart {
+            passes,
+            live,
+            base: if live { base.min(submitted) } else { submitted },
         }
-        let last = self.bg_last.load(Relaxed);
-        time_after_eq(last, since) && time_after_eq(until, last)
+    }
+
+    /// `writeback_wake_background` at `now`: a background writeback start was requested.
+    pub(crate) fn request(&self, now: Jiffies) {
+        self.bg_last.store(now, Relaxed);
+        self.bg_seen.store(true, Release);
+        self.requests.fetch_add(1, Release);
+    }
+
+    /// What a sleep in a `balance_dirty_pages()` call begun at `call_start` (jiffies) needs of
+    /// the requests at its start: [`RequestStart`].
+    pub(crate) fn request_at_start(&self, call_start: Jiffies) -> RequestStart {
+        // The count first (acquire): a request it counts has its time stored.
+        let requests = self.requests.load(Acquire);
+        let since_call =
+            self.bg_seen.load(Acquire) && time_after_eq(self.bg_last.load(Relaxed), call_start);
+        RequestStart {
+            requests,
+            since_call,
+        }
+    }
+
+    /// Whether a background writeback start was requested for this slot between the start of
+    /// the call of a sleep that began with `start` and now (that sleep's end): one came after
+    /// the call began and before the sleep (the last request's time), or one came during the
+    /// sleep (the count moved). No time is compared at the end: a request made after the end's
+    /// own clock was read cannot hide one made during the sleep.
+    pub(crate) fn requested_since(&self, start: &RequestStart) -> bool {
+        start.since_call || self.requests.load(Acquire) != start.requests
     }
 
     /// The snapshot cell.
@@ -248,5 +315,34 @@ impl Slot {
     }
 }
 
-/// [`Slot::pass_base`] before the slot has seen a pass begin: no lower than any count.
-pub(crate) const NO_PASS_BASE: i64 = i64::MAX;
+/// The live bit of a slot's pass word; the other bits hold the pass's base.
+const PASS_LIVE: u64 = 1 << 63;
+
+/// A submitted count as the pass word holds it: at least 0 and below [`PASS_LIVE`] (a count of
+/// pages ever submitted never comes near either bound).
+fn pass_count(submitted: i64) -> u64 {
+    submitted.max(0) as u64 & !PASS_LIVE
+}
+
+/// What a sleep needs of a slot's passes at its start ([`Slot::pass_at_start`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct PassStart {
+    /// The slot's `writeback_start` count: a pass began during the sleep if it moved by its end.
+    pub(crate) passes: u64,
+    /// A pass whose `writeback_start` was seen was live (its worker still in
+    /// `wb_do_writeback()`).
+    pub(crate) live: bool,
+    /// The submitted count a pass's pages are counted from: the live pass's base (if lower than
+    /// the sleep's own count), else the sleep's own.
+    pub(crate) base: i64,
+}
+
+/// What a sleep needs of a slot's background requests at its start
+/// ([`Slot::request_at_start`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct RequestStart {
+    /// The slot's `writeback_wake_background` count.
+    pub(crate) requests: u64,
+    /// The last request came at or after the call's start.
+    pub(crate) since_call: bool,
+}

@@ -41,8 +41,12 @@ pub enum Event<'a> {
         /// The run, as its `RunId` prints.
         run: &'a str,
         mib_s: &'a str,
-        /// The stall share of writer time, as the record's `stall_fraction`.
+        /// The stall share of writer time, as the record's `stall_fraction`,
+        /// what it is of (`asleep`, measured, or `by the pauses asked for` in
+        /// a record from before), and the share of the pauses asked for.
         stall_fraction: f64,
+        basis: &'a str,
+        stall_fraction_requested: f64,
         stall_sleeps: u64,
         throttle_sleeps: (u64, u64),
         bg_starts: (u64, u64),
@@ -54,8 +58,10 @@ pub enum Event<'a> {
         /// The draining share, and the tracefs detector's beside it.
         draining_fraction: f64,
         tracefs_draining_fraction: Option<f64>,
-        /// The longest balance_dirty_pages() call, ms.
+        /// The longest balance_dirty_pages() call, ms (`paused + pause`), and
+        /// the longest measured time one held its writer.
         max_call_ms: u64,
+        max_held_ms: Option<u64>,
         secs: f64,
     },
     /// A boot gave no record (why, with the log to read).
@@ -93,6 +99,8 @@ pub fn render(e: &Event) -> String {
             run,
             mib_s,
             stall_fraction,
+            basis,
+            stall_fraction_requested,
             stall_sleeps,
             throttle_sleeps,
             bg_starts,
@@ -101,17 +109,20 @@ pub fn render(e: &Event) -> String {
             draining_fraction,
             tracefs_draining_fraction,
             max_call_ms,
+            max_held_ms,
             secs,
         } => format!(
-            "  {run}: {mib_s} MiB/s, stall share {:.1}%{}, \
-             draining {:.1}%{}, longest call {max_call_ms} ms \
+            "  {run}: {mib_s} MiB/s, stall share {:.1}% {basis}{} (pauses asked for {:.1}%), \
+             draining {:.1}%{}, longest call {max_call_ms} ms{} \
              (stall_sleeps {stall_sleeps}, throttle_sleeps {}/{}, bg_starts {}/{} \
              {counter}/witness) in {secs:.0} s",
             stall_fraction * 100.0,
             tracefs_stall_fraction.map_or(String::new(), |t| format!(" (trace {:.1}%)", t * 100.0)),
+            stall_fraction_requested * 100.0,
             draining_fraction * 100.0,
             tracefs_draining_fraction
                 .map_or(String::new(), |t| format!(" (trace {:.1}%)", t * 100.0)),
+            max_held_ms.map_or(String::new(), |h| format!(", held {h} ms measured")),
             throttle_sleeps.0,
             throttle_sleeps.1,
             bg_starts.0,
@@ -292,6 +303,8 @@ mod tests {
             run: "fuse-strictlimit/v1 #1",
             mib_s: "75.9",
             stall_fraction: 0.0,
+            basis: "asleep",
+            stall_fraction_requested: 0.0003,
             stall_sleeps: 0,
             throttle_sleeps: (348, 348),
             bg_starts: (2047, 2047),
@@ -300,13 +313,15 @@ mod tests {
             draining_fraction: 0.0126,
             tracefs_draining_fraction: Some(0.013),
             max_call_ms: 124,
+            max_held_ms: Some(131),
             secs: 35.2,
         };
         assert_eq!(
             render(&end),
-            "  fuse-strictlimit/v1 #1: 75.9 MiB/s, stall share 0.0% (trace 0.0%), draining 1.3% \
-             (trace 1.3%), longest call 124 ms (stall_sleeps 0, throttle_sleeps 348/348, \
-             bg_starts 2047/2047 module/witness) in 35 s"
+            "  fuse-strictlimit/v1 #1: 75.9 MiB/s, stall share 0.0% asleep (trace 0.0%) (pauses \
+             asked for 0.0%), draining 1.3% (trace 1.3%), longest call 124 ms, held 131 ms \
+             measured (stall_sleeps 0, throttle_sleeps 348/348, bg_starts 2047/2047 \
+             module/witness) in 35 s"
         );
         let start = Event::BootStart {
             index: 3,

@@ -106,10 +106,11 @@ pub fn detectors_criterion(c: &mut CellVerdict, runs: &[&RunRecord], criteria: &
         if tc != r.class {
             why.push(format!(
                 "the detectors disagree: the module's stall share is {:.2}% ({}), the \
-                 tracefs detector's {:.2}% ({tc})",
+                 tracefs detector's {:.2}% ({tc}), both of writer time {}",
                 r.stall_fraction() * 100.0,
                 r.class,
-                t * 100.0
+                t * 100.0,
+                r.basis().stall_words()
             ));
         }
         let (m_idle, t_idle) = (r.stall_fraction() + r.draining_fraction(), t + td);
@@ -154,11 +155,7 @@ pub fn cause_criterion(
 ) {
     let mut failures = Vec::new();
     for (r, rec) in c.run_verdicts.iter().zip(runs) {
-        let causes = match rec.detection.detector {
-            Detector::Module => rec.detection.mechanism.causes,
-            Detector::Tracefs => rec.detection.tracefs.as_ref().and_then(|t| t.causes),
-        };
-        let share = causes.and_then(|k| rec.share_of_writer_time(k.of(cause).1));
+        let share = rec.cause_fraction(rec.detection.detector, cause);
         let why = match share {
             None => format!(
                 "the {} detector's record has no stall causes: `stall:{}` cannot be judged \

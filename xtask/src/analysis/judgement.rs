@@ -14,7 +14,10 @@ use super::{
 };
 use crate::{
     guest::{plan::Detector, run_id::RunId},
-    results::{record::RunRecord, session::Session},
+    results::{
+        record::{Basis, RunRecord},
+        session::Session,
+    },
 };
 
 /// The version of `verdict.json`'s layout. 2: per-run classes, `judged`,
@@ -143,9 +146,20 @@ impl RunVerdict<'_> {
         &self.record.id
     }
 
-    /// The share of writer time in stall sleeps, by the run's detector.
+    /// The share of writer time in stall sleeps, by the run's detector (time
+    /// asleep, measured; [`Self::basis`]).
     pub fn stall_fraction(&self) -> f64 {
         self.record.stall_fraction()
+    }
+
+    /// What [`Self::stall_fraction`] is of.
+    pub fn basis(&self) -> Basis {
+        self.record.basis()
+    }
+
+    /// The stall sleeps' pauses asked for, as a share: beside the judged one.
+    pub fn stall_fraction_requested(&self) -> f64 {
+        self.record.stall_fraction_requested()
     }
 
     /// Writer time in draining sleeps (no pass, pages completing): reported
@@ -210,6 +224,8 @@ impl Serialize for RunVerdict<'_> {
             run: u32,
             class: Class,
             stall_fraction: f64,
+            share_basis: &'static str,
+            stall_fraction_requested: f64,
             #[serde(skip_serializing_if = "Option::is_none")]
             tracefs_stall_fraction: Option<f64>,
             #[serde(skip_serializing_if = "Option::is_none")]
@@ -227,6 +243,8 @@ impl Serialize for RunVerdict<'_> {
             run: self.id().run,
             class: self.class,
             stall_fraction: self.stall_fraction(),
+            share_basis: self.basis().key(),
+            stall_fraction_requested: self.stall_fraction_requested(),
             tracefs_stall_fraction: self.tracefs_stall_fraction(),
             tracefs_class: self.tracefs_class,
             draining_fraction: self.draining_fraction(),
@@ -376,6 +394,11 @@ impl<'a> CellVerdict<'a> {
     pub fn run_passed(&self, r: &RunVerdict) -> Option<bool> {
         let e = self.expected?;
         Some(r.class == e.class && self.failures_of_run(r.id().run).is_empty())
+    }
+
+    /// What the runs' shares are of.
+    pub fn basis(&self) -> Basis {
+        Basis::of_all(self.run_verdicts.iter().map(RunVerdict::basis))
     }
 
     /// The runs' classes, `#1 ok (0.0%), #3 stall (40.0%)`.

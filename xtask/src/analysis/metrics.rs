@@ -11,7 +11,7 @@
 use crate::{
     analysis::stats,
     guest::plan::Detector,
-    results::{record::RunRecord, tracefs::Cause},
+    results::{measured::Measured, record::RunRecord, tracefs::Cause},
 };
 
 /// What a metric measures, which decides how runs aggregate.
@@ -80,15 +80,30 @@ impl Metric {
     }
 }
 
-/// The share of writer time in stall sleeps of `cause`, by `detector`:
-/// None where that detector did not name causes (older records, a boot
-/// without the module).
+/// The share of writer time in stall sleeps of `cause`, by `detector`, on
+/// the run's basis (time asleep): None where that detector did not name
+/// causes (older records, a boot without the module).
 fn cause_share(r: &RunRecord, detector: Detector, cause: Cause) -> Option<f64> {
-    let ms = match detector {
-        Detector::Module => r.detection.mechanism.get(&format!("{}_ms", cause.name()))?,
-        Detector::Tracefs => r.detection.tracefs.as_ref()?.causes?.of(cause).1,
-    };
-    r.share_of_writer_time(ms).map(|f| f * 100.0)
+    r.cause_fraction(detector, cause).map(|f| f * 100.0)
+}
+
+/// A measured time of `detector`'s, µs, as a share of writer time, in
+/// percent; None in records from before measured times.
+fn measured_share(r: &RunRecord, detector: Detector, us: fn(&Measured) -> u64) -> Option<f64> {
+    let m = match detector {
+        Detector::Module => r.detection.mechanism.measured.as_ref(),
+        Detector::Tracefs => r.tracefs_measured(),
+    }?;
+    r.share_of_writer_us(us(m)).map(|f| f * 100.0)
+}
+
+/// A measured time of the module's, µs, in ms.
+fn measured_ms(r: &RunRecord, us: fn(&Measured) -> u64) -> Option<f64> {
+    r.detection
+        .mechanism
+        .measured
+        .as_ref()
+        .map(|m| us(m) as f64 / 1000.0)
 }
 
 /// The share of the bdi's written pages (`BdiWritten`, all its wbs) that no
@@ -146,28 +161,46 @@ pub const ALL: &[Metric] = &[
     }),
     m(
         "wbstall.stall_share_%",
-        "stall share of writer time",
+        "stall share of writer time (asleep)",
         "%",
         Kind::Share,
         |r| Some(r.stall_fraction() * 100.0),
     ),
     m(
+        "wbstall.stall_share_requested_%",
+        "stall share, by the pauses asked for",
+        "%",
+        Kind::Share,
+        |r| Some(r.stall_fraction_requested() * 100.0),
+    ),
+    m(
         "tracefs.stall_share_%",
-        "stall share, tracefs detector",
+        "stall share, tracefs detector (asleep)",
         "%",
         Kind::Share,
         |r| r.tracefs_stall_fraction().map(|f| f * 100.0),
     ),
     m(
+        "tracefs.stall_share_requested_%",
+        "stall share, tracefs detector, by the pauses asked for",
+        "%",
+        Kind::Share,
+        |r| {
+            (r.detection.tracefs.as_ref())
+                .and_then(|t| r.share_of_writer_time(t.stall_ms))
+                .map(|f| f * 100.0)
+        },
+    ),
+    m(
         "wbstall.unrequested_share_%",
-        "stall: unrequested (nobody asked)",
+        "stall: unrequested (nobody asked), asleep",
         "%",
         Kind::Share,
         |r| cause_share(r, Detector::Module, Cause::Unrequested),
     ),
     m(
         "wbstall.declined_share_%",
-        "stall: declined (asked, nothing written)",
+        "stall: declined (asked, nothing written), asleep",
         "%",
         Kind::Share,
         |r| cause_share(r, Detector::Module, Cause::Declined),
@@ -198,10 +231,17 @@ pub const ALL: &[Metric] = &[
     }),
     m(
         "wbstall.draining_share_%",
-        "draining share of writer time",
+        "draining share of writer time (asleep)",
         "%",
         Kind::Share,
         |r| Some(r.draining_fraction() * 100.0),
+    ),
+    m(
+        "wbstall.draining_share_requested_%",
+        "draining share, by the pauses asked for",
+        "%",
+        Kind::Share,
+        |r| Some(r.draining_fraction_requested() * 100.0),
     ),
     m(
         "tracefs.draining_share_%",
@@ -212,7 +252,21 @@ pub const ALL: &[Metric] = &[
     ),
     m(
         "wbstall.flushing_share_%",
-        "flushing share of writer time",
+        "flushing share of writer time (asleep)",
+        "%",
+        Kind::Share,
+        |r| match r.measured() {
+            Some(m) => r
+                .share_of_writer_us(m.flushing_asleep_us)
+                .map(|f| f * 100.0),
+            None => r
+                .share_of_writer_time(r.detection.mechanism.flushing_ms)
+                .map(|f| f * 100.0),
+        },
+    ),
+    m(
+        "wbstall.flushing_share_requested_%",
+        "flushing share, by the pauses asked for",
         "%",
         Kind::Share,
         |r| {
@@ -222,16 +276,74 @@ pub const ALL: &[Metric] = &[
     ),
     m(
         "tracefs.flushing_share_%",
-        "flushing share, tracefs detector",
+        "flushing share, tracefs detector (asleep)",
+        "%",
+        Kind::Share,
+        |r| match (r.measured(), r.tracefs_measured()) {
+            (Some(_), Some(t)) => r
+                .share_of_writer_us(t.flushing_asleep_us)
+                .map(|f| f * 100.0),
+            (Some(_), None) => None,
+            (None, _) => (r.detection.tracefs.as_ref())
+                .and_then(|t| r.share_of_writer_time(t.flushing_ms))
+                .map(|f| f * 100.0),
+        },
+    ),
+    m(
+        "wbstall.held_share_%",
+        "held in balance_dirty_pages() calls (measured)",
+        "%",
+        Kind::Share,
+        |r| measured_share(r, Detector::Module, |m| m.held_us),
+    ),
+    m(
+        "tracefs.held_share_%",
+        "held in calls, tracefs detector (measured)",
+        "%",
+        Kind::Share,
+        |r| measured_share(r, Detector::Tracefs, |m| m.held_us),
+    ),
+    m(
+        "wbstall.runq_share_%",
+        "run-queue wait after the sleeps (off a CPU, not asleep)",
         "%",
         Kind::Share,
         |r| {
-            r.detection
-                .tracefs
-                .as_ref()
-                .and_then(|t| r.share_of_writer_time(t.flushing_ms))
-                .map(|f| f * 100.0)
+            measured_share(r, Detector::Module, |m| {
+                m.off_cpu_us().saturating_sub(m.asleep_us())
+            })
         },
+    ),
+    m(
+        "wbstall.max_held_ms",
+        "longest call held (measured)",
+        "ms",
+        Kind::Time,
+        |r| measured_ms(r, |m| m.max_held_us),
+    ),
+    m(
+        "tracefs.max_held_ms",
+        "longest call held, tracefs detector (measured)",
+        "ms",
+        Kind::Time,
+        |r| r.tracefs_measured().map(|m| m.max_held_us as f64 / 1000.0),
+    ),
+    m(
+        "wbstall.max_asleep_ms",
+        "longest sleep asleep (measured)",
+        "ms",
+        Kind::Time,
+        |r| measured_ms(r, |m| m.max_asleep_us),
+    ),
+    m("wbstall.calls", "calls that slept", "", Kind::Count, |r| {
+        r.measured().map(|m| m.calls as f64)
+    }),
+    m(
+        "wbstall.unwoken_sleeps",
+        "sleeps never woken (a fatal signal)",
+        "",
+        Kind::Count,
+        |r| r.measured().map(|m| m.unwoken_sleeps as f64),
     ),
     m(
         "wbstall.flushing_sleeps",
@@ -373,11 +485,36 @@ pub const ALL: &[Metric] = &[
         |r| r.counters.memcg_events.get("max").map(|&v| v as f64),
     ),
     m(
+        "tracefs.sched_events",
+        "the writers' scheduler events traced (the measured times' cost)",
+        "",
+        Kind::Count,
+        |r| {
+            (r.detection.tracefs.as_ref())
+                .and_then(|t| t.sched_events)
+                .map(|n| n as f64)
+        },
+    ),
+    m(
+        "tracefs.events",
+        "events traced in all",
+        "",
+        Kind::Count,
+        |r| r.detection.tracefs.as_ref().map(|t| t.events as f64),
+    ),
+    m(
         "bdi.BdiWritten_kB",
         "written back kB (BdiWritten)",
         "kB",
         Kind::Count,
         |r| Some(r.counters.bdi_written_kb as f64),
+    ),
+    m(
+        "detectors.disagree_sleeps",
+        "sleeps the detectors class differently (at least)",
+        "",
+        Kind::Count,
+        |r| r.detectors_disagree().map(|n| n as f64),
     ),
 ];
 

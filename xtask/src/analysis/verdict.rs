@@ -221,16 +221,18 @@ fn mismatch(c: &CellVerdict, criteria: &Criteria) -> String {
                 .join(", ")
         ),
         Class::Mixed => format!(
-            "its runs differ: {} of writer time in stall sleeps {thresholds}",
-            c.run_classes()
+            "its runs differ: {} of writer time {} {thresholds}",
+            c.run_classes(),
+            c.basis().stall_words()
         ),
         _ => format!(
-            "writers lost {} of their time to stall sleeps {thresholds}",
+            "writers lost {} of their time {} {thresholds}",
             c.run_verdicts
                 .iter()
                 .map(|r| format!("{:.1}%", r.stall_fraction() * 100.0))
                 .collect::<Vec<_>>()
-                .join(", ")
+                .join(", "),
+            c.basis().stall_words()
         ),
     }
 }

@@ -304,9 +304,10 @@ fn check_revs(j: &Judgement, good: &str, bad: &str) -> Result<String> {
         );
     }
     Ok(format!(
-        "{good} ok ({:.1}% stall), {bad} stall ({:.1}% stall, failing its `ok` as it must); \
-         {bad} against {good}: {:+.1}% [{:+.1}%, {:+.1}%], {}",
+        "{good} ok ({:.1}% of writer time {}), {bad} stall ({:.1}%, failing its `ok` as it \
+         must); {bad} against {good}: {:+.1}% [{:+.1}%, {:+.1}%], {}",
         g.stall_fraction() * 100.0,
+        g.basis().stall_words(),
         b.stall_fraction() * 100.0,
         cost.change_pct,
         cost.lo_pct,
@@ -445,7 +446,10 @@ mod tests {
     fn the_good_end_must_pass_the_bad_end_stall_and_the_comparison_resolve_the_drop() {
         let said = check(DROP, true, true, &[]).unwrap();
         assert!(
-            said.starts_with("rev-g ok (0.0% stall), rev-b stall (84.0% stall"),
+            said.starts_with(
+                "rev-g ok (0.0% of writer time in stall sleeps, by the pauses \
+                              asked for), rev-b stall (84.0%"
+            ),
             "{said}"
         );
         assert!(said.contains("rev-b against rev-g: -95.0% ["), "{said}");

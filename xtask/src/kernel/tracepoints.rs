@@ -294,9 +294,12 @@ mod tests {
             [
                 "sched_entry_tp",
                 "sched_exit_tp",
+                "sched_wakeup",
                 "writeback_wake_background",
                 "balance_dirty_pages",
                 "writeback_start",
+                "writeback_pages_written",
+                "track_foreign_dirty",
             ]
         );
         let headers = fixture("writeback-7.3.h") + &fixture("sched-7.3.h");

@@ -22,6 +22,33 @@ pub fn aggregate(a: Option<&Aggregate>) -> String {
 }
 
 /// A number with about three significant digits.
+/// What the shares of a verdict are of, and how to read it: for report notes.
+pub fn basis_notes(verdict: &crate::analysis::judgement::Verdict) -> (&'static str, &'static str) {
+    use crate::results::record::Basis;
+    let basis = Basis::of_all(
+        (verdict.cells.iter())
+            .flat_map(|c| &c.run_verdicts)
+            .map(|r| r.basis()),
+    );
+    let more = match basis {
+        Basis::Asleep => {
+            " (from the throttle's decision to the writer's wake-up; the time on the run queue \
+             after it, and the pauses the kernel asked for, are the tables' `runq_share_%` and \
+             `*_requested_%` rows)"
+        }
+        Basis::Requested => "",
+    };
+    (basis.label(), more)
+}
+
+/// The word after a share of writer time that says what it is of.
+pub fn basis_word(b: crate::results::record::Basis) -> &'static str {
+    match b {
+        crate::results::record::Basis::Asleep => "asleep",
+        crate::results::record::Basis::Requested => "by pauses asked for",
+    }
+}
+
 pub fn num(v: f64) -> String {
     let a = v.abs();
     if a >= 100.0 || v == 0.0 {

@@ -164,11 +164,12 @@ fn cell(c: &CellVerdict) -> String {
         (true, false) => format!("expected {}: NOT as expected ✗", format::class(c.expected)),
     };
     format!(
-        "<td class=\"{}\"><b>{}</b><br>{held}<br>stall {:.1}%, {} MiB/s<br>\
+        "<td class=\"{}\"><b>{}</b><br>{held}<br>stall {:.1}% {}, {} MiB/s<br>\
          <small>{}</small></td>",
         shown(c.observed),
         c.observed,
         c.stall_fraction() * 100.0,
+        format::basis_word(c.basis()),
         format::num(c.bw_mib_s()),
         escape(&c.run_classes())
     )

@@ -219,11 +219,12 @@ impl Tested<'_> {
         };
         let comment = match r.verdict {
             Some(v) => format!(
-                "{} {}: {}, {:.1}% of writer time in stall sleeps{}; {held}",
+                "{} {}: {}, {:.1}% of writer time {}{}; {held}",
                 r.run.variant,
                 r.run.short(),
                 v.class,
                 v.stall_fraction() * 100.0,
+                v.basis().stall_words(),
                 v.margins.as_ref().map_or(String::new(), |m| format!(
                     "; {}",
                     super::format::margins(m)

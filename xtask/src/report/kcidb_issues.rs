@@ -57,9 +57,10 @@ impl<'a> Issues<'a> {
             if let Some(rv) = r.verdict {
                 let j = self.j;
                 let comment = format!(
-                    "{v} {}: {:.1}% of writer time in stall sleeps",
+                    "{v} {}: {:.1}% of writer time {}",
                     r.run.short(),
-                    rv.stall_fraction() * 100.0
+                    rv.stall_fraction() * 100.0,
+                    rv.basis().stall_words()
                 );
                 self.add(known_id(j, s), || known_stall(j, s), test, comment);
             }

@@ -186,7 +186,14 @@ fn findings(o: &mut String, j: &Judgement) {
         let stalling: Vec<String> = cells
             .iter()
             .filter(|c| c.observed == Class::Stall)
-            .map(|c| format!("{} ({:.1}%)", c.variant(), c.stall_fraction() * 100.0))
+            .map(|c| {
+                format!(
+                    "{} ({:.1}% {})",
+                    c.variant(),
+                    c.stall_fraction() * 100.0,
+                    super::format::basis_word(c.basis())
+                )
+            })
             .collect();
         let line = if stalling.is_empty() {
             format!("- {s}: no variant stalls")

@@ -244,13 +244,15 @@ fn not_judged_lists(o: &mut String, verdict: &Verdict) {
 
 /// What the classes mean, what failed, and how to read the intervals.
 fn verdict_notes(o: &mut String, session: &Session, verdict: &Verdict, expected: &Expected) {
+    let (basis, basis_more) = super::format::basis_notes(verdict);
     let _ = writeln!(
         o,
         "\nEach cell: its class, then every run's class, its share of writer time spent in stall \
          sleeps (throttled in `balance_dirty_pages()` while no flusher pass ran on the writers' \
          wb and none of its pages completed writeback, from the sleep's start to its end) and, \
          after `d`, in draining sleeps (no pass, but pages completed: the disk was the \
-         bottleneck; reported, not judged), and the hypothesis from `qemu/expected.toml`. Each \
+         bottleneck; reported, not judged), and the hypothesis from `qemu/expected.toml`. The \
+         shares are of {}{}. Each \
          run is judged on its own, by its stall share alone: `stall` (>= {:.0}%), `ok` (< \
          {:.0}%), `unclear` (in between, which no hypothesis accepts), `idle` (the writers were \
          never throttled: nothing was exercised). A cell is in a class only when every run is; \
@@ -258,6 +260,8 @@ fn verdict_notes(o: &mut String, session: &Session, verdict: &Verdict, expected:
          and the tracefs detector's, were checked against the kernel's own tracefs counts of \
          the same events, and the two detectors' stall and draining shares against each \
          other.\n",
+        basis,
+        basis_more,
         expected.criteria.stall_fraction * 100.0,
         expected.criteria.ok_fraction * 100.0
     );
@@ -304,7 +308,12 @@ fn verdict_notes(o: &mut String, session: &Session, verdict: &Verdict, expected:
             let _ = writeln!(o, "- {f}");
         }
     }
+    cost_notes(o, session);
+}
 
+/// How a change is judged, and the judged metrics with the smallest change
+/// of each that matters.
+fn cost_notes(o: &mut String, session: &Session) {
     let _ = writeln!(
         o,
         "\nA change is judged against its scenario's floor, the spread of one run across the \

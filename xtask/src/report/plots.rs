@@ -344,13 +344,14 @@ fn panel(
     let mut chart = ChartBuilder::on(area)
         .caption(
             format!(
-                "{} / {}, run {}: {} {}, stall share {:.1}%",
+                "{} / {}, run {}: {} {}, stall share {:.1}% {}",
                 r.id.variant,
                 scenario,
                 r.id.number(),
                 (bw.extract)(r).map_or("-".into(), format::num),
                 bw.unit,
-                (share.extract)(r).unwrap_or(f64::NAN)
+                (share.extract)(r).unwrap_or(f64::NAN),
+                format::basis_word(r.basis())
             ),
             ("sans-serif", 16),
         )

@@ -113,6 +113,7 @@ fn trace_mechanism(t: &tracefs::Detected, witness: &Witness, strictlimit: bool) 
         work_background: t.work_background,
         work_periodic: t.work_periodic,
         causes: t.causes,
+        measured: t.measured,
         entries: None,
         drain_floor_pages: None,
         more: BTreeMap::new(),

@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use crate::results::{
     debugfs::{self, KvLine},
+    measured::Measured,
     tracefs::Causes,
 };
 
@@ -50,6 +51,11 @@ pub struct Mechanism {
     /// How the module's sleeps in progress ended (the module only).
     #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
     pub entries: Option<EntryEnds>,
+    /// The sleeps' measured times by class, and their calls' (the module
+    /// since format 5, the tracefs detector's in a boot without it); `None`
+    /// in records from before them.
+    #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
+    pub measured: Option<Measured>,
     /// The module's draining floor, pages (`summary`): a sleep without a
     /// writing pass is draining when more than this many pages of the wb
     /// completed. `None` without the module.
@@ -87,6 +93,7 @@ impl Mechanism {
         for (group, present) in [
             ("stall causes", m.causes.is_some()),
             ("entry ends", m.entries.is_some()),
+            ("measured times", m.measured.is_some()),
         ] {
             if !present {
                 let missing = debugfs::keys()
@@ -202,7 +209,7 @@ mod tests {
     #[test]
     fn the_drain_floor_comes_from_the_summary() {
         let summary = debugfs::parse_summary(
-            "slots=32 used=3 unslotted=0 hz=250 format=3 drain_floor_pages=8 pending=0\n",
+            "slots=32 used=3 unslotted=0 hz=250 format=5 drain_floor_pages=8 pending=0 entries=0\n",
         )
         .unwrap();
         let m = Mechanism::from_module(&fuse_line(), &summary).unwrap();

@@ -3,6 +3,7 @@
 //! the independent tracefs `witness`, and the results directory (`dir`).
 
 pub mod builder;
+pub mod classes;
 pub mod compat;
 pub mod context;
 pub mod debugfs;
@@ -12,6 +13,7 @@ pub mod fio;
 pub mod floor;
 pub mod ktap;
 pub mod machine;
+pub mod measured;
 pub mod mechanism;
 pub mod phases;
 pub mod problems;

@@ -16,9 +16,10 @@ use crate::{
         fio::FioResult,
         ktap::Ktap,
         machine::MachineFacts,
+        measured::{self, Measured},
         mechanism::Mechanism,
         phases::Phase,
-        tracefs,
+        tracefs::{self, Cause},
         witness::{Drops, Witness},
     },
 };
@@ -214,12 +215,65 @@ pub struct Counters {
 /// The module's KUnit suite: it must have run and passed in every boot.
 pub const KUNIT_SUITE: &str = "wbstall";
 
+/// What a record's shares of writer time are of: the sleeps' measured time
+/// asleep (since the module's format 5 and the trace's scheduler events), or,
+/// in a record from before them, the pauses the kernel asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Basis {
+    Asleep,
+    Requested,
+}
+
+impl Basis {
+    /// How reports name it beside a share.
+    pub fn label(self) -> &'static str {
+        match self {
+            Basis::Asleep => "time asleep, measured",
+            Basis::Requested => "pauses asked for (a record from before measured times)",
+        }
+    }
+
+    /// What a share of writer time in stall sleeps is, in a sentence: "3.1%
+    /// of their time {this}".
+    pub fn stall_words(self) -> &'static str {
+        match self {
+            Basis::Asleep => "asleep in stall sleeps",
+            Basis::Requested => "in stall sleeps, by the pauses asked for",
+        }
+    }
+
+    /// Its name in `verdict.json`.
+    pub fn key(self) -> &'static str {
+        match self {
+            Basis::Asleep => "asleep",
+            Basis::Requested => "requested",
+        }
+    }
+
+    /// The basis of several records: theirs if they share one, else the
+    /// pauses asked for (what every record has).
+    pub fn of_all(records: impl IntoIterator<Item = Basis>) -> Basis {
+        let all: Vec<Basis> = records.into_iter().collect();
+        if !all.is_empty() && all.iter().all(|b| *b == Basis::Asleep) {
+            Basis::Asleep
+        } else {
+            Basis::Requested
+        }
+    }
+}
+
 impl RunRecord {
     /// `ms` of writer time as a share of the run's writer time (the shares
     /// of the sleep classes); `None` for a record without a writer time.
     pub fn share_of_writer_time(&self, ms: u64) -> Option<f64> {
         let writer_ms = writer_ms(&self.job, self.detection.fio_wall_s);
         (writer_ms > 0.0).then(|| ms as f64 / writer_ms)
+    }
+
+    /// `us` of writer time as a share of it, as [`Self::share_of_writer_time`].
+    pub fn share_of_writer_us(&self, us: u64) -> Option<f64> {
+        let writer_ms = writer_ms(&self.job, self.detection.fio_wall_s);
+        (writer_ms > 0.0).then(|| us as f64 / 1000.0 / writer_ms)
     }
 
     // The shares below are derived from the sleeps' times and the writers'
@@ -229,30 +283,129 @@ impl RunRecord {
     // without a writer time, which the builder never makes (fio's wall time
     // is required) and which no class accepts.
 
-    /// Writer time lost to stall sleeps, by the run's detector
-    /// (`mechanism.stall_ms`): the share the verdict judges.
+    /// The measured times of the run's detector (the module's; the trace's
+    /// in a boot without it).
+    pub fn measured(&self) -> Option<&Measured> {
+        self.detection.mechanism.measured.as_ref()
+    }
+
+    /// What the judged shares ([`Self::stall_fraction`], ...) are of.
+    pub fn basis(&self) -> Basis {
+        match self.measured() {
+            Some(_) => Basis::Asleep,
+            None => Basis::Requested,
+        }
+    }
+
+    /// Writer time asleep in stall sleeps, by the run's detector: the share
+    /// the verdict judges (by the pauses asked for in a record from before
+    /// measured times: [`Self::basis`]).
     pub fn stall_fraction(&self) -> f64 {
+        match self.measured() {
+            Some(m) => self.us_or_nan(m.stall_asleep_us),
+            None => self.stall_fraction_requested(),
+        }
+    }
+
+    /// The stall sleeps' pauses asked for, as a share of writer time: what
+    /// the verdict judged before measured times, reported beside.
+    pub fn stall_fraction_requested(&self) -> f64 {
         self.share_or_nan(self.detection.mechanism.stall_ms)
     }
 
     /// Writer time in draining sleeps (no pass, pages completing), the same
     /// way: reported beside the stall share, not judged.
     pub fn draining_fraction(&self) -> f64 {
+        match self.measured() {
+            Some(m) => self.us_or_nan(m.draining_asleep_us),
+            None => self.draining_fraction_requested(),
+        }
+    }
+
+    pub fn draining_fraction_requested(&self) -> f64 {
         self.share_or_nan(self.detection.mechanism.draining_ms)
     }
 
-    /// The tracefs detector's stall share, where it classed the boot.
+    /// The tracefs detector's measured times, where it classed the boot.
+    pub fn tracefs_measured(&self) -> Option<&Measured> {
+        self.detection.tracefs.as_ref()?.measured.as_ref()
+    }
+
+    /// The tracefs detector's stall share, where it classed the boot, on the
+    /// basis of the run's own ([`Self::basis`]): the two are compared.
     pub fn tracefs_stall_fraction(&self) -> Option<f64> {
-        (self.detection.tracefs.as_ref()).map(|t| self.share_or_nan(t.stall_ms))
+        let t = self.detection.tracefs.as_ref()?;
+        Some(match (self.basis(), &t.measured) {
+            (Basis::Asleep, Some(m)) => self.us_or_nan(m.stall_asleep_us),
+            (Basis::Asleep, None) => f64::NAN,
+            (Basis::Requested, _) => self.share_or_nan(t.stall_ms),
+        })
     }
 
     /// The tracefs detector's draining share, beside its stall share.
     pub fn tracefs_draining_fraction(&self) -> Option<f64> {
-        (self.detection.tracefs.as_ref()).map(|t| self.share_or_nan(t.draining_ms))
+        let t = self.detection.tracefs.as_ref()?;
+        Some(match (self.basis(), &t.measured) {
+            (Basis::Asleep, Some(m)) => self.us_or_nan(m.draining_asleep_us),
+            (Basis::Asleep, None) => f64::NAN,
+            (Basis::Requested, _) => self.share_or_nan(t.draining_ms),
+        })
+    }
+
+    /// The share of writer time in stall sleeps of `cause`, by `detector`, on
+    /// the run's basis; `None` where that detector did not name causes.
+    pub fn cause_fraction(&self, detector: Detector, cause: Cause) -> Option<f64> {
+        let (causes, measured) = match detector {
+            Detector::Module => (
+                self.detection.mechanism.causes,
+                self.detection.mechanism.measured,
+            ),
+            Detector::Tracefs => {
+                let t = self.detection.tracefs.as_ref()?;
+                (t.causes, t.measured)
+            }
+        };
+        match (self.basis(), measured) {
+            (Basis::Asleep, Some(m)) => {
+                self.share_of_writer_us(measured::cause_asleep_us(&m, cause))
+            }
+            (Basis::Asleep, None) => None,
+            (Basis::Requested, _) => self.share_of_writer_time(causes?.of(cause).1),
+        }
+    }
+
+    /// The fewest sleeps the two detectors class differently in this boot:
+    /// half the sum, over the four classes (flushing, draining, and the
+    /// stall's two causes), of the difference between their counts (a sleep
+    /// one classes and the other leaves unclassed counts a half). `None`
+    /// unless the module classed the boot and both named the causes.
+    pub fn detectors_disagree(&self) -> Option<u64> {
+        let (m, t) = (&self.detection.mechanism, self.detection.tracefs.as_ref()?);
+        if self.detection.detector != Detector::Module {
+            return None;
+        }
+        let (mc, tc) = (m.causes?, t.causes?);
+        let pairs = [
+            (m.flushing_sleeps, t.flushing_sleeps),
+            (m.draining_sleeps, t.draining_sleeps),
+            (mc.unrequested_sleeps, tc.unrequested_sleeps),
+            (mc.declined_sleeps, tc.declined_sleeps),
+        ];
+        Some(
+            pairs
+                .iter()
+                .map(|&(a, b)| a.abs_diff(b))
+                .sum::<u64>()
+                .div_ceil(2),
+        )
     }
 
     fn share_or_nan(&self, ms: u64) -> f64 {
         self.share_of_writer_time(ms).unwrap_or(f64::NAN)
+    }
+
+    fn us_or_nan(&self, us: u64) -> f64 {
+        self.share_of_writer_us(us).unwrap_or(f64::NAN)
     }
 }
 
@@ -299,6 +452,39 @@ mod tests {
             (records[0].id.to_string(), &records[0].detection.writer.bdi),
             ("fuse-strictlimit/regressed #1".into(), &"0:22".to_string())
         );
+    }
+
+    /// The detectors' disagreement is the fewest sleeps classed differently:
+    /// a sleep the module calls flushing and the trace draining counts once,
+    /// a boot the tracefs detector classed has none to give.
+    #[test]
+    fn the_detectors_disagree_by_the_sleeps_they_class_differently() {
+        let docs = crate::util::project_root().join("docs/example-report");
+        let (_, records) = ResultsDir::new(&docs).load().unwrap();
+        let mut r = records[0].clone();
+        let causes = |unrequested_sleeps, declined_sleeps| {
+            Some(tracefs::Causes {
+                unrequested_sleeps,
+                declined_sleeps,
+                ..Default::default()
+            })
+        };
+        let t = r.detection.tracefs.as_mut().unwrap();
+        (t.flushing_sleeps, t.draining_sleeps, t.causes) = (10, 5, causes(20, 2));
+        let m = &mut r.detection.mechanism;
+        (m.flushing_sleeps, m.draining_sleeps, m.causes) = (10, 5, causes(20, 2));
+        assert_eq!(r.detectors_disagree(), Some(0));
+        // Three sleeps the trace saw draining read flushing to the module, and
+        // one declined stall reads unrequested.
+        let m = &mut r.detection.mechanism;
+        (m.flushing_sleeps, m.draining_sleeps, m.causes) = (13, 2, causes(21, 1));
+        assert_eq!(r.detectors_disagree(), Some(4));
+        // A draining sleep of the trace's that the module left unclassed counts
+        // a half, rounded up.
+        r.detection.mechanism.draining_sleeps -= 1;
+        assert_eq!(r.detectors_disagree(), Some(5));
+        r.detection.detector = Detector::Tracefs;
+        assert_eq!(r.detectors_disagree(), None);
     }
 
     /// A record from before the detector, the tracefs detector, the

@@ -4,21 +4,30 @@
 //! sleeps make up.
 //!
 //! ```text
-//! # wbstall sleeps 1: start_s pid pause_ms paused_ms class
-//! 14.932274 235 12 4492 stall:unrequested
+//! # wbstall sleeps 2: start_s pid pause_ms paused_ms class asleep_us off_cpu_us
+//! 14.932274 235 12 4492 stall:unrequested 11873 12410
 //! ```
 //!
 //! `start_s` is the trace's clock (seconds since boot, the samples' clock);
-//! `class` is `flushing`, `draining` or `stall:<cause>`.
+//! `class` is `flushing`, `draining` or `stall:<cause>`; `asleep_us` and
+//! `off_cpu_us` the sleep's measured times (`results::measured`). Format 1
+//! (before the measured times) had no last two columns and still reads.
 
 use std::fmt::Write as _;
 
 use anyhow::{bail, Context, Result};
 
-use crate::results::tracefs::{Cause, Sleep, SleepClass};
+use crate::results::{
+    measured::Times,
+    tracefs::{Cause, Sleep, SleepClass},
+};
 
 /// The file's first line: its format and columns.
-const HEADER: &str = "# wbstall sleeps 1: start_s pid pause_ms paused_ms class";
+const HEADER: &str =
+    "# wbstall sleeps 2: start_s pid pause_ms paused_ms class asleep_us off_cpu_us";
+
+/// Format 1's first line: no measured times.
+const HEADER_1: &str = "# wbstall sleeps 1: start_s pid pause_ms paused_ms class";
 
 /// A sleep's class in the file (and in the report's legends).
 pub fn class_name(c: SleepClass) -> &'static str {
@@ -45,7 +54,7 @@ fn class_of(word: &str) -> Option<SleepClass> {
 pub fn text(sleeps: &[Sleep]) -> String {
     let mut out = format!("{HEADER}\n");
     for s in sleeps {
-        let _ = writeln!(
+        let _ = write!(
             out,
             "{}.{:06} {} {} {} {}",
             s.start_us / 1_000_000,
@@ -55,6 +64,12 @@ pub fn text(sleeps: &[Sleep]) -> String {
             s.paused_ms,
             class_name(s.class)
         );
+        // A sleep without times (from a format 1 file) is written as one.
+        match s.times {
+            Some(t) => writeln!(out, " {} {}", t.asleep_us, t.off_cpu_us),
+            None => writeln!(out),
+        }
+        .ok();
     }
     out
 }
@@ -62,18 +77,33 @@ pub fn text(sleeps: &[Sleep]) -> String {
 /// Reads a file [`text`] wrote; `origin` names it in errors.
 pub fn parse(text: &str, origin: &str) -> Result<Vec<Sleep>> {
     let mut lines = text.lines();
-    if lines.next() != Some(HEADER) {
-        bail!("{origin}: not a wbstall sleeps file (its first line is not `{HEADER}`)");
-    }
+    let timed = match lines.next() {
+        Some(HEADER) => true,
+        Some(HEADER_1) => false,
+        _ => bail!("{origin}: not a wbstall sleeps file (its first line is not `{HEADER}`)"),
+    };
     lines
         .enumerate()
-        .map(|(i, line)| sleep(line).with_context(|| format!("{origin}:{}: `{line}`", i + 2)))
+        .map(|(i, line)| {
+            sleep(line, timed).with_context(|| format!("{origin}:{}: `{line}`", i + 2))
+        })
         .collect()
 }
 
-fn sleep(line: &str) -> Result<Sleep> {
+fn sleep(line: &str, timed: bool) -> Result<Sleep> {
     let w: Vec<&str> = line.split_whitespace().collect();
-    let [start, pid, pause, paused, class] = w[..] else {
+    let (words, times) = match (timed, &w[..]) {
+        (true, [head @ .., asleep, off_cpu]) if head.len() == 5 => (
+            head,
+            Some(Times {
+                asleep_us: asleep.parse().context("asleep_us")?,
+                off_cpu_us: off_cpu.parse().context("off_cpu_us")?,
+            }),
+        ),
+        (false, words) if words.len() == 5 => (words, None),
+        _ => bail!("not {} words", if timed { 7 } else { 5 }),
+    };
+    let [start, pid, pause, paused, class] = words[..] else {
         bail!("not five words");
     };
     let (s, frac) = start.split_once('.').context("start_s without `.`")?;
@@ -87,6 +117,7 @@ fn sleep(line: &str) -> Result<Sleep> {
         pause_ms: pause.parse().context("pause_ms")?,
         paused_ms: paused.parse().context("paused_ms")?,
         class: class_of(class).with_context(|| format!("unknown class `{class}`"))?,
+        times,
     })
 }
 
@@ -158,6 +189,10 @@ mod tests {
             pause_ms,
             paused_ms,
             class,
+            times: Some(Times {
+                asleep_us: pause_ms * 900,
+                off_cpu_us: pause_ms * 1000 + 7,
+            }),
         }
     }
 
@@ -177,10 +212,18 @@ mod tests {
         ];
         let t = text(&sleeps);
         assert!(
-            t.contains("\n14.932274 235 12 4492 stall:unrequested\n"),
+            t.contains("\n14.932274 235 12 4492 stall:unrequested 10800 12007\n"),
             "{t}"
         );
         assert_eq!(parse(&t, "x").unwrap(), sleeps);
+        // A format 1 file (no measured times) reads, its sleeps untimed.
+        let old = format!("{HEADER_1}\n14.932274 235 12 4492 stall:unrequested\n");
+        let read = parse(&old, "x").unwrap();
+        assert_eq!(read[0].times, None);
+        assert_eq!((read[0].pid, read[0].pause_ms), (235, 12));
+        // Format 2 lines without their times are refused.
+        let e = parse(&format!("{HEADER}\n14.932274 235 12 4492 flushing\n"), "x");
+        assert!(format!("{:#}", e.unwrap_err()).contains("not 7 words"));
     }
 
     #[test]
@@ -188,7 +231,7 @@ mod tests {
         let e = parse("14.9 235 12 4492 flushing\n", "a.sleeps.txt").unwrap_err();
         assert!(e.to_string().contains("not a wbstall sleeps file"), "{e}");
         let e = parse(
-            &format!("{HEADER}\n1.000000 2 3 4 napping\n"),
+            &format!("{HEADER}\n1.000000 2 3 4 napping 5 6\n"),
             "a.sleeps.txt",
         );
         let e = format!("{:#}", e.unwrap_err());
@@ -196,7 +239,7 @@ mod tests {
             e.contains("a.sleeps.txt:2") && e.contains("unknown class `napping`"),
             "{e}"
         );
-        let e = parse(&format!("{HEADER}\n1.5 2 3 4 flushing\n"), "f").unwrap_err();
+        let e = parse(&format!("{HEADER}\n1.5 2 3 4 flushing 5 6\n"), "f").unwrap_err();
         assert!(format!("{e:#}").contains("not in microseconds"), "{e:#}");
     }
 

@@ -21,6 +21,9 @@ pub enum EventKind {
         wb: Wb,
         paused_ms: u64,
         pause_ms: u64,
+        /// `task_ratelimit=0`: the loop may go on after this sleep (with a
+        /// ratelimit, `balance_dirty_pages()` breaks right after it).
+        goes_on: bool,
     },
     Wake(Wb),
     Start {
@@ -40,6 +43,15 @@ pub enum EventKind {
     Global {
         written: u64,
     },
+    /// `sched_wakeup`: the task `pid` was woken (the line's own pid is the
+    /// waker's).
+    Woken {
+        pid: u32,
+    },
+    /// `sched_switch`: the task `pid` (`next_pid`) is back on a CPU.
+    OnCpu {
+        pid: u32,
+    },
 }
 
 /// A writeback domain: the bdi's name and the cgroup inode of its wb.
@@ -49,14 +61,17 @@ pub struct Wb {
     pub cgroup_ino: u64,
 }
 
-/// The events the detector needs, by the names the kernel gives them.
-pub const EVENTS: [&str; 6] = [
+/// The events the detector needs, by the names the kernel gives them (the
+/// scheduler's two filtered to the writers in `qemu/lib.sh`).
+pub const EVENTS: [&str; 8] = [
     "balance_dirty_pages",
     "writeback_wake_background",
     "writeback_start",
     "writeback_written",
     "writeback_pages_written",
     "global_dirty_state",
+    "sched_wakeup",
+    "sched_switch",
 ];
 
 /// Parses the tracefs `trace` file. Lines of other events and comments are
@@ -102,6 +117,7 @@ fn event(head: &str, name: &str, body: &str) -> Result<TraceEvent> {
             wb: fields.wb()?,
             paused_ms: fields.num("paused")?,
             pause_ms: fields.num("pause")?,
+            goes_on: fields.num("task_ratelimit")? == 0,
         },
         "writeback_wake_background" => EventKind::Wake(fields.wb()?),
         "writeback_start" => EventKind::Start {
@@ -117,6 +133,12 @@ fn event(head: &str, name: &str, body: &str) -> Result<TraceEvent> {
             written: fields.num("written")?,
         },
         "writeback_pages_written" => EventKind::PagesWritten,
+        "sched_wakeup" => EventKind::Woken {
+            pid: fields.pid("pid")?,
+        },
+        "sched_switch" => EventKind::OnCpu {
+            pid: fields.pid("next_pid")?,
+        },
         other => bail!("`{other}` is not one of the events the detector reads (EVENTS)"),
     };
     Ok(TraceEvent { us, pid, kind })
@@ -153,6 +175,10 @@ impl<'a> Fields<'a> {
             Ok(n) => Ok(n.max(0) as u64),
             Err(_) => bail!("`{k}={v}` is not a number"),
         }
+    }
+    fn pid(&self, k: &str) -> Result<u32> {
+        let v = self.get(k)?;
+        v.parse().with_context(|| format!("`{k}={v}` is not a pid"))
     }
     fn signed(&self, k: &str) -> Result<i64> {
         let v = self.get(k)?;

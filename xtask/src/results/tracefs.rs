@@ -16,12 +16,19 @@
 //! writeback_pages_written             the flusher left wb_do_writeback() (no bdi: by pid)
 //! global_dirty_state                  every throttle loop's (and flusher check's) view of
 //!                                     the global counters: writeback, written
+//! sched_wakeup   if comm == "fio"     a writer was woken (its pid)
+//! sched_switch   if next_comm == "fio" a writer is back on a CPU (next_pid)
 //! ```
 //!
 //! A throttle sleep is a timed sleep (`io_schedule_timeout(pause)` in
-//! `TASK_KILLABLE`: only its timeout or a fatal signal ends it), so it lasts
-//! from its event `t0` to `t0 + pause`. Each is classed as the module does
-//! ([`SleepClass`]):
+//! `TASK_KILLABLE`: only its timeout or a fatal signal ends it). It lasts,
+//! measured, from its event `t0` to its writer's wake-up (asleep), and until
+//! the writer is back on a CPU (off a CPU: its `sched_switch` in after the
+//! wake-up, or, if it was never switched out, the wake-up itself, which its
+//! own next event shows); a sleep with no wake-up (a fatal signal already
+//! pending) ends at its writer's next event, asleep all along (`unwoken`).
+//! Before 2026-12-06 it lasted `t0 + pause`, the pause asked for. Each is
+//! classed, over that time, as the module does ([`SleepClass`]):
 //!
 //! - `flushing`: a flusher pass on the writer's wb overlapped the sleep and
 //!   wrote pages (its `writeback_start` at or before the sleep's end, its
@@ -55,8 +62,12 @@ use std::sync::OnceLock;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
+pub use super::classes::{Cause, SleepClass};
 pub use super::trace_events::{parse, EventKind, TraceEvent, Wb};
-use crate::results::compat;
+use crate::results::{
+    compat,
+    measured::{count_times, held_by_call, Measured, Part, Times},
+};
 
 /// Pages that must complete writeback during a sleep with no pass before it
 /// is `draining`: one stray completion (a journal block, the last page of
@@ -89,42 +100,13 @@ pub struct Sleep {
     pub start_us: u64,
     /// The writer.
     pub pid: u32,
-    /// How long it slept, and how long its `balance_dirty_pages()` call had
-    /// slept before it (the tracepoint's `pause` and `paused`), ms.
+    /// The pause asked for, and how long its `balance_dirty_pages()` call had
+    /// run before it (the tracepoint's `pause` and `paused`), ms.
     pub pause_ms: u64,
     pub paused_ms: u64,
     pub class: SleepClass,
-}
-
-/// How a throttle sleep is classed (the module's `SleepClass`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SleepClass {
-    Flushing,
-    Draining,
-    Stall(Cause),
-}
-
-/// Why a stall sleep was one: whether anybody asked for writeback of the
-/// writer's wb during its `balance_dirty_pages()` call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Cause {
-    /// No background start was asked for: the throttle waited for a
-    /// writeback nobody had requested (64dd89ae01f2's signature).
-    Unrequested,
-    /// A start was asked for, and no pass wrote pages of the wb: the flusher
-    /// declined (its background check found the wb under its threshold).
-    Declined,
-}
-
-impl Cause {
-    /// The word in reports and expectations (`stall:unrequested`).
-    pub fn name(self) -> &'static str {
-        match self {
-            Cause::Unrequested => "unrequested",
-            Cause::Declined => "declined",
-        }
-    }
+    /// Its measured times (`None` in a sleeps file from before them).
+    pub times: Option<Times>,
 }
 
 /// Stall sleeps by [`Cause`]: each stall sleep is in exactly one.
@@ -201,13 +183,24 @@ pub struct Detected {
     /// Events of all domains in the trace, and the trace's span in ms.
     pub events: u64,
     pub span_ms: u64,
+    /// The sleeps' measured times, by class, and their calls' (from the
+    /// writers' `sched_wakeup` and `sched_switch`); `None` in records from
+    /// before them.
+    #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
+    pub measured: Option<Measured>,
+    /// Scheduler events of the writers in the trace (the measured times'
+    /// cost in the buffer: the trace's size is `events`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sched_events: Option<u64>,
 }
 
 /// A sleep of the writer's wb, waiting for its end to be classed.
 struct Open {
     pid: u32,
     start_us: u64,
-    end_us: u64,
+    /// Its writer's wake-up, and its return to a CPU (its end), once seen.
+    woke_us: Option<u64>,
+    end_us: Option<u64>,
     /// When its `balance_dirty_pages()` call began (`t0 - paused`).
     call_us: u64,
     pause_ms: u64,
@@ -217,6 +210,8 @@ struct Open {
     /// The global `written` count before it, and the first at or after its end.
     written_before: Option<u64>,
     written_after: Option<u64>,
+    /// Its decision had no ratelimit: the call may go on after it.
+    goes_on: bool,
 }
 
 /// A pass of a flusher worker on the writer's wb, in progress.
@@ -248,6 +243,12 @@ pub fn detect_each(events: &[TraceEvent], wb: &Wb) -> (Detected, Vec<Sleep>) {
             causes: Some(Causes::default()),
             pass_pages: Some(0),
             bdi_pass_pages: Some(0),
+            measured: Some(Measured::default()),
+            sched_events: Some(
+                (events.iter())
+                    .filter(|e| matches!(e.kind, EventKind::Woken { .. } | EventKind::OnCpu { .. }))
+                    .count() as u64,
+            ),
             ..Detected::default()
         },
         passes: Vec::new(),
@@ -256,6 +257,7 @@ pub fn detect_each(events: &[TraceEvent], wb: &Wb) -> (Detected, Vec<Sleep>) {
         written: None,
         open: Vec::new(),
         classed: Vec::new(),
+        parts: Vec::new(),
     };
     for e in events {
         st.event(e);
@@ -263,6 +265,12 @@ pub fn detect_each(events: &[TraceEvent], wb: &Wb) -> (Detected, Vec<Sleep>) {
     }
     st.d.unended_sleeps = st.open.len() as u64;
     st.classed.sort_by_key(|s| (s.start_us, s.pid));
+    st.parts.sort_by_key(|p| (p.end_us, p.pid));
+    if let Some(m) = st.d.measured.as_mut() {
+        for held_us in held_by_call(&st.parts) {
+            m.count_call(held_us);
+        }
+    }
     (st.d, st.classed)
 }
 
@@ -282,17 +290,35 @@ struct State<'a> {
     written: Option<u64>,
     open: Vec<Open>,
     classed: Vec<Sleep>,
+    /// The classed sleeps' calls, in the making.
+    parts: Vec<Part>,
 }
 
 impl State<'_> {
     fn event(&mut self, e: &TraceEvent) {
         let wb = self.wb;
+        if !matches!(e.kind, EventKind::Woken { .. } | EventKind::OnCpu { .. }) {
+            self.own_event(e);
+        }
         match &e.kind {
             EventKind::Global { written: now } => {
-                for o in self.open.iter_mut().filter(|o| o.end_us <= e.us) {
+                for o in (self.open.iter_mut()).filter(|o| o.end_us.is_some_and(|end| end <= e.us))
+                {
                     o.written_after.get_or_insert(*now);
                 }
                 self.written = Some(*now);
+            }
+            EventKind::Woken { pid } => {
+                for o in (self.open.iter_mut()).filter(|o| o.pid == *pid && o.woke_us.is_none()) {
+                    o.woke_us = Some(e.us);
+                }
+            }
+            EventKind::OnCpu { pid } => {
+                for o in (self.open.iter_mut())
+                    .filter(|o| o.pid == *pid && o.woke_us.is_some() && o.end_us.is_none())
+                {
+                    o.end_us = Some(e.us);
+                }
             }
             EventKind::Start {
                 wb: w,
@@ -312,8 +338,20 @@ impl State<'_> {
                 wb: w,
                 paused_ms,
                 pause_ms,
-            } if w == wb && *pause_ms > 0 => self.sleep(e, *paused_ms, *pause_ms),
+                goes_on,
+            } if w == wb && *pause_ms > 0 => self.sleep(e, *paused_ms, *pause_ms, *goes_on),
             _ => {}
+        }
+    }
+
+    /// An event of a writer's own (not the scheduler's): it is on a CPU. A
+    /// sleep of it still without an end was never switched out after its
+    /// wake-up (it ends there), or was never woken (it ends here, `unwoken`).
+    fn own_event(&mut self, e: &TraceEvent) {
+        for o in (self.open.iter_mut())
+            .filter(|o| o.pid == e.pid && o.end_us.is_none() && e.us > o.start_us)
+        {
+            o.end_us = Some(o.woke_us.unwrap_or(e.us));
         }
     }
 
@@ -362,7 +400,7 @@ impl State<'_> {
         for o in self
             .open
             .iter_mut()
-            .filter(|o| pass.start_us <= o.end_us && e.us >= o.start_us)
+            .filter(|o| o.end_us.is_none_or(|end| pass.start_us <= end) && e.us >= o.start_us)
         {
             o.pass_pages += wrote;
         }
@@ -370,7 +408,7 @@ impl State<'_> {
         self.ended.push((pass.pid, wrote));
     }
 
-    fn sleep(&mut self, e: &TraceEvent, paused_ms: u64, pause_ms: u64) {
+    fn sleep(&mut self, e: &TraceEvent, paused_ms: u64, pause_ms: u64, goes_on: bool) {
         let us = e.us;
         let d = &mut self.d;
         d.throttle_sleeps += 1;
@@ -380,7 +418,8 @@ impl State<'_> {
         self.open.push(Open {
             pid: e.pid,
             start_us: us,
-            end_us: us + pause_ms * 1000,
+            woke_us: None,
+            end_us: None,
             call_us: us.saturating_sub(paused_ms * 1000),
             pause_ms,
             paused_ms,
@@ -388,6 +427,7 @@ impl State<'_> {
             pass_pages: self.ended.iter().map(|(_, wrote)| wrote).sum(),
             written_before: self.written,
             written_after: None,
+            goes_on,
         });
     }
 
@@ -396,15 +436,12 @@ impl State<'_> {
     fn class_ready(&mut self) {
         let (wb, floor) = (self.wb, self.floor);
         let (passes, wakes, d) = (&self.passes, &self.wakes, &mut self.d);
-        let classed = &mut self.classed;
+        let (classed, parts) = (&mut self.classed, &mut self.parts);
         self.open.retain(|o| {
-            let Some(after) = o.written_after else {
+            let (Some(after), Some(end)) = (o.written_after, o.end_us) else {
                 return true;
             };
-            if passes
-                .iter()
-                .any(|(pw, p)| pw == wb && p.start_us <= o.end_us)
-            {
+            if passes.iter().any(|(pw, p)| pw == wb && p.start_us <= end) {
                 return true;
             }
             let completed = o.written_before.map_or(0, |b| after.saturating_sub(b));
@@ -412,18 +449,32 @@ impl State<'_> {
                 SleepClass::Flushing
             } else if completed > floor {
                 SleepClass::Draining
-            } else if wakes.iter().any(|&t| o.call_us <= t && t <= o.end_us) {
+            } else if wakes.iter().any(|&t| o.call_us <= t && t <= end) {
                 SleepClass::Stall(Cause::Declined)
             } else {
                 SleepClass::Stall(Cause::Unrequested)
             };
             d.count(class, o.pause_ms);
+            let times = Times {
+                asleep_us: o.woke_us.unwrap_or(end) - o.start_us,
+                off_cpu_us: end - o.start_us,
+            };
+            if let Some(m) = d.measured.as_mut() {
+                count_times(m, class, times, o.woke_us.is_some());
+            }
+            parts.push(Part {
+                pid: o.pid,
+                call_us: o.call_us,
+                end_us: end,
+                goes_on: o.goes_on,
+            });
             classed.push(Sleep {
                 start_us: o.start_us,
                 pid: o.pid,
                 pause_ms: o.pause_ms,
                 paused_ms: o.paused_ms,
                 class,
+                times: Some(times),
             });
             false
         });
@@ -494,7 +545,7 @@ mod tests {
     #[test]
     fn parses_the_events_it_needs_and_skips_the_rest() {
         let ev = parse(&fixture(), "trace.txt").unwrap();
-        assert_eq!(ev.len(), 17, "{ev:#?}");
+        assert_eq!(ev.len(), 27, "{ev:#?}");
         assert_eq!(ev[0].kind, EventKind::Global { written: 1000 });
         assert_eq!(
             ev[1],
@@ -504,22 +555,30 @@ mod tests {
                 kind: EventKind::Sleep {
                     wb: wb("0:45", 1),
                     paused_ms: 0,
-                    pause_ms: 200
+                    pause_ms: 200,
+                    goes_on: true,
                 }
             }
         );
-        assert!(
-            matches!(&ev[6].kind, EventKind::Start { reason, nr_pages: 1024, .. } if reason == "background")
-        );
-        assert_eq!(ev[6].pid, 31);
+        // The scheduler's: the woken task and the task back on a CPU, not the
+        // line's own (the waker, the task switched from).
         assert_eq!(
-            ev[8].kind,
+            (ev[2].pid, &ev[2].kind),
+            (0, &EventKind::Woken { pid: 210 })
+        );
+        assert_eq!(ev[3].kind, EventKind::OnCpu { pid: 210 });
+        assert!(
+            matches!(&ev[10].kind, EventKind::Start { reason, nr_pages: 1024, .. } if reason == "background")
+        );
+        assert_eq!(ev[10].pid, 31);
+        assert_eq!(
+            ev[14].kind,
             EventKind::Written {
                 wb: wb("0:45", 1),
                 nr_pages: 0
             }
         );
-        assert_eq!(ev[15].pid, 300, "a comm with a dash: {:?}", ev[15]);
+        assert_eq!(ev[25].pid, 300, "a comm with a dash: {:?}", ev[25]);
     }
 
     /// Each classed sleep comes back with its writer, pause, paused and
@@ -548,6 +607,12 @@ mod tests {
             ),
             (12_000_000, 210, 200, 0)
         );
+        // Woken and back on a CPU 200 ms after its event.
+        let t = Times {
+            asleep_us: 200_000,
+            off_cpu_us: 200_000,
+        };
+        assert_eq!(sleeps[0].times, Some(t));
     }
 
     #[test]
@@ -599,8 +664,14 @@ mod tests {
         );
     }
 
+    /// An event at `us`: the writer's own (pid 1) for a sleep, another
+    /// task's (the flusher's, pid 31) for the rest.
     fn at(us: u64, kind: EventKind) -> TraceEvent {
-        TraceEvent { us, pid: 1, kind }
+        let pid = match kind {
+            EventKind::Sleep { .. } => 1,
+            _ => 31,
+        };
+        TraceEvent { us, pid, kind }
     }
 
     fn sleep(paused_ms: u64, pause_ms: u64) -> EventKind {
@@ -608,7 +679,35 @@ mod tests {
             wb: wb("0:45", 1),
             paused_ms,
             pause_ms,
+            goes_on: false,
         }
+    }
+
+    /// `events` with each sleep woken and back on a CPU when its pause is
+    /// over (after any other event at that time): the times the tests below
+    /// class by.
+    fn timed(events: &[TraceEvent]) -> Vec<TraceEvent> {
+        let mut out = events.to_vec();
+        for e in events {
+            if let EventKind::Sleep { pause_ms, .. } = e.kind {
+                let end = e.us + pause_ms * 1000;
+                for kind in [
+                    EventKind::Woken { pid: e.pid },
+                    EventKind::OnCpu { pid: e.pid },
+                ] {
+                    let i = out.iter().position(|x| x.us > end).unwrap_or(out.len());
+                    out.insert(
+                        i,
+                        TraceEvent {
+                            us: end,
+                            pid: 0,
+                            kind,
+                        },
+                    );
+                }
+            }
+        }
+        out
     }
 
     fn start(nr_pages: i64) -> EventKind {
@@ -631,7 +730,7 @@ mod tests {
     }
 
     fn class_of(events: &[TraceEvent]) -> (u64, u64, Causes) {
-        let d = detect(events, &wb("0:45", 1));
+        let d = detect(&timed(events), &wb("0:45", 1));
         assert_eq!(d.unended_sleeps, 0, "{d:?}");
         (d.flushing_sleeps, d.draining_sleeps, d.causes.unwrap())
     }
@@ -720,10 +819,176 @@ mod tests {
             at(20, sleep(0, 10)),
             at(20_000, g(5)),
         ];
-        assert_eq!(detect(&ev, &wb("0:45", 1)).unended_sleeps, 1);
+        assert_eq!(detect(&timed(&ev), &wb("0:45", 1)).unended_sleeps, 1);
         ev.push(at(300_000, written(990)));
         ev.push(at(300_001, g(5)));
         assert_eq!(class_of(&ev).0, 1);
+    }
+
+    /// A writer's event (pid 1) that is not a sleep: it is on a CPU.
+    fn own(us: u64, kind: EventKind) -> TraceEvent {
+        TraceEvent { us, pid: 1, kind }
+    }
+
+    fn woken(us: u64) -> TraceEvent {
+        TraceEvent {
+            us,
+            pid: 0,
+            kind: EventKind::Woken { pid: 1 },
+        }
+    }
+
+    fn on_cpu(us: u64) -> TraceEvent {
+        TraceEvent {
+            us,
+            pid: 0,
+            kind: EventKind::OnCpu { pid: 1 },
+        }
+    }
+
+    #[test]
+    fn a_sleep_lasts_until_its_writer_is_back_on_a_cpu() {
+        // Asked 4 ms at 10 ms; woken at 13 ms, back on a CPU at 19 ms (6 ms on
+        // the run queue). A pass begins at 16 ms, after the pause asked for
+        // ended, and writes: the sleep, classed until 19 ms, is flushing, as
+        // the module (which classes at the schedule's return) reads it.
+        let ev = [
+            at(0, g(5)),
+            at(10_000, sleep(0, 4)),
+            woken(13_000),
+            at(16_000, start(1000)),
+            at(17_000, written(900)),
+            on_cpu(19_000),
+            at(20_000, g(5)),
+        ];
+        let (d, sleeps) = detect_each(&ev, &wb("0:45", 1));
+        assert_eq!((d.flushing_sleeps, d.unended_sleeps), (1, 0));
+        let t = Times {
+            asleep_us: 3000,
+            off_cpu_us: 9000,
+        };
+        assert_eq!(sleeps[0].times, Some(t));
+        let m = d.measured.unwrap();
+        assert_eq!((m.flushing_asleep_us, m.flushing_off_cpu_us), (3000, 9000));
+        assert_eq!((m.calls, m.held_us, m.unwoken_sleeps), (1, 9000, 0));
+        assert_eq!(d.flushing_ms, 4, "the pause asked for stays beside");
+        // A switch to the writer before its wake-up (a preemption between its
+        // event and its sleep) is not its return.
+        let mut early = ev.to_vec();
+        early.insert(2, on_cpu(11_000));
+        assert_eq!(detect_each(&early, &wb("0:45", 1)).1[0].times, Some(t));
+    }
+
+    #[test]
+    fn a_sleep_never_switched_out_ends_at_its_wake_up_and_one_never_woken_at_its_next_event() {
+        // Woken at 12 ms and never switched out: its own next event (a global
+        // count of its next loop iteration) shows it ran on from the wake-up.
+        let ev = [
+            at(0, g(5)),
+            at(10_000, sleep(0, 4)),
+            woken(12_000),
+            own(15_000, g(5)),
+            at(20_000, g(5)),
+        ];
+        let (d, sleeps) = detect_each(&ev, &wb("0:45", 1));
+        assert_eq!(d.unended_sleeps, 0);
+        let t = Times {
+            asleep_us: 2000,
+            off_cpu_us: 2000,
+        };
+        assert_eq!(sleeps[0].times, Some(t));
+        // No wake-up at all (a fatal signal was pending): it ends at its next
+        // event, asleep all along, counted as unwoken.
+        let ev = [
+            at(0, g(5)),
+            at(10_000, sleep(0, 4)),
+            own(15_000, g(5)),
+            at(20_000, g(5)),
+        ];
+        let (d, sleeps) = detect_each(&ev, &wb("0:45", 1));
+        assert_eq!(sleeps[0].times.map(|t| t.asleep_us), Some(5000));
+        assert_eq!(d.measured.unwrap().unwoken_sleeps, 1);
+        // Negative: without the writer's scheduler events (a writer the
+        // trace's filter does not name) a sleep never ends: unended, not
+        // classed by the pause asked for.
+        let ev = [at(0, g(5)), at(10_000, sleep(0, 4)), at(20_000, g(5))];
+        let d = detect(&ev, &wb("0:45", 1));
+        assert_eq!((d.unended_sleeps, d.stall_sleeps), (1, 0));
+    }
+
+    #[test]
+    fn a_call_that_loops_is_held_from_its_start_to_its_last_sleep_s_end() {
+        // task_ratelimit=0: the loop goes on. Sleeps at 10 and 20 ms (paused
+        // 0 and 8 ms), each back on a CPU 6 ms later: one call held from 10 to
+        // 26 ms. A paced sleep after it (paused 0, a ratelimit) is a call of
+        // its own, held 6 ms.
+        let looping = |paused_ms| EventKind::Sleep {
+            wb: wb("0:45", 1),
+            paused_ms,
+            pause_ms: 4,
+            goes_on: true,
+        };
+        let ev = [
+            at(0, g(5)),
+            at(10_000, looping(0)),
+            woken(14_000),
+            on_cpu(16_000),
+            at(20_000, looping(8)),
+            woken(24_000),
+            on_cpu(26_000),
+            at(40_000, sleep(0, 4)),
+            woken(44_000),
+            on_cpu(46_000),
+            at(50_000, g(5)),
+        ];
+        let m = detect(&ev, &wb("0:45", 1)).measured.unwrap();
+        assert_eq!(
+            (m.calls, m.held_us, m.max_held_us),
+            (2, 16_000 + 6_000, 16_000)
+        );
+        // Negative: had the first decision had a ratelimit, its call was over
+        // after its sleep: three calls.
+        let mut paced = ev.to_vec();
+        paced[1] = at(10_000, sleep(0, 4));
+        let m = detect(&paced, &wb("0:45", 1)).measured.unwrap();
+        assert_eq!(m.calls, 3);
+    }
+
+    #[test]
+    fn a_sleep_counts_in_its_class_and_a_stall_in_its_cause_too() {
+        let mut m = Measured::default();
+        let t = |asleep_us, off_cpu_us| Times {
+            asleep_us,
+            off_cpu_us,
+        };
+        count_times(&mut m, SleepClass::Flushing, t(3000, 5000), true);
+        count_times(
+            &mut m,
+            SleepClass::Stall(Cause::Declined),
+            t(4000, 4100),
+            false,
+        );
+        count_times(
+            &mut m,
+            SleepClass::Stall(Cause::Unrequested),
+            t(100, 200),
+            true,
+        );
+        assert_eq!((m.flushing_asleep_us, m.flushing_off_cpu_us), (3000, 5000));
+        assert_eq!((m.stall_asleep_us, m.stall_off_cpu_us), (4100, 4300));
+        assert_eq!(
+            crate::results::measured::cause_asleep_us(&m, Cause::Declined),
+            4000
+        );
+        assert_eq!(
+            (m.declined_off_cpu_us, m.unrequested_off_cpu_us),
+            (4100, 200)
+        );
+        assert_eq!((m.asleep_us(), m.off_cpu_us()), (7100, 9300));
+        assert_eq!((m.max_asleep_us, m.unwoken_sleeps), (4000, 1));
+        m.count_call(9000);
+        m.count_call(300);
+        assert_eq!((m.calls, m.held_us, m.max_held_us), (2, 9300, 9000));
     }
 
     #[test]

@@ -30,7 +30,7 @@ use crate::{
         builder,
         context::RunContext,
         dir::ResultsDir,
-        record::RunRecord,
+        record::{Basis, RunRecord},
         session::{BootFailure, Session},
     },
 };
@@ -182,6 +182,11 @@ pub fn recorded(rec: &RunRecord) {
         run: &rec.id.to_string(),
         mib_s: &report::format::num(rec.fio.bw_mib_s),
         stall_fraction: rec.stall_fraction(),
+        basis: match rec.basis() {
+            Basis::Asleep => "asleep",
+            Basis::Requested => "by the pauses asked for",
+        },
+        stall_fraction_requested: rec.stall_fraction_requested(),
         stall_sleeps: rec.detection.mechanism.stall_sleeps,
         throttle_sleeps: (
             rec.detection.mechanism.throttle_sleeps,
@@ -205,6 +210,7 @@ pub fn recorded(rec: &RunRecord) {
             Detector::Tracefs => None,
         },
         max_call_ms: rec.detection.mechanism.max_call_ms,
+        max_held_ms: rec.measured().map(|m| m.max_held_us / 1000),
         secs: rec.boot.wall_secs,
     });
 }
