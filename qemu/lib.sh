@@ -390,9 +390,13 @@ run_fio() {
 	read -r t0 _ </proc/uptime
 	# In the background, so that a test's fault (fault_start) can name fio's
 	# pid; its stderr kept, so that fio_check can name the cause of a failure.
+	# Its pid joins the writers' scheduler trace (sched_trace_start, if the
+	# measurement made it) before it execs fio, so fio's forks follow it.
 	WB_DIR=$dir WB_BS=$(need bs) WB_SIZE=$(need size) WB_NUMJOBS=$(need numjobs) \
 		WB_RAMP=$(need ramp) WB_RUNTIME=$(need runtime) WB_INVALIDATE=$(need invalidate) \
 		WB_THINKTIME=${WB_thinktime_us:-0} WB_LOG_MS=$(fio_log_ms) \
+		sh -c '[ ! -e "$1/set_event_pid" ] || echo $$ >>"$1/set_event_pid" || exit 125
+			shift && exec "$@"' sh "$SCHED_TRACE" \
 		fio --eta=never --output-format=json --output="$out" "$WB_ROOT/jobs/writeback.fio" \
 		2>/tmp/fio.err &
 	pid=$!
@@ -481,20 +485,24 @@ WITNESS_WAKE="hist:keys=name,cgroup_ino:vals=hitcount"
 # host-test sizes it as $WB_TRACE_KB for native speed). WB_detector=tracefs: no module.
 # On the host (host-test), $TRACE is a tracing instance of xtask's: the host's
 # main buffer is left alone.
-TRACE_DETECTOR_EVENTS="balance_dirty_pages writeback_wake_background writeback_start writeback_written writeback_pages_written global_dirty_state"
+TRACE_DETECTOR_EVENTS="balance_dirty_pages writeback_wake_background writeback_start writeback_written writeback_pages_written writeback_single_inode_start writeback_single_inode global_dirty_state"
 
 # The measured times of the writers' sleeps (tracefs.rs): each writer's
-# wake-up (sched_wakeup) and return to a CPU (sched_switch to it). The writers
-# are fio's processes in every measured scenario; filtered by name, the rest
-# of the guest's scheduling stays out of the buffer. EVENT=FIELD: the event
-# and the field that names the writer.
-TRACE_WRITER_COMM=fio
-TRACE_SCHED_EVENTS="sched_wakeup=comm sched_switch=next_comm"
+# wake-up (sched_wakeup) and return to a CPU (sched_switch), in a tracing
+# instance of their own restricted to the writers' pids (set_event_pid, with
+# event-fork: fio, which run_fio adds before it starts, and every process it
+# forks). The kernel drops any other task's event before recording it; a field
+# filter on the main instance (comm == "fio") recorded every context switch of
+# the guest only to discard it, at a cost of a point of FUSE throughput
+# (bench-fuse, 2026-12-06). Pid 1 holds the list until fio joins: an empty
+# list traces every task. On the host (host-test) the instance is xtask's.
+SCHED_TRACE=${WB_SCHED_TRACE:-$TRACE/instances/wbstall-sched}
 
 module_detector() {
 	[ "${WB_detector:-module}" = module ]
 }
 
+# trace_start BDI: the tracefs detector's events for the writers of BDI.
 trace_start() {
 	local e
 	if ! { echo 0 >"$TRACE/tracing_on" && echo >"$TRACE/trace" &&
@@ -505,12 +513,21 @@ trace_start() {
 	for e in $TRACE_DETECTOR_EVENTS; do
 		echo 1 >"$TRACE_EVENTS/$e/enable" || fail "cannot enable the trace event $e"
 	done
-	for e in $TRACE_SCHED_EVENTS; do
-		if ! { echo "${e#*=} == \"$TRACE_WRITER_COMM\"" >"$TRACE/events/sched/${e%%=*}/filter" &&
-			echo 1 >"$TRACE/events/sched/${e%%=*}/enable"; }; then
-			fail "cannot enable the trace event sched/${e%%=*} (the writers' measured times)"
+	# A block device's bdi (major not 0; FUSE's is anonymous, 0:N): its write
+	# bios, in their submitter's context. A flusher's pass submits its pages
+	# bio by bio; writeback_single_inode comes only at the end of an inode's
+	# chunk (ext4: thousands of pages, half a second on the timed disk), so
+	# the bios say when a pass first wrote (tracefs.rs, `flushing`).
+	case $1 in
+	0:*) ;;
+	*)
+		if ! { echo 'rwbs ~ "*W*"' >"$TRACE/events/block/block_bio_queue/filter" &&
+			echo 1 >"$TRACE/events/block/block_bio_queue/enable"; }; then
+			fail "cannot enable the trace event block/block_bio_queue (the bdi $1's write bios)"
 		fi
-	done
+		;;
+	esac
+	sched_trace_start
 	# A scenario's own events beside them (wbstall.trace_extra: SYSTEM/EVENT
 	# names, comma-separated), in the same buffer; the host's parser skips them.
 	# A name after `?` is optional: a kernel without it (an older series) is
@@ -572,15 +589,34 @@ counters_collect() {
 	emit witness-counts /tmp/witness-counts
 }
 
+# sched_trace_start: the writers' scheduler events, in $SCHED_TRACE (made here
+# in the guest), on the same clock as the trace.
+sched_trace_start() {
+	local e
+	if ! { { [ -d "$SCHED_TRACE" ] || mkdir "$SCHED_TRACE"; } &&
+		echo 0 >"$SCHED_TRACE/tracing_on" && echo >"$SCHED_TRACE/trace" &&
+		echo mono >"$SCHED_TRACE/trace_clock" &&
+		echo "${WB_SCHED_TRACE_KB:-4096}" >"$SCHED_TRACE/buffer_size_kb" &&
+		echo 1 >"$SCHED_TRACE/options/event-fork" && echo 1 >"$SCHED_TRACE/set_event_pid"; }; then
+		fail "cannot set up the tracing instance $SCHED_TRACE for the writers' scheduler events"
+	fi
+	for e in sched_wakeup sched_switch; do
+		echo 1 >"$SCHED_TRACE/events/sched/$e/enable" ||
+			fail "cannot enable the trace event sched/$e in $SCHED_TRACE"
+	done
+	echo 1 >"$SCHED_TRACE/tracing_on" || fail "cannot start tracing in $SCHED_TRACE"
+}
+
 # trace_stop: first thing at the end of a measurement, so that the trace's
 # window lies inside the module's and the witness's (the counts can only agree
 # or the trace have fewer).
 trace_stop() {
 	echo 0 >"$TRACE/tracing_on" || fail "cannot stop tracing"
+	echo 0 >"$SCHED_TRACE/tracing_on" || fail "cannot stop tracing in $SCHED_TRACE"
 }
 
 # trace_collect: send the events and every CPU's ring-buffer stats (an
-# overrun means lost events: the host refuses such a trace).
+# overrun means lost events: the host refuses such a trace), of both.
 trace_collect() {
 	local c
 	emit trace-events "$TRACE/trace"
@@ -588,6 +624,11 @@ trace_collect() {
 		cat "$c/stats"
 	done >/tmp/trace-stats
 	emit trace-stats /tmp/trace-stats
+	emit trace-sched "$SCHED_TRACE/trace"
+	for c in "$SCHED_TRACE"/per_cpu/cpu*; do
+		cat "$c/stats"
+	done >/tmp/trace-sched-stats
+	emit trace-sched-stats /tmp/trace-sched-stats
 }
 
 # phase_wait: with wbstall.phase_cycle_ms, wait until the guest's uptime mod
@@ -633,7 +674,7 @@ measure_start() {
 		echo "$WITNESS_WAKE" >>"$TRACE_EVENTS/writeback_wake_background/trigger"; }; then
 		fail "cannot attach the witness's hist triggers (CONFIG_HIST_TRIGGERS?)"
 	fi
-	trace_start
+	trace_start "$bdi"
 	emit writer-cgroup-ino /tmp/cgroup_ino
 	emit_cmd vm-knobs vm_knobs
 	emit vmstat-before /proc/vmstat

@@ -51,7 +51,11 @@ use kernel::{
 /// 5: every classed sleep's measured times, by class: asleep (from the throttle event to its
 /// `sched_wakeup`) and off a CPU (to the return of its schedule), µs; the calls with a classed
 /// sleep, the time they held their tasks and the longest (`calls`, `held_us`, `max_held_us`).
-pub(crate) const FORMAT_VERSION: u32 = 5;
+///
+/// 6: a request counts for a stall's cause from the call's start as the event's time less
+/// its `paused` (ns), the tracefs detector's `t0 - paused`, no longer from `start_time`'s
+/// jiffy (which also counted requests made in that jiffy before the call).
+pub(crate) const FORMAT_VERSION: u32 = 6;
 
 /// The `stats` keys of the counters, in [`Counter`] order.
 pub(crate) const COUNTER_KEYS: [&str; NR_COUNTERS] = [

@@ -69,18 +69,102 @@ pub(crate) fn has_tracepoint(name: &CStr) -> bool {
     found[0].is_some()
 }
 
+/// What the KUnit suite needs of the glue: a real bdi whose last reference a pin holds, that
+/// pin given back as a probe gives it (preemption off), and its last reference given back
+/// from process context.
+#[cfg(CONFIG_KUNIT = "y")]
+pub(crate) mod kunit {
+    use kernel::{
+        bindings,
+        prelude::*, //
+    };
+
+    extern "C" {
+        fn wbstall_test_last_pin() -> *mut c_void;
+        fn wbstall_test_unpin_atomic(wb: *mut c_void) -> bool;
+        fn wbstall_test_refs(wb: *mut c_void) -> c_uint;
+    }
+
+    /// A root wb of a bdi of the test's own whose last reference is a pin (0: no memory).
+    pub(crate) fn last_pin() -> u64 {
+        // SAFETY: Allocates and pins; no precondition.
+        unsafe { wbstall_test_last_pin() as u64 }
+    }
+
+    /// Gives the pin back with preemption off: whether it was dropped there.
+    ///
+    /// # Safety
+    ///
+    /// `wb` is from [`last_pin`], its pin not yet given back.
+    pub(crate) unsafe fn unpin_atomic(wb: u64) -> bool {
+        // SAFETY: The pin keeps the bdi live (caller's guarantee).
+        unsafe { wbstall_test_unpin_atomic(wb as *mut c_void) }
+    }
+
+    /// The references the bdi of `wb` has.
+    ///
+    /// # Safety
+    ///
+    /// `wb`'s bdi is live.
+    pub(crate) unsafe fn refs(wb: u64) -> u32 {
+        // SAFETY: Live (caller's guarantee).
+        unsafe { wbstall_test_refs(wb as *mut c_void) }
+    }
+
+    /// The last reference, given back from process context.
+    ///
+    /// # Safety
+    ///
+    /// `wb` is from [`last_pin`], its pin kept by [`unpin_atomic`] returning `false`.
+    pub(crate) unsafe fn put_last(wb: u64) {
+        // SAFETY: As `super::ffi::put_last` requires (caller's guarantee); a KUnit test runs
+        // in process context.
+        unsafe { super::ffi::put_last(wb as *mut bindings::bdi_writeback) }
+    }
+}
+
 /// The table every probe updates.
 pub(crate) static TABLE: Table = Table::new(bindings::CONFIG_HZ);
 
-/// Gives a handle the table handed back to [`ffi::unpin`].
+/// Gives a handle the table handed back to [`ffi::unpin`]. The last reference of a bdi
+/// (`ffi::unpin` says which) is kept in the grave of that bdi's slot and given back by a work
+/// item ([`wbstall_graves_dig`]): the probes that call this run with preemption off or under a
+/// spinlock, where freeing a bdi may sleep on `PREEMPT_RT`.
 fn release(handle: Option<u64>) {
-    if let Some(wb) = handle {
-        // SAFETY: Every handle in the table is a wb that `probe_balance_dirty_pages` pinned
-        // before it returned (`Throttled::stored`) or that `probe_foreign_dirty` pinned before
-        // recording it, and the table hands each one back once, when the sleep or the entry
-        // that held it gives it up.
-        unsafe { ffi::unpin(wb as *mut bindings::bdi_writeback) };
+    let Some(h) = handle else {
+        return;
+    };
+    let wb = h as *mut bindings::bdi_writeback;
+    // SAFETY: Every handle in the table is a wb that `probe_balance_dirty_pages` pinned
+    // before it returned (`Throttled::stored`) or that `probe_foreign_dirty` pinned before
+    // recording it, and the table hands each one back once, when the sleep or the entry
+    // that held it gives it up.
+    if unsafe { ffi::unpin(wb) } {
+        return;
     }
+    // SAFETY: The reference `unpin` kept is the bdi's last: the wb and its bdi are live.
+    let key = unsafe { ffi::WbInfo::read(wb) }.key;
+    if TABLE.bury(key, h) {
+        ffi::graves_wake();
+    } else {
+        // Never: every pin is of a slot's wb, and a bdi's last reference goes once. Kept
+        // rather than freed where it may not be.
+        pr_err!(
+            "a bdi's last reference has no grave: kept (bdi id {})\n",
+            key.bdi_id
+        );
+    }
+}
+
+/// The graves' work item (`helpers.c`), in process context: gives back every last reference
+/// the table's graves hold.
+#[no_mangle]
+pub(crate) extern "C" fn wbstall_graves_dig() {
+    TABLE.dig_graves(|h| {
+        // SAFETY: A grave holds a root wb whose last reference `ffi::unpin` kept, once; the
+        // work item runs in process context.
+        unsafe { ffi::put_last(h as *mut bindings::bdi_writeback) }
+    });
 }
 
 /// `writeback_wake_background(struct bdi_writeback *wb)`: `wb_start_background_writeback()`
@@ -97,7 +181,7 @@ unsafe extern "C" fn probe_wake_background(_data: *mut c_void, wb: *mut bindings
         // SAFETY: The bdi is live for the whole probe call.
         || unsafe { info.name() },
         info.strictlimit,
-        ffi::jiffies(),
+        ffi::now_ns(),
     );
 }
 
@@ -243,7 +327,9 @@ unsafe extern "C" fn probe_sched_exit(_data: *mut c_void, is_switch: bool) {
         task as u64,
         is_switch,
         ffi::jiffies(),
-        ffi::now_ns(),
+        // Read only at a throttle sleep's end: not at every return of `__schedule()` while
+        // one is in progress.
+        ffi::now_ns,
         |wb| {
             // SAFETY: The handle is a wb pinned since the task's throttle event, or the foreign wb
             // its entry has pinned since before that event (`release`'s comment): live, whatever
@@ -265,7 +351,9 @@ unsafe extern "C" fn probe_sched_wakeup(_data: *mut c_void, p: *mut bindings::ta
     if TABLE.idle() {
         return;
     }
-    TABLE.on_wakeup(p as u64, ffi::now_ns());
+    // The clock is read only for a task with a sleep in progress: not for every wake-up of
+    // the system while one is.
+    TABLE.on_wakeup(p as u64, ffi::now_ns);
 }
 
 /// `writeback_start(struct bdi_writeback *wb, struct wb_writeback_work *work)`: a pass of
@@ -413,8 +501,11 @@ impl Drop for Probes {
         if attached {
             ffi::synchronize_unregister();
             // No probe runs any more: the entries left (tasks still asleep, or that never came
-            // back to a schedule) give their references back.
+            // back to a schedule) give their references back; then the graves' work item has
+            // given back every last reference of a bdi, and is neither queued nor running.
             TABLE.release_all(|wb| release(Some(wb)));
+            ffi::graves_flush();
+            wbstall_graves_dig();
         }
     }
 }

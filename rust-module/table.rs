@@ -48,7 +48,6 @@ use kernel::{
         Full,
         Relaxed, //
     },
-    time::Jiffies, //
 };
 use pending::NR_PENDING;
 use pin_init::init_array_from_fn;
@@ -156,10 +155,6 @@ impl Table {
     }
 
     /// The slot already claimed for `key`, without claiming one.
-    #[cfg_attr(
-        not(CONFIG_KUNIT = "y"),
-        allow(dead_code, reason = "used by the KUnit tests")
-    )]
     pub(crate) fn find(&self, key: SlotKey) -> Option<&Slot> {
         let packed = key.pack()?;
         self.slots
@@ -182,20 +177,20 @@ impl Table {
         self.unslotted.load(Relaxed)
     }
 
-    /// `writeback_wake_background` at `now`: a background writeback start was requested.
+    /// `writeback_wake_background` at `now_ns`: a background writeback start was requested.
     pub(crate) fn on_wake_background(
         &self,
         key: SlotKey,
         name: impl FnOnce() -> Name,
         strictlimit: bool,
-        now: Jiffies,
+        now_ns: u64,
     ) {
         let Some(slot) = self.slot(key, name) else {
             return;
         };
         slot.set_strictlimit(strictlimit);
         slot.add(Counter::BgStarts, 1);
-        slot.request(now);
+        slot.request(now_ns);
     }
 
     /// `writeback_start`: a flusher pass began with `reason` (`enum wb_reason`), made by
@@ -223,6 +218,23 @@ impl Table {
     pub(crate) fn on_pages_written(&self, worker: u64) {
         for slot in &self.slots {
             slot.end_pass(worker);
+        }
+    }
+
+    /// Keeps `handle`, a root wb of the bdi of `key` (`memcg_id` 0) whose reference is its
+    /// bdi's last, in that slot's grave until [`Self::dig_graves`] gives it back from process
+    /// context. `false` if the bdi has no slot or its grave is taken: never, for every pin the
+    /// table hands back is of a slot's wb, and a bdi's last reference goes once.
+    pub(crate) fn bury(&self, key: SlotKey, handle: u64) -> bool {
+        self.find(key).is_some_and(|slot| slot.bury(handle))
+    }
+
+    /// Gives every handle the graves hold to `put`, emptying them.
+    pub(crate) fn dig_graves(&self, mut put: impl FnMut(u64)) {
+        for slot in &self.slots {
+            if let Some(h) = slot.dig() {
+                put(h);
+            }
         }
     }
 

@@ -42,7 +42,8 @@
 //! must write pages to make a sleep flushing, completions must pass a floor to make it
 //! draining, and a stall says whether background writeback had been asked for; 4: a pass is
 //! live from its `writeback_start` until its worker leaves `wb_do_writeback()`, and the wb of a
-//! writer's foreign pages counts in its sleeps; 5: every sleep's measured times, and its call's).
+//! writer's foreign pages counts in its sleeps; 5: every sleep's measured times, and its call's;
+//! 6: a request counts from the call's start as the event's time less its `paused`).
 //!
 //! `stats`: one line per claimed slot, in claim order:
 //!
@@ -72,8 +73,9 @@
 //!   `work->reason` (`WB_REASON_BACKGROUND`, `_PERIODIC`, `_SYNC`, anything else). One event per
 //!   pass of `wb_writeback()`, so a long work counts several times.
 //! - `unrequested_sleeps`, `unrequested_ms`: stall sleeps with no `writeback_wake_background`
-//!   for the wb between the start of the `balance_dirty_pages()` call and the sleep's end
-//!   (jiffies): nobody asked for writeback, the signature of 64dd89ae01f2.
+//!   for the wb between the start of the `balance_dirty_pages()` call (the event's time less
+//!   its `paused`) and the sleep's end: nobody asked for writeback, the signature of
+//!   64dd89ae01f2.
 //! - `declined_sleeps`, `declined_ms`: stall sleeps with such a request: asked, nothing written.
 //! - `unblocked_sleeps`: classed sleeps whose schedule did not block (the task was already woken
 //!   when it entered it, or was not switched out).
@@ -113,7 +115,7 @@
 //! - `bdi_id`: as in `stats`.
 //!
 //! `summary`: one line, `slots=32 used=<claimed slots> unslotted=<events without a slot>
-//! hz=<CONFIG_HZ> format=5 drain_floor_pages=<the draining floor, pages> pending=<sleeps in
+//! hz=<CONFIG_HZ> format=6 drain_floor_pages=<the draining floor, pages> pending=<sleeps in
 //! progress, each holding a reference on its wb> entries=<entries in use: the sleeps in progress
 //! and the tasks that keep a foreign wb, each holding a reference on it>`.
 //!

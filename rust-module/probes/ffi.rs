@@ -37,7 +37,10 @@ use kernel::{
 // which `improper_ctypes` refuses in an `extern` block).
 extern "C" {
     fn wbstall_wb_pin(wb: *mut c_void);
-    fn wbstall_wb_unpin(wb: *mut c_void);
+    fn wbstall_wb_unpin(wb: *mut c_void) -> bool;
+    fn wbstall_put_last(wb: *mut c_void);
+    fn wbstall_graves_wake();
+    fn wbstall_graves_flush();
     fn wbstall_work_reason(work: *const c_void) -> c_uint;
 }
 
@@ -299,17 +302,47 @@ pub(super) unsafe fn pin(wb: *mut bindings::bdi_writeback) {
     unsafe { wbstall_wb_pin(wb.cast()) }
 }
 
-/// Drops the reference [`pin`] took. The last reference of a cgroup wb queues its release
-/// work (`cgwb_release()`), the last of a bdi frees it (`release_bdi()`): both may run in
-/// any context that is not holding a runqueue lock, which no probe of this module is.
+/// Drops the reference [`pin`] took, unless it is the last reference of a root wb's bdi:
+/// that one's `bdi_put()` would free the bdi (`release_bdi()`: `wb_exit()`'s
+/// `percpu_counter_destroy_many()` takes a `spinlock_t`, then `kfree()`), which may sleep on
+/// `PREEMPT_RT`, and the probes that give references back run with preemption off
+/// (`__schedule()`) or under a mapping's `i_pages` lock. Returns whether it dropped it; if not,
+/// the reference is the caller's to hand to [`put_last`] from process context. A cgroup wb's
+/// last `wb_put()` only queues its release work (`cgwb_release()`), which any context may.
 ///
 /// # Safety
 ///
 /// `wb` was given to [`pin`], and this is the one call that gives that reference back.
-pub(super) unsafe fn unpin(wb: *mut bindings::bdi_writeback) {
+pub(super) unsafe fn unpin(wb: *mut bindings::bdi_writeback) -> bool {
     // SAFETY: The reference taken by `pin` keeps `wb` (and its bdi) live until here
     // (caller's guarantee).
     unsafe { wbstall_wb_unpin(wb.cast()) }
+}
+
+/// Drops the last reference of `wb`'s bdi that [`unpin`] kept: frees the bdi. May sleep.
+///
+/// # Safety
+///
+/// `wb` is a root wb whose reference [`unpin`] kept (it returned `false`), given here once,
+/// from process context with no lock held.
+pub(super) unsafe fn put_last(wb: *mut bindings::bdi_writeback) {
+    // SAFETY: The kept reference keeps `wb`'s bdi live until this call drops it (caller's
+    // guarantee); `bdi_put()` may sleep, which the caller's context allows.
+    unsafe { wbstall_put_last(wb.cast()) }
+}
+
+/// Queues the work item that gives the table's graves back (`wbstall_graves_dig()`): from any
+/// context, never waiting (`queue_work()`'s pool lock is a raw spinlock).
+pub(super) fn graves_wake() {
+    // SAFETY: Queues the module's static work item; no precondition.
+    unsafe { wbstall_graves_wake() }
+}
+
+/// Waits until the graves' work item is neither queued nor running. Sleeps: process context
+/// only (module unload).
+pub(super) fn graves_flush() {
+    // SAFETY: Flushes the module's static work item; the caller is in process context.
+    unsafe { wbstall_graves_flush() }
 }
 
 /// `wb_stat_sum(wb, item)`: the per-wb counter summed exactly. `__percpu_counter_sum()`

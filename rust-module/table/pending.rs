@@ -218,7 +218,7 @@ impl Table {
         entry.slot.store(index as u64, Relaxed);
         entry.taken.store(ev.snapshot.taken, Relaxed);
         entry.pause_ms.store(pause_ms, Relaxed);
-        let req = slot.request_at_start(ev.call_start);
+        let req = slot.request_at_start(self.call_ns(ev));
         entry.requests.store(req.requests, Relaxed);
         entry.requested.store(req.since_call, Relaxed);
         let own = read(wb);
@@ -316,7 +316,7 @@ impl Table {
         task: u64,
         switched: bool,
         now: Jiffies,
-        now_ns: u64,
+        now_ns: impl FnOnce() -> u64,
         mut end: impl FnMut(u64) -> WbFacts,
     ) -> Woke {
         let none = Woke {
@@ -340,7 +340,7 @@ impl Table {
         };
         let unblocked = entry.woken.load(Relaxed) || !switched;
         let class = self.finish(entry, own, foreign, unblocked);
-        self.count_times(entry, class, now, now_ns);
+        self.count_times(entry, class, now, now_ns());
         self.end_timing(entry);
         let wb = entry.wb.xchg(0, Relaxed);
         self.in_flight.fetch_sub(1, Relaxed);

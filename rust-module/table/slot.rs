@@ -9,17 +9,14 @@ use super::{
         Counter,
         NR_COUNTERS, //
     },
-    jiffies::time_after_eq,
     snapshot::SnapshotCell, //
 };
-use kernel::{
-    sync::atomic::{
-        Acquire,
-        Atomic,
-        Relaxed,
-        Release, //
-    },
-    time::Jiffies, //
+use kernel::sync::atomic::{
+    Acquire,
+    Atomic,
+    Full,
+    Relaxed,
+    Release, //
 };
 
 /// Bytes kept of a bdi's `dev_name` (the C array is `char dev_name[64]`, NUL included).
@@ -124,11 +121,16 @@ pub(crate) struct Slot {
     /// `writeback_wake_background` events since the slot was claimed (never reset): a sleep saw
     /// a request when this moved between its start and its end.
     requests: Atomic<u64>,
-    /// jiffies of the last `writeback_wake_background`, valid once `bg_seen` is set (release).
-    bg_last: Atomic<Jiffies>,
+    /// ns (`ktime_get_mono_fast_ns()`) of the last `writeback_wake_background`, valid once
+    /// `bg_seen` is set (release).
+    bg_last: Atomic<u64>,
     bg_seen: Atomic<bool>,
     pub(super) counters: [Atomic<u64>; NR_COUNTERS],
     pub(super) snap: SnapshotCell,
+    /// A handle on the root wb of this slot's bdi whose reference is that bdi's last, given
+    /// back by a probe that could not drop it there (0: none). A bdi dies once and its id is
+    /// never reused, so a slot's grave is used at most once.
+    grave: Atomic<u64>,
 }
 
 impl Slot {
@@ -146,6 +148,20 @@ impl Slot {
             bg_seen: Atomic::new(false),
             counters: [const { Atomic::new(0) }; NR_COUNTERS],
             snap: SnapshotCell::new(),
+            grave: Atomic::new(0),
+        }
+    }
+
+    /// Keeps `handle` in the grave, if it is empty: returns whether it did.
+    pub(super) fn bury(&self, handle: u64) -> bool {
+        handle != 0 && self.grave.cmpxchg(0, handle, Full).is_ok()
+    }
+
+    /// Takes what the grave holds.
+    pub(super) fn dig(&self) -> Option<u64> {
+        match self.grave.xchg(0, Full) {
+            0 => None,
+            h => Some(h),
         }
     }
 
@@ -280,20 +296,21 @@ impl Slot {
         }
     }
 
-    /// `writeback_wake_background` at `now`: a background writeback start was requested.
-    pub(crate) fn request(&self, now: Jiffies) {
-        self.bg_last.store(now, Relaxed);
+    /// `writeback_wake_background` at `now_ns`: a background writeback start was requested.
+    pub(crate) fn request(&self, now_ns: u64) {
+        self.bg_last.store(now_ns, Relaxed);
         self.bg_seen.store(true, Release);
         self.requests.fetch_add(1, Release);
     }
 
-    /// What a sleep in a `balance_dirty_pages()` call begun at `call_start` (jiffies) needs of
-    /// the requests at its start: [`RequestStart`].
-    pub(crate) fn request_at_start(&self, call_start: Jiffies) -> RequestStart {
+    /// What a sleep in a `balance_dirty_pages()` call begun at `call_ns` needs of the requests
+    /// at its start: [`RequestStart`]. `call_ns` is the event's time less its `paused` (the
+    /// call's `start_time` is a jiffy, whose start may lie up to a jiffy before the call): the
+    /// tracefs detector's estimate, so that the two name a stall's cause alike.
+    pub(crate) fn request_at_start(&self, call_ns: u64) -> RequestStart {
         // The count first (acquire): a request it counts has its time stored.
         let requests = self.requests.load(Acquire);
-        let since_call =
-            self.bg_seen.load(Acquire) && time_after_eq(self.bg_last.load(Relaxed), call_start);
+        let since_call = self.bg_seen.load(Acquire) && self.bg_last.load(Relaxed) >= call_ns;
         RequestStart {
             requests,
             since_call,

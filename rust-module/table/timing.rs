@@ -39,20 +39,24 @@ impl Table {
         if same {
             return;
         }
-        let paused_ns = jiffies_to_ms(ev.paused as u64, self.hz).saturating_mul(1_000_000);
         entry.call_start.store(ev.call_start, Relaxed);
-        entry
-            .mark_ns
-            .store(ev.now_ns.saturating_sub(paused_ns), Relaxed);
+        entry.mark_ns.store(self.call_ns(ev), Relaxed);
         entry.held_ns.store(0, Relaxed);
         entry.new_call.store(true, Relaxed);
         entry.in_call.store(true, Relaxed);
     }
 
+    /// Where the call of event `ev` began, ns: the event's time less its `paused` (jiffies, in
+    /// ms as the trace prints it): the tracefs detector's `t0 - paused` too.
+    pub(super) fn call_ns(&self, ev: &ThrottleEvent) -> u64 {
+        let paused_ns = jiffies_to_ms(ev.paused as u64, self.hz).saturating_mul(1_000_000);
+        ev.now_ns.saturating_sub(paused_ns)
+    }
+
     /// `sched_wakeup` of `task` at `now_ns` (from the waker's CPU, under the runqueue lock of
     /// `task` and its `pi_lock`): the wake-up of its sleep in progress, if any. Only loads and
     /// one compare-exchange: no lock, no reference, nothing given back.
-    pub(crate) fn on_wakeup(&self, task: u64, now_ns: u64) {
+    pub(crate) fn on_wakeup(&self, task: u64, now_ns: impl FnOnce() -> u64) {
         if self.idle() {
             return;
         }
@@ -66,7 +70,7 @@ impl Table {
         if entry.task.load(kernel::sync::atomic::Acquire) == task
             && matches!(entry.state(), FILLED | ASLEEP)
         {
-            entry.wake_at(token, now_ns);
+            entry.wake_at(token, now_ns());
         }
     }
 

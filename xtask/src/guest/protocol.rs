@@ -32,6 +32,11 @@ pub mod stream {
     /// The tracefs detector's trace and its ring buffer's per-CPU stats.
     pub const TRACE_EVENTS: &str = "trace-events";
     pub const TRACE_STATS: &str = "trace-stats";
+    /// The writers' scheduler events (`sched_wakeup`, `sched_switch`), from a
+    /// tracing instance of their own restricted to their pids, and its
+    /// ring buffers' stats.
+    pub const TRACE_SCHED: &str = "trace-sched";
+    pub const TRACE_SCHED_STATS: &str = "trace-sched-stats";
     /// `/proc/vmstat` before and after the measurement.
     pub const VMSTAT_BEFORE: &str = "vmstat-before";
     pub const VMSTAT: &str = "vmstat";
@@ -118,6 +123,8 @@ pub mod stream {
         WITNESS_COUNTS,
         TRACE_EVENTS,
         TRACE_STATS,
+        TRACE_SCHED,
+        TRACE_SCHED_STATS,
         VMSTAT_BEFORE,
         VMSTAT,
         BDI_STATS_BEFORE,

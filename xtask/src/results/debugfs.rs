@@ -46,7 +46,7 @@ pub fn parse_kv_lines(text: &str, origin: &str) -> Result<Vec<KvLine>> {
 
 /// The module's layout version this parser reads (`format=` of `summary`;
 /// `FORMAT_VERSION` in `rust-module/format.rs`).
-pub const FORMAT_VERSION: u64 = 5;
+pub const FORMAT_VERSION: u64 = 6;
 
 /// The module's formatter, `rust-module/format.rs`: the one place that says
 /// which keys its files carry and in which order. The host reads its key lists
@@ -297,7 +297,7 @@ mod tests {
     #[test]
     fn the_key_lists_come_from_the_module_formatter() {
         let k = keys();
-        // The layout of format=5: four leading keys, then every counter once.
+        // The layout of format=6: four leading keys, then every counter once.
         assert_eq!(k.stats[..4], ["bdi", "memcg_id", "strictlimit", "bdi_id"]);
         assert_eq!(k.stats.len(), k.counters.len() + 4);
         assert!(k.stats.contains(&"bdi_id".to_string()));
@@ -377,22 +377,22 @@ mod tests {
 
     #[test]
     fn the_summary_format_is_checked() {
-        let ok = "slots=64 used=3 unslotted=0 hz=250 format=5 drain_floor_pages=8 pending=0 \
+        let ok = "slots=64 used=3 unslotted=0 hz=250 format=6 drain_floor_pages=8 pending=0 \
                   entries=0\n";
         assert_eq!(c(&parse_summary(ok).unwrap(), "hz"), 250);
         assert_eq!(c(&parse_summary(ok).unwrap(), "drain_floor_pages"), 8);
-        let e = parse_summary(&ok.replace("format=5", "format=2"))
+        let e = parse_summary(&ok.replace("format=6", "format=2"))
             .unwrap_err()
             .to_string();
         assert!(
-            e.contains("writes format=2, this xtask reads format=5"),
+            e.contains("writes format=2, this xtask reads format=6"),
             "{e}"
         );
         let e = parse_summary(&ok.replace(" drain_floor_pages=8", ""))
             .unwrap_err()
             .to_string();
         assert!(e.contains("lacks `drain_floor_pages`"), "{e}");
-        let e = parse_summary(&ok.replace(" format=5", ""))
+        let e = parse_summary(&ok.replace(" format=6", ""))
             .unwrap_err()
             .to_string();
         assert!(e.contains("lacks `format`"), "{e}");

@@ -13,7 +13,7 @@ use crate::{
         context::RunContext,
         debugfs::{self, KvLine},
         mechanism::Mechanism,
-        tracefs,
+        trace_files, tracefs,
         witness::Witness,
     },
 };
@@ -46,9 +46,13 @@ pub fn detect(
     w: &Writer<'_>,
     witness: &Witness,
 ) -> Result<Found> {
-    let (tracefs, sleeps) = tracefs::from_files(
-        &need(stream::TRACE_EVENTS)?,
-        &need(stream::TRACE_STATS)?,
+    let (tracefs, sleeps) = trace_files::from_files(
+        &trace_files::Traces {
+            events: &need(stream::TRACE_EVENTS)?,
+            stats: &need(stream::TRACE_STATS)?,
+            sched: &need(stream::TRACE_SCHED)?,
+            sched_stats: &need(stream::TRACE_SCHED_STATS)?,
+        },
         &tracefs::Wb {
             bdi: w.bdi.to_string(),
             cgroup_ino: w.cgroup_ino,

@@ -209,7 +209,7 @@ mod tests {
     #[test]
     fn the_drain_floor_comes_from_the_summary() {
         let summary = debugfs::parse_summary(
-            "slots=32 used=3 unslotted=0 hz=250 format=5 drain_floor_pages=8 pending=0 entries=0\n",
+            "slots=32 used=3 unslotted=0 hz=250 format=6 drain_floor_pages=8 pending=0 entries=0\n",
         )
         .unwrap();
         let m = Mechanism::from_module(&fuse_line(), &summary).unwrap();

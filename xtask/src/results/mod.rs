@@ -22,6 +22,7 @@ pub mod samples;
 pub mod session;
 pub mod sleeps;
 pub mod trace_events;
+pub mod trace_files;
 pub mod tracefs;
 pub mod warnings;
 pub mod witness;

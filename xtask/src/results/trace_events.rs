@@ -38,6 +38,22 @@ pub enum EventKind {
         nr_pages: i64,
     },
     PagesWritten,
+    /// `writeback_single_inode_start`: a worker begins writing a chunk of an
+    /// inode's pages for the wb.
+    ChunkStart {
+        wb: Wb,
+    },
+    /// `writeback_single_inode`: a chunk of an inode's pages was written
+    /// (`wrote` pages, submitted) for the wb, at the chunk's end.
+    Chunk {
+        wb: Wb,
+        wrote: u64,
+    },
+    /// `block_bio_queue` of a write (`rwbs` with `W`): a bio submitted, in its
+    /// submitter's context (the line's pid: a flusher's worker in a pass
+    /// submits the pass's pages bio by bio, where `writeback_single_inode`
+    /// comes only at the end of an inode's chunk).
+    BioWrite,
     /// `global_dirty_state`: the global `written` count (pages whose
     /// writeback completed, NR_WRITTEN).
     Global {
@@ -63,13 +79,16 @@ pub struct Wb {
 
 /// The events the detector needs, by the names the kernel gives them (the
 /// scheduler's two filtered to the writers in `qemu/lib.sh`).
-pub const EVENTS: [&str; 8] = [
+pub const EVENTS: [&str; 11] = [
     "balance_dirty_pages",
     "writeback_wake_background",
     "writeback_start",
     "writeback_written",
     "writeback_pages_written",
     "global_dirty_state",
+    "writeback_single_inode_start",
+    "writeback_single_inode",
+    "block_bio_queue",
     "sched_wakeup",
     "sched_switch",
 ];
@@ -133,6 +152,17 @@ fn event(head: &str, name: &str, body: &str) -> Result<TraceEvent> {
             written: fields.num("written")?,
         },
         "writeback_pages_written" => EventKind::PagesWritten,
+        "writeback_single_inode_start" => EventKind::ChunkStart { wb: fields.wb()? },
+        "writeback_single_inode" => EventKind::Chunk {
+            wb: fields.wb()?,
+            wrote: fields.num("wrote")?,
+        },
+        // `253,0 WS 2048 + 256 [kworker/u9:1]`: dev, rwbs, sector + count, comm.
+        "block_bio_queue" => match body.split_whitespace().nth(1) {
+            Some(rwbs) if rwbs.contains('W') => EventKind::BioWrite,
+            Some(_) => bail!("a block_bio_queue that is no write (the guest filters on rwbs)"),
+            None => bail!("no rwbs field"),
+        },
         "sched_wakeup" => EventKind::Woken {
             pid: fields.pid("pid")?,
         },

@@ -122,6 +122,10 @@ pub fn environment(
     ] {
         env.push((k.to_string(), v.display().to_string()));
     }
+    env.push((
+        "WB_SCHED_TRACE".into(),
+        super::state::sched_instance(instance).display().to_string(),
+    ));
     env.push(("WB_TRACE_KB".into(), trace_kb.to_string()));
     if !counters.is_empty() {
         let dirs: Vec<String> = counters.iter().map(|c| c.display().to_string()).collect();
@@ -371,6 +375,8 @@ mod tests {
         assert_eq!(get("WB_TRACE"), Some("/t/instances/wbstall-1"));
         assert_eq!(get("WB_RESULTS"), Some("/r/x.results.bin"));
         assert_eq!(get("WB_TRACE_KB"), Some("65536"));
+        // The writers' scheduler events: an instance of their own beside it.
+        assert_eq!(get("WB_SCHED_TRACE"), Some("/t/instances/wbstall-1-sched"));
         // Hist triggers: no counting instances, no WB_COUNTERS.
         assert_eq!(get("WB_COUNTERS"), None);
         let c = [

@@ -131,6 +131,14 @@ pub struct Tracing {
     mounted: Option<PathBuf>,
 }
 
+/// The instance beside `instance` for the writers' scheduler events
+/// (`qemu/lib.sh`'s `$SCHED_TRACE`, restricted to their pids): `<instance>-sched`.
+pub fn sched_instance(instance: &Path) -> PathBuf {
+    let mut name = instance.file_name().unwrap_or_default().to_os_string();
+    name.push("-sched");
+    instance.with_file_name(name)
+}
+
 /// Whether a trigger file lists hist triggers (CONFIG_HIST_TRIGGERS) among
 /// its available ones.
 pub fn has_hist(trigger_file: &str) -> bool {
@@ -183,6 +191,7 @@ impl Tracing {
     fn make_instances(&mut self) -> Result<()> {
         let instance = self.instance.clone();
         self.make(&instance)?;
+        self.make(&sched_instance(&instance))?;
         let trigger = instance.join("events/writeback/balance_dirty_pages/trigger");
         let triggers = fs::read_to_string(&trigger).with_context(|| {
             format!(
