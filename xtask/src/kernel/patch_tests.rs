@@ -150,7 +150,8 @@ fn the_repository_variants_file_is_valid() {
             "v2",
             "upstream",
             "memcg-flush",
-            "memcg-refresh"
+            "memcg-refresh",
+            "memcg-bounded"
         ]
     );
     // The experiments of issue 34 are built only when named.
