@@ -48,8 +48,9 @@ pub fn committed_reproducers(sh: &Shell) -> Result<()> {
             dry_run(sh, &exe, mail, &words)?;
         }
     }
-    // The findings' READMEs and draft mails (docs/findings/*/mail.txt), whose
-    // command the findings step runs live: read and planned here too.
+    // The findings' READMEs (and a finding's mail.txt, if it prints the
+    // command too), whose command the findings step runs live: read and
+    // planned here too.
     let findings = crate::ci::findings::commands()?;
     for f in &findings {
         for (file, block) in &f.printed {
