@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use xshell::Shell;
+use xshell::{cmd, Shell};
 
 use crate::{
     exit,
@@ -87,6 +87,59 @@ fn commands_in(root: &Path) -> Result<Vec<Finding>> {
     Ok(out)
 }
 
+/// Each finding's stand-alone reproducer (`reproduce.sh`, no wbstall), as a
+/// reader copies it: read by `bash -n`, and its analysis run on the trace it
+/// recorded inside our guest (`reproduce.trace.txt`, `--analyse`: nothing is
+/// run), which must show writers held on statistics that counted clean pages.
+/// Returns how many it checked.
+pub fn standalone_reproducers(sh: &Shell) -> Result<usize> {
+    let mut n = 0;
+    for f in commands()? {
+        let dir = util::project_root().join(FINDINGS).join(&f.name);
+        let script = dir.join("reproduce.sh");
+        if !script.is_file() {
+            continue;
+        }
+        cmd!(sh, "bash -n {script}")
+            .run()
+            .with_context(|| format!("bash -n of {}", script.display()))?;
+        let trace = dir.join("reproduce.trace.txt");
+        if !trace.is_file() {
+            bail!(exit::fails(format!(
+                "{} has no recorded trace {} to analyse: record one with it in a guest",
+                script.display(),
+                trace.display()
+            )));
+        }
+        let out = cmd!(sh, "bash {script} --analyse {trace}")
+            .read()
+            .with_context(|| format!("{} --analyse {}", script.display(), trace.display()))?;
+        stale_held(&out)
+            .with_context(|| format!("{} --analyse {}", script.display(), trace.display()))?;
+        n += 1;
+    }
+    Ok(n)
+}
+
+/// The stale-held sleeps a reproducer's summary counts; an error if it has
+/// no such line, or counts none (the trace was recorded on a kernel that
+/// stalls: none means the analysis is broken).
+fn stale_held(summary: &str) -> Result<u64> {
+    let line = (summary.lines())
+        .find(|l| l.starts_with("stale-held"))
+        .context("the summary has no `stale-held` line")?;
+    let count = (line.split(": ").nth(1))
+        .and_then(|r| r.split(' ').next())
+        .and_then(|w| w.parse::<u64>().ok())
+        .with_context(|| format!("cannot read the sleeps of `{line}`"))?;
+    if count == 0 {
+        bail!(exit::fails(format!(
+            "`{line}`: the recorded trace of a stalling kernel shows no stale-held sleep"
+        )));
+    }
+    Ok(count)
+}
+
 /// Every finding's command run live; each must pass.
 pub fn reproduce_findings(sh: &Shell) -> Result<()> {
     for Finding { name, words, .. } in commands()? {
@@ -118,6 +171,18 @@ mod tests {
             && f.words
                 .windows(2)
                 .any(|p| p == ["--scenario", "memcg-stale-stats"])));
+    }
+
+    #[test]
+    fn a_summary_without_stale_held_sleeps_is_refused() {
+        let held = "held (task_ratelimit=0, dirty > limit): 9 sleeps, 36 ms (0.1%)\n\
+                    stale-held (machine-wide dirty+writeback < limit/10): 7 sleeps, 28 ms (0.1%)\n";
+        assert_eq!(super::stale_held(held).unwrap(), 7);
+        let none = held.replace(": 7 sleeps", ": 0 sleeps");
+        let e = super::stale_held(&none).unwrap_err();
+        assert!(e.to_string().contains("shows no stale-held sleep"), "{e}");
+        let e = super::stale_held("held (x): 9 sleeps\n").unwrap_err();
+        assert!(e.to_string().contains("no `stale-held` line"), "{e}");
     }
 
     #[test]

@@ -448,7 +448,8 @@ fn static_checks(sh: &Shell) -> Result<()> {
         || mails::check_example_mail(sh),
     )?;
     step(
-        "the committed mails' reproducers: bash -n, then qemu-test --dry-run of each",
+        "the committed mails' reproducers: bash -n, then qemu-test --dry-run of each; the \
+         findings' stand-alone reproduce.sh: bash -n, then --analyse of its recorded trace",
         || report::committed_reproducers(sh),
     )?;
     step(

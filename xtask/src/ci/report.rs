@@ -58,9 +58,11 @@ pub fn committed_reproducers(sh: &Shell) -> Result<()> {
         }
         dry_run(sh, &exe, &f.printed[0].0, &f.words)?;
     }
+    let standalone = crate::ci::findings::standalone_reproducers(sh)?;
     progress::emit(Event::Note(&format!(
         "ci: {} committed mail(s) and {} finding(s): each reproducer read by bash -n and \
-         planned by --dry-run",
+         planned by --dry-run; {standalone} stand-alone reproducer(s) read by bash -n and \
+         their analysis run on the trace each recorded",
         mails.len(),
         findings.len()
     )));
