@@ -1075,4 +1075,57 @@ mod tests {
         );
         assert!(strays(["Kconfig"]).contains("Kconfig"));
     }
+
+    /// Words a writer leaves for a number or a sentence still to come.
+    const PLACEHOLDERS: &[&str] = &["TODO", "TBD", "FIXME", "XXX", "MIN2", "NNN"];
+
+    /// The placeholders in `text`, as `line: word`.
+    fn placeholders(text: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        for (i, line) in text.lines().enumerate() {
+            let words = line.split(|c: char| !c.is_ascii_alphanumeric());
+            for w in words.filter(|w| PLACEHOLDERS.contains(w)) {
+                out.push(format!("{}: {w}", i + 1));
+            }
+        }
+        out
+    }
+
+    fn markdown_files(dir: &Path, out: &mut Vec<PathBuf>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                markdown_files(&p, out);
+            } else if p.extension().is_some_and(|x| x == "md") {
+                out.push(p);
+            }
+        }
+    }
+
+    #[test]
+    fn the_docs_hold_no_placeholder() {
+        let root = crate::util::project_root();
+        let mut files = vec![root.join("README.md"), root.join("rust-module/README.md")];
+        markdown_files(&root.join("docs"), &mut files);
+        let mut found = Vec::new();
+        for f in &files {
+            let text = std::fs::read_to_string(f).unwrap();
+            for p in placeholders(&text) {
+                found.push(format!("{}:{p}", f.strip_prefix(&root).unwrap().display()));
+            }
+        }
+        assert!(
+            found.is_empty(),
+            "placeholders left in the docs (write the number or the sentence): {found:?}"
+        );
+    }
+
+    #[test]
+    fn a_placeholder_is_named_and_a_word_that_contains_one_is_not() {
+        assert_eq!(
+            placeholders("ok\nthe matrix took **MIN2 minutes** (TBD)\n"),
+            ["2: MIN2", "2: TBD"]
+        );
+        assert!(placeholders("MIN20 XXXL todo TODOS").is_empty());
+    }
 }
