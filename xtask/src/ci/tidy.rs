@@ -25,11 +25,16 @@ mod tests {
     }
 
     fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+        files_with_extension(dir, "rs", out);
+    }
+
+    /// Every file under `dir` whose extension is `ext`.
+    fn files_with_extension(dir: &Path, ext: &str, out: &mut Vec<PathBuf>) {
         for e in std::fs::read_dir(dir).unwrap() {
             let p = e.unwrap().path();
             if p.is_dir() {
-                rust_files(&p, out);
-            } else if p.extension().is_some_and(|x| x == "rs") {
+                files_with_extension(&p, ext, out);
+            } else if p.extension().is_some_and(|x| x == ext) {
                 out.push(p);
             }
         }
@@ -1091,22 +1096,11 @@ mod tests {
         out
     }
 
-    fn markdown_files(dir: &Path, out: &mut Vec<PathBuf>) {
-        for e in std::fs::read_dir(dir).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                markdown_files(&p, out);
-            } else if p.extension().is_some_and(|x| x == "md") {
-                out.push(p);
-            }
-        }
-    }
-
     #[test]
     fn the_docs_hold_no_placeholder() {
         let root = crate::util::project_root();
         let mut files = vec![root.join("README.md"), root.join("rust-module/README.md")];
-        markdown_files(&root.join("docs"), &mut files);
+        files_with_extension(&root.join("docs"), "md", &mut files);
         let mut found = Vec::new();
         for f in &files {
             let text = std::fs::read_to_string(f).unwrap();
