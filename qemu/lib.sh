@@ -488,14 +488,16 @@ WITNESS_WAKE="hist:keys=name,cgroup_ino:vals=hitcount"
 TRACE_DETECTOR_EVENTS="balance_dirty_pages writeback_wake_background writeback_start writeback_written writeback_pages_written writeback_single_inode_start writeback_single_inode global_dirty_state"
 
 # The measured times of the writers' sleeps (tracefs.rs): each writer's
-# wake-up (sched_wakeup) and return to a CPU (sched_switch), in a tracing
-# instance of their own restricted to the writers' pids (set_event_pid, with
-# event-fork: fio, which run_fio adds before it starts, and every process it
-# forks). The kernel drops any other task's event before recording it; a field
-# filter on the main instance (comm == "fio") recorded every context switch of
-# the guest only to discard it, at a cost of a point of FUSE throughput
-# (bench-fuse, 2026-12-06). Pid 1 holds the list until fio joins: an empty
-# list traces every task. On the host (host-test) the instance is xtask's.
+# wake-up (sched_wakeup), in a tracing instance of their own restricted to the
+# writers' pids (set_event_pid, with event-fork: fio, which run_fio adds before
+# it starts, and every process it forks). The kernel drops any other task's
+# event before recording it; a field filter on the main instance (comm ==
+# "fio") recorded every context switch of the guest only to discard it, at a
+# cost of a point of FUSE throughput (bench-fuse, 2026-12-06). Their return to
+# a CPU (sched_switch, in and out) is not traced: it cost 0.6 points more
+# (bench-fuse, 2026-12-07; the module measures it). Pid 1 holds the list until
+# fio joins: an empty list traces every task. On the host (host-test) the
+# instance is xtask's.
 SCHED_TRACE=${WB_SCHED_TRACE:-$TRACE/instances/wbstall-sched}
 
 module_detector() {
@@ -589,10 +591,9 @@ counters_collect() {
 	emit witness-counts /tmp/witness-counts
 }
 
-# sched_trace_start: the writers' scheduler events, in $SCHED_TRACE (made here
-# in the guest), on the same clock as the trace.
+# sched_trace_start: the writers' wake-ups, in $SCHED_TRACE (made here in the
+# guest), on the same clock as the trace.
 sched_trace_start() {
-	local e
 	if ! { { [ -d "$SCHED_TRACE" ] || mkdir "$SCHED_TRACE"; } &&
 		echo 0 >"$SCHED_TRACE/tracing_on" && echo >"$SCHED_TRACE/trace" &&
 		echo mono >"$SCHED_TRACE/trace_clock" &&
@@ -600,10 +601,8 @@ sched_trace_start() {
 		echo 1 >"$SCHED_TRACE/options/event-fork" && echo 1 >"$SCHED_TRACE/set_event_pid"; }; then
 		fail "cannot set up the tracing instance $SCHED_TRACE for the writers' scheduler events"
 	fi
-	for e in sched_wakeup sched_switch; do
-		echo 1 >"$SCHED_TRACE/events/sched/$e/enable" ||
-			fail "cannot enable the trace event sched/$e in $SCHED_TRACE"
-	done
+	echo 1 >"$SCHED_TRACE/events/sched/sched_wakeup/enable" ||
+		fail "cannot enable the trace event sched/sched_wakeup in $SCHED_TRACE"
 	echo 1 >"$SCHED_TRACE/tracing_on" || fail "cannot start tracing in $SCHED_TRACE"
 }
 

@@ -88,13 +88,18 @@ fn cause_share(r: &RunRecord, detector: Detector, cause: Cause) -> Option<f64> {
 }
 
 /// A measured time of `detector`'s, µs, as a share of writer time, in
-/// percent; None in records from before measured times.
-fn measured_share(r: &RunRecord, detector: Detector, us: fn(&Measured) -> u64) -> Option<f64> {
+/// percent; None in records from before measured times, or where the
+/// detector does not measure it (`us` says None).
+fn measured_share(
+    r: &RunRecord,
+    detector: Detector,
+    us: fn(&Measured) -> Option<u64>,
+) -> Option<f64> {
     let m = match detector {
         Detector::Module => r.detection.mechanism.measured.as_ref(),
         Detector::Tracefs => r.tracefs_measured(),
     }?;
-    r.share_of_writer_us(us(m)).map(|f| f * 100.0)
+    r.share_of_writer_us(us(m)?).map(|f| f * 100.0)
 }
 
 /// A measured time of the module's, µs, in ms.
@@ -294,14 +299,14 @@ pub const ALL: &[Metric] = &[
         "held in balance_dirty_pages() calls (measured)",
         "%",
         Kind::Share,
-        |r| measured_share(r, Detector::Module, |m| m.held_us),
+        |r| measured_share(r, Detector::Module, |m| Some(m.held_us)),
     ),
     m(
         "tracefs.held_share_%",
         "held in calls, tracefs detector (measured)",
         "%",
         Kind::Share,
-        |r| measured_share(r, Detector::Tracefs, |m| m.held_us),
+        |r| measured_share(r, Detector::Tracefs, |m| Some(m.held_us)),
     ),
     m(
         "wbstall.runq_share_%",
@@ -310,7 +315,7 @@ pub const ALL: &[Metric] = &[
         Kind::Share,
         |r| {
             measured_share(r, Detector::Module, |m| {
-                m.off_cpu_us().saturating_sub(m.asleep_us())
+                Some(m.off_cpu_us()?.saturating_sub(m.asleep_us()))
             })
         },
     ),

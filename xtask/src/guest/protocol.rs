@@ -32,7 +32,8 @@ pub mod stream {
     /// The tracefs detector's trace and its ring buffer's per-CPU stats.
     pub const TRACE_EVENTS: &str = "trace-events";
     pub const TRACE_STATS: &str = "trace-stats";
-    /// The writers' scheduler events (`sched_wakeup`, `sched_switch`), from a
+    /// The writers' wake-ups (`sched_wakeup`; before 2026-12-07 also their
+    /// `sched_switch`), from a
     /// tracing instance of their own restricted to their pids, and its
     /// ring buffers' stats.
     pub const TRACE_SCHED: &str = "trace-sched";

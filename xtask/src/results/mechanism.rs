@@ -94,6 +94,10 @@ impl Mechanism {
             ("stall causes", m.causes.is_some()),
             ("entry ends", m.entries.is_some()),
             ("measured times", m.measured.is_some()),
+            (
+                "times off a CPU",
+                m.measured.as_ref().is_some_and(|t| t.off_cpu.is_some()),
+            ),
         ] {
             if !present {
                 let missing = debugfs::keys()
@@ -202,6 +206,14 @@ mod tests {
         let e = format!("{:#}", Mechanism::from_record(&line).unwrap_err());
         assert!(
             e.contains("lacks the entry ends (no `dropped_at_event`)"),
+            "{e}"
+        );
+        // The module always measures its sleeps off a CPU (the trace does not).
+        let mut line = fuse_line();
+        line.remove("draining_off_cpu_us");
+        let e = format!("{:#}", Mechanism::from_record(&line).unwrap_err());
+        assert!(
+            e.contains("lacks the times off a CPU (no `draining_off_cpu_us`)"),
             "{e}"
         );
     }

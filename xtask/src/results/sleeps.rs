@@ -5,13 +5,15 @@
 //!
 //! ```text
 //! # wbstall sleeps 2: start_s pid pause_ms paused_ms class asleep_us off_cpu_us
-//! 14.932274 235 12 4492 stall:unrequested 11873 12410
+//! 14.932274 235 12 4492 stall:unrequested 11873 -
 //! ```
 //!
 //! `start_s` is the trace's clock (seconds since boot, the samples' clock);
 //! `class` is `flushing`, `draining` or `stall:<cause>`; `asleep_us` and
-//! `off_cpu_us` the sleep's measured times (`results::measured`). Format 1
-//! (before the measured times) had no last two columns and still reads.
+//! `off_cpu_us` the sleep's measured times (`results::measured`), `-` where
+//! not measured (the trace sees no switch back to a CPU since 2026-12-07).
+//! Format 1 (before the measured times) had no last two columns and still
+//! reads.
 
 use std::fmt::Write as _;
 
@@ -66,7 +68,10 @@ pub fn text(sleeps: &[Sleep]) -> String {
         );
         // A sleep without times (from a format 1 file) is written as one.
         match s.times {
-            Some(t) => writeln!(out, " {} {}", t.asleep_us, t.off_cpu_us),
+            Some(t) => match t.off_cpu_us {
+                Some(off) => writeln!(out, " {} {off}", t.asleep_us),
+                None => writeln!(out, " {} -", t.asleep_us),
+            },
             None => writeln!(out),
         }
         .ok();
@@ -97,7 +102,10 @@ fn sleep(line: &str, timed: bool) -> Result<Sleep> {
             head,
             Some(Times {
                 asleep_us: asleep.parse().context("asleep_us")?,
-                off_cpu_us: off_cpu.parse().context("off_cpu_us")?,
+                off_cpu_us: match *off_cpu {
+                    "-" => None,
+                    us => Some(us.parse().context("off_cpu_us")?),
+                },
             }),
         ),
         (false, words) if words.len() == 5 => (words, None),
@@ -191,7 +199,9 @@ mod tests {
             class,
             times: Some(Times {
                 asleep_us: pause_ms * 900,
-                off_cpu_us: pause_ms * 1000 + 7,
+                // The trace's (since 2026-12-07) have none; a record of
+                // 2026-12-06 had them.
+                off_cpu_us: (pid == 236).then_some(pause_ms * 1000 + 7),
             }),
         }
     }
@@ -212,7 +222,8 @@ mod tests {
         ];
         let t = text(&sleeps);
         assert!(
-            t.contains("\n14.932274 235 12 4492 stall:unrequested 10800 12007\n"),
+            t.contains("\n14.932274 235 12 4492 stall:unrequested 10800 -\n")
+                && t.contains("\n15.000001 236 200 0 flushing 180000 200007\n"),
             "{t}"
         );
         assert_eq!(parse(&t, "x").unwrap(), sleeps);
