@@ -34,7 +34,7 @@ pub mod stream {
     pub const TRACE_STATS: &str = "trace-stats";
     /// The writers' wake-ups (`sched_wakeup`; before 2026-12-07 also their
     /// `sched_switch`), from a
-    /// tracing instance of their own restricted to their pids, and its
+    /// tracing instance of their own (filtered to fio), and its
     /// ring buffers' stats.
     pub const TRACE_SCHED: &str = "trace-sched";
     pub const TRACE_SCHED_STATS: &str = "trace-sched-stats";

@@ -20,7 +20,7 @@
 //!                                     block device's bdi only
 //! global_dirty_state                  every throttle loop's (and flusher check's) view of
 //!                                     the global counters: writeback, written
-//! sched_wakeup   (the writers' pids)  a writer was woken (its pid)
+//! sched_wakeup   if comm == "fio"     a writer was woken (its pid)
 //! ```
 //!
 //! A throttle sleep is a timed sleep (`io_schedule_timeout(pause)` in

@@ -132,7 +132,7 @@ pub struct Tracing {
 }
 
 /// The instance beside `instance` for the writers' scheduler events
-/// (`qemu/lib.sh`'s `$SCHED_TRACE`, restricted to their pids): `<instance>-sched`.
+/// (`qemu/lib.sh`'s `$SCHED_TRACE`, filtered to fio): `<instance>-sched`.
 pub fn sched_instance(instance: &Path) -> PathBuf {
     let mut name = instance.file_name().unwrap_or_default().to_os_string();
     name.push("-sched");
