@@ -7,7 +7,8 @@
 //! run that the verdict must reject, and on the debug kernel 10 rmmod/insmod cycles of
 //! the module under writers with a reader held open across rmmod, then memcg writeback
 //! domains churned under throttled writers (`module-stress`), each finding's
-//! reproducer run as its README prints it (`findings`), the
+//! reproducer run as its README prints it and the stand-alone reproduce.sh
+//! run as is inside the guest (`findings`), the
 //! developer's loop (`--rev`, `--compare` and `bisect`) on a synthetic history
 //! (`dev_loop`), and the quick plan as `cargo xtask slurm` jobs on a one-node
 //! Slurm cluster.
@@ -52,7 +53,7 @@ use negative::{live_costly_patch, live_negative, live_wrong_patch, COSTLY_PATCH,
 
 /// The findings step (alone: `--findings-only`).
 const FINDINGS_STEP: &str =
-    "the findings reproduced as their READMEs say (docs/findings/*: the command run live)";
+    "the findings reproduced as their READMEs say (docs/findings/*: the command run live; reproduce.sh in the guest)";
 
 /// Run the test command: fmt, clippy, unit tests, then a quick qemu-test of
 /// every variant (which builds them), a live negative, and the module stress test.

@@ -93,6 +93,9 @@ pub mod stream {
     /// `module-cycles`: the wbstall suite's KTAP after a second run on the
     /// same load (`/sys/kernel/debug/kunit/wbstall/run`).
     pub const KUNIT_RERUN: &str = "kunit-rerun";
+    /// `memcg-stale-stats-sh`: what docs/findings/memcg-stale-stats/reproduce.sh
+    /// printed.
+    pub const REPRODUCER: &str = "reproducer";
     /// `module-cycles`: the module's `stats` of each load of the churn, by
     /// its number (`wbstall-stats-load-0`, ...).
     pub const STATS_OF_LOAD: &str = "wbstall-stats-load-";
@@ -144,6 +147,7 @@ pub mod stream {
         CYCLES,
         CHURN,
         KUNIT_RERUN,
+        REPRODUCER,
     ];
 
     /// Streams whose name the guest completes (`ktap-$suite`, `fuse-$tag-...`,

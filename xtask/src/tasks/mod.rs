@@ -12,6 +12,7 @@ pub mod merge;
 pub mod module_stress;
 pub mod qemu_test;
 pub mod report;
+pub mod reproducer;
 pub mod shell;
 pub mod slurm;
 

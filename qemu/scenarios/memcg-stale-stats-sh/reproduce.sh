@@ -1,0 +1,1 @@
+../../../docs/findings/memcg-stale-stats/reproduce.sh
