@@ -6,12 +6,12 @@
 # `-t`: the guest's e2fsprogs one is named.
 
 scenario_run() {
-	local here=$WB_ROOT/scenarios/memcg-stale-stats-sh
+	local here=$WB_ROOT/scenarios/memcg-stale-stats-sh rc
 	[ -x /usr/sbin/mke2fs ] || fail "the guest has no /usr/sbin/mke2fs (e2fsprogs) for reproduce.sh"
-	if ! RUNTIME=$(need runtime) MKFS=/usr/sbin/mke2fs sh "$here/reproduce.sh" /tmp/reproducer \
-		>/tmp/reproducer.txt 2>&1; then
-		emit reproducer /tmp/reproducer.txt
-		fail "reproduce.sh failed (its output is the reproducer stream)"
-	fi
+	RUNTIME=$(need runtime) MKFS=/usr/sbin/mke2fs sh "$here/reproduce.sh" /tmp/reproducer \
+		>/tmp/reproducer.txt 2>&1
+	rc=$?
+	# Sent either way: a failure's cause is in it.
 	emit reproducer /tmp/reproducer.txt
+	[ "$rc" = 0 ] || fail "reproduce.sh failed with status $rc (its output is the reproducer stream)"
 }

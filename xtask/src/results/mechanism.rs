@@ -194,28 +194,21 @@ mod tests {
 
     #[test]
     fn a_line_without_a_cause_counter_is_an_error_naming_it() {
-        let mut line = fuse_line();
-        line.remove("declined_ms");
-        let e = format!("{:#}", Mechanism::from_record(&line).unwrap_err());
-        assert!(
-            e.contains("lacks the stall causes (no `declined_ms`)"),
-            "{e}"
-        );
-        let mut line = fuse_line();
-        line.remove("dropped_at_event");
-        let e = format!("{:#}", Mechanism::from_record(&line).unwrap_err());
-        assert!(
-            e.contains("lacks the entry ends (no `dropped_at_event`)"),
-            "{e}"
-        );
-        // The module always measures its sleeps off a CPU (the trace does not).
-        let mut line = fuse_line();
-        line.remove("draining_off_cpu_us");
-        let e = format!("{:#}", Mechanism::from_record(&line).unwrap_err());
-        assert!(
-            e.contains("lacks the times off a CPU (no `draining_off_cpu_us`)"),
-            "{e}"
-        );
+        // Each flattened group, a key of it missing (the module always
+        // measures its sleeps off a CPU; the trace does not).
+        for (key, group) in [
+            ("declined_ms", "stall causes"),
+            ("dropped_at_event", "entry ends"),
+            ("draining_off_cpu_us", "times off a CPU"),
+        ] {
+            let mut line = fuse_line();
+            line.remove(key);
+            let e = format!("{:#}", Mechanism::from_record(&line).unwrap_err());
+            assert!(
+                e.contains(&format!("lacks the {group} (no `{key}`)")),
+                "{e}"
+            );
+        }
     }
 
     #[test]
