@@ -28,7 +28,9 @@ mount_basics() {
 	mount -t cgroup2 cgroup2 /sys/fs/cgroup
 }
 
-# wbstall.KEY=VALUE on the kernel command line becomes $WB_KEY (KEY: a-z, 0-9, _).
+# wbstall.KEY=VALUE on the kernel command line becomes $WB_KEY (KEY: a-z, 0-9, _),
+# exported, so that need reads it by name (awk's ENVIRON) and no value is ever
+# evaluated as shell code.
 read_params() {
 	# shellcheck disable=SC2013 # the command line is words, not lines
 	for arg in $(cat /proc/cmdline); do
@@ -39,11 +41,11 @@ read_params() {
 			case "$key" in
 			*[!a-z0-9_]* | "") continue ;;
 			esac
-			eval "WB_$key=\${arg#*=}"
+			export "WB_$key=${arg#*=}"
 			;;
 		esac
 	done
-	: "${WB_scenario:=shell}"
+	export WB_scenario="${WB_scenario:-shell}"
 }
 
 open_results_port() {
@@ -126,9 +128,19 @@ fail() {
 
 # need NAME: the value of wbstall.NAME=, or a failed run that names it.
 need() {
-	eval "local v=\${WB_$1-}"
+	local v
+	v=$(awk -v k="WB_$1" 'BEGIN { print ENVIRON[k] }')
 	[ -n "$v" ] || fail "the kernel command line lacks wbstall.$1="
 	echo "$v"
+}
+
+# cpus_check: fail unless every CPU QEMU gave the guest (wbstall.cpus, its
+# -smp) is online; busybox's nproc counts the CPUs init may run on, all online.
+cpus_check() {
+	local want have
+	want=$(need cpus)
+	have=$(nproc)
+	[ "$have" = "$want" ] || fail "$have of the $want CPUs QEMU gave the guest are online: the kernel's CONFIG_NR_CPUS (or a maxcpus=/nr_cpus= argument) is below $want; build it with CONFIG_NR_CPUS=$want or more (Kconfig.fragment sets 64) or boot with --cpus $have"
 }
 
 guest_env() {
@@ -575,9 +587,11 @@ counters_collect() {
 	done
 	for dir in $WB_COUNTERS; do
 		i=$((i + 1))
-		set -- throttle_events throttle_sleeps bg_starts
-		eval "name=\${$i}"
-		# shellcheck disable=SC2154 # set by the eval
+		case $i in
+		1) name=throttle_events ;;
+		2) name=throttle_sleeps ;;
+		*) name=bg_starts ;;
+		esac
 		cat "$dir"/per_cpu/cpu*/stats | awk -v name="$name" '
 			/^entries:/ { e += $2 } /^overrun:/ { o += $2 } /^commit overrun:/ { c += $3 }
 			END { printf "%s entries=%d overrun=%d commit_overrun=%d\n", name, e, o, c }'
@@ -717,18 +731,19 @@ mount_bdi() {
 # The UUID and directory hash seed of the guest-made file system.
 EXT4_UUID=5d1b0e6a-77b1-4c1e-9a43-000000000001
 
-# null_blk_timed MS DEPTH: a second null_blk device (configfs), memory-backed
-# like nullb0, whose every request completes MS ms after it was queued (a
-# guest hrtimer: guest time, so the same in every boot on the virtual clock),
-# with DEPTH requests in flight at most (hw_queue_depth), for ext4_mount
-# (EXT4_NULL_DEV). Pages stay under writeback that long.
+# null_blk_timed MS DEPTH [MIB]: a second null_blk device (configfs),
+# memory-backed like nullb0 (MIB of it, 1024 by default; only what is written
+# takes guest memory), whose every request completes MS ms after it was queued
+# (a guest hrtimer: guest time, so the same in every boot on the virtual
+# clock), with DEPTH requests in flight at most (hw_queue_depth), for
+# ext4_mount (EXT4_NULL_DEV). Pages stay under writeback that long.
 null_blk_timed() {
 	# The device takes the name of its configfs directory.
 	local d=/sys/kernel/config/nullb/nullb_timed
 	[ "$(need disk)" = null ] || fail "a timed null_blk disk needs --disk null"
 	grep -q " /sys/kernel/config " /proc/mounts ||
 		mount -t configfs none /sys/kernel/config || fail "cannot mount configfs"
-	if ! { mkdir "$d" && echo 1024 >"$d/size" && echo 1 >"$d/memory_backed" &&
+	if ! { mkdir "$d" && echo "${3:-1024}" >"$d/size" && echo 1 >"$d/memory_backed" &&
 		echo 2 >"$d/irqmode" && echo "$(($1 * 1000000))" >"$d/completion_nsec" &&
 		echo "$2" >"$d/hw_queue_depth" &&
 		echo 1 >"$d/power"; }; then

@@ -62,6 +62,8 @@ enum Task {
     ModuleStress(tasks::module_stress::ModuleStress),
     /// The memcg stale-statistics finding's stand-alone reproduce.sh, run as is in the guest.
     Reproducer(tasks::reproducer::Reproducer),
+    /// What the memcg statistics' flushes cost with many memcgs writing at once.
+    FlushCost(tasks::flush_cost::FlushCostCmd),
     /// What the harness costs: FUSE throughput in qemu-test's guest against a bare one.
     BenchFuse(tasks::bench_fuse::BenchFuse),
     /// Measure the scenarios' floors, or replay them: the cost verdict's error rates.
@@ -161,6 +163,7 @@ fn run(cli: Cli) -> Result<()> {
         Some(Task::Shell(t)) => t.run(&sh),
         Some(Task::ModuleStress(t)) => t.run(&sh),
         Some(Task::Reproducer(t)) => t.run(&sh),
+        Some(Task::FlushCost(t)) => t.run(&sh),
         Some(Task::Report(t)) => t.run(&sh),
         Some(Task::Merge(t)) => t.run(&sh),
         Some(Task::Calibrate(t)) => t.run(&sh),

@@ -53,7 +53,7 @@ use negative::{live_costly_patch, live_negative, live_wrong_patch, COSTLY_PATCH,
 
 /// The findings step (alone: `--findings-only`).
 const FINDINGS_STEP: &str =
-    "the findings reproduced as their READMEs say (docs/findings/*: the command run live; reproduce.sh in the guest)";
+    "the findings reproduced as their READMEs say (docs/findings/*: the command run live; reproduce.sh in the guest; flush-cost on memcg-bounded)";
 
 /// Run the test command: fmt, clippy, unit tests, then a quick qemu-test of
 /// every variant (which builds them), a live negative, and the module stress test.

@@ -96,6 +96,14 @@ pub mod stream {
     /// `memcg-stale-stats-sh`: what docs/findings/memcg-stale-stats/reproduce.sh
     /// printed.
     pub const REPRODUCER: &str = "reproducer";
+    /// memcg-flush-cost (`cargo xtask flush-cost`): its hist triggers' files,
+    /// each after an `@event <system>/<event>` line.
+    pub const FLUSH_COST_HISTS: &str = "flush-cost-hists";
+    /// memcg-flush-cost: every writer's fio JSON, back to back.
+    pub const FLUSH_COST_FIO: &str = "flush-cost-fio";
+    /// memcg-flush-cost: `uptime <secs>` and /proc/stat's `cpu` line, before
+    /// and after the writers.
+    pub const FLUSH_COST_CPU: &str = "flush-cost-cpu";
     /// `module-cycles`: the module's `stats` of each load of the churn, by
     /// its number (`wbstall-stats-load-0`, ...).
     pub const STATS_OF_LOAD: &str = "wbstall-stats-load-";
@@ -148,6 +156,9 @@ pub mod stream {
         CHURN,
         KUNIT_RERUN,
         REPRODUCER,
+        FLUSH_COST_HISTS,
+        FLUSH_COST_FIO,
+        FLUSH_COST_CPU,
     ];
 
     /// Streams whose name the guest completes (`ktap-$suite`, `fuse-$tag-...`,
@@ -159,6 +170,10 @@ pub mod stream {
 /// The `wbstall.<key>` boot parameters (`$WB_<key>` in the guest).
 pub mod param {
     pub const SCENARIO: &str = "scenario";
+    /// The CPUs QEMU gives the guest (-smp); init fails unless all are online.
+    pub const CPUS: &str = "cpus";
+    /// memcg-flush-cost: how many memcgs write at once.
+    pub const MEMCGS: &str = "memcgs";
     pub const SIZE: &str = "size";
     pub const NUMJOBS: &str = "numjobs";
     pub const RUNTIME: &str = "runtime";
@@ -268,6 +283,8 @@ pub mod param {
     #[cfg(test)]
     pub const ALL: &[&str] = &[
         SCENARIO,
+        CPUS,
+        MEMCGS,
         SIZE,
         NUMJOBS,
         RUNTIME,

@@ -19,7 +19,7 @@ use xshell::{cmd, Shell};
 pub use crate::guest::outcome::{classify, VmError};
 use crate::guest::{
     disk::{self, Disk},
-    splat,
+    protocol, splat,
     stream::{self, Stream},
 };
 
@@ -263,6 +263,7 @@ pub fn accel_args(
 /// The kernel command line, one item per reason.
 pub fn kernel_cmdline(
     init: &str,
+    cpus: u32,
     params: &[(String, String)],
     null_blk: Option<Disk>,
     extra: &[String],
@@ -292,6 +293,10 @@ pub fn kernel_cmdline(
     // The user's own (`--kernel-arg`), before the parameters for init; after
     // ours, so that one of theirs (`null_blk.mbps=`, say) wins.
     items.extend(extra.iter().cloned());
+    // The CPUs QEMU gives the guest (-smp), for init to check that every one
+    // came up: a kernel built with a smaller CONFIG_NR_CPUS brings up fewer
+    // and says nothing (tinyconfig's is 2).
+    items.push(format!("wbstall.{}={cpus}", protocol::param::CPUS));
     // Scenario parameters for init. Dotted names are taken as parameters of a
     // (non built-in) module: the kernel neither warns about them nor passes them
     // to init as environment; init reads them from /proc/cmdline.
@@ -301,7 +306,7 @@ pub fn kernel_cmdline(
 
 pub fn kernel_args(cfg: &VmConfig) -> Vec<OsString> {
     let m = &cfg.machine;
-    let line = kernel_cmdline(&m.rdinit, &cfg.params, cfg.null_blk, &m.kernel_args);
+    let line = kernel_cmdline(&m.rdinit, m.cpus, &cfg.params, cfg.null_blk, &m.kernel_args);
     vec![
         "-kernel".into(),
         cfg.kernel.clone().into(),

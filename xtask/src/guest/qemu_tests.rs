@@ -59,6 +59,7 @@ fn tcg_and_kvm_argv() {
 fn cmdline_has_console_panic_and_params() {
     let line = kernel_cmdline(
         "/init",
+        2,
         &[
             ("scenario".into(), "fuse-strictlimit".into()),
             ("runtime".into(), "20".into()),
@@ -67,18 +68,20 @@ fn cmdline_has_console_panic_and_params() {
         &[],
     );
     assert!(line.contains(" pci=noacpi "), "{line}");
-    assert!(kernel_cmdline("/init", &[], None, &["tsc=reliable".into()])
-        .ends_with("rdinit=/init pci=noacpi null_blk.nr_devices=0 tsc=reliable"));
+    assert!(
+        kernel_cmdline("/init", 8, &[], None, &["tsc=reliable".into()])
+            .ends_with("rdinit=/init pci=noacpi null_blk.nr_devices=0 tsc=reliable wbstall.cpus=8")
+    );
     // The user's null_blk argument comes after ours, and wins.
     let null = Some(Disk::Null { mbps: 24 });
     assert!(
-        kernel_cmdline("/init", &[], null, &["null_blk.mbps=8".into()])
-            .ends_with("null_blk.memory_backed=1 null_blk.mbps=24 null_blk.mbps=8")
+        kernel_cmdline("/init", 2, &[], null, &["null_blk.mbps=8".into()])
+            .ends_with("null_blk.memory_backed=1 null_blk.mbps=24 null_blk.mbps=8 wbstall.cpus=2")
     );
     assert!(line.starts_with("console=ttyS0 panic=-1 "), "{line}");
     assert!(line.contains("rdinit=/init"));
     assert!(
-        line.ends_with("wbstall.scenario=fuse-strictlimit wbstall.runtime=20"),
+        line.ends_with("wbstall.cpus=2 wbstall.scenario=fuse-strictlimit wbstall.runtime=20"),
         "{line}"
     );
 }

@@ -42,6 +42,27 @@ pub fn parse(text: &str) -> Result<FioResult> {
         .context("fio output holds no JSON object (did fio fail before writing it?)")?;
     let v: Value =
         serde_json::from_str(&text[start..]).context("fio's JSON is malformed or truncated")?;
+    from_value(&v)
+}
+
+/// Several fio JSON outputs back to back (one per fio process), each parsed
+/// as [`parse`] does; an error if there is none.
+pub fn parse_all(text: &str) -> Result<Vec<FioResult>> {
+    let start = text
+        .find('{')
+        .context("fio output holds no JSON object (did fio fail before writing it?)")?;
+    let mut out = Vec::new();
+    for (i, v) in serde_json::Deserializer::from_str(&text[start..])
+        .into_iter::<Value>()
+        .enumerate()
+    {
+        let v = v.with_context(|| format!("fio JSON {} is malformed or truncated", i + 1))?;
+        out.push(from_value(&v).with_context(|| format!("fio JSON {}", i + 1))?);
+    }
+    Ok(out)
+}
+
+fn from_value(v: &Value) -> Result<FioResult> {
     let version = v["fio version"].as_str().unwrap_or("unknown").to_string();
     let jobs = v["jobs"]
         .as_array()

@@ -11,6 +11,7 @@ pub mod detection;
 pub mod dir;
 pub mod fio;
 pub mod floor;
+pub mod flush_cost;
 pub mod ktap;
 pub mod machine;
 pub mod measured;

@@ -29,9 +29,35 @@ use crate::results::{mechanism::Mechanism, tracefs::Detected};
 pub struct Hist {
     /// The `# trigger info:` line, as the kernel normalised it.
     pub trigger: String,
-    /// key name -> key value, and the entry's hitcount.
-    pub entries: Vec<(BTreeMap<String, String>, u64)>,
+    pub entries: Vec<Entry>,
     pub dropped: u64,
+}
+
+/// One entry of a histogram: its keys, its hitcount and its other values.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// key name -> key value.
+    pub keys: BTreeMap<String, String>,
+    pub hitcount: u64,
+    /// value name -> its sum (a variable's name without its `$`).
+    pub vals: BTreeMap<String, u64>,
+}
+
+impl Hist {
+    /// The sum of a value over every entry (`hitcount` included); an error
+    /// if the histogram has entries without it.
+    pub fn total(&self, val: &str) -> Result<u64> {
+        let mut sum = 0;
+        for e in &self.entries {
+            sum += match val {
+                "hitcount" => e.hitcount,
+                _ => *e.vals.get(val).with_context(|| {
+                    format!("histogram `{}` has no value `{val}`", self.trigger)
+                })?,
+            };
+        }
+        Ok(sum)
+    }
 }
 
 /// Parses a tracefs `hist` file: one or more histograms, each opened by
@@ -80,27 +106,42 @@ pub fn parse_hist(text: &str, origin: &str) -> Result<Vec<Hist>> {
         );
     }
     if out.is_empty() {
-        bail!("{origin}: no histogram (were the witness's hist triggers attached?)");
+        bail!("{origin}: no histogram (were its hist triggers attached?)");
     }
     Ok(out)
 }
 
-/// `{ bdi: 0:21     , cgroup_ino:          1 } hitcount:       2603`
-fn entry(line: &str) -> Result<(BTreeMap<String, String>, u64)> {
+/// `{ bdi: 0:21     , cgroup_ino:          1 } hitcount:       2603`, or
+/// with values: `{ common_pid:        117 } hitcount:   12  fc_hold:   3456`.
+fn entry(line: &str) -> Result<Entry> {
     let close = line.find('}').context("no closing brace")?;
     let mut keys = BTreeMap::new();
     for part in line[1..close].split(", ") {
         let (k, v) = part.split_once(": ").context("a key without `: `")?;
         keys.insert(k.trim().to_string(), v.trim().to_string());
     }
-    let vals: Vec<&str> = line[close + 1..].split_whitespace().collect();
-    let hits = vals
-        .windows(2)
-        .find(|w| w[0] == "hitcount:")
-        .context("no hitcount")?[1]
-        .parse()
-        .context("hitcount is not a number")?;
-    Ok((keys, hits))
+    let words: Vec<&str> = line[close + 1..].split_whitespace().collect();
+    let mut hitcount = None;
+    let mut vals = BTreeMap::new();
+    for pair in words.chunks(2) {
+        let [name, n] = pair else {
+            bail!("a value without a number after `{}`", pair[0]);
+        };
+        let name = name.strip_suffix(':').context("a value name without `:`")?;
+        let n: u64 = n
+            .parse()
+            .with_context(|| format!("`{name}` is not a number"))?;
+        if name == "hitcount" {
+            hitcount = Some(n);
+        } else {
+            vals.insert(name.to_string(), n);
+        }
+    }
+    Ok(Entry {
+        keys,
+        hitcount: hitcount.context("no hitcount")?,
+        vals,
+    })
 }
 
 /// The witness's counts for one writeback domain (a BDI and a cgroup).
@@ -163,7 +204,10 @@ fn pick<'a>(hists: &'a [Hist], filtered: bool, origin: &str) -> Result<&'a Hist>
 fn hits(h: &Hist, name_key: &str, bdi: &str, cgroup_ino: u64) -> Result<u64> {
     let ino = cgroup_ino.to_string();
     let mut total = 0;
-    for (keys, n) in &h.entries {
+    for Entry {
+        keys, hitcount: n, ..
+    } in &h.entries
+    {
         let (Some(b), Some(c)) = (keys.get(name_key), keys.get("cgroup_ino")) else {
             bail!(
                 "histogram `{}` is not keyed by {name_key},cgroup_ino",

@@ -7,6 +7,7 @@ pub mod bisect;
 pub mod build_kernel;
 pub mod calibrate;
 pub mod deps;
+pub mod flush_cost;
 pub mod host_test;
 pub mod merge;
 pub mod module_stress;
