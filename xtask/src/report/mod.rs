@@ -130,6 +130,47 @@ pub fn mbox(mails: &[String]) -> String {
 
 #[cfg(test)]
 mod tests {
+    /// README's excerpt of a report ("Reading a report") is the committed
+    /// example's terminal table: each row's first two and last values, the
+    /// columns between elided by `...`.
+    #[test]
+    fn the_readme_s_excerpt_is_the_example_report_s_terminal_table() {
+        let root = crate::util::project_root();
+        let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+        let terminal =
+            std::fs::read_to_string(root.join("docs/example-report/terminal.txt")).unwrap();
+        let cells = |l: &str| -> Vec<String> {
+            l.split("  ")
+                .map(str::trim)
+                .filter(|c| !c.is_empty())
+                .map(String::from)
+                .collect()
+        };
+        let start = readme
+            .find("    fuse-strictlimit ")
+            .expect("README's excerpt");
+        let excerpt = readme[start..]
+            .lines()
+            .take_while(|l| l.starts_with("    "));
+        let mut rows = 0;
+        for line in excerpt.filter(|l| l.trim() != "...") {
+            let want = cells(line);
+            let label = &want[0];
+            let got = (terminal.lines())
+                .map(cells)
+                .find(|c| c.first() == Some(label))
+                .unwrap_or_else(|| panic!("terminal.txt has no row `{label}`"));
+            let shown: Vec<&String> = got[..3].iter().chain(got.last()).collect();
+            let excerpt: Vec<&String> = want.iter().filter(|c| *c != "...").collect();
+            assert_eq!(
+                excerpt, shown,
+                "README's row `{label}` is not terminal.txt's"
+            );
+            rows += 1;
+        }
+        assert_eq!(rows, 6, "README's excerpt has {rows} rows");
+    }
+
     use super::*;
     use crate::report::{
         markdown::markdown,
