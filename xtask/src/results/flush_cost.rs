@@ -90,8 +90,8 @@ impl FlushCost {
             spin_ns: spun.total("ns")?,
             hold_ns: held.total("ns")?,
             dropped: h.0.iter().map(|(_, h)| h.dropped).sum(),
-            busy_share: ((after.busy - before.busy) as f64 / total),
-            sys_share: ((after.sys - before.sys) as f64 / total),
+            busy_share: (after.busy - before.busy) as f64 / total,
+            sys_share: (after.sys - before.sys) as f64 / total,
             pgscan,
             writers,
         })

@@ -89,6 +89,9 @@ impl FlushCostCmd {
             machine.clock,
             dir.display()
         )));
+        // Set-up and mkfs take seconds of guest time; many writers under TCG
+        // run several times slower than that.
+        let timeout = Duration::from_secs(600 + 20 * u64::from(self.runtime));
         let mut rows = Vec::new();
         for &memcgs in &self.memcgs {
             for run in 1..=self.runs {
@@ -106,7 +109,7 @@ impl FlushCostCmd {
                         params: &params,
                         dir: &dir,
                         stem: &stem,
-                        runtime: self.runtime,
+                        timeout,
                     };
                     let cost = boot.run(sh, b, initrd, memcgs)?;
                     let r = Row {
@@ -188,7 +191,8 @@ struct Boot<'a> {
     dir: &'a Path,
     /// `<variant>-<memcgs>-<run>`: the stem of its files.
     stem: &'a str,
-    runtime: u32,
+    /// When QEMU is killed as hung.
+    timeout: Duration,
 }
 
 impl Boot<'_> {
@@ -199,7 +203,7 @@ impl Boot<'_> {
         initrd: &Path,
         memcgs: u32,
     ) -> Result<Result<FlushCost, String>> {
-        let (dir, stem, runtime) = (self.dir, self.stem, self.runtime);
+        let (dir, stem) = (self.dir, self.stem);
         let console = dir.join(format!("{stem}.console.log"));
         let mut params = self.params.to_vec();
         params.push((param::MEMCGS.into(), memcgs.to_string()));
@@ -214,10 +218,12 @@ impl Boot<'_> {
             "flush-cost: booting {} with {memcgs} memcgs ({stem})",
             b.label()
         )));
-        // Set-up and mkfs take seconds of guest time; many writers under TCG
-        // run several times slower than that.
-        let timeout = Duration::from_secs(600 + 20 * u64::from(runtime));
-        let out = qemu::run(sh, &cfg, timeout, &dir.join(format!("{stem}.qemu.log")))?;
+        let out = qemu::run(
+            sh,
+            &cfg,
+            self.timeout,
+            &dir.join(format!("{stem}.qemu.log")),
+        )?;
         let st = match out.outcome {
             Ok(st) => st,
             Err(e) => return Ok(Err(e.explain(&console))),
