@@ -10,14 +10,16 @@
 //! Context: in 7.3 a tracepoint calls its probes inside an SRCU-fast read section
 //! (`__DECLARE_TRACE`); `writeback_start` fires under `wb->list_lock`, `sched_entry_tp` and
 //! `sched_exit_tp` inside `__schedule()` with preemption disabled (not under the runqueue
-//! lock), `sched_wakeup` under the woken task's runqueue lock and `pi_lock` (its probe only
-//! stores a time: no lock, no reference, no wb), `track_foreign_dirty` under the mapping's
-//! `i_pages` lock with interrupts off. A probe must not sleep, allocate or wait for another
-//! CPU; `Table` keeps to that.
+//! lock), `sched_wakeup` under the woken task's runqueue lock and `pi_lock` (its probe stores
+//! a time and reads the woken sleep's wbs, as `sched_exit_tp` does for a sleep never woken: no
+//! reference), `track_foreign_dirty` under the mapping's `i_pages` lock with interrupts off. A
+//! probe must not sleep or allocate; the only wait for another CPU is the end of a sleep
+//! waiting for a waker that is reading its wbs (a few loads and two per-CPU sums, interrupts
+//! off on the waker's CPU; `table/entry.rs`).
 //!
 //! A sleep's wb is read twice: at its throttle event (the tracepoint's own `wb`, which the
-//! caller of `balance_dirty_pages()` holds), and when its schedule returns, through the handle
-//! the table kept. Between the two the entry holds a reference of its own on the wb
+//! caller of `balance_dirty_pages()` holds), and at its wake-up (or, never woken, when its
+//! schedule returns), through the handle the table kept. Between the two the entry holds a reference of its own on the wb
 //! (`wbstall_wb_pin()`, `helpers.c`), dropped when the table gives the handle back: so the second
 //! read is of a live wb even if the task had left `balance_dirty_pages()` meanwhile (the table
 //! drops such sleeps, but only at the task's next wait). The wb a task's foreign pages are on
@@ -341,8 +343,10 @@ unsafe extern "C" fn probe_sched_exit(_data: *mut c_void, is_switch: bool) {
 }
 
 /// `sched_wakeup(struct task_struct *p)`: `p` is woken (`ttwu_do_wakeup()`, with `p`'s runqueue
-/// lock and `p->pi_lock` held). The wake-up of a sleep in progress: its time is stored, nothing
-/// else (no lock, no reference taken or given back, no wb read).
+/// lock and `p->pi_lock` held, interrupts off). The wake-up of a sleep in progress: its time is
+/// stored and the sleep's wbs read (`facts_at_end`: each counter summed under its own raw
+/// spinlock, which nests inside the runqueue lock on PREEMPT_RT too, and nothing under it takes
+/// a runqueue lock); no reference taken or given back.
 ///
 /// # Safety
 ///
@@ -351,9 +355,15 @@ unsafe extern "C" fn probe_sched_wakeup(_data: *mut c_void, p: *mut bindings::ta
     if TABLE.idle() {
         return;
     }
-    // The clock is read only for a task with a sleep in progress: not for every wake-up of
-    // the system while one is.
-    TABLE.on_wakeup(p as u64, ffi::now_ns);
+    // The clock and the wbs are read only for a task with a sleep in progress: not for every
+    // wake-up of the system while one is.
+    TABLE.on_wakeup(p as u64, ffi::now_ns, |wb| {
+        // SAFETY: The handle is one the woken sleep's entry holds pinned (its writer's wb, or
+        // its foreign wb), and the table's claim on the wake-up keeps it so until this call
+        // returns: every path that gives a sleep's handles back first waits for a claim in
+        // progress (`Pending::close_wake`).
+        unsafe { ffi::facts_at_end(wb as *mut bindings::bdi_writeback) }
+    });
 }
 
 /// `writeback_start(struct bdi_writeback *wb, struct wb_writeback_work *work)`: a pass of

@@ -867,11 +867,11 @@ mod suite {
         let ev = throttle(1, 0, QUIET, 1000);
         assert!(ev.on(&t, k, 7, WB).stored);
         // Another task's wake-up is not this sleep's.
-        t.on_wakeup(8, || ns(1000) + ms(1));
+        t.on_wakeup(8, || ns(1000) + ms(1), |_| QUIET);
         assert_eq!(t.on_sched_entry(7, THROTTLE_SLEEP, 1000), None);
-        t.on_wakeup(7, || ns(1000) + ms(3));
+        t.on_wakeup(7, || ns(1000) + ms(3), |_| QUIET);
         // A second wake-up (a spurious one) does not move the first.
-        t.on_wakeup(7, || ns(1000) + ms(4));
+        t.on_wakeup(7, || ns(1000) + ms(4), |_| QUIET);
         let woke = t.on_sched_exit(7, true, 1001, || ns(1000) + ms(5), |_| QUIET);
         assert_eq!(woke.class, Some(SleepClass::Unrequested));
         let s = t.find(k);
@@ -904,7 +904,7 @@ mod suite {
         let k = key(5, 0);
         // Its timer fired between the event and its schedule: woken while filled.
         assert!(throttle(1, 0, QUIET, 1000).on(&t, k, 7, WB).stored);
-        t.on_wakeup(7, || ns(1000) + ms(1));
+        t.on_wakeup(7, || ns(1000) + ms(1), |_| QUIET);
         assert_eq!(t.on_sched_entry(7, WOKEN_SLEEP, 1000), None);
         let woke = t.on_sched_exit(7, false, 1000, || ns(1000) + ms(2), |_| QUIET);
         assert_eq!(woke.class, Some(SleepClass::Unrequested));
@@ -928,6 +928,116 @@ mod suite {
     }
 
     #[test]
+    fn a_sleep_is_classed_at_its_wake_up_not_when_back_on_a_cpu() -> Result {
+        // Issue 44: the shares count the time asleep (to the wake-up); the class was taken
+        // where the schedule returned, after the run-queue wait. A 1-jiffy sleep at 1000, woken
+        // 3 ms later with nothing written and nothing asked for; while the woken writer waits
+        // for a CPU, a pass begins and writes 64 pages, they complete, and a background start
+        // is asked for. Classed at the return (before): flushing. At the wake-up: unrequested,
+        // and the schedule's return reads no wb.
+        let t = Table::boxed(HZ)?;
+        let k = key(5, 0);
+        assert!(throttle(1, 0, QUIET, 1000).on(&t, k, 7, WB).stored);
+        assert_eq!(t.on_sched_entry(7, THROTTLE_SLEEP, 1000), None);
+        let mut read_at_wake = 0;
+        t.on_wakeup(
+            7,
+            || ns(1000) + ms(3),
+            |h| {
+                assert_eq!(h, WB);
+                read_at_wake += 1;
+                QUIET
+            },
+        );
+        assert_eq!(read_at_wake, 1);
+        t.on_writeback_start(k, name("0:45"), true, WORKER, 0, 200);
+        t.on_wake_background(k, name("0:45"), true, ns(1000) + ms(4));
+        let mut read_at_return = 0;
+        let woke = t.on_sched_exit(
+            7,
+            true,
+            1002,
+            || ns(1000) + ms(6),
+            |_| {
+                read_at_return += 1;
+                facts(164, 264)
+            },
+        );
+        assert_eq!(woke.class, Some(SleepClass::Unrequested));
+        assert_eq!(woke.release, Some(WB));
+        assert_eq!(read_at_return, 0);
+        // The same at the wake-up is flushing: the pass began and wrote before it.
+        assert!(
+            throttle(1, 0, facts(164, 264), 2000)
+                .on(&t, k, 7, WB)
+                .stored
+        );
+        assert_eq!(t.on_sched_entry(7, THROTTLE_SLEEP, 2000), None);
+        t.on_writeback_start(k, name("0:45"), true, WORKER, 0, 264);
+        t.on_wakeup(7, || ns(2000) + ms(3), |_| facts(200, 300));
+        let woke = t.on_sched_exit(7, true, 2002, || ns(2000) + ms(6), |_| facts(164, 264));
+        assert_eq!(woke.class, Some(SleepClass::Flushing));
+        Ok(())
+    }
+
+    #[test]
+    fn a_sleep_never_woken_is_classed_when_its_schedule_returns() -> Result {
+        // A fatal signal already pending: no wake-up, so the return reads the wb (a pass that
+        // began and wrote by then makes it flushing).
+        let t = Table::boxed(HZ)?;
+        let k = key(5, 0);
+        assert!(throttle(1, 0, QUIET, 1000).on(&t, k, 7, WB).stored);
+        assert_eq!(t.on_sched_entry(7, THROTTLE_SLEEP, 1000), None);
+        t.on_writeback_start(k, name("0:45"), true, WORKER, 0, 200);
+        let woke = t.on_sched_exit(7, false, 1000, || ns(1000) + ms(1), |_| facts(100, 264));
+        assert_eq!(woke.class, Some(SleepClass::Flushing));
+        Ok(())
+    }
+
+    #[test]
+    fn a_wake_up_after_its_sleep_ended_reads_no_wb() -> Result {
+        // The wb's handle is given back when the sleep ends (at its return, or dropped at
+        // another wait): a waker that comes after must not read it, nor claim the next fill's
+        // wake-up with the old token.
+        let t = Table::boxed(HZ)?;
+        let k = key(5, 0);
+        let late = |t: &Table| {
+            let mut read = 0;
+            t.on_wakeup(
+                7,
+                || ns(3000),
+                |_| {
+                    read += 1;
+                    QUIET
+                },
+            );
+            read
+        };
+        // Ended unwoken at its return: the wake-up is closed.
+        let mut e = throttle(1, 0, QUIET, 1000);
+        e.ev.snapshot.task_ratelimit = 0;
+        assert!(e.on(&t, k, 7, WB).stored);
+        assert_eq!(t.on_sched_entry(7, THROTTLE_SLEEP, 1000), None);
+        let _ = t.on_sched_exit(7, false, 1000, || ns(1001), |_| QUIET);
+        // The looping call keeps the entry (idle) with the task's name on it.
+        assert_eq!(t.entries(), 1);
+        assert_eq!(late(&t), 0);
+        // Dropped at another wait before its schedule: closed too.
+        assert!(throttle(1, 0, QUIET, 2000).on(&t, k, 7, WB).stored);
+        let other = SchedEntry::Voluntary {
+            state: TaskState::Killable,
+            iowait: false,
+        };
+        assert_eq!(t.on_sched_entry(7, other, 2000), Some(WB));
+        assert_eq!(late(&t), 0);
+        // A sleep woken once is read once: a second wake-up reads nothing.
+        assert!(throttle(1, 0, QUIET, 4000).on(&t, k, 7, WB).stored);
+        assert_eq!(late(&t), 1);
+        assert_eq!(late(&t), 0);
+        Ok(())
+    }
+
+    #[test]
     fn a_call_that_loops_is_held_from_its_start_to_its_last_sleep_s_end() -> Result {
         // task_ratelimit == 0 (the memcg's stale statistics): the loop sleeps max_pause again
         // and again in one call. Its start_time is 1000; three sleeps of 1 jiffy, each back on
@@ -945,7 +1055,7 @@ mod suite {
             let e = looping(at, 2 * i as usize);
             assert!(e.on(&t, k, 7, WB).stored);
             assert_eq!(t.on_sched_entry(7, THROTTLE_SLEEP, at), None);
-            t.on_wakeup(7, || e.ev.now_ns + ms(4));
+            t.on_wakeup(7, || e.ev.now_ns + ms(4), |_| QUIET);
             let woke = t.on_sched_exit(7, true, at + 1, || e.ev.now_ns + ms(6), |_| QUIET);
             assert_eq!(woke.release, Some(WB));
             // Between two sleeps of the call, the entry keeps it.

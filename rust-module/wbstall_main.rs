@@ -25,11 +25,12 @@
 //! `wb_do_writeback()`: its pass is over), `track_foreign_dirty` (a writer dirtied a folio whose
 //! writeback is counted on another cgroup's wb), and the scheduler's
 //! `sched_entry_tp`/`sched_exit_tp` (a throttle sleep is its task's next voluntary call of
-//! `__schedule()`, and ends when that call returns) and `sched_wakeup` (its wake-up: the time
-//! only). Each sleep is classed from what held at its
-//! start and at its end (see `table/sleep_class.rs` and `docs/detectors.md`). While a sleep is in
-//! progress the module holds a reference on its wb (`helpers.c`), so the read at its end is of a
-//! live wb; so does a task's entry on the wb of its foreign pages.
+//! `__schedule()`, and ends when that call returns) and `sched_wakeup` (its wake-up, where its
+//! time asleep ends). Each sleep is classed from what held at its start and at its wake-up
+//! (or, never woken, at its schedule's return: see `table/sleep_class.rs` and
+//! `docs/detectors.md`). While a sleep is in progress the module holds a reference on its wb
+//! (`helpers.c`), so the read at its end is of a live wb; so does a task's entry on the wb of
+//! its foreign pages.
 //!
 //! A slot is one writeback domain: a bdi (`bdi->id`) and the memcg of its `bdi_writeback` (0 for
 //! the bdi's root wb, else `wb->memcg_css->id`). There are 32 slots, claimed on first event and

@@ -29,8 +29,23 @@
 //! puts it back to [`IDLE`] (release) or fills it. A free entry is claimed with one fully ordered
 //! compare-exchange of `task` from 0; freeing clears the fields and releases `task` to 0.
 //! [`super::Table::release_all`] runs only once no probe can run.
+//!
+//! # The wake-up
+//!
+//! One field is written by another task: `wake`, by the `sched_wakeup` probe of whoever wakes
+//! the entry's task (under that task's runqueue lock), which classes the sleep at its wake-up.
+//! It holds this fill's token (odd) until a waker claims it ([`WAKING`], a compare-exchange
+//! from the token: one waker per fill), reads the wb's facts at the wake-up into `at_wake`
+//! through the entry's handles, and stores the wake-up's time (even, released). Every path
+//! that ends a fill and gives its handles back first closes the wake-up
+//! ([`Pending::close_wake`]): it waits while a claim is in progress (a few loads and two
+//! per-CPU sums on the waker's CPU, interrupts off there), so a waker never reads a wb after
+//! its handle was given back, and no waker can claim a fill once it is closed.
 
-use super::slot::PassStart;
+use super::{
+    sleep_class::WbFacts,
+    slot::PassStart, //
+};
 use kernel::{
     sync::atomic::{
         Acquire,
@@ -50,6 +65,109 @@ pub(super) const ASLEEP: u32 = 2;
 pub(super) const IDLE: u32 = 3;
 /// An entry taken by one probe call.
 pub(super) const BUSY: u32 = 4;
+
+/// `wake` while a waker reads the wb's facts at the wake-up (even, below every time's word).
+const WAKING: u64 = 2;
+/// `wake` of a fill that ended without a wake-up (even, below every time's word).
+const CLOSED: u64 = 4;
+
+/// The word `wake` holds for a wake-up at `ns`: even, and above [`WAKING`] and [`CLOSED`].
+fn time_word(ns: u64) -> u64 {
+    ns.max(3) << 1
+}
+
+/// How a fill's wake-up ended, as [`Pending::close_wake`] finds it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum WakeEnd {
+    /// Woken at this ns; the entry's `at_wake` holds the facts read then.
+    Woken(u64),
+    /// Never woken (a fatal signal already pending kept it runnable, or the sleep was dropped
+    /// before it).
+    Unwoken,
+}
+
+/// One wb's facts and its slot's pass count at a sleep's wake-up, as an entry keeps them.
+pub(super) struct EndCell {
+    written: Atomic<i64>,
+    submitted: Atomic<i64>,
+    passes: Atomic<u64>,
+}
+
+impl EndCell {
+    const fn new() -> Self {
+        Self {
+            written: Atomic::new(0),
+            submitted: Atomic::new(0),
+            passes: Atomic::new(0),
+        }
+    }
+
+    fn store(&self, facts: WbFacts, passes: u64) {
+        self.written.store(facts.written, Relaxed);
+        self.submitted.store(facts.submitted, Relaxed);
+        self.passes.store(passes, Relaxed);
+    }
+
+    /// `(facts, passes)` as stored.
+    fn load(&self) -> (WbFacts, u64) {
+        (
+            WbFacts {
+                written: self.written.load(Relaxed),
+                submitted: self.submitted.load(Relaxed),
+            },
+            self.passes.load(Relaxed),
+        )
+    }
+}
+
+/// What held at a sleep's end (its wake-up, or its schedule's return if never woken): the
+/// writer's wb and its slot's pass count, the same of the foreign wb if the sleep counts it,
+/// and whether a background start had been asked for since the call began.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Ends {
+    pub(super) own: WbFacts,
+    pub(super) own_passes: u64,
+    pub(super) foreign: Option<(WbFacts, u64)>,
+    pub(super) requested: bool,
+}
+
+/// What a sleep's waker read at the wake-up ([`Ends`]), as an entry keeps it.
+pub(super) struct AtWake {
+    own: EndCell,
+    foreign: EndCell,
+    foreign_some: Atomic<bool>,
+    requested: Atomic<bool>,
+}
+
+impl AtWake {
+    const fn new() -> Self {
+        Self {
+            own: EndCell::new(),
+            foreign: EndCell::new(),
+            foreign_some: Atomic::new(false),
+            requested: Atomic::new(false),
+        }
+    }
+
+    pub(super) fn store(&self, ends: &Ends) {
+        self.own.store(ends.own, ends.own_passes);
+        if let Some((facts, passes)) = ends.foreign {
+            self.foreign.store(facts, passes);
+        }
+        self.foreign_some.store(ends.foreign.is_some(), Relaxed);
+        self.requested.store(ends.requested, Relaxed);
+    }
+
+    pub(super) fn load(&self) -> Ends {
+        let (own, own_passes) = self.own.load();
+        Ends {
+            own,
+            own_passes,
+            foreign: self.foreign_some.load(Relaxed).then(|| self.foreign.load()),
+            requested: self.requested.load(Relaxed),
+        }
+    }
+}
 
 /// One wb's facts and passes at a sleep's start, as an entry keeps them.
 pub(super) struct SideCell {
@@ -128,8 +246,11 @@ pub(super) struct Pending {
     /// ns (`ktime_get_mono_fast_ns()`: the trace's `mono` clock) of the event.
     pub(super) event_ns: Atomic<u64>,
     /// The sleep's wake-up: this fill's token (odd, [`Pending::arm_wake`]) until the
-    /// `sched_wakeup` probe replaces it with the wake-up's ns, shifted left by one (even).
+    /// `sched_wakeup` probe claims it ([`WAKING`]) and then stores the wake-up's ns, shifted
+    /// left by one (even, [`time_word`]), or the fill ends unwoken ([`CLOSED`]).
     pub(super) wake: Atomic<u64>,
+    /// What the waker read at the wake-up (valid once `wake` holds a time).
+    pub(super) at_wake: AtWake,
     /// Fills of this entry: what makes each fill's token its own.
     fills: Atomic<u64>,
     /// The `balance_dirty_pages()` call of the task's last sleeps: its `start_time`, whether
@@ -168,6 +289,7 @@ impl Pending {
             foreign_side: SideCell::new(),
             event_ns: Atomic::new(0),
             wake: Atomic::new(0),
+            at_wake: AtWake::new(),
             fills: Atomic::new(0),
             call_start: Atomic::new(0),
             in_call: Atomic::new(false),
@@ -188,18 +310,47 @@ impl Pending {
         self.wake.store(fill << 1 | 1, Release);
     }
 
-    /// `sched_wakeup` of the entry's task at `now_ns`, from any CPU: stores the time if the
-    /// sleep armed at `token` is still the one waiting (a compare-exchange from that token,
-    /// so a later fill of the entry, its own token stored, is never given this time). Returns
-    /// whether it stored.
-    pub(super) fn wake_at(&self, token: u64, now_ns: u64) -> bool {
-        token & 1 == 1 && self.wake.cmpxchg(token, now_ns << 1, Relaxed).is_ok()
+    /// `sched_wakeup` of the entry's task, from any CPU: claims the wake-up of the sleep armed
+    /// at `token` if it is still the one waiting (a compare-exchange from that token, so a
+    /// later fill of the entry, its own token stored, is never claimed by this wake-up, and a
+    /// closed one is never claimed at all). The claimer reads the facts into `at_wake`, then
+    /// [`Self::woke_at`].
+    pub(super) fn claim_wake(&self, token: u64) -> bool {
+        token & 1 == 1 && self.wake.cmpxchg(token, WAKING, Acquire).is_ok()
     }
 
-    /// The wake-up's ns, if the sleep was woken.
-    pub(super) fn woken_at(&self) -> Option<u64> {
-        let w = self.wake.load(Acquire);
-        (w & 1 == 0 && w != 0).then_some(w >> 1)
+    /// The claimed wake-up happened at `now_ns`; `at_wake` is written (release).
+    pub(super) fn woke_at(&self, now_ns: u64) {
+        self.wake.store(time_word(now_ns), Release);
+    }
+
+    /// Ends the fill's wake-up, before its handles are given back: a claim in progress is
+    /// waited for (its waker reads the wbs through them), an armed token is closed so that no
+    /// waker can claim it any more. Returns how the wake-up ended.
+    pub(super) fn close_wake(&self) -> WakeEnd {
+        loop {
+            let w = self.wake.load(Acquire);
+            match w {
+                WAKING => core::hint::spin_loop(),
+                // Never armed (an entry filled before any wake-up could be), or closed.
+                0 | CLOSED => return WakeEnd::Unwoken,
+                w if w & 1 == 1 => {
+                    if self.wake.cmpxchg(w, CLOSED, Acquire).is_ok() {
+                        return WakeEnd::Unwoken;
+                    }
+                }
+                w => return WakeEnd::Woken(w >> 1),
+            }
+        }
+    }
+
+    /// The slot's request count at the sleep's event, as [`super::slot::Slot::requested_since`]
+    /// takes it.
+    pub(super) fn request_start(&self) -> super::slot::RequestStart {
+        super::slot::RequestStart {
+            requests: self.requests.load(Relaxed),
+            since_call: self.requested.load(Relaxed),
+        }
     }
 
     /// The state, for the entry's own task (or a look that only compares it).

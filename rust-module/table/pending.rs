@@ -37,7 +37,9 @@
 use super::{
     counter::Counter,
     entry::{
+        Ends,
         Pending,
+        WakeEnd,
         ASLEEP,
         BUSY,
         FILLED,
@@ -332,15 +334,16 @@ impl Table {
         if entry.state() != ASLEEP {
             return none;
         }
-        let own = end(entry.wb.load(Relaxed));
-        let foreign = if entry.foreign_used.load(Relaxed) {
-            Some(end(entry.foreign.load(Relaxed)))
-        } else {
-            None
+        // Classed by what held at the wake-up, as its waker read it; a sleep never woken by
+        // what holds now. Closing the wake-up first: no waker reads the wbs after this.
+        let woken = entry.close_wake();
+        let ends = match woken {
+            WakeEnd::Woken(_) => entry.at_wake.load(),
+            WakeEnd::Unwoken => self.read_ends(entry, &mut end),
         };
         let unblocked = entry.woken.load(Relaxed) || !switched;
-        let class = self.finish(entry, own, foreign, unblocked);
-        self.count_times(entry, class, now, now_ns());
+        let class = self.finish(entry, ends, unblocked);
+        self.count_times(entry, class, woken, now, now_ns());
         self.end_timing(entry);
         let wb = entry.wb.xchg(0, Relaxed);
         self.in_flight.fetch_sub(1, Relaxed);
@@ -351,28 +354,39 @@ impl Table {
         }
     }
 
-    /// Classes `entry`'s sleep with `own` and `foreign`, what holds at its end, and counts it if
-    /// it began since the last reset (`None` otherwise).
-    fn finish(
-        &self,
-        entry: &Pending,
-        own: WbFacts,
-        foreign: Option<WbFacts>,
-        unblocked: bool,
-    ) -> Option<SleepClass> {
+    /// What holds now at the end of `entry`'s sleep: the wbs read with `end` through the
+    /// entry's handles (the writer's, and the foreign one if the sleep counts it), their
+    /// slots' pass counts, and whether a background start was asked for since the call began.
+    /// At the wake-up (by its waker), or at the schedule's return of a sleep never woken.
+    pub(super) fn read_ends(&self, entry: &Pending, end: &mut impl FnMut(u64) -> WbFacts) -> Ends {
+        let own_slot = self.slots.get(entry.slot.load(Relaxed) as usize);
+        let foreign = if entry.foreign_used.load(Relaxed) {
+            self.slots
+                .get(entry.foreign_slot.load(Relaxed) as usize)
+                .map(|fslot| (end(entry.foreign.load(Relaxed)), fslot.passes()))
+        } else {
+            None
+        };
+        Ends {
+            own: end(entry.wb.load(Relaxed)),
+            own_passes: own_slot.map_or(0, Slot::passes),
+            foreign,
+            requested: own_slot.is_some_and(|slot| slot.requested_since(&entry.request_start())),
+        }
+    }
+
+    /// Classes `entry`'s sleep with `ends`, what held at its end, and counts it if it began
+    /// since the last reset (`None` otherwise).
+    fn finish(&self, entry: &Pending, ends: Ends, unblocked: bool) -> Option<SleepClass> {
         let slot = self.slots.get(entry.slot.load(Relaxed) as usize)?;
         if entry.generation.load(Relaxed) != self.generation.load(Relaxed) {
             return None;
         }
-        let own = side(entry.own.load(), own, slot);
-        let foreign = foreign.and_then(|end| {
-            let fslot = self.slots.get(entry.foreign_slot.load(Relaxed) as usize)?;
-            Some(side(entry.foreign_side.load(), end, fslot))
-        });
-        let requested = slot.requested_since(&super::slot::RequestStart {
-            requests: entry.requests.load(Relaxed),
-            since_call: entry.requested.load(Relaxed),
-        });
+        let own = side(entry.own.load(), ends.own, ends.own_passes);
+        let foreign = ends
+            .foreign
+            .map(|(end, passes)| side(entry.foreign_side.load(), end, passes));
+        let requested = ends.requested;
         let class = classify(&own, foreign.as_ref(), requested);
         let ms = entry.pause_ms.load(Relaxed);
         let (sleeps, ms_counter) = match class {
@@ -477,6 +491,8 @@ impl Table {
                 slot.add(why, 1);
             }
         }
+        // No waker reads the wb once its wake-up is closed.
+        let _ = entry.close_wake();
         self.in_flight.fetch_sub(1, Relaxed);
         entry.wb.xchg(0, Relaxed)
     }
@@ -533,12 +549,12 @@ impl Table {
 
 /// One wb's part in a sleep, from what its entry kept at the start, its facts at the end and
 /// its slot's passes now.
-fn side(start: (i64, i64, super::slot::PassStart), end: WbFacts, slot: &Slot) -> Side {
+fn side(start: (i64, i64, super::slot::PassStart), end: WbFacts, passes_end: u64) -> Side {
     let (written, submitted, pass) = start;
     Side {
         start: WbFacts { written, submitted },
         end,
         pass,
-        passes_end: slot.passes(),
+        passes_end,
     }
 }

@@ -11,12 +11,16 @@ use super::{
     counter::Counter,
     entry::{
         Pending,
+        WakeEnd,
         ASLEEP,
         FILLED, //
     },
     jiffies::jiffies_to_ms,
     pending::ThrottleEvent,
-    sleep_class::SleepClass,
+    sleep_class::{
+        SleepClass,
+        WbFacts, //
+    },
     Table, //
 };
 use kernel::{
@@ -54,9 +58,18 @@ impl Table {
     }
 
     /// `sched_wakeup` of `task` at `now_ns` (from the waker's CPU, under the runqueue lock of
-    /// `task` and its `pi_lock`): the wake-up of its sleep in progress, if any. Only loads and
-    /// one compare-exchange: no lock, no reference, nothing given back.
-    pub(crate) fn on_wakeup(&self, task: u64, now_ns: impl FnOnce() -> u64) {
+    /// `task` and its `pi_lock`): the wake-up of its sleep in progress, if any. The sleep is
+    /// classed by what holds here, at the end of its time asleep (the time its shares count),
+    /// not when its task is back on a CPU: the waker reads the wbs through the entry's handles
+    /// with `end` (the writer's, and the foreign one if the sleep counts it), while its claim
+    /// keeps them pinned ([`Pending::close_wake`]). No lock of the table's, no reference taken
+    /// or given back.
+    pub(crate) fn on_wakeup(
+        &self,
+        task: u64,
+        now_ns: impl FnOnce() -> u64,
+        mut end: impl FnMut(u64) -> WbFacts,
+    ) {
         if self.idle() {
             return;
         }
@@ -67,11 +80,16 @@ impl Table {
         // entry fails the compare-exchange (that fill stored its own), and one read after it
         // is paired with that task, which fails the check.
         let token = entry.wake.load(kernel::sync::atomic::Acquire);
-        if entry.task.load(kernel::sync::atomic::Acquire) == task
-            && matches!(entry.state(), FILLED | ASLEEP)
+        if entry.task.load(kernel::sync::atomic::Acquire) != task
+            || !matches!(entry.state(), FILLED | ASLEEP)
+            || !entry.claim_wake(token)
         {
-            entry.wake_at(token, now_ns());
+            return;
         }
+        let at = now_ns();
+        let ends = self.read_ends(entry, &mut end);
+        entry.at_wake.store(&ends);
+        entry.woke_at(at);
     }
 
     /// At a classed sleep's end (`now`, `now_ns`): its times by `class`, and the time its call
@@ -80,6 +98,7 @@ impl Table {
         &self,
         entry: &Pending,
         class: Option<SleepClass>,
+        woken: WakeEnd,
         now: Jiffies,
         now_ns: u64,
     ) {
@@ -89,9 +108,9 @@ impl Table {
         };
         let event = entry.event_ns.load(Relaxed);
         let off_cpu = now_ns.saturating_sub(event);
-        let asleep = match entry.woken_at() {
-            Some(woke) => woke.saturating_sub(event).min(off_cpu),
-            None => {
+        let asleep = match woken {
+            WakeEnd::Woken(woke) => woke.saturating_sub(event).min(off_cpu),
+            WakeEnd::Unwoken => {
                 // Never woken (a fatal signal already pending kept it runnable): asleep is
                 // all of it, and counted as such.
                 slot.add(Counter::UnwokenSleeps, 1);
