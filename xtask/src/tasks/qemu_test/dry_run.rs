@@ -6,24 +6,40 @@
 use std::path::PathBuf;
 
 use crate::{
-    guest::{job::Job, plan::Shard},
+    guest::{job::Job, plan::Shard, qemu::Clock},
     kernel::{build::load_built, flavour::Flavour},
     report, util,
 };
 
-/// Wall seconds a boot takes beyond its fio job (kernel boot, fio's start,
-/// the verify pass, the trace's formatting and sending): docs/measurements.md,
-/// "Time per boot": 35.9-43.6 s a boot of the 25 s job (the defaults: virtual
-/// clock, two guests at a time on 2 cores), about 15 s a quick one (7 s).
+/// Wall seconds a boot takes on the real clock beyond its fio job (kernel boot,
+/// fio's start, the verify pass, the trace's formatting and sending): about 35 s
+/// a boot of the 25 s job one at a time (docs/measurements.md, "Times").
 pub const BOOT_OVERHEAD_SECS: u32 = 14;
+
+/// A boot on the virtual clock (the default): guest time counts instructions and
+/// idle time is skipped, so a boot takes less wall time than guest time and its
+/// wall time is a fixed part and a share of its fio job, not the job plus an
+/// overhead. Fitted on 2026-12-07 (2 cores, two guests at a time, the main job's
+/// 50 boots and quick boots, docs/measurements.md "Current figures"): a 25 s job
+/// 17.3-20.8 s a scenario (18.6 mean), a quick 7 s job 13-14 s; a brand-new
+/// machine's 50 boots took 8.6 min (20.6 s each).
+pub const VIRTUAL_BOOT_SECS: u32 = 12;
+/// The share of its fio job a virtual-clock boot adds, per mille.
+pub const VIRTUAL_JOB_PER_MILLE: u32 = 300;
 
 /// A cold kernel build: 556 s on a brand-new 2-core machine (2026-12-06, a
 /// fresh clone; docs/measurements.md, "The quick start's times").
 pub const COLD_BUILD_SECS: u32 = 560;
 
 /// Another variant once one is built, with its module: 22-23 s on the same
-/// machine.
+/// machine. A kernel already on disk costs the same: the variants share one
+/// tree, so each is made again after the tree is switched to it (15-25 s,
+/// 2026-12-07).
 pub const WARM_BUILD_SECS: u32 = 25;
+
+/// A brand-new machine's set-up (apt, rust-src, bindgen-cli): 4.5 min
+/// (2026-12-06, docs/measurements.md "Current figures").
+pub const SETUP_SECS: u32 = 270;
 
 /// A kernel of the plan.
 #[derive(Debug, Clone, PartialEq)]
@@ -54,6 +70,10 @@ pub struct Preview {
     pub more: Vec<(String, String)>,
     pub jobs_vm: usize,
     pub shard: Option<Shard>,
+    /// The guests' clock: what a boot's wall time is reckoned from.
+    pub clock: Clock,
+    /// The tools are not all there: the run sets the machine up first.
+    pub setup: bool,
 }
 
 /// The kernels of the plan: each variant, on disk or not (for `flavour`),
@@ -86,24 +106,28 @@ impl Preview {
             .collect()
     }
 
-    /// Seconds of building: a cold build first when no kernel is on disk.
+    /// Seconds of building: a cold build first when no kernel is on disk,
+    /// every other kernel made again after its switch (none with `--no-build`).
     pub fn build_secs(&self) -> u32 {
-        let n = self.to_build().len() as u32;
-        match n {
+        if self.no_build {
+            return 0;
+        }
+        let made = self.kernels.iter().filter(|k| k.again.is_none()).count() as u32;
+        match made {
             0 => 0,
             n if self.kernels.iter().any(|k| k.built) => n * WARM_BUILD_SECS,
             n => COLD_BUILD_SECS + (n - 1) * WARM_BUILD_SECS,
         }
     }
 
-    /// Seconds of booting `boots`: each its fio job and the overhead, run
-    /// `jobs_vm` at a time.
+    /// Seconds of booting `boots`, each reckoned from its fio job by the
+    /// clock ([`boot_wall_secs`]), run `jobs_vm` at a time.
     pub fn boot_secs(&self, boots: &[(String, String)]) -> u32 {
         let each = |scen: &str| {
             (self.scenarios.iter())
                 .find(|(name, ..)| name == scen)
                 .map_or(0, |(_, _, job)| {
-                    job.ramp_time + job.runtime + BOOT_OVERHEAD_SECS
+                    boot_wall_secs(self.clock, job.ramp_time + job.runtime)
                 })
         };
         let all: u32 = boots.iter().map(|(_, s)| each(s)).sum();
@@ -162,13 +186,38 @@ impl Preview {
     /// The time line: building, then booting, and how each was reckoned.
     fn estimate(&self) -> String {
         let (build, boot) = (self.build_secs(), self.boot_secs(&self.boots));
-        let building = match self.to_build().len() {
+        let setup = if self.setup { SETUP_SECS } else { 0 };
+        let setting_up = match setup {
             0 => String::new(),
-            n => format!("building {n} kernel(s) {}, then ", about(build)),
+            s => format!(
+                "setting the machine up {} (its tools are missing), ",
+                about(s)
+            ),
+        };
+        let on_disk = (self.kernels.iter())
+            .filter(|k| k.built && k.again.is_none())
+            .count();
+        let building = match (build, self.to_build().len(), on_disk) {
+            (0, ..) => String::new(),
+            (b, 0, m) => format!("making the {m} kernel(s) on disk again {}, then ", about(b)),
+            (b, n, 0) => format!("building {n} kernel(s) {}, then ", about(b)),
+            (b, n, m) => format!(
+                "building {n} kernel(s) and making {m} on disk again {}, then ",
+                about(b)
+            ),
+        };
+        let building = format!("{setting_up}{building}");
+        let build = build + setup;
+        let each = match self.clock {
+            Clock::Real => format!("its fio job plus about {BOOT_OVERHEAD_SECS} s"),
+            Clock::Virtual { .. } => format!(
+                "about {VIRTUAL_BOOT_SECS} s and {}% of its fio job on the virtual clock",
+                VIRTUAL_JOB_PER_MILLE / 10
+            ),
         };
         let mut out = format!(
-            "estimate: about {}: {building}{} boot(s), {} at a time, {} (each its fio job \
-             plus about {BOOT_OVERHEAD_SECS} s, docs/measurements.md)\n",
+            "estimate: about {}: {building}{} boot(s), {} at a time, {} (each {each}, \
+             docs/measurements.md)\n",
             about(build + boot).trim_start_matches("about "),
             self.boots.len(),
             self.jobs_vm,
@@ -187,6 +236,16 @@ impl Preview {
             ));
         }
         out
+    }
+}
+
+/// Wall seconds of one boot whose fio job (ramp and runtime) is `job_secs`.
+pub fn boot_wall_secs(clock: Clock, job_secs: u32) -> u32 {
+    match clock {
+        Clock::Real => job_secs + BOOT_OVERHEAD_SECS,
+        Clock::Virtual { .. } => {
+            VIRTUAL_BOOT_SECS + (job_secs * VIRTUAL_JOB_PER_MILLE).div_ceil(1000)
+        }
     }
 }
 
@@ -230,7 +289,43 @@ mod tests {
             jobs_vm: 2,
             shard: None,
             more: Vec::new(),
+            clock: Clock::Real,
+            setup: false,
         }
+    }
+
+    #[test]
+    fn a_machine_without_its_tools_is_set_up_first() {
+        let mut p = preview(vec![kernel("a", false, None)], false);
+        assert!(!p.render().contains("setting the machine up"));
+        p.setup = true;
+        let text = p.render();
+        assert!(
+            text.contains(
+                "estimate: about 15 min: setting the machine up about 5 min (its tools are \
+                 missing), building 1 kernel(s) about 9 min, then"
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_virtual_clock_boot_is_reckoned_from_a_share_of_its_job() {
+        let mut p = preview(vec![kernel("upstream", true, None)], false);
+        p.clock = Clock::Virtual { shift: 3 };
+        // 2 fuse boots of 12 + 7.5 (rounded up) s, one ext4 boot of 12 + 2.1 s.
+        assert_eq!(p.boot_secs(&p.boots), (2 * 20 + 15) / 2 + 1);
+        // The main job's plan (2026-12-07): 50 boots of 25 s jobs, two at a
+        // time, took 464 s of booting; this says 500 (8 min).
+        assert_eq!(boot_wall_secs(p.clock, 25) * 50 / 2, 500);
+        assert!(
+            p.render().contains(
+                "(each about 12 s and 30% of its fio job on the virtual clock, \
+                 docs/measurements.md)"
+            ),
+            "{}",
+            p.render()
+        );
     }
 
     #[test]
@@ -246,9 +341,11 @@ mod tests {
         // 6 fuse boots of 25 + 14 s, 3 ext4 boots of 7 + 14 s, two at a time;
         // v1 is built warm (upstream is on disk), the A/A control reuses upstream.
         assert_eq!(p.boot_secs(&p.boots), (6 * 39 + 3 * 21) / 2 + 1);
+        // v1 built warm (upstream is on disk), upstream made again after the
+        // switch back to it.
         assert_eq!(
             (p.to_build(), p.build_secs()),
-            (vec!["v1"], WARM_BUILD_SECS)
+            (vec!["v1"], 2 * WARM_BUILD_SECS)
         );
         let text = p.render();
         for line in [
@@ -258,8 +355,9 @@ mod tests {
             "  upstream-aa  upstream's kernel again, the A/A control",
             "  fuse  2 run(s)  5 + 20 s",
             "boots: 9 (3 kernel(s) x 2 scenario(s), runs per cell: fuse 2, ext4 1)",
-            "estimate: about 3 min: building 1 kernel(s) about 25 s, then 9 boot(s), 2 at a \
-             time, about 2 min (each its fio job plus about 14 s, docs/measurements.md)",
+            "estimate: about 3 min: building 1 kernel(s) and making 1 on disk again about 50 s, \
+             then 9 boot(s), 2 at a time, about 2 min (each its fio job plus about 14 s, \
+             docs/measurements.md)",
         ] {
             assert!(text.lines().any(|l| l == line), "no `{line}` in\n{text}");
         }
@@ -276,7 +374,7 @@ mod tests {
         let text = p.render();
         assert!(
             text.contains(
-                "worst case: about 3 min: the costs of the patch under test may add up to 8 \
+                "worst case: about 4 min: the costs of the patch under test may add up to 8 \
                  boot(s) (about 3 min)"
             ),
             "{text}"

@@ -442,6 +442,8 @@ impl QemuTest {
             jobs_vm: i.jobs_vm.0,
             shard: self.shard,
             more: self.cost_boots(&i)?,
+            clock: i.machine.clock,
+            setup: crate::deps::check_for(sh, flavour.no_rust).is_err(),
         })
     }
 
