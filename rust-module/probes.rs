@@ -19,8 +19,9 @@
 //!
 //! A sleep's wb is read twice: at its throttle event (the tracepoint's own `wb`, which the
 //! caller of `balance_dirty_pages()` holds), and at its wake-up (or, never woken, when its
-//! schedule returns), through the handle the table kept. Between the two the entry holds a reference of its own on the wb
-//! (`wbstall_wb_pin()`, `helpers.c`), dropped when the table gives the handle back: so the second
+//! schedule returns), through the handle the table kept. Between the two the entry holds a
+//! reference of its own on the wb (`wbstall_wb_pin()`, `helpers.c`), dropped when the table
+//! gives the handle back (after closing the wake-up: `Pending::close_wake`): so the second
 //! read is of a live wb even if the task had left `balance_dirty_pages()` meanwhile (the table
 //! drops such sleeps, but only at the task's next wait). The wb a task's foreign pages are on
 //! (`track_foreign_dirty`) is pinned the same way, by the task's entry, until the entry gives it

@@ -360,6 +360,7 @@ impl Table {
     /// At the wake-up (by its waker), or at the schedule's return of a sleep never woken.
     pub(super) fn read_ends(&self, entry: &Pending, end: &mut impl FnMut(u64) -> WbFacts) -> Ends {
         let own_slot = self.slots.get(entry.slot.load(Relaxed) as usize);
+        let own = end(entry.wb.load(Relaxed));
         let foreign = if entry.foreign_used.load(Relaxed) {
             self.slots
                 .get(entry.foreign_slot.load(Relaxed) as usize)
@@ -368,7 +369,7 @@ impl Table {
             None
         };
         Ends {
-            own: end(entry.wb.load(Relaxed)),
+            own,
             own_passes: own_slot.map_or(0, Slot::passes),
             foreign,
             requested: own_slot.is_some_and(|slot| slot.requested_since(&entry.request_start())),
@@ -386,8 +387,7 @@ impl Table {
         let foreign = ends
             .foreign
             .map(|(end, passes)| side(entry.foreign_side.load(), end, passes));
-        let requested = ends.requested;
-        let class = classify(&own, foreign.as_ref(), requested);
+        let class = classify(&own, foreign.as_ref(), ends.requested);
         let ms = entry.pause_ms.load(Relaxed);
         let (sleeps, ms_counter) = match class {
             SleepClass::Flushing => (Counter::FlushingSleeps, Counter::FlushingMs),
@@ -548,7 +548,7 @@ impl Table {
 }
 
 /// One wb's part in a sleep, from what its entry kept at the start, its facts at the end and
-/// its slot's passes now.
+/// its slot's pass count then.
 fn side(start: (i64, i64, super::slot::PassStart), end: WbFacts, passes_end: u64) -> Side {
     let (written, submitted, pass) = start;
     Side {

@@ -106,17 +106,23 @@ impl Preview {
             .collect()
     }
 
+    /// The kernels on disk the run makes again after the tree's switch to
+    /// each (none with `--no-build`; the A/A control boots its variant's).
+    pub fn on_disk(&self) -> Vec<&str> {
+        (self.kernels.iter())
+            .filter(|k| !self.no_build && k.built && k.again.is_none())
+            .map(|k| k.name.as_str())
+            .collect()
+    }
+
     /// Seconds of building: a cold build first when no kernel is on disk,
-    /// every other kernel made again after its switch (none with `--no-build`).
+    /// every other kernel made warm.
     pub fn build_secs(&self) -> u32 {
-        if self.no_build {
-            return 0;
-        }
-        let made = self.kernels.iter().filter(|k| k.again.is_none()).count() as u32;
-        match made {
-            0 => 0,
-            n if self.kernels.iter().any(|k| k.built) => n * WARM_BUILD_SECS,
-            n => COLD_BUILD_SECS + (n - 1) * WARM_BUILD_SECS,
+        let (n, m) = (self.to_build().len() as u32, self.on_disk().len() as u32);
+        match (n, m) {
+            (0, 0) => 0,
+            (n, 0) => COLD_BUILD_SECS + (n - 1) * WARM_BUILD_SECS,
+            (n, m) => (n + m) * WARM_BUILD_SECS,
         }
     }
 
@@ -187,26 +193,25 @@ impl Preview {
     fn estimate(&self) -> String {
         let (build, boot) = (self.build_secs(), self.boot_secs(&self.boots));
         let setup = if self.setup { SETUP_SECS } else { 0 };
-        let setting_up = match setup {
+        let mut before = match setup {
             0 => String::new(),
             s => format!(
                 "setting the machine up {} (its tools are missing), ",
                 about(s)
             ),
         };
-        let on_disk = (self.kernels.iter())
-            .filter(|k| k.built && k.again.is_none())
-            .count();
-        let building = match (build, self.to_build().len(), on_disk) {
-            (0, ..) => String::new(),
-            (b, 0, m) => format!("making the {m} kernel(s) on disk again {}, then ", about(b)),
-            (b, n, 0) => format!("building {n} kernel(s) {}, then ", about(b)),
-            (b, n, m) => format!(
-                "building {n} kernel(s) and making {m} on disk again {}, then ",
-                about(b)
+        before.push_str(&match (self.to_build().len(), self.on_disk().len()) {
+            (0, 0) => String::new(),
+            (0, m) => format!(
+                "making the {m} kernel(s) on disk again {}, then ",
+                about(build)
             ),
-        };
-        let building = format!("{setting_up}{building}");
+            (n, 0) => format!("building {n} kernel(s) {}, then ", about(build)),
+            (n, m) => format!(
+                "building {n} kernel(s) and making {m} on disk again {}, then ",
+                about(build)
+            ),
+        });
         let build = build + setup;
         let each = match self.clock {
             Clock::Real => format!("its fio job plus about {BOOT_OVERHEAD_SECS} s"),
@@ -216,7 +221,7 @@ impl Preview {
             ),
         };
         let mut out = format!(
-            "estimate: about {}: {building}{} boot(s), {} at a time, {} (each {each}, \
+            "estimate: about {}: {before}{} boot(s), {} at a time, {} (each {each}, \
              docs/measurements.md)\n",
             about(build + boot).trim_start_matches("about "),
             self.boots.len(),
