@@ -462,7 +462,8 @@ stop_sampler() {
 # *_bytes knob zeroes its *_ratio), so that the global domain throttles a file
 # set that still fits in memory.
 set_dirty_limits() {
-	[ -n "${WB_dirty_bytes-}" ] || return 0
+	# 0 (the hunt's default): the kernel's ratios stay.
+	case "${WB_dirty_bytes:-0}" in 0) return 0 ;; esac
 	echo "$WB_dirty_bytes" >/proc/sys/vm/dirty_bytes || fail "cannot set vm.dirty_bytes=$WB_dirty_bytes"
 	need dirty_background_bytes >/proc/sys/vm/dirty_background_bytes ||
 		fail "cannot set vm.dirty_background_bytes to wbstall.dirty_background_bytes"

@@ -62,6 +62,8 @@ enum Task {
     ModuleStress(tasks::module_stress::ModuleStress),
     /// The memcg stale-statistics finding's stand-alone reproduce.sh, run as is in the guest.
     Reproducer(tasks::reproducer::Reproducer),
+    /// Search qemu/hunt.toml's settings for writers held with nothing to wait for.
+    Hunt(tasks::hunt::Hunt),
     /// What the memcg statistics' flushes cost with many memcgs writing at once.
     FlushCost(tasks::flush_cost::FlushCostCmd),
     /// What the harness costs: FUSE throughput in qemu-test's guest against a bare one.
@@ -163,6 +165,7 @@ fn run(cli: Cli) -> Result<()> {
         Some(Task::Shell(t)) => t.run(&sh),
         Some(Task::ModuleStress(t)) => t.run(&sh),
         Some(Task::Reproducer(t)) => t.run(&sh),
+        Some(Task::Hunt(t)) => t.run(&sh),
         Some(Task::FlushCost(t)) => t.run(&sh),
         Some(Task::Report(t)) => t.run(&sh),
         Some(Task::Merge(t)) => t.run(&sh),

@@ -13,6 +13,7 @@ pub mod cost;
 pub mod criteria;
 pub mod evidence;
 pub mod expected;
+pub mod held;
 pub mod judge;
 pub mod judgement;
 pub mod matrix;

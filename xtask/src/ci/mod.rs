@@ -45,7 +45,9 @@ use crate::{
     kernel::module,
     kernel::variants::{Roles, Variants},
     progress::{self, Event},
-    tasks::{args, host_test::HostTest, module_stress::ModuleStress, qemu_test::QemuTest},
+    tasks::{
+        args, host_test::HostTest, hunt::Hunt, module_stress::ModuleStress, qemu_test::QemuTest,
+    },
     util,
 };
 
@@ -236,6 +238,7 @@ fn live_steps(sh: &Shell) -> Result<()> {
     quick_cells(sh, &roles)?;
     negative_steps(sh, &roles)?;
     let baseline = roles.baseline.clone();
+    hunt_step(sh, &baseline)?;
     // memcg-stale-stats on its 60 s job: upstream 7.6-9.0% (5% line), the
     // fixes 0.0-0.6% (1% line) in 8 runs each of 2026-12-06.
     step(FINDINGS_STEP, || findings::reproduce_findings(sh))?;
@@ -264,6 +267,39 @@ fn live_steps(sh: &Shell) -> Result<()> {
     dev_loop_steps(sh)?;
     step(SLURM_STEP, || slurm::slurm_matrix(sh, &roles))?;
     Ok(())
+}
+
+/// The hunt's seed and budget in CI: docs/hunt.md says how often a seed
+/// finds the strictlimit stall within it (measured over seeds).
+const HUNT_SEED: &str = "1";
+const HUNT_BOOTS: &str = "48";
+
+/// `cargo xtask hunt` finds 64dd89ae01f2's stall on FUSE by itself, on the
+/// baseline, from a space that does not hold fuse-strictlimit (the kernel
+/// the quick cells built).
+fn hunt_step(sh: &Shell, baseline: &str) -> Result<()> {
+    step(
+        &format!(
+            "hunt finds the strictlimit stall on {baseline} by itself (seed {HUNT_SEED}, at \
+             most {HUNT_BOOTS} quick boots)"
+        ),
+        || {
+            args::parse::<Hunt>(&[
+                "--seed",
+                HUNT_SEED,
+                "--boots",
+                HUNT_BOOTS,
+                "--until",
+                "strictlimit",
+                "--",
+                "--variant",
+                baseline,
+                "--quick",
+                "--no-build",
+            ])?
+            .run(sh)
+        },
+    )
 }
 
 /// The live runs the verdict must reject: the baseline against an `ok`

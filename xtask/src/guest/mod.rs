@@ -18,6 +18,7 @@ pub mod protocol;
 pub mod qemu;
 pub mod run_id;
 pub mod scenario;
+pub mod space;
 pub mod splat;
 pub mod stage;
 pub mod stream;

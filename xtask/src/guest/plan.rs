@@ -272,7 +272,7 @@ pub fn run_params(r: &RunParams<'_>) -> Vec<(String, String)> {
     let p = |k: &str, v: String| (k.to_string(), v);
     let job = r.job;
     let mut params = vec![
-        p(param::SCENARIO, r.scenario.name.to_string()),
+        p(param::SCENARIO, r.scenario.script.to_string()),
         p(param::SIZE, job.size.clone()),
         p(param::NUMJOBS, job.numjobs.to_string()),
         p(param::RUNTIME, job.runtime.to_string()),

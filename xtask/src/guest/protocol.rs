@@ -218,6 +218,33 @@ pub mod param {
             reason = "set by a scenario's data (scenario.toml) or a task's own boot: named for the contract test"
         )
     )]
+    /// The hunt's script (qemu/scenarios/hunt): its file system, ext4 or fuse.
+    pub const FS: &str = "fs";
+    #[cfg_attr(
+        not(test),
+        allow(
+            dead_code,
+            reason = "set by a scenario's data (scenario.toml) or a task's own boot: named for the contract test"
+        )
+    )]
+    /// The hunt's script: the FUSE BDI's strict_limit.
+    pub const FUSE_STRICT: &str = "fuse_strict";
+    #[cfg_attr(
+        not(test),
+        allow(
+            dead_code,
+            reason = "set by a scenario's data (scenario.toml) or a task's own boot: named for the contract test"
+        )
+    )]
+    /// The hunt's script: the FUSE BDI's max_ratio.
+    pub const FUSE_MAX_RATIO: &str = "fuse_max_ratio";
+    #[cfg_attr(
+        not(test),
+        allow(
+            dead_code,
+            reason = "set by a scenario's data (scenario.toml) or a task's own boot: named for the contract test"
+        )
+    )]
     pub const DIRTY_BACKGROUND_BYTES: &str = "dirty_background_bytes";
     #[cfg_attr(
         not(test),
@@ -301,6 +328,9 @@ pub mod param {
         CHURN,
         BARE,
         DIRTY_BYTES,
+        FS,
+        FUSE_STRICT,
+        FUSE_MAX_RATIO,
         DIRTY_BACKGROUND_BYTES,
         MEMCG_MAX,
         DISK_LATENCY_MS,

@@ -22,6 +22,9 @@ pub const FLOOR_FILE: &str = "floor.toml";
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Scenario {
     pub name: &'static str,
+    /// The folder whose `run.sh` the guest runs (`wbstall.scenario`): the
+    /// scenario's own, or for a point of `cargo xtask hunt` the hunt's.
+    pub script: &'static str,
     pub what: &'static str,
     /// Whether the guest needs the ext4 disk image (virtio-blk).
     pub disk: bool,
@@ -174,8 +177,10 @@ pub fn load_dir(dir: &Path) -> Result<Vec<(Scenario, bool)>> {
             }),
             None => None,
         };
+        let name = leak(name);
         let scenario = Scenario {
-            name: leak(name),
+            name,
+            script: name,
             what: leak(t.what),
             disk: t.disk,
             verify: t.verify,

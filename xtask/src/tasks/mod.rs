@@ -9,6 +9,7 @@ pub mod calibrate;
 pub mod deps;
 pub mod flush_cost;
 pub mod host_test;
+pub mod hunt;
 pub mod merge;
 pub mod module_stress;
 pub mod qemu_test;

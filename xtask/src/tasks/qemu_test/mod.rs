@@ -11,6 +11,7 @@ mod costs;
 mod dry_run;
 mod guest;
 mod planning;
+mod points;
 mod resume;
 mod roles;
 
@@ -374,9 +375,17 @@ impl QemuTest {
 
     /// Every input of the session, checked before the long work starts.
     fn inputs(&self, sh: &Shell) -> Result<Inputs> {
+        self.inputs_for(sh, None)
+    }
+
+    /// [`Self::inputs`], of `points` instead of the named scenarios when given.
+    fn inputs_for(&self, sh: &Shell, points: Option<Vec<Scenario>>) -> Result<Inputs> {
         let staged = self.staged_guest()?;
         let user_server = self.user_server(staged.as_ref())?;
-        let scenarios = self.scenarios(user_server.as_ref())?;
+        let scenarios = match points {
+            Some(p) => p,
+            None => self.scenarios(user_server.as_ref())?,
+        };
         let external = Self::external_for(&scenarios, user_server.clone(), staged.as_ref())?;
         let variants = Variants::repo()?;
         let selection = revs::select(sh, &self.selection, &self.source)?;

@@ -1,0 +1,343 @@
+//! `cargo xtask hunt`'s search space (`qemu/hunt.toml`): dimensions, each a list of
+//! values of the hunt script's settings (`qemu/scenarios/hunt`, its
+//! `[params]`) or of its fio job (`size`, `invalidate`); a point takes one
+//! value of each, and becomes a scenario (`Point::scenario`) the guest runs
+//! with the hunt's script.
+
+use std::{collections::BTreeMap, path::Path};
+
+use anyhow::{bail, Context, Result};
+use serde::Deserialize;
+
+use crate::guest::scenario::{PhaseCycles, Scenario};
+
+/// The space's file, relative to the repository root.
+pub const SPACE_FILE: &str = "qemu/hunt.toml";
+
+/// The scenario whose script runs every point.
+pub const SCRIPT: &str = "hunt";
+
+/// The job settings a dimension may set besides the script's parameters.
+const JOB_KEYS: [&str; 2] = ["size", "invalidate"];
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SpaceToml {
+    runs: u32,
+    phase: PhaseToml,
+    dims: BTreeMap<String, Vec<toml::Value>>,
+    #[serde(default)]
+    ignore: BTreeMap<String, Vec<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PhaseToml {
+    cycles_ms: Vec<u32>,
+}
+
+/// One value of a dimension: the settings it makes, by name.
+pub type Value = BTreeMap<String, String>;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Dim {
+    pub name: String,
+    pub values: Vec<Value>,
+}
+
+/// `SETTING=VALUE` makes `dims` meaningless: they keep the script's defaults.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ignore {
+    pub setting: String,
+    pub value: String,
+    pub dims: Vec<String>,
+}
+
+/// The space, checked against the script's settings.
+#[derive(Debug, Clone)]
+pub struct Space {
+    pub runs: u32,
+    pub cycles_ms: &'static [u32],
+    pub dims: Vec<Dim>,
+    pub ignore: Vec<Ignore>,
+    /// The script's scenario: its defaults, disk and job.
+    pub script: Scenario,
+}
+
+/// A point: the index of a value in each dimension, in the space's order.
+pub type Point = Vec<usize>;
+
+/// What a point boots: the script's settings and the job's.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Settings(pub BTreeMap<String, String>);
+
+impl Space {
+    /// Reads and checks `file` against the hunt script `script`.
+    pub fn load(file: &Path, script: Scenario) -> Result<Space> {
+        let text = std::fs::read_to_string(file)
+            .with_context(|| format!("reading the hunt's space {}", file.display()))?;
+        Self::parse(&text, script).with_context(|| format!("{}", file.display()))
+    }
+
+    pub fn parse(text: &str, script: Scenario) -> Result<Space> {
+        let t: SpaceToml = toml::from_str(text).context("not a hunt space")?;
+        if t.runs == 0 {
+            bail!("runs must be at least 1");
+        }
+        if t.phase.cycles_ms.is_empty() || t.phase.cycles_ms.contains(&0) {
+            bail!("[phase] cycles_ms needs one or more periods in ms, none of them 0");
+        }
+        let known = |k: &str| JOB_KEYS.contains(&k) || script.params.iter().any(|(p, _)| *p == k);
+        let mut dims = Vec::new();
+        for (name, values) in t.dims {
+            if values.is_empty() {
+                bail!("[dims] {name} has no values");
+            }
+            let mut out = Vec::new();
+            for v in values {
+                let value: Value = match v {
+                    toml::Value::String(s) => [(name.clone(), s)].into(),
+                    toml::Value::Table(t) => t
+                        .into_iter()
+                        .map(|(k, v)| match v {
+                            toml::Value::String(s) => Ok((k, s)),
+                            other => bail!("[dims] {name}: {k} = {other}: a value is a string"),
+                        })
+                        .collect::<Result<_>>()?,
+                    other => {
+                        bail!("[dims] {name}: {other} is neither a string nor a table of strings")
+                    }
+                };
+                if let Some(k) = value.keys().find(|k| !known(k)) {
+                    bail!(
+                        "[dims] {name}: `{k}` is no setting of the hunt's script \
+                         (qemu/scenarios/{SCRIPT}/scenario.toml [params]: {}) nor of its job \
+                         ({})",
+                        script
+                            .params
+                            .iter()
+                            .map(|(k, _)| *k)
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                        JOB_KEYS.join(", ")
+                    );
+                }
+                if out.contains(&value) {
+                    bail!("[dims] {name} lists a value twice");
+                }
+                out.push(value);
+            }
+            dims.push(Dim { name, values: out });
+        }
+        let mut ignore = Vec::new();
+        for (when, names) in t.ignore {
+            let Some((setting, value)) = when.split_once('=') else {
+                bail!("[ignore] \"{when}\": a key is SETTING=VALUE");
+            };
+            if !known(setting) {
+                bail!("[ignore] \"{when}\": `{setting}` is no setting of the hunt's script");
+            }
+            if let Some(n) = names.iter().find(|n| !dims.iter().any(|d| &d.name == *n)) {
+                bail!("[ignore] \"{when}\": `{n}` is not a dimension of [dims]");
+            }
+            ignore.push(Ignore {
+                setting: setting.into(),
+                value: value.into(),
+                dims: names,
+            });
+        }
+        Ok(Space {
+            runs: t.runs,
+            cycles_ms: Box::leak(t.phase.cycles_ms.into_boxed_slice()),
+            dims,
+            ignore,
+            script,
+        })
+    }
+
+    /// The script's default of a setting.
+    fn default_of(&self, key: &str) -> String {
+        match key {
+            "size" => self.script.size.to_string(),
+            "invalidate" => u8::from(self.script.invalidate).to_string(),
+            k => (self.script.params.iter())
+                .find(|(p, _)| *p == k)
+                .map_or_else(String::new, |(_, v)| v.to_string()),
+        }
+    }
+
+    /// What `point` boots: the script's defaults, each dimension's value
+    /// over them, but the dimensions another value makes meaningless.
+    pub fn settings(&self, point: &Point) -> Settings {
+        let mut s: BTreeMap<String, String> = (self.script.params.iter())
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        for k in JOB_KEYS {
+            s.insert(k.to_string(), self.default_of(k));
+        }
+        let mut raw = s.clone();
+        for (d, &i) in self.dims.iter().zip(point) {
+            raw.extend(d.values[i].clone());
+        }
+        let ignored: Vec<&str> = (self.ignore.iter())
+            .filter(|ig| raw.get(&ig.setting) == Some(&ig.value))
+            .flat_map(|ig| ig.dims.iter().map(String::as_str))
+            .collect();
+        for (d, &i) in self.dims.iter().zip(point) {
+            if !ignored.contains(&d.name.as_str()) {
+                s.extend(d.values[i].clone());
+            }
+        }
+        Settings(s)
+    }
+
+    /// The number of points (before those that boot the same are merged).
+    pub fn size(&self) -> u128 {
+        self.dims.iter().map(|d| d.values.len() as u128).product()
+    }
+
+    /// The scenario of `point`, named `name`: the hunt's script with its
+    /// settings, its start phases the space's.
+    pub fn scenario(&self, name: &str, settings: &Settings) -> Result<Scenario> {
+        let leak = |s: String| -> &'static str { Box::leak(s.into_boxed_str()) };
+        let s = &settings.0;
+        let get = |k: &str| s.get(k).with_context(|| format!("the point has no `{k}`"));
+        let invalidate = match get("invalidate")?.as_str() {
+            "0" => false,
+            "1" => true,
+            v => bail!("invalidate = \"{v}\": 0 or 1"),
+        };
+        let params: Vec<(&'static str, &'static str)> = (self.script.params.iter())
+            .map(|(k, _)| Ok((*k, leak(get(k)?.clone()))))
+            .collect::<Result<_>>()?;
+        let fuse = s.get("fs").map(String::as_str) == Some("fuse");
+        Ok(Scenario {
+            name: leak(name.to_string()),
+            script: self.script.name,
+            what: leak(settings.to_string()),
+            strictlimit: fuse && s.get("fuse_strict").map(String::as_str) == Some("1"),
+            size: leak(get("size")?.clone()),
+            invalidate,
+            phase: Some(PhaseCycles {
+                cycles_ms: self.cycles_ms,
+            }),
+            in_default_plan: false,
+            params: Box::leak(params.into_boxed_slice()),
+            floor_sd_pct: None,
+            ..self.script
+        })
+    }
+
+    /// `now` with the settings of dimension `d` back at the script's defaults.
+    pub fn relaxed(&self, now: &Settings, d: &Dim) -> Settings {
+        let mut s = now.clone();
+        for v in &d.values {
+            for k in v.keys() {
+                s.0.insert(k.clone(), self.default_of(k));
+            }
+        }
+        s
+    }
+
+    /// The points one step from `p`: one dimension at another value.
+    pub fn neighbours(&self, p: &Point) -> Vec<Point> {
+        let mut out = Vec::new();
+        for (d, dim) in self.dims.iter().enumerate() {
+            for v in 0..dim.values.len() {
+                if v != p[d] {
+                    let mut q = p.clone();
+                    q[d] = v;
+                    out.push(q);
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Every setting as `key=value`, space-separated.
+impl std::fmt::Display for Settings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let words: Vec<String> = self.0.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        write!(f, "{}", words.join(" "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::guest::scenario;
+
+    fn space() -> Space {
+        let file = crate::util::project_root().join(SPACE_FILE);
+        Space::load(&file, scenario::any(SCRIPT).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn the_repository_space_loads_and_merges_what_boots_the_same() {
+        let s = space();
+        assert!(s.size() > 10_000, "{}", s.size());
+        let fs = s.dims.iter().position(|d| d.name == "fs").unwrap();
+        let memcg = s.dims.iter().position(|d| d.name == "memcg_max").unwrap();
+        let fuse = s.dims[fs]
+            .values
+            .iter()
+            .position(|v| v["fs"] == "fuse")
+            .unwrap();
+        let mut a = vec![0; s.dims.len()];
+        a[fs] = fuse;
+        let mut b = a.clone();
+        b[memcg] = 2;
+        // memory.max means nothing on FUSE: the two points are one.
+        assert_eq!(s.settings(&a), s.settings(&b));
+        assert_eq!(s.settings(&a).0["memcg_max"], "max");
+    }
+
+    /// The re-discoveries must be discoveries: neither known scenario is a
+    /// point of the space.
+    #[test]
+    fn the_space_holds_neither_known_scenario_verbatim() {
+        let s = space();
+        let values = |name: &str| -> Vec<String> {
+            (s.dims.iter())
+                .flat_map(|d| d.values.iter())
+                .filter_map(|v| v.get(name).cloned())
+                .collect()
+        };
+        let strict = scenario::by_name("fuse-strictlimit").unwrap();
+        assert!(!values("size").contains(&strict.size.to_string()));
+        let stale = scenario::by_name("memcg-stale-stats").unwrap();
+        let param = |k: &str| stale.params.iter().find(|(p, _)| *p == k).unwrap().1;
+        for k in ["thinktime_us", "disk_latency_ms", "memcg_max"] {
+            assert!(!values(k).contains(&param(k).to_string()), "{k}");
+        }
+    }
+
+    #[test]
+    fn a_space_naming_an_unknown_setting_is_refused_with_the_known_ones() {
+        let script = scenario::any(SCRIPT).unwrap();
+        let bad = "runs = 3\n[phase]\ncycles_ms = [2000]\n[dims]\nthink = [\"0\"]\n";
+        let e = format!("{:#}", Space::parse(bad, script).unwrap_err());
+        assert!(
+            e.contains("`think` is no setting") && e.contains("thinktime_us"),
+            "{e}"
+        );
+        let bad = "runs = 3\n[phase]\ncycles_ms = [2000]\n[dims]\nfs = [\"ext4\"]\n\
+                   [ignore]\n\"fs=fuse\" = [\"memcg\"]\n";
+        let e = format!("{:#}", Space::parse(bad, script).unwrap_err());
+        assert!(e.contains("`memcg` is not a dimension"), "{e}");
+    }
+
+    #[test]
+    fn a_point_becomes_a_scenario_run_by_the_hunts_script() {
+        let s = space();
+        let p = vec![0; s.dims.len()];
+        let scen = s.scenario("hunt-007", &s.settings(&p)).unwrap();
+        assert_eq!((scen.name, scen.script), ("hunt-007", "hunt"));
+        assert_eq!(scen.phase.unwrap().cycle_ms(), 10_000);
+        assert_eq!(
+            s.neighbours(&p).len(),
+            s.dims.iter().map(|d| d.values.len() - 1).sum::<usize>()
+        );
+    }
+}

@@ -1,0 +1,411 @@
+//! The hunt's search of the throttle's settings for writers held with
+//! nothing to wait for (`analysis::held`), over the space of
+//! `qemu/hunt.toml` (`guest::space`), on one kernel. Each round boots a batch of
+//! points as one `qemu-test` session (its own results directory under the
+//! hunt's), every run at another start phase; every evaluated point is kept
+//! in `points.tsv`, and each point that holds is written out as a scenario
+//! folder ready for `qemu/scenarios/` (`found/`).
+//!
+//! The strategy: random points first (the stalls we know live in regions, a
+//! file system and a domain, not at one value: a random point lands in a
+//! region that a one-step climb from a point outside it would not reach),
+//! then, once a point has held time, a first-improvement climb from the best
+//! one, a dimension at a time, alternating with random points (the objective
+//! is flat at 0 over most of the space: there is no slope to climb there).
+//! Seeded (`--seed`): the same seed and the same kernel give the same points.
+
+use std::{
+    collections::BTreeSet,
+    fs,
+    path::{Path, PathBuf},
+};
+
+use anyhow::{bail, Context, Result};
+use rand::{seq::SliceRandom, RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use xshell::Shell;
+
+use super::found::{line, summary, write_found, write_points, Eval, POINTS_FILE};
+use crate::{
+    analysis::{
+        expected::{self, load_expectations, Expected},
+        held::{point_held, run_held, Mechanism},
+    },
+    exit,
+    guest::space::{Point, Settings, Space},
+    progress::{self, Event},
+    tasks::{args, qemu_test::QemuTest},
+    util,
+};
+
+/// Points booted at once, one session: two guests at a time on 2 CPUs.
+const BATCH: usize = 2;
+
+/// The share of climbing rounds once a point has held time; the rest random.
+const CLIMB: f64 = 0.7;
+
+/// qemu-test's flags the hunt sets itself.
+const OWN_FLAGS: [&str; 9] = [
+    "--scenario",
+    "--runs",
+    "--results-in",
+    "--resume",
+    "--shard",
+    "--dry-run",
+    "--aa",
+    "--expect",
+    "--compare",
+];
+
+/// What a hunt is asked.
+pub struct Hunt {
+    pub space: Space,
+    pub seed: u64,
+    /// Boots it may spend.
+    pub boots: u32,
+    /// Stop at the first point that holds by this mechanism.
+    pub stop_at: Option<Mechanism>,
+    /// The user's qemu-test flags: the kernel (a variant, --patch, --rev,
+    /// --kernel-src) and the guest.
+    pub qemu_args: Vec<String>,
+    /// Relax the best point that holds to its minimal form.
+    pub minimise: bool,
+    /// Variants the best point that holds is booted on afterwards (the
+    /// fixes, the reference): does the stall go?
+    pub check: Vec<String>,
+    /// Where the hunt's directory is made.
+    pub parent: PathBuf,
+}
+
+/// What a hunt came to: its summary, and with --until, the mechanism it
+/// did not find.
+pub struct Found {
+    pub summary: String,
+    missing: Option<String>,
+}
+
+impl Found {
+    /// Fails (exit 1) when --until's mechanism was not found.
+    pub fn result(&self) -> Result<()> {
+        match &self.missing {
+            Some(m) => bail!(exit::fails(m.clone())),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Hunt {
+    /// The user's flags, checked: none the hunt sets itself.
+    pub fn check_flags(args: &[String]) -> Result<()> {
+        if let Some(f) = args.iter().find(|a| {
+            OWN_FLAGS
+                .iter()
+                .any(|o| a == o || a.starts_with(&format!("{o}=")))
+        }) {
+            bail!(exit::usage(format!(
+                "{f} after `--`: the hunt sets it itself (its scenarios are its points, its runs \
+                 the space's `runs`); give qemu-test's other flags there"
+            )));
+        }
+        args::try_parse_from::<QemuTest>(
+            std::iter::once("qemu-test").chain(args.iter().map(String::as_str)),
+        )
+        .map_err(|e| exit::usage(format!("the qemu-test flags after `--`: {e}")))?;
+        Ok(())
+    }
+
+    pub fn run(self, sh: &Shell) -> Result<Found> {
+        Self::check_flags(&self.qemu_args)?;
+        let expected = expectations()?;
+        let per_point = self.space.runs;
+        if self.boots < per_point * BATCH as u32 {
+            bail!(exit::usage(format!(
+                "--boots {}: a round boots {BATCH} points x {per_point} runs; give at least {}",
+                self.boots,
+                per_point * BATCH as u32
+            )));
+        }
+        let dir = util::unique_dir(&self.parent)?;
+        progress::emit(Event::Note(&format!(
+            "hunt: {} points in the space ({} dimensions), seed {}, {} boots at most, {} runs a \
+             point; results in {}",
+            self.space.size(),
+            self.space.dims.len(),
+            self.seed,
+            self.boots,
+            per_point,
+            dir.display()
+        )));
+        let (mut evals, spent) = self.search(sh, &dir, &expected)?;
+        let best = (evals.iter())
+            .filter(|e| e.held.holds)
+            .filter(|e| self.stop_at.is_none_or(|m| e.held.mechanism == Some(m)))
+            .max_by(|a, b| a.held.score.total_cmp(&b.held.score))
+            .cloned();
+        if let Some(b) = &best {
+            if self.minimise {
+                evals.extend(self.minimise(sh, &dir, &expected, b, evals.len())?);
+            }
+            if !self.check.is_empty() {
+                let named = vec![(b.name.clone(), b.point.clone(), b.settings.clone())];
+                let checked = self.round(sh, &dir, true, named, &expected, &self.check)?;
+                evals.extend(checked.into_iter().map(|mut e| {
+                    e.name = format!("{}-check", e.name);
+                    progress::emit(Event::Note(&line(&e)));
+                    e
+                }));
+            }
+            write_points(&dir, &evals)?;
+        }
+        let found = write_found(&dir, &evals)?;
+        Ok(Found {
+            summary: summary(&dir, &evals, spent, self.stop_at, found),
+            missing: match self.stop_at {
+                Some(c) if best.is_none() => Some(format!(
+                    "hunt: no point held by the {} mechanism within {} boots (seed {}): see {}",
+                    c.name(),
+                    self.boots,
+                    self.seed,
+                    dir.join(POINTS_FILE).display()
+                )),
+                _ => None,
+            },
+        })
+    }
+
+    /// The search: rounds of points until the budget is spent (or a point
+    /// holds by `stop_at`). Returns every evaluated point and the boots spent.
+    fn search(&self, sh: &Shell, dir: &Path, expected: &Expected) -> Result<(Vec<Eval>, u32)> {
+        let per_point = self.space.runs;
+        let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
+        let mut evals: Vec<Eval> = Vec::new();
+        let mut seen: BTreeSet<Settings> = BTreeSet::new();
+        let (mut spent, mut built) = (0u32, false);
+        while spent + per_point * BATCH as u32 <= self.boots {
+            let batch = self.next_batch(&mut rng, &evals, &mut seen);
+            if batch.is_empty() {
+                break;
+            }
+            let named: Vec<(String, Point, Settings)> = batch
+                .into_iter()
+                .enumerate()
+                .map(|(i, p)| {
+                    let s = self.space.settings(&p);
+                    (format!("hunt-{:03}", evals.len() + i), p, s)
+                })
+                .collect();
+            let round = self.round(sh, dir, built, named, expected, &[])?;
+            built = true;
+            spent += per_point * round.len() as u32;
+            for e in round {
+                progress::emit(Event::Note(&line(&e)));
+                evals.push(e);
+            }
+            write_points(dir, &evals)?;
+            if self.stop_at.is_some_and(|m| holds_by(&evals, m)) {
+                break;
+            }
+        }
+        Ok((evals, spent))
+    }
+
+    /// The minimal form of `best`: each dimension in turn set back to the
+    /// script's default, kept there while the point still holds by the same
+    /// mechanism. One point a round; returns every point it booted.
+    fn minimise(
+        &self,
+        sh: &Shell,
+        dir: &Path,
+        expected: &Expected,
+        best: &Eval,
+        first: usize,
+    ) -> Result<Vec<Eval>> {
+        let mut now = best.settings.clone();
+        let mut out: Vec<Eval> = Vec::new();
+        for d in &self.space.dims {
+            let relaxed = self.space.relaxed(&now, d);
+            if relaxed == now {
+                continue;
+            }
+            let name = format!("hunt-{:03}-min", first + out.len());
+            let named = vec![(name, best.point.clone(), relaxed.clone())];
+            let e = (self
+                .round(sh, dir, true, named, expected, &[])?
+                .into_iter()
+                .next())
+            .context("the minimising round booted nothing")?;
+            let kept = e.held.holds && e.held.mechanism == best.held.mechanism;
+            progress::emit(Event::Note(&format!(
+                "{} ({} {}: {})",
+                line(&e),
+                d.name,
+                "back at the default",
+                if kept {
+                    "still holds, relaxed"
+                } else {
+                    "needed"
+                }
+            )));
+            if kept {
+                now = relaxed;
+            }
+            out.push(e);
+        }
+        progress::emit(Event::Note(&format!(
+            "hunt: minimal form of {}: [{now}]",
+            best.name
+        )));
+        Ok(out)
+    }
+
+    /// Boots one round's points as one session and judges each.
+    fn round(
+        &self,
+        sh: &Shell,
+        dir: &Path,
+        built: bool,
+        named: Vec<(String, Point, Settings)>,
+        expected: &Expected,
+        more: &[String],
+    ) -> Result<Vec<Eval>> {
+        let scenarios = (named.iter())
+            .map(|(n, _, s)| self.space.scenario(n, s))
+            .collect::<Result<Vec<_>>>()?;
+        let q = self.qemu_test(dir, built, more)?;
+        let (session, records, failures) = q
+            .boot_points(sh, scenarios)
+            .context("booting the hunt's points")?;
+        let variants: BTreeSet<&str> = records.iter().map(|r| r.id.variant.as_str()).collect();
+        if more.is_empty() && variants.len() > 1 {
+            bail!(exit::usage(format!(
+                "the qemu-test flags after `--` boot {} kernels ({}): the hunt searches one; \
+                 select one variant (`--variant NAME`), and name the kernels to check the \
+                 points on with --check",
+                variants.len(),
+                variants.iter().copied().collect::<Vec<_>>().join(", ")
+            )));
+        }
+        let mut out = Vec::new();
+        for ((name, p, settings), variant) in named
+            .iter()
+            .flat_map(|n| variants.iter().map(move |v| (n.clone(), *v)))
+        {
+            let (mut runs, mut sleeps) = (Vec::new(), Vec::new());
+            for r in (records.iter()).filter(|r| r.id.in_cell(&name, variant)) {
+                sleeps.push(r.boot.sleeps.clone());
+                let file = (r.boot.samples.as_deref())
+                    .with_context(|| format!("{}: no samples (the sampler was off)", r.id))?;
+                let text = fs::read_to_string(session.join(file))
+                    .with_context(|| format!("reading {}", session.join(file).display()))?;
+                runs.push(run_held(r, &text, expected)?);
+            }
+            for f in failures.iter().filter(|f| f.run.in_cell(&name, variant)) {
+                progress::emit(Event::Note(&format!("hunt: {f} (counted as not held)")));
+            }
+            let held = point_held(&runs, self.space.runs, expected.criteria.stall_fraction);
+            let e = Eval {
+                name,
+                point: p,
+                variant: variant.to_string(),
+                settings,
+                runs,
+                sleeps,
+                held,
+                session: session.clone(),
+            };
+            out.push(e);
+        }
+        Ok(out)
+    }
+
+    /// The session of one round: the user's flags, the hunt's own.
+    fn qemu_test(&self, dir: &Path, built: bool, more: &[String]) -> Result<QemuTest> {
+        let runs = self.space.runs.to_string();
+        let points = dir.join("sessions");
+        let mut argv: Vec<&str> = vec!["qemu-test"];
+        argv.extend(self.qemu_args.iter().map(String::as_str));
+        for v in more {
+            argv.extend(["--variant", v]);
+        }
+        let points = points
+            .to_str()
+            .context("the hunt's directory is not UTF-8")?;
+        argv.extend(["--runs", &runs, "--no-aa", "--results-in", points]);
+        // The kernel is built (or checked) once, before the first round.
+        if built && !self.qemu_args.iter().any(|a| a == "--no-build") {
+            argv.push("--no-build");
+        }
+        args::try_parse_from::<QemuTest>(argv).context("the hunt's qemu-test flags")
+    }
+
+    /// The next points: a climb (one dimension changed) from the best point
+    /// with held time that does not hold yet, or random ones; never one that
+    /// boots as an evaluated one does. A point that holds has found its
+    /// mechanism: climbing around it finds the same one again, so the search
+    /// moves on.
+    fn next_batch(
+        &self,
+        rng: &mut ChaCha8Rng,
+        evals: &[Eval],
+        seen: &mut BTreeSet<Settings>,
+    ) -> Vec<Point> {
+        let best = (evals.iter())
+            .filter(|e| e.held.score > 0.0 && !e.held.holds)
+            .max_by(|a, b| a.held.score.total_cmp(&b.held.score));
+        let mut out = Vec::new();
+        if let Some(b) = best.filter(|_| rng.random_bool(CLIMB)) {
+            let mut near = self.space.neighbours(&b.point);
+            near.shuffle(rng);
+            for q in near {
+                if out.len() == BATCH {
+                    break;
+                }
+                if seen.insert(self.space.settings(&q)) {
+                    out.push(q);
+                }
+            }
+        }
+        // Random points: a bounded number of draws (a space nearly all
+        // evaluated ends the hunt rather than looping).
+        for _ in 0..10_000 {
+            if out.len() == BATCH {
+                break;
+            }
+            let q: Point = (self.space.dims.iter())
+                .map(|d| rng.random_range(0..d.values.len()))
+                .collect();
+            if seen.insert(self.space.settings(&q)) {
+                out.push(q);
+            }
+        }
+        out
+    }
+}
+
+/// Whether a point held by `m`.
+fn holds_by(evals: &[Eval], m: Mechanism) -> bool {
+    evals
+        .iter()
+        .any(|e| e.held.holds && e.held.mechanism == Some(m))
+}
+
+/// The expectations file's criteria and witness tolerance (the hunt has no
+/// expectations of its own).
+fn expectations() -> Result<Expected> {
+    let file = util::project_root().join(expected::EXPECTED_FILE);
+    let text = fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
+    load_expectations(&text, &file, &[]).context("reading the expectations' criteria")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_the_hunt_sets_itself_are_refused_after_the_separator() {
+        let e = Hunt::check_flags(&["--variant".into(), "regressed".into(), "--runs".into()])
+            .unwrap_err();
+        assert!(format!("{e:#}").contains("--runs after `--`"), "{e:#}");
+        Hunt::check_flags(&["--variant".into(), "regressed".into(), "--quick".into()]).unwrap();
+    }
+}

@@ -1,0 +1,45 @@
+//! `qemu-test`'s boots of points that are not the repository's scenarios
+//! (`cargo xtask hunt`'s): planned, booted and recorded as `measure` does,
+//! judged by the caller.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use xshell::Shell;
+
+use super::{
+    boot_all::{boot_all, initrds},
+    QemuTest,
+};
+use crate::{
+    guest::{plan, scenario::Scenario},
+    results::{record::RunRecord, session::BootFailure},
+    util,
+};
+
+impl QemuTest {
+    /// Boots `points` (scenarios made by `cargo xtask hunt`, not the
+    /// repository's) on the selected kernels into a new results directory,
+    /// every run recorded as `measure` records them; judged by the caller,
+    /// not against the expectations (a point has none). Returns the
+    /// directory and the records in plan order.
+    pub fn boot_points(
+        self,
+        sh: &Shell,
+        points: Vec<Scenario>,
+    ) -> Result<(PathBuf, Vec<RunRecord>, Vec<BootFailure>)> {
+        util::check_writable(&self.results_parent()?)?;
+        let tc = self.tools(sh)?;
+        let i = self.inputs_for(sh, Some(points))?;
+        let (runs, jobs_vm) = (&i.runs.0, i.jobs_vm.0);
+        let built = self.guest.kernels(sh, &tc, &i.selection, &self.source)?;
+        let (base, tc) = self.guest_base(sh, tc, &built, &i.external, None)?;
+        let (dir, _lock, mut session, _) = self.results_dir(sh, &tc, &built, &i, None)?;
+        let detectors = self.guest.detectors(&built)?;
+        let initrds = initrds(&base, &built)?;
+        let plan = self.plan(&built, &initrds, &i.scenarios, runs, &i.machine)?;
+        let plan = plan::with_detectors(plan, &detectors);
+        let records = boot_all(sh, &dir, &plan, jobs_vm, &mut session, Vec::new())?;
+        Ok((dir, records, session.failures))
+    }
+}
