@@ -25,7 +25,8 @@ pub struct Hunt {
     /// The search's seed: the same seed on the same kernel gives the same points.
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub seed: u64,
-    /// Boots the search may spend (each point is booted the space's `runs` times).
+    /// Boots the search may spend (each point is booted the space's `runs`
+    /// times); --minimise and --check boot beyond it.
     #[arg(long, default_value_t = 60, value_name = "N")]
     pub boots: u32,
     /// Stop at the first point that holds by this mechanism (and fail if

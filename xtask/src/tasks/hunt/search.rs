@@ -9,10 +9,12 @@
 //! The strategy: random points first (the stalls we know live in regions, a
 //! file system and a domain, not at one value: a random point lands in a
 //! region that a one-step climb from a point outside it would not reach),
-//! then, once a point has held time, a first-improvement climb from the best
-//! one, a dimension at a time, alternating with random points (the objective
-//! is flat at 0 over most of the space: there is no slope to climb there).
-//! Seeded (`--seed`): the same seed and the same kernel give the same points.
+//! then, once a point has held time but does not hold, a first-improvement
+//! climb from the best such point, a dimension at a time, alternating with
+//! random points (the objective is flat at 0 over most of the space: there
+//! is no slope to climb there). A point that holds has found its mechanism:
+//! the search moves on. Seeded (`--seed`): the same seed draws the same
+//! random points; where it climbs follows from what was measured.
 
 use std::{
     collections::BTreeSet,
