@@ -47,8 +47,9 @@ const BATCH: usize = 2;
 const CLIMB: f64 = 0.7;
 
 /// qemu-test's flags the hunt sets itself.
-const OWN_FLAGS: [&str; 9] = [
+const OWN_FLAGS: [&str; 10] = [
     "--scenario",
+    "--no-aa",
     "--runs",
     "--results-in",
     "--resume",
@@ -408,6 +409,8 @@ mod tests {
         let e = Hunt::check_flags(&["--variant".into(), "regressed".into(), "--runs".into()])
             .unwrap_err();
         assert!(format!("{e:#}").contains("--runs after `--`"), "{e:#}");
+        let e = Hunt::check_flags(&["--no-aa".into()]).unwrap_err();
+        assert!(format!("{e:#}").contains("--no-aa after `--`"), "{e:#}");
         Hunt::check_flags(&["--variant".into(), "regressed".into(), "--quick".into()]).unwrap();
     }
 }
