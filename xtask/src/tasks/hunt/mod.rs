@@ -47,9 +47,9 @@ pub struct Hunt {
     /// The space to search. Default: qemu/hunt.toml.
     #[arg(long, value_name = "FILE")]
     pub space: Option<PathBuf>,
-    /// qemu-test's flags, after `--`: the kernel (`--variant NAME`, `--patch
-    /// FILE`, `--rev REV`, `--kernel-src DIR`), the job (`--quick`,
-    /// `--runtime`), the guest.
+    /// qemu-test's flags, after `--`: one kernel (`--variant NAME`, with
+    /// `--kernel-src DIR` from your tree; `--patch` boots its base beside it,
+    /// which the hunt refuses), the job (`--quick`, `--runtime`), the guest.
     #[arg(last = true, value_name = "QEMU-TEST FLAGS")]
     pub qemu_args: Vec<String>,
 }

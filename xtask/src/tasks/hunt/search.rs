@@ -68,8 +68,8 @@ pub struct Hunt {
     pub boots: u32,
     /// Stop at the first point that holds by this mechanism.
     pub stop_at: Option<Mechanism>,
-    /// The user's qemu-test flags: the kernel (a variant, --patch, --rev,
-    /// --kernel-src) and the guest.
+    /// The user's qemu-test flags: one kernel (a variant, from
+    /// --kernel-src's tree or Debian's), the job and the guest.
     pub qemu_args: Vec<String>,
     /// Relax the best point that holds to its minimal form.
     pub minimise: bool,
@@ -282,8 +282,9 @@ impl Hunt {
         if more.is_empty() && variants.len() > 1 {
             bail!(exit::usage(format!(
                 "the qemu-test flags after `--` boot {} kernels ({}): the hunt searches one; \
-                 select one variant (`--variant NAME`), and name the kernels to check the \
-                 points on with --check",
+                 select one variant (`--variant NAME`; `--patch` always boots its base \
+                 beside it: hunt a tree that has the patch with --kernel-src), and name the \
+                 kernels to check the points on with --check",
                 variants.len(),
                 variants.iter().copied().collect::<Vec<_>>().join(", ")
             )));
