@@ -11,7 +11,10 @@ use anyhow::{Context, Result};
 
 use crate::{
     analysis::held::{Mechanism, PointHeld, RunHeld},
-    guest::space::{Point, Settings},
+    guest::{
+        scenario::Scenario,
+        space::{Point, Settings, Space},
+    },
 };
 
 /// One evaluated point.
@@ -97,14 +100,15 @@ pub fn write_points(dir: &Path, evals: &[Eval]) -> Result<()> {
 
 /// Each point that held, as a scenario folder to copy into qemu/scenarios/
 /// (its run.sh runs the hunt's script with its settings), best first.
-pub fn write_found(dir: &Path, evals: &[Eval]) -> Result<Vec<PathBuf>> {
+pub fn write_found(dir: &Path, evals: &[Eval], space: &Space) -> Result<Vec<PathBuf>> {
     let mut held: Vec<&Eval> = evals.iter().filter(|e| e.held.holds).collect();
     held.sort_by(|a, b| b.held.score.total_cmp(&a.held.score));
     let mut out = Vec::new();
     for e in held {
         let d = dir.join("found").join(&e.name);
         fs::create_dir_all(&d).with_context(|| format!("creating {}", d.display()))?;
-        fs::write(d.join("scenario.toml"), scenario_toml(e))
+        let scen = space.scenario(&e.name, &e.settings)?;
+        fs::write(d.join("scenario.toml"), scenario_toml(e, &scen))
             .with_context(|| format!("writing {}/scenario.toml", d.display()))?;
         fs::write(d.join("run.sh"), RUN_SH)
             .with_context(|| format!("writing {}/run.sh", d.display()))?;
@@ -160,17 +164,19 @@ const RUN_SH: &str = "# SPDX-License-Identifier: GPL-2.0\n\
 # shellcheck source=../hunt/run.sh\n\
 . \"$WB_ROOT/scenarios/hunt/run.sh\"\n";
 
-/// A found point's scenario.toml: what it measured, and its settings.
-fn scenario_toml(e: &Eval) -> String {
-    let s = &e.settings.0;
-    let get = |k: &str| s.get(k).cloned().unwrap_or_default();
+/// A found point's scenario.toml: what it measured, and the scenario it was
+/// booted as (`Space::scenario`).
+fn scenario_toml(e: &Eval, scen: &Scenario) -> String {
+    let cycles: Vec<String> = (scen.phase.iter())
+        .flat_map(|p| p.cycles_ms.iter().map(u32::to_string))
+        .collect();
     let mut out = format!(
         "# Found by `cargo xtask hunt` ({}): held with nothing in flight {}% of the\n\
          # writers' time (mean of {} runs: {}%), {}; module stall {}%, trace {}%,\n\
          # {} MiB/s, longest call {} ms. {}\n\
          order = 200\ndefault = false\n\
-         what = \"{}\"\ndisk = true\nverify = false\nstrictlimit = {}\nsize = \"{}\"\n\
-         invalidate = {}\n\n[phase]\ncycles_ms = [2000, 5000]\n\n[params]\n",
+         what = \"{}\"\ndisk = {}\nverify = false\nstrictlimit = {}\nsize = \"{}\"\n\
+         invalidate = {}\n\n[phase]\ncycles_ms = [{}]\n\n[params]\n",
         e.session.display(),
         pct(e.held.score),
         e.runs.len(),
@@ -181,15 +187,14 @@ fn scenario_toml(e: &Eval) -> String {
         runs_of(e, |r| format!("{:.2}", r.mib_s)),
         runs_of(e, |r| r.max_call_ms.to_string()),
         e.held.mechanism.map_or("", Mechanism::known_as),
-        e.settings,
-        get("fs") == "fuse" && get("fuse_strict") == "1",
-        get("size"),
-        get("invalidate") == "1",
+        scen.what,
+        scen.disk,
+        scen.strictlimit,
+        scen.size,
+        scen.invalidate,
+        cycles.join(", "),
     );
-    for (k, v) in s
-        .iter()
-        .filter(|(k, _)| !["size", "invalidate"].contains(&k.as_str()))
-    {
+    for (k, v) in scen.params {
         let _ = writeln!(out, "{k} = \"{v}\"");
     }
     out
@@ -283,7 +288,7 @@ mod tests {
             },
             session,
         };
-        let found = write_found(t.path(), std::slice::from_ref(&e)).unwrap();
+        let found = write_found(t.path(), std::slice::from_ref(&e), &space).unwrap();
         assert_eq!(found, [t.path().join("found/hunt-004")]);
         let loaded = scenario::load_dir(&t.path().join("found")).unwrap();
         assert_eq!(loaded[0].0.name, "hunt-004");

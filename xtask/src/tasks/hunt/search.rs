@@ -160,7 +160,7 @@ impl Hunt {
             }
             write_points(&dir, &evals)?;
         }
-        let found = write_found(&dir, &evals)?;
+        let found = write_found(&dir, &evals, &self.space)?;
         Ok(Found {
             summary: summary(&dir, &evals, spent, self.stop_at, found),
             missing: match self.stop_at {
