@@ -32,6 +32,7 @@ pub mod report;
 pub mod sigterm;
 pub mod slurm;
 pub mod slurm_checks;
+mod slurm_hunt;
 mod tidy;
 pub mod workflow;
 
@@ -401,7 +402,8 @@ fn host_steps(sh: &Shell) -> Result<()> {
 
 const SLURM_STEP: &str = "Slurm: the quick plan as a job array of 2 shards and a merge job \
                           on a one-node cluster without Rust or Debian's sources, one task \
-                          requeued mid-run, judged as the same plan unsharded";
+                          requeued mid-run, judged as the same plan unsharded; then the \
+                          hunt, a task a point, one cancelled mid-boot and reported lost";
 
 /// The cells booted once beside fuse-strictlimit (already built): every
 /// variant on the ext4 control, the baseline under the memcg, and libfuse's

@@ -7,6 +7,8 @@
 //! job; the merged verdict must have the same cells and classes. The jobs run
 //! as on a node without Rust and without Debian's sources ([`BareNode`]): they
 //! boot the guest `cargo xtask slurm` staged, and call none of those tools.
+//! Then `cargo xtask hunt --slurm` on the same cluster, one of its tasks
+//! cancelled mid-boot (`slurm_hunt`).
 
 use std::{
     fs,
@@ -418,16 +420,18 @@ pub fn slurm_matrix(sh: &Shell, roles: &Roles) -> Result<()> {
             );
         }
     }
-    on_a_cluster(sh, &plan, &whole, &crashed)
+    on_a_cluster(sh, &plan, &whole, &crashed, &roles.baseline)
 }
 
 /// `plan` submitted by `cargo xtask slurm` to a live one-node cluster: the
-/// merge must judge as `whole` did and name the `crashed` runs.
+/// merge must judge as `whole` did and name the `crashed` runs. Then the
+/// hunt on the same cluster, on `baseline` (`slurm_hunt`).
 fn on_a_cluster(
     sh: &Shell,
     plan: &[&str],
     whole: &crate::tasks::qemu_test::boot_all::Outcome,
     crashed: &[String],
+    baseline: &str,
 ) -> Result<()> {
     let out = util::unique_dir(&util::target_dir().join("ci").join("slurm"))?;
     let started = Instant::now();
@@ -464,6 +468,7 @@ fn on_a_cluster(
     let merged = merged_names_the_crashes(&jobs.dir, &states, s.merge, crashed)?;
     let same = same_cells(&VerdictFile::of(&whole.verdict())?, &merged)?;
     let appended = attempts_in_log(&jobs.dir, &task)?;
+    let hunted = super::slurm_hunt::hunt_on_the_cluster(sh, baseline, &cluster.conf)?;
     cluster.stop()?;
     progress::emit(Event::Note(&format!(
         "slurm: job array {} and merge job {} ended in {:.0} s (cluster up to down), on a node \
@@ -483,6 +488,7 @@ fn on_a_cluster(
         crashed.join(", "),
         whole.dir.display()
     )));
+    progress::emit(Event::Note(&hunted));
     Ok(())
 }
 

@@ -11,77 +11,12 @@ use std::{
 
 use anyhow::{bail, Context, Result};
 
+pub(super) use crate::tasks::slurm::{fields, sessions_in, JobState};
 use crate::{
     analysis::judgement::VerdictFile,
     exit,
     results::{dir::ResultsDir, session::BootFailure},
 };
-
-/// The `KEY=VALUE` words of one line of `scontrol -o` or `slurmd -C`.
-pub(super) fn fields(line: &str) -> impl Iterator<Item = (&str, &str)> {
-    line.split_whitespace().filter_map(|w| w.split_once('='))
-}
-
-/// One job (or array task) as `scontrol -o show job` tells it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct JobState {
-    pub job: String,
-    pub state: String,
-    pub reason: String,
-    /// How often Slurm requeued it (`Restarts=`), where it says.
-    pub restarts: Option<u32>,
-}
-
-impl JobState {
-    pub(super) fn parse(line: &str) -> Option<JobState> {
-        let get = |key: &str| fields(line).find(|(k, _)| *k == key).map(|(_, v)| v);
-        let job = match (get("ArrayJobId"), get("ArrayTaskId")) {
-            (Some(a), Some(t)) => format!("{a}_{t}"),
-            _ => get("JobId")?.to_string(),
-        };
-        Some(JobState {
-            job,
-            state: get("JobState")?.to_string(),
-            reason: get("Reason").unwrap_or("None").to_string(),
-            restarts: get("Restarts").and_then(|r| r.parse().ok()),
-        })
-    }
-
-    pub(super) fn ended(&self) -> bool {
-        !matches!(
-            self.state.as_str(),
-            "PENDING" | "RUNNING" | "CONFIGURING" | "COMPLETING" | "SUSPENDED" | "REQUEUED"
-        )
-    }
-}
-
-impl std::fmt::Display for JobState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.reason.as_str() {
-            "None" => write!(f, "{} {}", self.job, self.state),
-            r => write!(f, "{} {} ({r})", self.job, self.state),
-        }
-    }
-}
-
-/// The session directories under a shard's `--results-in` directory: those
-/// holding a session.json.
-pub(super) fn sessions_in(shard: &Path) -> Result<Vec<PathBuf>> {
-    let Ok(entries) = fs::read_dir(shard) else {
-        return Ok(Vec::new());
-    };
-    let mut out = Vec::new();
-    for e in entries {
-        let p = e
-            .with_context(|| format!("listing {}", shard.display()))?
-            .path();
-        if p.join(ResultsDir::SESSION).is_file() {
-            out.push(p);
-        }
-    }
-    out.sort();
-    Ok(out)
-}
 
 /// The one session of `shard`, whose task Slurm requeued once: it must have
 /// resumed it, not begun another.

@@ -191,6 +191,25 @@ impl Space {
         Settings(s)
     }
 
+    /// Settings as they print (`KEY=VALUE` words), checked: the settings
+    /// of this space's points, no more, no fewer.
+    pub fn parse_settings(&self, text: &str) -> Result<Settings> {
+        let mut s = BTreeMap::new();
+        for w in text.split_whitespace() {
+            let (k, v) = (w.split_once('=')).with_context(|| format!("`{w}` is not KEY=VALUE"))?;
+            s.insert(k.to_string(), v.to_string());
+        }
+        let want = self.settings(&vec![0; self.dims.len()]);
+        if !s.keys().eq(want.0.keys()) {
+            bail!(
+                "the settings name {}; a point of this space names {}",
+                s.keys().cloned().collect::<Vec<_>>().join(", "),
+                want.0.keys().cloned().collect::<Vec<_>>().join(", ")
+            );
+        }
+        Ok(Settings(s))
+    }
+
     /// The number of points (before those that boot the same are merged).
     pub fn size(&self) -> u128 {
         self.dims.iter().map(|d| d.values.len() as u128).product()
@@ -326,6 +345,24 @@ mod tests {
                    [ignore]\n\"fs=fuse\" = [\"memcg\"]\n";
         let e = format!("{:#}", Space::parse(bad, script).unwrap_err());
         assert!(e.contains("`memcg` is not a dimension"), "{e}");
+    }
+
+    /// A node reads a point's settings as they print; a file that names
+    /// other settings is refused with the ones a point names.
+    #[test]
+    fn settings_read_back_as_they_print_and_no_others() {
+        let s = space();
+        let p = vec![1; s.dims.len()];
+        let settings = s.settings(&p);
+        assert_eq!(s.parse_settings(&settings.to_string()).unwrap(), settings);
+        let fewer = settings.to_string().replace("invalidate=", "invalid=");
+        let e = format!("{:#}", s.parse_settings(&fewer).unwrap_err());
+        assert!(
+            e.contains("a point of this space names") && e.contains("invalidate"),
+            "{e}"
+        );
+        let e = format!("{:#}", s.parse_settings("fs").unwrap_err());
+        assert!(e.contains("`fs` is not KEY=VALUE"), "{e}");
     }
 
     #[test]

@@ -11,7 +11,10 @@
 //! jobs' directory before it submits them (guest::stage: `qemu-test --staged`),
 //! so that a node needs no cargo, no Debian source and no network.
 
-use std::path::PathBuf;
+use std::{
+    fs,
+    path::{Path, PathBuf},
+};
 
 use anyhow::{bail, Context, Result};
 use xshell::{cmd, Shell};
@@ -254,7 +257,7 @@ impl Jobs {
     /// A job script: what wrote it, the #SBATCH options (sbatch reads them
     /// only before the first command), the check that this node sees the
     /// xtask binary, then `body`.
-    fn script(&self, what: &str, options: &[String], body: &str) -> String {
+    pub fn script(&self, what: &str, options: &[String], body: &str) -> String {
         let xtask = self.xtask.display();
         let mut s = format!(
             "#!/bin/bash\n\
@@ -377,6 +380,17 @@ impl Jobs {
 
     /// Writes both scripts (and the logs directory sbatch writes into).
     pub fn write(&self) -> Result<(PathBuf, PathBuf)> {
+        self.prepare()?;
+        let shards = self.dir.join(Self::SHARDS_SCRIPT);
+        let merge = self.dir.join(Self::MERGE_SCRIPT);
+        util::write_atomic(&shards, self.shards_script())?;
+        util::write_atomic(&merge, self.merge_script())?;
+        Ok((shards, merge))
+    }
+
+    /// The jobs' directory, new: its logs directory (sbatch writes into it)
+    /// and the jobs' own copy of xtask.
+    pub fn prepare(&self) -> Result<()> {
         let logs = self.dir.join("logs");
         if self.dir.read_dir().is_ok_and(|mut d| d.next().is_some()) {
             bail!(exit::usage(format!(
@@ -397,11 +411,7 @@ impl Jobs {
                 self.xtask.display()
             )
         })?;
-        let shards = self.dir.join(Self::SHARDS_SCRIPT);
-        let merge = self.dir.join(Self::MERGE_SCRIPT);
-        util::write_atomic(&shards, self.shards_script())?;
-        util::write_atomic(&merge, self.merge_script())?;
-        Ok((shards, merge))
+        Ok(())
     }
 
     /// Builds the guest the shards boot into `guest/` (with cargo and fio's
@@ -443,6 +453,30 @@ impl Jobs {
     }
 }
 
+/// Submits `script` with sbatch; returns its job id.
+pub fn sbatch(sh: &Shell, script: &Path) -> Result<u32> {
+    let out = cmd!(sh, "sbatch --parsable {script}")
+        .read()
+        .with_context(|| {
+            format!(
+                "submitting {} with sbatch (Slurm's client: apt-get install slurm-client; \
+             SLURM_CONF names a slurm.conf outside /etc/slurm)",
+                script.display()
+            )
+        })?;
+    job_id(&out)
+}
+
+/// Each task of job `id` as `scontrol` tells it now.
+pub fn job_states(sh: &Shell, id: u32) -> Result<Vec<JobState>> {
+    let id = id.to_string();
+    let out = cmd!(sh, "scontrol -o show job {id}")
+        .quiet()
+        .read()
+        .with_context(|| format!("asking Slurm for job {id} (scontrol show job)"))?;
+    Ok(out.lines().filter_map(JobState::parse).collect())
+}
+
 /// What the user is told of the jobs sbatch took: where to follow them, and
 /// how their ends are read once they have left the queue.
 fn submitted(jobs: &Jobs, s: &Submitted) -> String {
@@ -469,6 +503,75 @@ fn job_id(out: &str) -> Result<u32> {
         .with_context(|| format!("sbatch answered `{}`, not a job id", out.trim()))
 }
 
+/// The `KEY=VALUE` words of one line of `scontrol -o` or `slurmd -C`.
+pub fn fields(line: &str) -> impl Iterator<Item = (&str, &str)> {
+    line.split_whitespace().filter_map(|w| w.split_once('='))
+}
+
+/// One job (or array task) as `scontrol -o show job` tells it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobState {
+    pub job: String,
+    pub state: String,
+    pub reason: String,
+    /// How often Slurm requeued it (`Restarts=`), where it says.
+    pub restarts: Option<u32>,
+    /// `ExitCode=CODE:SIGNAL`, `-` where it is not said.
+    pub exit_code: String,
+}
+
+impl JobState {
+    pub fn parse(line: &str) -> Option<JobState> {
+        let get = |key: &str| fields(line).find(|(k, _)| *k == key).map(|(_, v)| v);
+        let job = match (get("ArrayJobId"), get("ArrayTaskId")) {
+            (Some(a), Some(t)) => format!("{a}_{t}"),
+            _ => get("JobId")?.to_string(),
+        };
+        Some(JobState {
+            job,
+            state: get("JobState")?.to_string(),
+            reason: get("Reason").unwrap_or("None").to_string(),
+            restarts: get("Restarts").and_then(|r| r.parse().ok()),
+            exit_code: get("ExitCode").unwrap_or("-").to_string(),
+        })
+    }
+
+    pub fn ended(&self) -> bool {
+        !matches!(
+            self.state.as_str(),
+            "PENDING" | "RUNNING" | "CONFIGURING" | "COMPLETING" | "SUSPENDED" | "REQUEUED"
+        )
+    }
+}
+
+impl std::fmt::Display for JobState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.reason.as_str() {
+            "None" => write!(f, "{} {}", self.job, self.state),
+            r => write!(f, "{} {} ({r})", self.job, self.state),
+        }
+    }
+}
+
+/// The session directories under a shard's `--results-in` directory: those
+/// holding a session.json.
+pub fn sessions_in(shard: &Path) -> Result<Vec<PathBuf>> {
+    let Ok(entries) = fs::read_dir(shard) else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::new();
+    for e in entries {
+        let p = e
+            .with_context(|| format!("listing {}", shard.display()))?
+            .path();
+        if p.join(ResultsDir::SESSION).is_file() {
+            out.push(p);
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
 #[cfg(test)]
 #[path = "slurm_tests.rs"]
-mod tests;
+pub(crate) mod tests;

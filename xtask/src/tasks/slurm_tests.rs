@@ -1,7 +1,7 @@
 use super::*;
 use crate::guest::fuse_server::UserServer;
 
-fn jobs() -> Jobs {
+pub(crate) fn jobs() -> Jobs {
     Jobs {
         root: "/shared/wbstall".into(),
         built: "/shared/wbstall/target/debug/xtask".into(),
@@ -112,7 +112,7 @@ fn the_scripts_are_the_golden_ones() {
 }
 
 /// Runs `script` with bash as Slurm would on a node, with `env` set.
-fn run_script(script: &str, env: &[(&str, &str)]) -> std::process::Output {
+pub(crate) fn run_script(script: &str, env: &[(&str, &str)]) -> std::process::Output {
     let t = util::testdir::Dir::new("slurm-script");
     let path = t.path().join("job.sbatch");
     std::fs::write(&path, script).unwrap();

@@ -10,7 +10,7 @@ use std::{
 use anyhow::{Context, Result};
 
 use crate::{
-    analysis::held::{Mechanism, PointHeld, RunHeld},
+    analysis::held::{point_held, Mechanism, PointHeld, RunHeld},
     guest::{
         scenario::Scenario,
         space::{Point, Settings, Space},
@@ -32,6 +32,26 @@ pub struct Eval {
     pub held: PointHeld,
     /// The session that booted it.
     pub session: PathBuf,
+    /// Its Slurm task ended without a session: why, and its log.
+    pub lost: Option<String>,
+}
+
+impl Eval {
+    /// A point whose boots left nothing to judge: not held, and kept.
+    pub fn lost(named: &(String, Point, Settings), variant: &str, why: String, runs: u32) -> Eval {
+        let (name, point, settings) = named.clone();
+        Eval {
+            name,
+            point,
+            variant: variant.to_string(),
+            settings,
+            runs: Vec::new(),
+            sleeps: Vec::new(),
+            held: point_held(&[], runs, 1.0),
+            session: PathBuf::new(),
+            lost: Some(why),
+        }
+    }
 }
 
 /// Every evaluated point, a line each.
@@ -57,8 +77,9 @@ pub fn line(e: &Eval) -> String {
         } else {
             "x".into()
         }),
-        match (e.held.holds, e.held.mechanism) {
-            (true, Some(m)) => format!("HOLDS: {}", m.name()),
+        match (&e.lost, e.held.holds, e.held.mechanism) {
+            (Some(why), _, _) => format!("LOST: {why}"),
+            (None, true, Some(m)) => format!("HOLDS: {}", m.name()),
             _ => "-".into(),
         },
         e.settings
@@ -87,7 +108,10 @@ pub fn write_points(dir: &Path, evals: &[Eval]) -> Result<()> {
             runs_of(e, |r| r.trace_stall.map_or("-".into(), pct)),
             runs_of(e, |r| format!("{:.2}", r.mib_s)),
             runs_of(e, |r| r.max_call_ms.to_string()),
-            runs_of(e, |r| r.problems.len().to_string()),
+            match &e.lost {
+                Some(why) => format!("lost: {why}"),
+                None => runs_of(e, |r| r.problems.len().to_string()),
+            },
             e.session
                 .file_name()
                 .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
@@ -287,6 +311,7 @@ mod tests {
                 mechanism: Some(Mechanism::Strictlimit),
             },
             session,
+            lost: None,
         };
         let found = write_found(t.path(), std::slice::from_ref(&e), &space).unwrap();
         assert_eq!(found, [t.path().join("found/hunt-004")]);

@@ -4,6 +4,10 @@
 
 mod found;
 mod search;
+mod slurm;
+
+pub use found::POINTS_FILE;
+pub use search::Found;
 
 use std::path::PathBuf;
 
@@ -47,6 +51,21 @@ pub struct Hunt {
     /// The space to search. Default: qemu/hunt.toml.
     #[arg(long, value_name = "FILE")]
     pub space: Option<PathBuf>,
+    /// Points a round: booted at once here (two guests at a time on 2
+    /// CPUs), or a Slurm task each with --slurm.
+    #[arg(long, default_value_t = 2, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub batch: u32,
+    /// Each point a task of a Slurm job array (in PARTITION, or the
+    /// cluster's default): the kernel built in this checkout, on a
+    /// filesystem every node mounts at the same path, as `cargo xtask slurm`.
+    #[arg(long, value_name = "PARTITION", num_args = 0..=1, default_missing_value = "")]
+    pub slurm: Option<String>,
+    /// A node's part of --slurm: boot the point whose settings FILE holds.
+    #[arg(long, value_name = "FILE", hide = true, requires = "eval_into")]
+    pub eval: Option<PathBuf>,
+    /// A node's part of --slurm: where that point's session goes.
+    #[arg(long, value_name = "DIR", hide = true, requires = "eval")]
+    pub eval_into: Option<PathBuf>,
     /// qemu-test's flags, after `--`: one kernel (`--variant NAME`, with
     /// `--kernel-src DIR` from your tree; `--patch` boots its base beside it,
     /// which the hunt refuses), the job (`--quick`, `--runtime`), the guest.
@@ -56,9 +75,18 @@ pub struct Hunt {
 
 impl Hunt {
     pub fn run(self, sh: &Shell) -> Result<()> {
+        if let Some(found) = self.hunt(sh)? {
+            print!("{}", found.summary);
+            found.result()?;
+        }
+        Ok(())
+    }
+
+    /// What the hunt found; none for a node's part of --slurm (`--eval`).
+    pub fn hunt(self, sh: &Shell) -> Result<Option<Found>> {
         let file =
             (self.space.clone()).unwrap_or_else(|| util::project_root().join(space::SPACE_FILE));
-        let found = search::Hunt {
+        let hunt = search::Hunt {
             space: Space::load(&file, scenario::any(space::SCRIPT)?)?,
             seed: self.seed,
             boots: self.boots,
@@ -67,9 +95,14 @@ impl Hunt {
             minimise: self.minimise,
             check: self.check,
             parent: util::target_dir().join("hunts"),
+            batch: self.batch as usize,
+            slurm: self.slurm.map(|p| Some(p).filter(|p| !p.is_empty())),
+            space_file: file,
+        };
+        if let (Some(settings), Some(into)) = (&self.eval, &self.eval_into) {
+            hunt.eval_point(sh, settings, into)?;
+            return Ok(None);
         }
-        .run(sh)?;
-        print!("{}", found.summary);
-        found.result()
+        hunt.run(sh).map(Some)
     }
 }

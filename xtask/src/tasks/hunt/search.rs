@@ -18,6 +18,7 @@
 //! random points; where it climbs follows from what was measured.
 
 use std::{
+    cell::Cell,
     collections::BTreeSet,
     fs,
     path::{Path, PathBuf},
@@ -28,7 +29,10 @@ use rand::{seq::SliceRandom, RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use xshell::Shell;
 
-use super::found::{line, summary, write_found, write_points, Eval, POINTS_FILE};
+use super::{
+    found::{line, summary, write_found, write_points, Eval, POINTS_FILE},
+    slurm::{Ended, OnSlurm},
+};
 use crate::{
     analysis::{
         expected::{self, load_expectations, Expected},
@@ -37,12 +41,10 @@ use crate::{
     exit,
     guest::space::{Point, Settings, Space},
     progress::{self, Event},
+    results::{record::RunRecord, session::BootFailure},
     tasks::{args, qemu_test::QemuTest},
     util,
 };
-
-/// Points booted at once, one session: two guests at a time on 2 CPUs.
-const BATCH: usize = 2;
 
 /// The share of climbing rounds once a point has held time; the rest random.
 const CLIMB: f64 = 0.7;
@@ -79,12 +81,30 @@ pub struct Hunt {
     pub check: Vec<String>,
     /// Where the hunt's directory is made.
     pub parent: PathBuf,
+    /// Points a round: booted at once, one session here (two guests at a
+    /// time on 2 CPUs), or a Slurm task each.
+    pub batch: usize,
+    /// Each point a Slurm job (in this partition, or the cluster's default).
+    pub slurm: Option<Option<String>>,
+    /// The file `space` was read from: the nodes read it too.
+    pub space_file: PathBuf,
+}
+
+/// Where a hunt's rounds boot.
+enum On {
+    /// Here, a session a round: the kernel built (or checked) in the first.
+    Here {
+        built: Cell<bool>,
+    },
+    Slurm(Box<OnSlurm>),
 }
 
 /// What a hunt came to: its summary, and with --until, the mechanism it
 /// did not find.
 pub struct Found {
     pub summary: String,
+    /// The hunt's directory.
+    pub dir: PathBuf,
     missing: Option<String>,
 }
 
@@ -122,14 +142,27 @@ impl Hunt {
         Self::check_flags(&self.qemu_args)?;
         let expected = expectations()?;
         let per_point = self.space.runs;
-        if self.boots < per_point * BATCH as u32 {
+        if self.boots < per_point * self.batch as u32 {
             bail!(exit::usage(format!(
-                "--boots {}: a round boots {BATCH} points x {per_point} runs; give at least {}",
+                "--boots {}: a round boots {} points x {per_point} runs; give at least {}",
                 self.boots,
-                per_point * BATCH as u32
+                self.batch,
+                per_point * self.batch as u32
             )));
         }
         let dir = util::unique_dir(&self.parent)?;
+        let on = match &self.slurm {
+            None => On::Here {
+                built: Cell::new(false),
+            },
+            Some(partition) => On::Slurm(Box::new(OnSlurm::new(
+                sh,
+                &dir,
+                &self.qemu_args,
+                partition.clone(),
+                &self.space_file,
+            )?)),
+        };
         progress::emit(Event::Note(&format!(
             "hunt: {} points in the space ({} dimensions), seed {}, {} boots at most, {} runs a \
              point; results in {}",
@@ -140,7 +173,7 @@ impl Hunt {
             per_point,
             dir.display()
         )));
-        let (mut evals, spent) = self.search(sh, &dir, &expected)?;
+        let (mut evals, spent) = self.search(sh, &dir, &on, &expected)?;
         let best = (evals.iter())
             .filter(|e| e.held.holds)
             .filter(|e| self.stop_at.is_none_or(|m| e.held.mechanism == Some(m)))
@@ -148,22 +181,19 @@ impl Hunt {
             .cloned();
         if let Some(b) = &best {
             if self.minimise {
-                evals.extend(self.minimise(sh, &dir, &expected, b, evals.len())?);
+                evals.extend(self.minimise(sh, &dir, &on, &expected, b, evals.len())?);
             }
             if !self.check.is_empty() {
-                let named = vec![(b.name.clone(), b.point.clone(), b.settings.clone())];
-                let checked = self.round(sh, &dir, true, named, &expected, &self.check)?;
-                evals.extend(checked.into_iter().map(|mut e| {
-                    e.name = format!("{}-check", e.name);
-                    progress::emit(Event::Note(&line(&e)));
-                    e
-                }));
+                let name = format!("{}-check", b.name);
+                let named = vec![(name, b.point.clone(), b.settings.clone())];
+                evals.extend(self.round(sh, &dir, &on, named, &expected, &self.check)?);
             }
             write_points(&dir, &evals)?;
         }
         let found = write_found(&dir, &evals, &self.space)?;
         Ok(Found {
             summary: summary(&dir, &evals, spent, self.stop_at, found),
+            dir: dir.clone(),
             missing: match self.stop_at {
                 Some(c) if best.is_none() => Some(format!(
                     "hunt: no point held by the {} mechanism within {} boots (seed {}): see {}",
@@ -177,15 +207,43 @@ impl Hunt {
         })
     }
 
+    /// A node's part of `--slurm`: boots the point whose settings `file`
+    /// holds (named by the file) into a session under `into`.
+    pub fn eval_point(&self, sh: &Shell, file: &Path, into: &Path) -> Result<()> {
+        let name = (file.file_stem().and_then(|n| n.to_str()))
+            .with_context(|| format!("{}: no point name", file.display()))?;
+        let text =
+            fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+        let settings = (self.space.parse_settings(&text))
+            .with_context(|| format!("{}: the point's settings", file.display()))?;
+        let scenario = self.space.scenario(name, &settings)?;
+        let (session, records, failures) = (self.qemu_test(into, true, &[])?)
+            .boot_points(sh, vec![scenario])
+            .with_context(|| format!("booting {name}"))?;
+        progress::emit(Event::Note(&format!(
+            "hunt: {name}: {} run(s) recorded, {} failed, in {}",
+            records.len(),
+            failures.len(),
+            session.display()
+        )));
+        Ok(())
+    }
+
     /// The search: rounds of points until the budget is spent (or a point
     /// holds by `stop_at`). Returns every evaluated point and the boots spent.
-    fn search(&self, sh: &Shell, dir: &Path, expected: &Expected) -> Result<(Vec<Eval>, u32)> {
+    fn search(
+        &self,
+        sh: &Shell,
+        dir: &Path,
+        on: &On,
+        expected: &Expected,
+    ) -> Result<(Vec<Eval>, u32)> {
         let per_point = self.space.runs;
         let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
         let mut evals: Vec<Eval> = Vec::new();
         let mut seen: BTreeSet<Settings> = BTreeSet::new();
-        let (mut spent, mut built) = (0u32, false);
-        while spent + per_point * BATCH as u32 <= self.boots {
+        let mut spent = 0u32;
+        while spent + per_point * self.batch as u32 <= self.boots {
             let batch = self.next_batch(&mut rng, &evals, &mut seen);
             if batch.is_empty() {
                 break;
@@ -198,13 +256,9 @@ impl Hunt {
                     (format!("hunt-{:03}", evals.len() + i), p, s)
                 })
                 .collect();
-            let round = self.round(sh, dir, built, named, expected, &[])?;
-            built = true;
+            let round = self.round(sh, dir, on, named, expected, &[])?;
             spent += per_point * round.len() as u32;
-            for e in round {
-                progress::emit(Event::Note(&line(&e)));
-                evals.push(e);
-            }
+            evals.extend(round);
             write_points(dir, &evals)?;
             if self.stop_at.is_some_and(|m| holds_by(&evals, m)) {
                 break;
@@ -220,6 +274,7 @@ impl Hunt {
         &self,
         sh: &Shell,
         dir: &Path,
+        on: &On,
         expected: &Expected,
         best: &Eval,
         first: usize,
@@ -234,16 +289,15 @@ impl Hunt {
             let name = format!("hunt-{:03}-min", first + out.len());
             let named = vec![(name, best.point.clone(), relaxed.clone())];
             let e = (self
-                .round(sh, dir, true, named, expected, &[])?
+                .round(sh, dir, on, named, expected, &[])?
                 .into_iter()
                 .next())
             .context("the minimising round booted nothing")?;
             let kept = e.held.holds && e.held.mechanism == best.held.mechanism;
             progress::emit(Event::Note(&format!(
-                "{} ({} {}: {})",
-                line(&e),
+                "hunt: {} ({} back at the default): {}",
+                e.name,
                 d.name,
-                "back at the default",
                 if kept {
                     "still holds, relaxed"
                 } else {
@@ -262,23 +316,71 @@ impl Hunt {
         Ok(out)
     }
 
-    /// Boots one round's points as one session and judges each.
+    /// Boots one round's points and judges each, emitting its line: as one
+    /// session here, or as a Slurm task each, judged as each ends.
     fn round(
         &self,
         sh: &Shell,
         dir: &Path,
-        built: bool,
+        on: &On,
         named: Vec<(String, Point, Settings)>,
         expected: &Expected,
         more: &[String],
     ) -> Result<Vec<Eval>> {
-        let scenarios = (named.iter())
-            .map(|(n, _, s)| self.space.scenario(n, s))
-            .collect::<Result<Vec<_>>>()?;
-        let q = self.qemu_test(dir, built, more)?;
-        let (session, records, failures) = q
-            .boot_points(sh, scenarios)
-            .context("booting the hunt's points")?;
+        let mut out = Vec::new();
+        let mut keep = |evals: Vec<Eval>| {
+            for e in evals {
+                progress::emit(Event::Note(&line(&e)));
+                out.push(e);
+            }
+        };
+        match on {
+            On::Here { built } => {
+                let scenarios = (named.iter())
+                    .map(|(n, _, s)| self.space.scenario(n, s))
+                    .collect::<Result<Vec<_>>>()?;
+                let q = self.qemu_test(&dir.join("sessions"), built.get(), more)?;
+                let (session, records, failures) = q
+                    .boot_points(sh, scenarios)
+                    .context("booting the hunt's points")?;
+                built.set(true);
+                keep(self.judge(&named, &session, &records, &failures, expected, more)?);
+            }
+            On::Slurm(s) => {
+                let refs: Vec<(&str, &Settings)> =
+                    named.iter().map(|(n, _, s)| (n.as_str(), s)).collect();
+                let more_flags: Vec<String> = (more.iter())
+                    .flat_map(|v| ["--variant".to_string(), v.clone()])
+                    .collect();
+                s.round(sh, &refs, &more_flags, |i, ended| {
+                    let point = std::slice::from_ref(&named[i]);
+                    keep(match ended {
+                        Ended::Booted {
+                            session,
+                            records,
+                            failures,
+                        } => self.judge(point, &session, &records, &failures, expected, more)?,
+                        Ended::Lost(why) => (s.variants().iter().chain(more))
+                            .map(|v| Eval::lost(&named[i], v, why.clone(), self.space.runs))
+                            .collect(),
+                    });
+                    Ok(())
+                })?;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Judges the points `named` from the records of their session.
+    fn judge(
+        &self,
+        named: &[(String, Point, Settings)],
+        session: &Path,
+        records: &[RunRecord],
+        failures: &[BootFailure],
+        expected: &Expected,
+        more: &[String],
+    ) -> Result<Vec<Eval>> {
         let variants: BTreeSet<&str> = records.iter().map(|r| r.id.variant.as_str()).collect();
         if more.is_empty() && variants.len() > 1 {
             bail!(exit::usage(format!(
@@ -308,7 +410,7 @@ impl Hunt {
                 progress::emit(Event::Note(&format!("hunt: {f} (counted as not held)")));
             }
             let held = point_held(&runs, self.space.runs, expected.criteria.stall_fraction);
-            let e = Eval {
+            out.push(Eval {
                 name,
                 point: p,
                 variant: variant.to_string(),
@@ -316,25 +418,22 @@ impl Hunt {
                 runs,
                 sleeps,
                 held,
-                session: session.clone(),
-            };
-            out.push(e);
+                session: session.to_path_buf(),
+                lost: None,
+            });
         }
         Ok(out)
     }
 
-    /// The session of one round: the user's flags, the hunt's own.
-    fn qemu_test(&self, dir: &Path, built: bool, more: &[String]) -> Result<QemuTest> {
+    /// The session of one round, in `into`: the user's flags, the hunt's own.
+    fn qemu_test(&self, into: &Path, built: bool, more: &[String]) -> Result<QemuTest> {
         let runs = self.space.runs.to_string();
-        let points = dir.join("sessions");
         let mut argv: Vec<&str> = vec!["qemu-test"];
         argv.extend(self.qemu_args.iter().map(String::as_str));
         for v in more {
             argv.extend(["--variant", v]);
         }
-        let points = points
-            .to_str()
-            .context("the hunt's directory is not UTF-8")?;
+        let points = into.to_str().context("the hunt's directory is not UTF-8")?;
         argv.extend(["--runs", &runs, "--no-aa", "--results-in", points]);
         // The kernel is built (or checked) once, before the first round.
         if built && !self.qemu_args.iter().any(|a| a == "--no-build") {
@@ -373,7 +472,7 @@ impl Hunt {
             let mut near = self.space.neighbours(&b.point);
             near.shuffle(rng);
             for q in near {
-                if out.len() == BATCH {
+                if out.len() == self.batch {
                     break;
                 }
                 if seen.insert(self.space.settings(&q)) {
@@ -384,7 +483,7 @@ impl Hunt {
         // Random points: a bounded number of draws (a space nearly all
         // evaluated ends the hunt rather than looping).
         for _ in 0..10_000 {
-            if out.len() == BATCH {
+            if out.len() == self.batch {
                 break;
             }
             let q: Point = (self.space.dims.iter())
@@ -450,7 +549,7 @@ mod tests {
         let mut rng = ChaCha8Rng::seed_from_u64(hunt.seed);
         let mut land = ChaCha8Rng::seed_from_u64(hunt.seed ^ 0x5eed);
         let (mut evals, mut seen) = (Vec::new(), BTreeSet::new());
-        while evals.len() + BATCH <= points {
+        while evals.len() + hunt.batch <= points {
             for p in hunt.next_batch(&mut rng, &evals, &mut seen) {
                 let settings = hunt.space.settings(&p);
                 evals.push(Eval {
@@ -462,6 +561,7 @@ mod tests {
                     runs: Vec::new(),
                     sleeps: Vec::new(),
                     session: PathBuf::new(),
+                    lost: None,
                 });
             }
             if hunt.stop_at.is_some_and(|m| holds_by(&evals, m)) {
@@ -491,6 +591,9 @@ mod tests {
             minimise: false,
             check: Vec::new(),
             parent: PathBuf::new(),
+            batch: 2,
+            slurm: None,
+            space_file: file,
         };
         let seeds = 2000;
         let missed = (0..seeds)
