@@ -284,22 +284,7 @@ fn hunt_step(sh: &Shell, baseline: &str) -> Result<()> {
             "hunt finds the strictlimit stall on {baseline} by itself (seed {HUNT_SEED}, at \
              most {HUNT_BOOTS} quick boots)"
         ),
-        || {
-            args::parse::<Hunt>(&[
-                "--seed",
-                HUNT_SEED,
-                "--boots",
-                HUNT_BOOTS,
-                "--until",
-                "strictlimit",
-                "--",
-                "--variant",
-                baseline,
-                "--quick",
-                "--no-build",
-            ])?
-            .run(sh)
-        },
+        || args::parse::<Hunt>(&slurm_hunt::hunt_argv(HUNT_SEED, HUNT_BOOTS, baseline))?.run(sh),
     )
 }
 

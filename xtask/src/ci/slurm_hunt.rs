@@ -30,20 +30,9 @@ const JOB_NAME: &str = "wbstall-hunt";
 /// Runs the hunt on the cluster whose slurm.conf is `conf`; returns what
 /// it showed.
 pub fn hunt_on_the_cluster(sh: &Shell, baseline: &str, conf: &Path) -> Result<String> {
-    let argv = [
-        "--slurm",
-        "--seed",
-        "1",
-        "--boots",
-        "12",
-        "--until",
-        "strictlimit",
-        "--",
-        "--variant",
-        baseline,
-        "--quick",
-        "--no-build",
-    ];
+    let argv: Vec<&str> = std::iter::once("--slurm")
+        .chain(hunt_argv("1", "12", baseline))
+        .collect();
     let hunt = args::parse::<Hunt>(&argv)?;
     let started = Instant::now();
     let conf_for = conf.to_path_buf();
@@ -62,6 +51,25 @@ pub fn hunt_on_the_cluster(sh: &Shell, baseline: &str, conf: &Path) -> Result<St
             .find(|l| !l.trim().is_empty())
             .unwrap_or_default()
     ))
+}
+
+/// The hunts CI runs (here on the cluster, and the hunt step beside the
+/// cells): the strictlimit stall on `baseline` from `seed`, within `boots`
+/// quick boots of the kernel already built.
+pub(super) fn hunt_argv<'a>(seed: &'a str, boots: &'a str, baseline: &'a str) -> Vec<&'a str> {
+    vec![
+        "--seed",
+        seed,
+        "--boots",
+        boots,
+        "--until",
+        "strictlimit",
+        "--",
+        "--variant",
+        baseline,
+        "--quick",
+        "--no-build",
+    ]
 }
 
 /// Waits for task 1 of the hunt's first job array to run, lets it boot,

@@ -371,7 +371,9 @@ impl Hunt {
         Ok(out)
     }
 
-    /// Judges the points `named` from the records of their session.
+    /// Judges the points `named` from the records of their session, on
+    /// each kernel a run of it booted on, recorded or failed (a point whose
+    /// every boot failed is kept: held 0).
     fn judge(
         &self,
         named: &[(String, Point, Settings)],
@@ -381,7 +383,10 @@ impl Hunt {
         expected: &Expected,
         more: &[String],
     ) -> Result<Vec<Eval>> {
-        let variants: BTreeSet<&str> = records.iter().map(|r| r.id.variant.as_str()).collect();
+        let variants: BTreeSet<&str> = (records.iter().map(|r| &r.id))
+            .chain(failures.iter().map(|f| &f.run))
+            .map(|id| id.variant.as_str())
+            .collect();
         if more.is_empty() && variants.len() > 1 {
             bail!(exit::usage(format!(
                 "the qemu-test flags after `--` boot {} kernels ({}): the hunt searches one; \
@@ -569,6 +574,55 @@ mod tests {
             }
         }
         false
+    }
+
+    /// A point whose every boot failed (a kernel that oopses there) is
+    /// judged, not dropped: held 0, its failures counted as runs not held.
+    #[test]
+    fn a_point_whose_every_boot_failed_is_kept() {
+        let file = util::project_root().join(space::SPACE_FILE);
+        let space = Space::load(&file, scenario::any(space::SCRIPT).unwrap()).unwrap();
+        let p = vec![0; space.dims.len()];
+        let named = vec![("hunt-000".to_string(), p.clone(), space.settings(&p))];
+        let hunt = Hunt {
+            space,
+            seed: 1,
+            boots: 6,
+            stop_at: None,
+            qemu_args: Vec::new(),
+            minimise: false,
+            check: Vec::new(),
+            parent: PathBuf::new(),
+            batch: 2,
+            slurm: None,
+            space_file: file,
+        };
+        let failures: Vec<BootFailure> = (0..3)
+            .map(|run| BootFailure {
+                run: crate::guest::run_id::RunId {
+                    scenario: "hunt-000".into(),
+                    variant: "regressed".into(),
+                    run,
+                },
+                why: "oops: the guest kernel oopsed".into(),
+            })
+            .collect();
+        let e = hunt
+            .judge(
+                &named,
+                Path::new("/s"),
+                &[],
+                &failures,
+                &expectations().unwrap(),
+                &[],
+            )
+            .unwrap();
+        assert_eq!(e.len(), 1);
+        assert_eq!(
+            (e[0].name.as_str(), e[0].variant.as_str()),
+            ("hunt-000", "regressed")
+        );
+        assert!(!e[0].held.holds && e[0].held.score == 0.0 && e[0].runs.is_empty());
     }
 
     /// The strategy's miss rate, measured over 2,000 seeds: `--until

@@ -200,6 +200,16 @@ impl OnSlurm {
                 )))
             }
         };
+        if records.is_empty() && s.failures.is_empty() {
+            return Ok(Ended::Lost(format!(
+                "task {} ended {} (exit {}), its session {} holding no run: see {}",
+                state.job,
+                state.state,
+                state.exit_code,
+                session.display(),
+                log.display()
+            )));
+        }
         if state.state != "COMPLETED" {
             progress::emit(Event::Note(&format!(
                 "hunt: task {} of {name} ended {} (exit {}): judging the {} run(s) its session \
