@@ -12,6 +12,7 @@ mod progress;
 mod reaper;
 mod report;
 mod results;
+mod session;
 mod stamp;
 mod tasks;
 #[cfg(test)]

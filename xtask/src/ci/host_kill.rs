@@ -15,7 +15,7 @@ use xshell::{cmd, Shell};
 
 use crate::{
     exit, reaper,
-    tasks::host_test::state::{tracefs_mount, Knobs, CLASS_BDI, PROC_VM},
+    session::host_state::{tracefs_mount, Knobs, CLASS_BDI, PROC_VM},
 };
 
 /// What host-test may change, as seen from outside it.

@@ -10,10 +10,8 @@ use crate::{
     analysis::expected::Class,
     exit,
     progress::{self, Event},
-    tasks::{
-        args,
-        qemu_test::{boot_all::Outcome, QemuTest},
-    },
+    session::boot_all::Outcome,
+    tasks::{args, qemu_test::QemuTest},
     util,
 };
 

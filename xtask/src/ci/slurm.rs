@@ -429,7 +429,7 @@ pub fn slurm_matrix(sh: &Shell, roles: &Roles) -> Result<()> {
 fn on_a_cluster(
     sh: &Shell,
     plan: &[&str],
-    whole: &crate::tasks::qemu_test::boot_all::Outcome,
+    whole: &crate::session::boot_all::Outcome,
     crashed: &[String],
     baseline: &str,
 ) -> Result<()> {

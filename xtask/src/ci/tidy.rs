@@ -386,7 +386,7 @@ mod tests {
     /// before it (and itself). `ci` runs the tasks, so it comes after them.
     const STAGES: &[&str] = &[
         "exit", "reaper", "util", "progress", "distro", "deps", "kernel", "guest", "results",
-        "analysis", "report", "tasks", "ci",
+        "analysis", "report", "session", "tasks", "ci",
     ];
 
     fn stage_of(rel: &str) -> Option<usize> {
@@ -465,13 +465,19 @@ mod tests {
             src("ci/mod.rs", "use crate::{tasks::args, report};\n"),
             src(
                 "tasks/merge.rs",
-                "use crate::{analysis::judge, report::mail};\n",
+                "use crate::{analysis::judge, session::merge};\n",
+            ),
+            // The session stage runs below the tasks that call it.
+            src(
+                "session/resume.rs",
+                "use crate::{results::dir, tasks::merge};\n",
             ),
         ];
         assert_eq!(
             upward_uses(&sources),
             [
                 "xtask/src/report/mod.rs uses crate::tasks",
+                "xtask/src/session/resume.rs uses crate::tasks",
                 "xtask/src/tasks/qemu_test.rs uses crate::ci",
             ]
         );

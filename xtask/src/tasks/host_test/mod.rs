@@ -2,22 +2,15 @@
 //! no QEMU: "is *my* machine affected?". The guest's own scripts run on the
 //! host (`qemu/host-init`), the tracefs detector classes the sleeps in a
 //! tracing instance of its own, and the records, verdict and report are
-//! `qemu-test`'s. Everything it changes is put back on every exit. Its parts:
-//! one run of a scenario on the host (`host`), and the kernel's `state` it
-//! puts back.
-
-pub mod host;
-pub mod state;
+//! `qemu-test`'s. Everything it changes is put back on every exit. One run of a
+//! scenario on the host and the kernel's state it puts back are the session
+//! stage's ([`crate::session::host`], [`crate::session::host_state`]).
 
 use std::{fs, path::PathBuf, time::Duration};
 
 use anyhow::{bail, Context, Result};
 use xshell::Shell;
 
-use self::{
-    host::{HostRun, Stage},
-    state::Restorer,
-};
 use crate::{
     analysis::expected::{self, load_expectations, ExpectArgs, Expected},
     deps, exit,
@@ -37,10 +30,12 @@ use crate::{
         builder, context::RunContext, dir::ResultsDir, machine::MachineFacts, record::RunRecord,
         session::Session, warnings::warnings,
     },
-    tasks::{
-        args::job::JobArgs,
-        qemu_test::boot_all::{finish, recorded},
+    session::{
+        boot_all::{finish, recorded},
+        host::{self, HostRun, Stage},
+        host_state::Restorer,
     },
+    tasks::args::job::JobArgs,
     util,
 };
 
@@ -164,6 +159,7 @@ impl HostTest {
             progress::emit(Event::Note(&format!("host-test: {line}")));
         }
         let out = finish(dir, session, records, expected)?;
+        print!("{}", out.summary);
         out.result("host-test")
     }
 

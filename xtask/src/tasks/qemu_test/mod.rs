@@ -2,17 +2,14 @@
 //! one per scenario under QEMU, turn what came back into records, and judge
 //! them against `qemu/expected.toml`. Its parts: the `roles` a session is
 //! reported by, the `planning` of its boots, the `costs` it judges by, the
-//! `dry_run` preview, `resume`, the `guest` it boots (built here or staged),
-//! and `boot_all`, which boots a plan into a results directory (host-test
-//! records its runs with it too) and the runs that decide the costs.
+//! `dry_run` preview and the `guest` it boots (built here or staged); the
+//! session stage boots, records, judges and renders ([`crate::session`]).
 
-pub mod boot_all;
 mod costs;
 mod dry_run;
 mod guest;
 mod planning;
 mod points;
-mod resume;
 mod roles;
 
 use std::{
@@ -24,10 +21,7 @@ use std::{
 use anyhow::{bail, Context, Result};
 use xshell::Shell;
 
-use self::{
-    boot_all::{boot_all, finish, initrds, shard_outcome, Outcome},
-    dry_run::Preview,
-};
+use self::dry_run::Preview;
 use crate::{
     analysis::{
         expected::{self, load_expectations, ExpectArgs, Expected},
@@ -51,6 +45,10 @@ use crate::{
     },
     progress::{self, Event},
     results::{dir::ResultsDir, record::RunRecord, session::Session},
+    session::{
+        boot_all::{boot_all, finish, initrds, shard_outcome, Outcome},
+        resume,
+    },
     tasks::args::{self, guest::GuestArgs, job::JobArgs},
     util,
 };
@@ -550,7 +548,9 @@ impl QemuTest {
         }
         let records = boot_all(sh, &dir, &plan, jobs_vm, &mut session, earlier)?;
         if let Some(shard) = self.shard {
-            return Ok(shard_outcome(shard, dir, &session, records.len()));
+            let out = shard_outcome(shard, dir, &session, records.len());
+            print!("{}", out.summary);
+            return Ok(out);
         }
         let boot_of = |id: &RunId| -> Result<Boot> {
             let kernel = (built.iter().find(|b| b.meta.variant == id.variant))
@@ -561,13 +561,15 @@ impl QemuTest {
                 .boots
                 .remove(0))
         };
-        let costs = boot_all::Costs {
+        let costs = crate::session::boot_all::Costs {
             expected,
             jobs_vm,
             boot_of: &boot_of,
         };
         let records = costs.decide(sh, &dir, &mut session, records)?;
-        finish(dir, session, records, expected.clone())
+        let out = finish(dir, session, records, expected.clone())?;
+        print!("{}", out.summary);
+        Ok(out)
     }
 }
 

@@ -7,13 +7,11 @@ use std::path::PathBuf;
 use anyhow::Result;
 use xshell::Shell;
 
-use super::{
-    boot_all::{boot_all, initrds},
-    QemuTest,
-};
+use super::QemuTest;
 use crate::{
     guest::{plan, scenario::Scenario},
     results::{record::RunRecord, session::BootFailure},
+    session::boot_all::{boot_all, initrds},
     util,
 };
 

@@ -102,12 +102,12 @@ fn records_and_failures_keep_plan_order_whatever_order_boots_end_in() {
     ends[3] = Some(Ok("d"));
     ends[1] = Some(Err("b failed".into()));
     assert_eq!(
-        crate::tasks::qemu_test::boot_all::in_plan_order(&ends),
+        crate::session::boot_all::in_plan_order(&ends),
         (vec![&"d"], vec!["b failed".to_string()])
     );
     ends[0] = Some(Ok("a"));
     assert_eq!(
-        crate::tasks::qemu_test::boot_all::in_plan_order(&ends).0,
+        crate::session::boot_all::in_plan_order(&ends).0,
         [&"a", &"d"]
     );
 }

@@ -218,6 +218,9 @@ pub fn recorded(rec: &RunRecord) {
 /// What a `qemu-test` run came to.
 pub struct Outcome {
     pub dir: PathBuf,
+    /// What the task prints: the verdict's summary, or for a shard what it
+    /// recorded and how to join it.
+    pub summary: String,
     /// What was judged: none for a shard.
     judged: Option<Judged>,
     /// Boots that produced no record.
@@ -280,7 +283,7 @@ impl Outcome {
     }
 }
 
-/// Judges, renders and prints.
+/// Judges and renders; the summary is the task's to print.
 pub fn finish(
     dir: PathBuf,
     session: Session,
@@ -289,9 +292,10 @@ pub fn finish(
 ) -> Result<Outcome> {
     let j = crate::analysis::judge(&session, &records, &expected)?;
     report::render(&dir, &j)?;
-    print!("{}", report::terminal::summary(&dir, &j));
+    let summary = report::terminal::summary(&dir, &j);
     let passed = j.passed();
     Ok(Outcome {
+        summary,
         dir,
         passed,
         failures: session.failures.clone(),
@@ -304,21 +308,22 @@ pub fn finish(
 }
 
 /// A slice of the plan is judged only with the others (`cargo xtask merge`):
-/// says so, and what it recorded.
+/// its summary says so, and what it recorded.
 pub fn shard_outcome(
     shard: plan::Shard,
     dir: PathBuf,
     session: &Session,
     recorded: usize,
 ) -> Outcome {
-    println!(
+    let summary = format!(
         "qemu-test: shard {shard}: {recorded} boot(s) recorded, {} failed; results in {}\n\
-         join the {} shards with `cargo xtask merge --out DIR SHARD_DIR...`",
+         join the {} shards with `cargo xtask merge --out DIR SHARD_DIR...`\n",
         session.failures.len(),
         dir.display(),
         shard.count
     );
     Outcome {
+        summary,
         dir,
         judged: None,
         passed: session.failures.is_empty(),

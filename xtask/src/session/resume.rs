@@ -19,7 +19,7 @@ use crate::{
         record::RunRecord,
         session::{BootFailure, Session},
     },
-    tasks::merge,
+    session::merge,
     util,
 };
 
@@ -199,7 +199,7 @@ mod tests {
         analysis::{expected, judgement::Planned, verdict},
         guest::fake_qemu_tests::{fake, fake_plan},
         results::session::ScenarioInfo,
-        tasks::qemu_test::boot_all::boot_all,
+        session::boot_all::boot_all,
         util::testdir,
     };
 

@@ -3,7 +3,7 @@
 //! scenario's `run.sh`) run as root under `qemu/host-init`, in a private mount
 //! namespace and a process group of their own, and write the same results
 //! stream to a file. What they change in the kernel is put back by
-//! [`super::state::Restorer`].
+//! [`super::host_state::Restorer`].
 
 use std::{
     fs,
@@ -124,7 +124,9 @@ pub fn environment(
     }
     env.push((
         "WB_SCHED_TRACE".into(),
-        super::state::sched_instance(instance).display().to_string(),
+        super::host_state::sched_instance(instance)
+            .display()
+            .to_string(),
     ));
     env.push(("WB_TRACE_KB".into(), trace_kb.to_string()));
     if !counters.is_empty() {
