@@ -1,6 +1,7 @@
 //! The session stage: one results directory end to end. It boots a plan (in
-//! guests, [`boot_all`], or on the running kernel, [`host`] with
-//! [`host_state`] keeping the host's settings), records each boot, judges
+//! guests, [`boot_all`], or on the running kernel, [`host_session`]: each
+//! run by [`host`], with [`host_state`] keeping the host's settings),
+//! records each boot, judges
 //! the records and renders the report ([`boot_all::finish`]); it resumes an
 //! interrupted directory ([`resume`]) and joins the shards of one plan
 //! ([`merge`]). The tasks above it parse flags, make the kernels and call
@@ -8,6 +9,7 @@
 
 pub mod boot_all;
 pub mod host;
+pub mod host_session;
 pub mod host_state;
 pub mod merge;
 pub mod resume;

@@ -2,45 +2,27 @@
 //! no QEMU: "is *my* machine affected?". The guest's own scripts run on the
 //! host (`qemu/host-init`), the tracefs detector classes the sleeps in a
 //! tracing instance of its own, and the records, verdict and report are
-//! `qemu-test`'s. Everything it changes is put back on every exit. One run of a
-//! scenario on the host and the kernel's state it puts back are the session
-//! stage's ([`crate::session::host`], [`crate::session::host_state`]).
+//! `qemu-test`'s. Everything it changes is put back on every exit. Its flags
+//! make a [`HostPlan`]; the session stage runs it ([`host_session`]).
 
-use std::{fs, path::PathBuf, time::Duration};
+use std::fs;
 
 use anyhow::{bail, Context, Result};
 use xshell::Shell;
 
 use crate::{
     analysis::expected::{self, load_expectations, ExpectArgs, Expected},
-    deps, exit,
+    exit,
     guest::{
-        fio,
         fuse_server::{self, UserServer},
-        initramfs,
-        plan::{run_params, Detector, RunParams},
-        protocol::param,
-        qemu::{Accel, Clock, Machine},
         scenario::{self, Scenario},
     },
-    kernel::{build::VariantMeta, variants::Variants},
+    kernel::variants::Variants,
     progress::{self, Event},
-    results::floor::FloorOf,
-    results::{
-        builder, context::RunContext, dir::ResultsDir, machine::MachineFacts, record::RunRecord,
-        session::Session, warnings::warnings,
-    },
-    session::{
-        boot_all::{finish, recorded},
-        host::{self, HostRun, Stage},
-        host_state::Restorer,
-    },
+    session::host_session::{self, HostPlan, HOST},
     tasks::args::job::JobArgs,
     util,
 };
-
-/// The variant name of the running kernel in records and reports.
-pub const HOST: &str = "host";
 
 /// Run the FUSE scenarios on this machine's running kernel (root, tracefs,
 /// FUSE; no QEMU), classed by the tracefs detector and judged like qemu-test.
@@ -80,163 +62,28 @@ const HOST_SCENARIOS: [&str; 4] = [
     "ext4-global",
 ];
 const DEFAULT_SCENARIOS: [&str; 2] = ["fuse-strictlimit", "fuse-nostrict"];
-/// The sparse file under a disk scenario's loop device.
-const DISK_BYTES: u64 = 1 << 30;
 
 impl HostTest {
     pub fn run(self, sh: &Shell) -> Result<()> {
-        preflight()?;
         let scenarios = self.scenarios()?;
-        let user = self.user_server()?;
-        let expected = self.expectations(&scenarios)?;
-        let programs = programs(sh, &scenarios, user.is_some())?;
-        let dir = util::unique_dir(&util::target_dir().join("results"))?;
-        let host = host_machine()?;
-        let mut session = self.session(sh, &scenarios, &expected, &host)?;
-        let meta = session.variants[0].clone();
-        ResultsDir::new(&dir).write::<RunRecord>(&session, None)?;
-        let stage = Stage::new(
-            &dir.join("host-root"),
-            &util::project_root().join("qemu"),
-            &programs,
-            user.as_ref().map(|u| u.line.as_str()),
-        )?;
-        let restorer = Restorer::arm()?;
-        progress::emit(Event::Note(&format!(
-            "host-test: {} on the running kernel {}, {} run(s) each; tracing in {}; results in {}",
-            scenarios
+        let plan = HostPlan {
+            jobs: scenarios
                 .iter()
-                .map(|s| s.name)
-                .collect::<Vec<_>>()
-                .join(", "),
-            meta.kernel_release,
-            self.runs(),
-            restorer.tracing().0.display(),
-            dir.display()
-        )));
-        let at = Setting {
-            stage: &stage,
-            restorer: &restorer,
-            dir: &dir,
-            meta: &meta,
-            host: &host,
+                .map(|s| (s.name, self.job.of(*s)))
+                .collect(),
+            infos: self.job.infos(&scenarios, |_| self.runs()),
+            runs: self.runs(),
+            quick: self.job.quick,
+            sample_ms: self.job.sample_ms,
+            timeout: self.timeout,
+            fuse_server: self.fuse_server.clone(),
+            user: self.user_server()?,
+            expected: self.expectations(&scenarios)?,
+            scenarios,
         };
-        let mut records = Vec::new();
-        let total = self.runs() as usize * scenarios.len();
-        for (i, (run, scen)) in (0..self.runs())
-            .flat_map(|r| scenarios.iter().map(move |s| (r, *s)))
-            .enumerate()
-        {
-            let id = crate::guest::run_id::RunId::new(scen.name, HOST, run);
-            progress::emit(Event::BootStart {
-                index: i + 1,
-                total,
-                run: &id.to_string(),
-            });
-            match self.one(&at, scen, run) {
-                Ok(rec) => {
-                    recorded(&rec);
-                    records.push(rec);
-                }
-                Err(e) => {
-                    // A signal stopped the run: the reaper puts the host back
-                    // and exits; this is not the run's failure.
-                    crate::reaper::yield_to_signal();
-                    let failure = crate::results::session::BootFailure {
-                        run: id,
-                        why: format!("{e:#}"),
-                    };
-                    progress::emit(Event::BootFailed(&failure.to_string()));
-                    session.failures.push(failure);
-                }
-            }
-            for line in restorer.between_runs()? {
-                progress::emit(Event::Note(&format!("host-test: {line}")));
-            }
-            ResultsDir::new(&dir).write(&session, Some(&records.iter().collect::<Vec<_>>()))?;
-        }
-        for line in restorer.restore() {
-            progress::emit(Event::Note(&format!("host-test: {line}")));
-        }
-        let out = finish(dir, session, records, expected)?;
+        let out = host_session::boot_on_host(sh, plan)?;
         print!("{}", out.summary);
         out.result("host-test")
-    }
-
-    /// One run of `scen`: the script on the host, its stream made a record.
-    fn one(&self, at: &Setting<'_>, scen: Scenario, run: u32) -> Result<RunRecord> {
-        let Setting {
-            stage,
-            restorer,
-            dir,
-            meta,
-            host,
-        } = *at;
-        let job = self.job.of(scen);
-        let mut params = run_params(&RunParams {
-            scenario: scen,
-            job: &job,
-            sample_ms: self.job.sample_ms,
-            verify: scen.verify && !self.job.quick && run == 0,
-            detector: Detector::Tracefs,
-            disk: None,
-            // The host's timers are not the guest's: no phase to wait for.
-            phase: None,
-        });
-        let name = crate::guest::run_id::RunId::new(scen.name, HOST, run).stem();
-        // A disk scenario's ext4 on a loop device over a sparse file, made
-        // for the run and dropped after it.
-        let disk = match scen.disk {
-            true => {
-                params.push((param::DISK.to_string(), "loop".to_string()));
-                Some(loop_disk(restorer, &dir.join(format!("{name}.disk.img")))?)
-            }
-            false => None,
-        };
-        let timeout = self
-            .timeout
-            .unwrap_or(60 + u64::from(job.ramp_time) + u64::from(job.runtime));
-        let ran = host::run(
-            stage,
-            restorer.tracing(),
-            &HostRun {
-                params: &params,
-                dir,
-                name: name.clone(),
-                timeout: Duration::from_secs(timeout),
-                trace_kb: trace_kb(host),
-                disk_dev: disk.as_ref().map(|(d, _)| d.as_path()),
-            },
-        );
-        if let Some((dev, img)) = &disk {
-            progress::emit(Event::Note(&format!(
-                "host-test: {}",
-                restorer.detach_loop(dev)
-            )));
-            fs::remove_file(img).ok();
-        }
-        let ran = ran?;
-        let samples = samples_file(&ran, dir, &name)?;
-        let log = fs::read_to_string(dir.join(&ran.log)).unwrap_or_default();
-        builder::build(
-            RunContext {
-                variant: meta,
-                scenario: scen.name,
-                scenario_strictlimit: scen.strictlimit,
-                run,
-                machine: machine_facts(host),
-                job: &job,
-                started: ran.started.clone(),
-                wall_secs: ran.wall_secs,
-                console_log: ran.log.clone(),
-                console_warnings: warnings(&log),
-                samples,
-                sleeps: Some(dir.join(format!("{name}.sleeps.txt"))),
-                detector: Detector::Tracefs,
-                phase: None,
-            },
-            &ran.stream,
-        )
     }
 
     fn runs(&self) -> u32 {
@@ -296,214 +143,6 @@ impl HostTest {
         )));
         Ok(e)
     }
-
-    fn session(
-        &self,
-        sh: &Shell,
-        scenarios: &[Scenario],
-        expected: &Expected,
-        host: &HostMachine,
-    ) -> Result<Session> {
-        let fio_version = xshell::cmd!(sh, "fio --version")
-            .quiet()
-            .read()
-            .unwrap_or_default();
-        Ok(Session {
-            command: std::env::args().skip(1).collect::<Vec<_>>().join(" "),
-            started: util::timestamp(),
-            machine: Machine {
-                accel: Accel::Native,
-                clock: Clock::Real,
-                cpu_model: host.cpu_model.clone(),
-                cpus: host.cpus,
-                memory_mib: host.memory_mib,
-                ..Machine::default()
-            },
-            runs: self.runs(),
-            quick: self.job.quick,
-            toolchain: deps::Toolchain {
-                fio: fio_version.trim().to_string(),
-                ..Default::default()
-            },
-            host_cpus: host.cpus as usize,
-            variants: vec![running_kernel()?],
-            scenarios: self.job.infos(scenarios, |_| self.runs()),
-            expected_file: expected::EXPECTED_FILE.to_string(),
-            expected: Some(toml::to_string(expected).context("writing the expectations down")?),
-            fuse_server: self.fuse_server.clone(),
-            // The host's own clock: no floor to judge a cost against.
-            floors: (scenarios.iter())
-                .map(|s| {
-                    let why = "host-test runs on this machine's real clock, whose runs move \
-                               with its load: there is no floor, costs are not judged";
-                    (s.name.to_string(), FloorOf::None(why.into()))
-                })
-                .collect(),
-            ..Default::default()
-        })
-    }
-}
-
-/// A disk scenario's disk: a sparse file `img` and the loop device over it
-/// (the device, the file).
-fn loop_disk(restorer: &Restorer, img: &std::path::Path) -> Result<(PathBuf, PathBuf)> {
-    fs::File::create(img)
-        .and_then(|f| f.set_len(DISK_BYTES))
-        .with_context(|| format!("making the sparse disk {}", img.display()))?;
-    Ok((restorer.attach_loop(img)?, img.to_path_buf()))
-}
-
-/// The sampler's stream of a run, written beside its log: its file name.
-fn samples_file(ran: &host::Ran, dir: &std::path::Path, name: &str) -> Result<Option<String>> {
-    match ran
-        .stream
-        .files
-        .get(crate::guest::protocol::stream::SAMPLES)
-    {
-        Some(bytes) => {
-            let file = format!("{name}.samples.txt");
-            fs::write(dir.join(&file), bytes).with_context(|| format!("writing {file}"))?;
-            Ok(Some(file))
-        }
-        None => Ok(None),
-    }
-}
-
-/// Root, FUSE, unshare: refused clearly before anything changes.
-fn preflight() -> Result<()> {
-    if !util::is_root() {
-        bail!(exit::usage(
-            "host-test changes the kernel's dirty limits and mounts FUSE: run it as root"
-        ));
-    }
-    if !std::path::Path::new("/dev/fuse").exists() {
-        bail!("no /dev/fuse: the running kernel lacks FUSE (CONFIG_FUSE_FS; modprobe fuse)");
-    }
-    let filesystems =
-        fs::read_to_string("/proc/filesystems").context("reading /proc/filesystems")?;
-    if !filesystems
-        .lines()
-        .any(|l| l.trim_end().ends_with("tracefs"))
-    {
-        bail!("the running kernel has no tracefs (CONFIG_TRACING): host-test classes its sleeps from trace events");
-    }
-    for tool in ["unshare", "fio"] {
-        if deps::which(tool).is_none() {
-            bail!("`{tool}` is required on the host (Debian: apt-get install util-linux fio)");
-        }
-    }
-    Ok(())
-}
-
-/// The programs the scripts call, by name: the guest's own (built static),
-/// fio, and passthrough_ll when fuse-passthrough runs it.
-fn programs(
-    sh: &Shell,
-    scenarios: &[Scenario],
-    user: bool,
-) -> Result<Vec<(&'static str, PathBuf)>> {
-    let bins = initramfs::build_guest_bins(sh)?;
-    let mut out: Vec<(&'static str, PathBuf)> =
-        initramfs::GUEST_BINS.iter().copied().zip(bins).collect();
-    // The guest's fio (the same binary on both sides of a comparison); else
-    // the host's, said.
-    let fio = match fio::guest_fio(sh) {
-        Ok(f) => f,
-        Err(e) => {
-            progress::emit(Event::Note(&format!(
-                "host-test: the guest's static fio is not to be had ({e:#}): the host's fio runs"
-            )));
-            deps::which("fio").context("no fio on PATH (Debian: apt-get install fio)")?
-        }
-    };
-    out.push(("fio", fio));
-    if !user && scenarios.iter().any(|s| s.name == fuse_server::SCENARIO) {
-        out.push(("passthrough_ll", fuse_server::passthrough_ll(sh)?));
-    }
-    Ok(out)
-}
-
-/// The running kernel as a variant: its release, and its image's hash where
-/// /boot has it.
-fn running_kernel() -> Result<VariantMeta> {
-    let release = fs::read_to_string("/proc/sys/kernel/osrelease")
-        .context("reading /proc/sys/kernel/osrelease")?
-        .trim()
-        .to_string();
-    let version = fs::read_to_string("/proc/version").context("reading /proc/version")?;
-    let image = PathBuf::from(format!("/boot/vmlinuz-{release}"));
-    let mut meta = VariantMeta {
-        variant: HOST.into(),
-        description: format!("the running kernel: {}", version.trim()),
-        kernel_release: release.clone(),
-        bzimage_sha256: if image.is_file() {
-            util::sha256_file(&image)?
-        } else {
-            String::new()
-        },
-        ..Default::default()
-    };
-    meta.base.kind = "running".into();
-    meta.base.kernel_version = release;
-    Ok(meta)
-}
-
-/// What the records say of this host: the run is native, on the real clock.
-fn machine_facts(host: &HostMachine) -> MachineFacts {
-    MachineFacts {
-        accel: Accel::Native,
-        clock: Clock::Real,
-        disk: None,
-        cpu_model: host.cpu_model.clone(),
-        cpus: host.cpus,
-        memory_mib: host.memory_mib,
-    }
-}
-
-/// The trace buffer per CPU: 128 MiB, which held every event of a native
-/// fuse-nostrict run here (16 MiB, the guest's, lost up to 38504 of them at
-/// 700 MiB/s), or a sixteenth of the memory where that is less.
-fn trace_kb(m: &HostMachine) -> u64 {
-    (u64::from(m.memory_mib) * 1024 / 16 / u64::from(m.cpus.max(1))).min(128 * 1024)
-}
-
-/// Where every run of a host-test happens: read once, handed to each run.
-#[derive(Clone, Copy)]
-struct Setting<'a> {
-    stage: &'a Stage,
-    restorer: &'a Restorer,
-    dir: &'a std::path::Path,
-    meta: &'a VariantMeta,
-    host: &'a HostMachine,
-}
-
-/// The machine the runs ran on.
-struct HostMachine {
-    cpu_model: String,
-    cpus: u32,
-    memory_mib: u32,
-}
-
-fn host_machine() -> Result<HostMachine> {
-    let cpuinfo = fs::read_to_string("/proc/cpuinfo").context("reading /proc/cpuinfo")?;
-    let meminfo = fs::read_to_string("/proc/meminfo").context("reading /proc/meminfo")?;
-    let kb: u64 = meminfo
-        .lines()
-        .find_map(|l| l.strip_prefix("MemTotal:"))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .context("/proc/meminfo has no MemTotal")?;
-    Ok(HostMachine {
-        cpu_model: cpuinfo
-            .lines()
-            .find_map(|l| l.strip_prefix("model name"))
-            .and_then(|v| v.split_once(':'))
-            .map_or("unknown".into(), |(_, m)| m.trim().to_string()),
-        cpus: cpuinfo
-            .lines()
-            .filter(|l| l.starts_with("processor"))
-            .count() as u32,
-        memory_mib: (kb / 1024) as u32,
-    })
 }
 
 #[cfg(test)]
@@ -547,17 +186,5 @@ mod tests {
             format!("{e:#}").contains("--scenario fuse-passthrough"),
             "{e:#}"
         );
-    }
-
-    /// The trace buffer: 128 MiB per CPU, less where memory is short.
-    #[test]
-    fn the_trace_buffer_is_capped_by_memory() {
-        let m = |memory_mib, cpus| HostMachine {
-            cpu_model: String::new(),
-            cpus,
-            memory_mib,
-        };
-        assert_eq!(trace_kb(&m(24 * 1024, 2)), 128 * 1024);
-        assert_eq!(trace_kb(&m(2048, 2)), 64 * 1024);
     }
 }
