@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 
 use super::{
     aggregate::Aggregates,
@@ -25,6 +25,7 @@ use crate::{
     guest::run_id::RunId,
     kernel::variants::{Roles, Variants, VARIANTS_FILE},
     results::{
+        files::RunFiles,
         floor::FloorOf,
         phases,
         record::RunRecord,
@@ -111,6 +112,9 @@ pub struct Judgement<'a> {
     pub time_per_boot: Vec<BootTime>,
     /// What the session set out to measure.
     plan: Planned,
+    /// The files beside the records, read once for the renderers
+    /// ([`Judgement::with_files`]).
+    files: Option<RunFiles>,
 }
 
 /// Judges a session's records by `expected`, with the plan and the roles the
@@ -178,7 +182,24 @@ impl<'a> Judgement<'a> {
             costs,
             time_per_boot,
             plan: plan.clone(),
+            files: None,
         }
+    }
+
+    /// The judgement with the files of its results directory, read once
+    /// (by the session that judged it), for the renderers.
+    pub fn with_files(mut self, files: RunFiles) -> Self {
+        self.files = Some(files);
+        self
+    }
+
+    /// The files of the results directory; an error where whoever judged
+    /// did not read them.
+    pub fn files(&self) -> Result<&RunFiles> {
+        self.files.as_ref().context(
+            "the results directory's files were not read with the judgement \
+             (Judgement::with_files): a bug of xtask",
+        )
     }
 
     /// The aggregates of a measured cell.

@@ -55,6 +55,17 @@ for i in db.get('incidents', []):
 print(json.dumps({'counts': counts, 'incidents_per_issue': per_issue}))
 ";
 
+/// The KCIDB document of a results directory, judged against the
+/// expectations its session recorded, pointing to its files' `file://` URLs.
+fn document_of(dir: &std::path::Path) -> Result<Value> {
+    let rd = crate::results::dir::ResultsDir::new(dir);
+    let (session, records) = rd.load()?;
+    let expected = crate::analysis::verdict::session_expectations(&session, None)?;
+    let j = crate::analysis::judge(&session, &records, &expected)?;
+    kcidb::document(&j, &kcidb::Artifacts::new(dir, rd.file_names()?, None)?)
+        .with_context(|| format!("making the KCIDB document of {}", dir.display()))
+}
+
 /// The status the broken document gives its first test: not one of KCIDB's.
 const BROKEN_STATUS: &str = "STALL";
 
@@ -63,7 +74,7 @@ const BROKEN_STATUS: &str = "STALL";
 pub fn validate_example(sh: &Shell) -> Result<()> {
     let python = validator(sh)?;
     let dir = util::project_root().join("docs/example-report");
-    let doc = kcidb::of_dir(&dir, None)?;
+    let doc = document_of(&dir)?;
     let said = validate(sh, &python, &doc)
         .context("the KCIDB document of docs/example-report is not valid KCIDB")?;
     progress::emit(Event::Note(&format!("ci: {}", said.trim())));
@@ -98,7 +109,7 @@ pub fn merge_two_sessions(sh: &Shell) -> Result<()> {
     let docs = util::project_root().join("docs/example-report");
     let (session, records) = crate::results::dir::ResultsDir::new(&docs).load()?;
     let expected = crate::analysis::verdict::session_expectations(&session, None)?;
-    let first = kcidb::of_dir(&docs, None)?;
+    let first = document_of(&docs)?;
     let (mut later, mut moved) = (session.clone(), records.clone());
     later.started = "20261207T062404Z".into();
     for r in &mut moved {
@@ -111,7 +122,8 @@ pub fn merge_two_sessions(sh: &Shell) -> Result<()> {
         r.boot.started = Some(crate::stamp::Stamp::parse(t)?.plus(86_400)?.compact());
     }
     let j = crate::analysis::judge(&later, &moved, &expected)?;
-    let second = kcidb::document(&j, &kcidb::Artifacts::of_dir(&docs, None)?)?;
+    let names = crate::results::dir::ResultsDir::new(&docs).file_names()?;
+    let second = kcidb::document(&j, &kcidb::Artifacts::new(&docs, names, None)?)?;
     let tmp = util::unique_dir(&util::target_dir().join("ci").join("kcidb"))?;
     let (a, b) = (tmp.join("first.json"), tmp.join("second.json"));
     util::write_atomic(&a, kcidb::text(&first)?)?;
@@ -259,7 +271,7 @@ mod tests {
         let sh = Shell::new().unwrap();
         validate_example(&sh).unwrap();
         merge_two_sessions(&sh).unwrap();
-        let doc = kcidb::of_dir(&util::project_root().join("docs/example-report"), None).unwrap();
+        let doc = document_of(&util::project_root().join("docs/example-report")).unwrap();
         let e = validate(&sh, &python.join("bin/python"), &broken(doc).unwrap()).unwrap_err();
         assert!(format!("{e:#}").contains("'STALL' is not one of"), "{e:#}");
     }

@@ -15,6 +15,29 @@ use crate::{
     util,
 };
 
+/// The mails committed under `docs/` (`*.mail.txt`, a folder deep).
+pub fn committed_mails() -> Result<Vec<std::path::PathBuf>> {
+    let docs = crate::util::project_root().join("docs");
+    let mut out = Vec::new();
+    for dir in std::iter::once(docs.clone()).chain(
+        (std::fs::read_dir(&docs).with_context(|| format!("listing {}", docs.display()))?)
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.is_dir()),
+    ) {
+        for e in std::fs::read_dir(&dir).with_context(|| format!("listing {}", dir.display()))? {
+            let p = e
+                .with_context(|| format!("listing {}", dir.display()))?
+                .path();
+            if p.to_string_lossy().ends_with(".mail.txt") {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
 /// Every committed mail's reproducer as the reader copies it: read by
 /// `bash -n`, and its `qemu-test` run with `--dry-run` (the plan it would
 /// follow; nothing is built or booted).
@@ -23,7 +46,7 @@ pub fn committed_reproducers(sh: &Shell) -> Result<()> {
     let exe = util::xtask_exe()?;
     let dir = util::target_dir().join("ci");
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let mails = reproduce::committed_mails()?;
+    let mails = committed_mails()?;
     if mails.is_empty() {
         bail!(exit::fails(
             "no committed mail (docs/**/*.mail.txt) to check"
@@ -114,7 +137,8 @@ pub fn browse_example(sh: &Shell) -> Result<()> {
     std::fs::remove_file(rd.file(ResultsDir::HTML_PNG)).ok();
     let (session, records) = rd.load()?;
     let expected = crate::analysis::verdict::session_expectations(&session, None)?;
-    let j = crate::analysis::judge(&session, &records, &expected)?;
+    let files = crate::results::files::RunFiles::load(&dir, &session, &records);
+    let j = crate::analysis::judge(&session, &records, &expected)?.with_files(files);
     crate::report::render(&dir, &j)?;
     let url = format!("file://{}", rd.file(ResultsDir::HTML).display());
     let png = rd.file(ResultsDir::HTML_PNG);

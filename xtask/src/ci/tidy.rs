@@ -794,6 +794,79 @@ mod tests {
         );
     }
 
+    /// What a renderer may not do: open a file or a directory's listing, or
+    /// judge for itself. What it shows is in the `Judgement`, the files of
+    /// the results directory too (`Judgement::files`, read once by the
+    /// session that judged).
+    const A_RENDERER_DOES_NOT: &[&str] = &[
+        "fs::read",
+        "read_to_string",
+        "read_dir",
+        "File::open",
+        ".load()",
+        "analysis::judge(",
+        "judge::judge(",
+    ];
+
+    /// Each line of a file of `report/` (its tests left out) that does what
+    /// [`A_RENDERER_DOES_NOT`] names, as `file: pattern`.
+    fn renderers_that_read(sources: &[(String, String)]) -> Vec<String> {
+        let mut out = BTreeSet::new();
+        for (rel, code) in sources {
+            if !rel.starts_with("xtask/src/report/") {
+                continue;
+            }
+            for banned in A_RENDERER_DOES_NOT {
+                if code.contains(banned) {
+                    out.insert(format!("{rel}: {banned}"));
+                }
+            }
+        }
+        out.into_iter().collect()
+    }
+
+    #[test]
+    fn renderers_open_no_file_and_judge_nothing() {
+        let found = renderers_that_read(&sources_with(code_without_tests));
+        assert!(
+            found.is_empty(),
+            "a renderer reads a file or judges (load it in `results::files::RunFiles`, which \
+             the judgement carries):\n{}",
+            found.join("\n")
+        );
+    }
+
+    #[test]
+    fn a_renderer_that_reads_a_file_or_judges_is_named() {
+        let src = |rel: &str, code: &str| (format!("xtask/src/{rel}"), code.to_string());
+        let sources = [
+            src(
+                "report/plots.rs",
+                "fn f(d: &Path) { let t = std::fs::read_to_string(d.join(\"x.samples.txt\")); }\n",
+            ),
+            src(
+                "report/kcidb.rs",
+                "fn g(d: &Path) { let (s, r) = ResultsDir::new(d).load()?; \
+                 crate::analysis::judge(&s, &r, &e) }\n",
+            ),
+            // Writing its output is what a renderer is for; other stages read.
+            src("report/mod.rs", "fn h() { util::write_atomic(&p, t) }\n"),
+            src(
+                "session/boot_all.rs",
+                "fn k() { RunFiles::load(d, s, r); x.load() }\n",
+            ),
+        ];
+        assert_eq!(
+            renderers_that_read(&sources),
+            [
+                "xtask/src/report/kcidb.rs: .load()",
+                "xtask/src/report/kcidb.rs: analysis::judge(",
+                "xtask/src/report/plots.rs: fs::read",
+                "xtask/src/report/plots.rs: read_to_string",
+            ]
+        );
+    }
+
     #[test]
     fn the_judgement_rule_rejects_a_renderer_that_computes_for_itself() {
         let src = |rel: &str, code: &str| (format!("xtask/src/{rel}"), code.to_string());

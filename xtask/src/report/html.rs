@@ -70,8 +70,8 @@ pub fn escape(text: &str) -> String {
     out
 }
 
-/// The page of a judged results directory (`dir` holds the samples).
-pub fn html(dir: &std::path::Path, j: &Judgement) -> Result<String> {
+/// The page of a judged results directory.
+pub fn html(j: &Judgement) -> Result<String> {
     let session = j.session;
     let version = (session.variants.first()).map_or("?".into(), |v| v.base.kernel_version.clone());
     let (word, class) = if j.passed() {
@@ -100,9 +100,9 @@ pub fn html(dir: &std::path::Path, j: &Judgement) -> Result<String> {
     for s in &j.matrix.scenarios {
         let _ = writeln!(o, "<h2 id=\"{0}\">{0}</h2>", escape(s));
         changes(&mut o, j, s);
-        let runs = plots::every_run(dir, &j.matrix, s)
+        let runs = plots::every_run(j.files()?, &j.matrix, s)
             .with_context(|| format!("reading the samples of {s}"))?;
-        scenario_charts(&mut o, dir, j, &runs).with_context(|| format!("plotting {s}"))?;
+        scenario_charts(&mut o, j, &runs).with_context(|| format!("plotting {s}"))?;
     }
     o.push_str("</body></html>\n");
     Ok(o)
@@ -248,12 +248,7 @@ fn colour(i: usize) -> plotters::style::RGBColor {
 
 /// A scenario's charts, every run of every variant on shared axes, and
 /// their legend; which runs are drawn and which have no samples here.
-fn scenario_charts(
-    o: &mut String,
-    dir: &std::path::Path,
-    j: &Judgement,
-    runs: &[RunSeries<'_>],
-) -> Result<()> {
+fn scenario_charts(o: &mut String, j: &Judgement, runs: &[RunSeries<'_>]) -> Result<()> {
     if runs.is_empty() {
         o.push_str("<p>No run of this scenario has its samples here.</p>\n");
         return Ok(());
@@ -280,7 +275,7 @@ fn scenario_charts(
             width: 1,
             ..line(c, series(&run.points, thresh), false)
         });
-        match run.sleeps(dir)? {
+        match run.sleeps(j.files()?)? {
             Ok(sleeps) => {
                 let only: Vec<Sleep> = sleeps.iter().map(|(_, s)| *s).collect();
                 let pts = (sleeps::calls(&only).iter())

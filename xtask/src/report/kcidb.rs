@@ -32,9 +32,7 @@ use std::collections::BTreeMap;
 use anyhow::{bail, ensure, Context, Result};
 use serde_json::{json, Value};
 
-pub use super::kcidb_ids::{
-    build_id, checkout_id, config_file, patchset_hash, Artifacts, Objects, ORIGIN,
-};
+pub use super::kcidb_ids::{build_id, checkout_id, patchset_hash, Artifacts, Objects, ORIGIN};
 use super::{
     kcidb_ids::{commit, is_revision},
     kcidb_runs::Status,
@@ -51,17 +49,6 @@ use crate::{
 pub const VERSION: (u32, u32) = (5, 3);
 /// What every kernel is built for.
 const ARCH: &str = "x86_64";
-
-/// The KCIDB document of a results directory, judged against the
-/// expectations its session recorded, pointing to its files under
-/// `artifacts_url` (else their `file://` URLs).
-pub fn of_dir(dir: &std::path::Path, artifacts_url: Option<&str>) -> Result<Value> {
-    let (session, records) = ResultsDir::new(dir).load()?;
-    let expected = crate::analysis::verdict::session_expectations(&session, None)?;
-    let j = crate::analysis::judge(&session, &records, &expected)?;
-    document(&j, &Artifacts::of_dir(dir, artifacts_url)?)
-        .with_context(|| format!("making the KCIDB document of {}", dir.display()))
-}
 
 /// The document as written to `kcidb.json`.
 pub fn text(doc: &Value) -> Result<String> {
@@ -266,7 +253,7 @@ fn build(session: &Session, v: &VariantMeta, start: Stamp, files: &Artifacts) ->
         "comment": format!("{}: Linux {} ({})", v.variant, v.kernel_release, v.description),
         "misc": misc,
     });
-    if let Some(url) = files.url(&config_file(&v.variant)) {
+    if let Some(url) = files.url(&ResultsDir::config_file(&v.variant)) {
         b["config_url"] = json!(url);
     }
     Ok(b)

@@ -34,9 +34,16 @@ impl Artifacts {
         Artifacts::default()
     }
 
-    /// The files of `dir`, under `base` (`--artifacts-url`, where the
-    /// directory is published), else under the directory's `file://` URL.
-    pub fn of_dir(dir: &std::path::Path, base: Option<&str>) -> Result<Artifacts> {
+    /// The files `names` of `dir` (as [`ResultsDir::file_names`] lists them),
+    /// under `base` (`--artifacts-url`, where the directory is published),
+    /// else under the directory's `file://` URL.
+    ///
+    /// [`ResultsDir::file_names`]: crate::results::dir::ResultsDir::file_names
+    pub fn new(
+        dir: &std::path::Path,
+        names: BTreeSet<String>,
+        base: Option<&str>,
+    ) -> Result<Artifacts> {
         let base = match base {
             Some(b) => b.trim_end_matches('/').to_string() + "/",
             None => {
@@ -45,13 +52,6 @@ impl Artifacts {
                 format!("file://{}/", abs.display())
             }
         };
-        let mut names = BTreeSet::new();
-        for e in std::fs::read_dir(dir).with_context(|| format!("listing {}", dir.display()))? {
-            let e = e.with_context(|| format!("listing {}", dir.display()))?;
-            if e.path().is_file() {
-                names.insert(crate::util::file_name(&e.path()));
-            }
-        }
         Ok(Artifacts {
             base: Some(base),
             names,
@@ -66,11 +66,6 @@ impl Artifacts {
             .all(|c| c.is_ascii_alphanumeric() || "._-+".contains(c));
         (self.names.contains(name) && plain).then(|| format!("{base}{name}"))
     }
-}
-
-/// The file a session keeps of a kernel's `.config`, beside its records.
-pub fn config_file(variant: &str) -> String {
-    format!("{variant}.config")
 }
 
 /// `wbstall:<kind>-<the first 16 hex digits of sha256(parts)>`.

@@ -273,14 +273,19 @@ fn a_git_tree_gives_its_repository_branch_and_commit() {
 fn a_url_only_for_a_file_that_is_there() {
     let dir = crate::util::testdir::Dir::new("kcidb-files");
     std::fs::write(dir.path().join("regressed.config"), "CONFIG_X=y\n").unwrap();
-    let f = Artifacts::of_dir(dir.path(), Some("https://example.org/r/1/")).unwrap();
+    let names = || {
+        crate::results::dir::ResultsDir::new(dir.path())
+            .file_names()
+            .unwrap()
+    };
+    let f = Artifacts::new(dir.path(), names(), Some("https://example.org/r/1/")).unwrap();
     assert_eq!(
         f.url("regressed.config").as_deref(),
         Some("https://example.org/r/1/regressed.config")
     );
     assert_eq!(f.url("v1.config"), None);
     assert_eq!(Artifacts::none().url("regressed.config"), None);
-    let local = Artifacts::of_dir(dir.path(), None).unwrap();
+    let local = Artifacts::new(dir.path(), names(), None).unwrap();
     assert!(local
         .url("regressed.config")
         .unwrap()

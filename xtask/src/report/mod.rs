@@ -70,7 +70,7 @@ pub fn render(dir: &std::path::Path, j: &Judgement) -> anyhow::Result<()> {
     }
     for s in &j.matrix.scenarios {
         let (file, path) = rd.timeseries_svg(s);
-        if plots::timeseries(dir, j, s, &path)
+        if plots::timeseries(j, s, &path)
             .with_context(|| format!("plotting the time series of {s}"))?
         {
             plots.push((format!("Time series, {s}"), file));
@@ -79,25 +79,19 @@ pub fn render(dir: &std::path::Path, j: &Judgement) -> anyhow::Result<()> {
     crate::util::write_atomic(&rd.file(ResultsDir::REPORT), markdown::markdown(j, &plots))?;
     crate::util::write_atomic(
         &rd.file(ResultsDir::HTML),
-        html::html(dir, j).context("writing report.html")?,
+        html::html(j).context("writing report.html")?,
     )?;
     // The kernels' configurations the session kept, attached to the mails.
-    let mut configs = std::collections::BTreeMap::new();
-    for v in &j.session.variants {
-        let path = dir.join(kcidb::config_file(&v.variant));
-        if let Ok(text) = std::fs::read_to_string(&path) {
-            configs.insert(v.variant.clone(), text);
-        }
-    }
+    let configs = j.files()?.configs();
     // With patches under test, the mails are about them, one after the other
     // (an mbox: each mail after a `From ` line, as git send-email reads it).
     let text = if j.session.under_test.is_empty() {
-        mail::mail(j, &configs).context("writing the mail")?
+        mail::mail(j, configs).context("writing the mail")?
     } else {
         let mut mails = Vec::new();
         for u in &j.session.under_test {
             mails.extend(
-                mail_patch::mail(j, u, &configs)
+                mail_patch::mail(j, u, configs)
                     .context("writing the mails about the patches under test")?,
             );
         }
@@ -180,6 +174,7 @@ mod tests {
         analysis::verdict::tests::{expected, judged, rec},
         guest::run_id::RunId,
         results::{
+            files::RunFiles,
             record::RunRecord,
             session::{BootFailure, Session},
         },
@@ -427,24 +422,17 @@ mod tests {
     fn plots_are_well_formed_svg() {
         let dir = testdir::Dir::new("plots");
         let (r, e, session) = (records(), expected(), Session::default());
-        let j = judged(&session, &r, &e, 3);
         for v in ["regressed", "v1"] {
             let samples = "S t=1.0\nT bdi=0:45 memcg_id=0 domain=global age_ms=1 thresh=1 bg_thresh=1 dirty=1 limit=1 wb_dirty=900 wb_thresh=948 wb_bg_thresh=473 pos_ratio=0 dirty_ratelimit=1 task_ratelimit=0 pause_ms=48\n\
                            C bdi=0:45 memcg_id=0 strictlimit=1 bg_starts=0 throttle_events=1 throttle_sleeps=1 stall_sleeps=1 pause_ms=48 max_pause_ms=48 work_background=0 work_periodic=0 work_sync=0 work_other=0\n\
                            B BdiReclaimable=3600\nS t=1.1\nB BdiReclaimable=3700\n";
             std::fs::write(dir.path().join(format!("{v}-0.samples.txt")), samples).unwrap();
         }
+        let files = RunFiles::load(dir.path(), &session, &r);
+        let j = judged(&session, &r, &e, 3).with_files(files);
         plots::throughput(&j, &dir.path().join("t.svg")).unwrap();
-        assert!(plots::timeseries(
-            dir.path(),
-            &j,
-            "fuse-strictlimit",
-            &dir.path().join("s.svg")
-        )
-        .unwrap());
-        assert!(
-            !plots::timeseries(dir.path(), &j, "memcg-ext4", &dir.path().join("m.svg")).unwrap()
-        );
+        assert!(plots::timeseries(&j, "fuse-strictlimit", &dir.path().join("s.svg")).unwrap());
+        assert!(!plots::timeseries(&j, "memcg-ext4", &dir.path().join("m.svg")).unwrap());
         let s = std::fs::read_to_string(dir.path().join("s.svg")).unwrap();
         assert!(s.contains("regressed / fuse-strictlimit, run 1: "), "{s}");
         for f in ["t.svg", "s.svg"] {
@@ -567,8 +555,11 @@ mod tests {
         r.detection.mechanism.stall_ms = ms;
         r.detection.tracefs.as_mut().unwrap().stall_ms = ms;
         let expected = crate::analysis::verdict::session_expectations(&session, None).unwrap();
-        let j = crate::analysis::judge(&session, &records, &expected).unwrap();
-        let page = html::html(&docs, &j).unwrap();
+        let files = RunFiles::load(&docs, &session, &records);
+        let j = crate::analysis::judge(&session, &records, &expected)
+            .unwrap()
+            .with_files(files);
+        let page = html::html(&j).unwrap();
         let at = |s: &str| page.find(s).unwrap_or(usize::MAX);
         assert!(at("the verdict is FAIL") < at("id=\"verdict-table\""));
         assert!(at("id=\"verdict-table\"") < at("<li>FAIL memcg-ext4/v2: run #1: "));
@@ -586,7 +577,10 @@ mod tests {
         let read = |name: &str| std::fs::read_to_string(dir.path().join(name)).unwrap();
         let (session, records) = ResultsDir::new(dir.path()).load().unwrap();
         let expected = crate::analysis::verdict::session_expectations(&session, None).unwrap();
-        let j = crate::analysis::judge(&session, &records, &expected).unwrap();
+        let files = RunFiles::load(dir.path(), &session, &records);
+        let j = crate::analysis::judge(&session, &records, &expected)
+            .unwrap()
+            .with_files(files);
         render(dir.path(), &j).unwrap();
         let terminal = format!("{}\n{}", table(&j), verdict_lines(&j));
         // WBSTALL_BLESS=1 writes what renders now as the new golden files

@@ -12,7 +12,7 @@ use crate::{
     analysis::{judge::Judgement, judgement::BW, matrix::Matrix, metrics},
     report::format,
     results::record::RunRecord,
-    results::{samples, sleeps, tracefs::Sleep},
+    results::{files::RunFiles, samples, tracefs::Sleep},
 };
 
 pub(super) const COLORS: [RGBColor; 6] = [
@@ -131,8 +131,8 @@ pub fn throughput(j: &Judgement, out: &Path) -> Result<()> {
 
 /// The time series of one scenario: a legend above, then one panel per
 /// variant (its first run with samples), all on the same axes.
-pub fn timeseries(dir: &Path, j: &Judgement, scenario: &str, out: &Path) -> Result<bool> {
-    let runs = first_runs(dir, &j.matrix, scenario)?;
+pub fn timeseries(j: &Judgement, scenario: &str, out: &Path) -> Result<bool> {
+    let runs = first_runs(j.files()?, &j.matrix, scenario)?;
     if runs.is_empty() {
         return Ok(false);
     }
@@ -213,34 +213,24 @@ impl RunSeries<'_> {
 
     /// The run's classed sleeps, each at its time on the samples' axis; or
     /// why there are none to plot.
-    pub fn sleeps(&self, dir: &Path) -> Result<Result<Vec<(f64, Sleep)>, String>> {
-        let Some(file) = &self.record.boot.sleeps else {
-            return Ok(Err(
-                "its record is from before wbstall kept each sleep".into()
-            ));
-        };
-        let Ok(text) = std::fs::read_to_string(dir.join(file)) else {
-            return Ok(Err(format!("{file} is not in this directory")));
-        };
-        let s = sleeps::parse(&text, file)?;
-        Ok(Ok(s
-            .into_iter()
-            .map(|s| (self.at(s.start_us), s))
-            .collect()))
+    pub fn sleeps(&self, files: &RunFiles) -> Result<Result<Vec<(f64, Sleep)>, String>> {
+        Ok(files
+            .sleeps(self.record)?
+            .map(|s| s.iter().map(|s| (self.at(s.start_us), *s)).collect()))
     }
 }
 
 /// Every usable run of `scenario` whose samples are at hand, variant by
 /// variant, run by run.
 pub(super) fn every_run<'a>(
-    dir: &Path,
+    files: &RunFiles,
     m: &Matrix<'a>,
     scenario: &str,
 ) -> Result<Vec<RunSeries<'a>>> {
     let mut runs = Vec::new();
     for v in &m.variants {
         for r in m.cell(scenario, v).iter().copied() {
-            if let Some(run) = series_of(dir, r)? {
+            if let Some(run) = series_of(files, r)? {
                 runs.push(run);
             }
         }
@@ -250,14 +240,10 @@ pub(super) fn every_run<'a>(
 
 /// A run's series, when its samples are at hand (a results directory may be
 /// copied without them).
-fn series_of<'a>(dir: &Path, r: &'a RunRecord) -> Result<Option<RunSeries<'a>>> {
-    let Some(file) = r.boot.samples.as_deref() else {
+fn series_of<'a>(files: &RunFiles, r: &'a RunRecord) -> Result<Option<RunSeries<'a>>> {
+    let Some(parsed) = files.samples(r)? else {
         return Ok(None);
     };
-    let Ok(text) = std::fs::read_to_string(dir.join(file)) else {
-        return Ok(None);
-    };
-    let parsed = samples::parse(&text)?;
     let Some(t0) = parsed.blocks.first().map(|s| s.t) else {
         return Ok(None);
     };
@@ -268,45 +254,25 @@ fn series_of<'a>(dir: &Path, r: &'a RunRecord) -> Result<Option<RunSeries<'a>>> 
             &r.detection.writer.bdi,
             r.detection.writer.memcg_id,
         ),
-        writers: samples::writers(&parsed),
+        writers: samples::writers(parsed),
         t0,
     }))
 }
 
 /// Per variant, the first run of `scenario` whose samples are at hand.
 pub(super) fn first_runs<'a>(
-    dir: &Path,
+    files: &RunFiles,
     m: &Matrix<'a>,
     scenario: &str,
 ) -> Result<Vec<RunSeries<'a>>> {
     let mut runs = Vec::new();
     for v in &m.variants {
-        let Some(r) = m
-            .cell(scenario, v)
-            .iter()
-            .copied()
-            .find(|r| r.boot.samples.is_some())
-        else {
-            continue;
-        };
-        let path = dir.join(r.boot.samples.as_deref().unwrap_or_default());
-        let Ok(text) = std::fs::read_to_string(&path) else {
-            continue; // a results directory copied without its samples
-        };
-        let parsed = samples::parse(&text)?;
-        let Some(t0) = parsed.blocks.first().map(|s| s.t) else {
-            continue;
-        };
-        runs.push(RunSeries {
-            record: r,
-            points: samples::series(
-                &parsed.blocks,
-                &r.detection.writer.bdi,
-                r.detection.writer.memcg_id,
-            ),
-            writers: samples::writers(&parsed),
-            t0,
-        });
+        for r in m.cell(scenario, v).iter().copied() {
+            if let Some(run) = series_of(files, r)? {
+                runs.push(run);
+                break;
+            }
+        }
     }
     Ok(runs)
 }

@@ -115,29 +115,6 @@ pub fn block(session: &Session, under_test: Option<&UnderTest>) -> String {
     o
 }
 
-/// The mails committed under `docs/` (`*.mail.txt`, a folder deep).
-pub fn committed_mails() -> Result<Vec<std::path::PathBuf>> {
-    let docs = crate::util::project_root().join("docs");
-    let mut out = Vec::new();
-    for dir in std::iter::once(docs.clone()).chain(
-        (std::fs::read_dir(&docs).with_context(|| format!("listing {}", docs.display()))?)
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| p.is_dir()),
-    ) {
-        for e in std::fs::read_dir(&dir).with_context(|| format!("listing {}", dir.display()))? {
-            let p = e
-                .with_context(|| format!("listing {}", dir.display()))?
-                .path();
-            if p.to_string_lossy().ends_with(".mail.txt") {
-                out.push(p);
-            }
-        }
-    }
-    out.sort();
-    Ok(out)
-}
-
 /// Every reproducer block of a mail, as a reader copies it: the lines under
 /// [`HEADING`] up to the first blank line, without their indent.
 pub fn blocks(mail: &str) -> Vec<String> {
@@ -316,7 +293,7 @@ pub(crate) mod tests {
     #[test]
     fn every_mails_reproducer_passes_bash_n() {
         let mut mails: Vec<(String, String)> = Vec::new();
-        let committed = committed_mails().unwrap();
+        let committed = crate::ci::report::committed_mails().unwrap();
         assert!(!committed.is_empty(), "{committed:?}");
         for p in committed {
             mails.push((

@@ -38,6 +38,11 @@ impl ResultsDir {
     /// The throughput plot.
     pub const THROUGHPUT_SVG: &'static str = "throughput.svg";
 
+    /// The file a session keeps of a kernel's `.config`, beside its records.
+    pub fn config_file(variant: &str) -> String {
+        format!("{variant}.config")
+    }
+
     pub fn new(path: impl Into<PathBuf>) -> ResultsDir {
         ResultsDir(path.into())
     }
@@ -88,6 +93,20 @@ impl ResultsDir {
                 self.0.display()
             )
         })
+    }
+
+    /// The names of the files the directory holds now (a document that
+    /// points to them, made after the report was rendered).
+    pub fn file_names(&self) -> Result<std::collections::BTreeSet<String>> {
+        let listing = || format!("listing {}", self.0.display());
+        let mut names = std::collections::BTreeSet::new();
+        for e in std::fs::read_dir(&self.0).with_context(listing)? {
+            let p = e.with_context(listing)?.path();
+            if p.is_file() {
+                names.insert(util::file_name(&p));
+            }
+        }
+        Ok(names)
     }
 
     /// The session and the records, as recorded.

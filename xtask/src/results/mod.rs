@@ -9,6 +9,7 @@ pub mod context;
 pub mod debugfs;
 pub mod detection;
 pub mod dir;
+pub mod files;
 pub mod fio;
 pub mod floor;
 pub mod flush_cost;

@@ -30,6 +30,7 @@ use crate::{
         builder,
         context::RunContext,
         dir::ResultsDir,
+        files::RunFiles,
         record::{Basis, RunRecord},
         session::{BootFailure, Session},
     },
@@ -290,7 +291,8 @@ pub fn finish(
     records: Vec<RunRecord>,
     expected: Expected,
 ) -> Result<Outcome> {
-    let j = crate::analysis::judge(&session, &records, &expected)?;
+    let files = RunFiles::load(&dir, &session, &records);
+    let j = crate::analysis::judge(&session, &records, &expected)?.with_files(files);
     report::render(&dir, &j)?;
     let summary = report::terminal::summary(&dir, &j);
     let passed = j.passed();

@@ -11,7 +11,7 @@ use anyhow::{bail, Context, Result};
 use crate::{
     analysis::verdict,
     exit, report,
-    results::{dir::ResultsDir, record::RunRecord, session::Session},
+    results::{dir::ResultsDir, files::RunFiles, record::RunRecord, session::Session},
     util,
 };
 
@@ -49,7 +49,8 @@ pub fn merge_into(out: &Path, dirs: &[PathBuf]) -> Result<Merged> {
         }
     }
     let expected = verdict::session_expectations(&session, None)?;
-    let j = crate::analysis::judge(&session, &records, &expected)?;
+    let files = RunFiles::load(out, &session, &records);
+    let j = crate::analysis::judge(&session, &records, &expected)?.with_files(files);
     report::render(out, &j)?;
     Ok(Merged {
         summary: report::terminal::summary(out, &j),
@@ -251,7 +252,10 @@ mod tests {
         assert_eq!(table(&merged_session, &merged), table(&session, &records));
         // Rendered into a directory, too.
         let t = testdir::Dir::new("merge");
-        let j = judge(&merged_session, &merged, &expected).unwrap();
+        let files = RunFiles::load(t.path(), &merged_session, &merged);
+        let j = judge(&merged_session, &merged, &expected)
+            .unwrap()
+            .with_files(files);
         report::render(t.path(), &j).unwrap();
         assert!(t.path().join(ResultsDir::REPORT).is_file());
     }

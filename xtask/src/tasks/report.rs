@@ -69,7 +69,8 @@ impl ReportCmd {
         let expected =
             crate::analysis::verdict::session_expectations(&session, self.expected.as_deref())
                 .with_context(|| exit::usage("reading the expectations"))?;
-        let j = crate::analysis::judge(&session, &records, &expected)?;
+        let files = crate::results::files::RunFiles::load(&self.dir, &session, &records);
+        let j = crate::analysis::judge(&session, &records, &expected)?.with_files(files);
         render(&self.dir, &j)?;
         match self.format {
             Format::Mail => {
@@ -77,8 +78,9 @@ impl ReportCmd {
                 return Ok(());
             }
             Format::Kcidb => {
-                let files = crate::report::kcidb::Artifacts::of_dir(
+                let files = crate::report::kcidb::Artifacts::new(
                     &self.dir,
+                    dir.file_names()?,
                     self.artifacts_url.as_deref(),
                 )?;
                 let doc = crate::report::kcidb::document(&j, &files)

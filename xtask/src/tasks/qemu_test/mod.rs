@@ -578,7 +578,7 @@ impl QemuTest {
 fn keep_configs(dir: &std::path::Path, built: &[Built]) -> Result<()> {
     for b in built {
         let from = b.dir.join("config");
-        let to = dir.join(crate::report::kcidb::config_file(&b.meta.variant));
+        let to = dir.join(ResultsDir::config_file(&b.meta.variant));
         std::fs::copy(&from, &to)
             .with_context(|| format!("copying {} to {}", from.display(), to.display()))?;
     }
