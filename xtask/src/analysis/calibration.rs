@@ -19,7 +19,7 @@ use rand::{seq::SliceRandom, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::{
-    cost::{extend, judge_pair, Class, Cost, FIRST_RUNS, JUDGED},
+    cost::{extend, judge_pair, Cost, CostClass, FIRST_RUNS, JUDGED},
     judgement::BW,
     metrics,
 };
@@ -29,7 +29,7 @@ use crate::results::{
 };
 
 /// A side's runs of one scenario: per run, the judged metrics' values.
-pub type Runs = Vec<BTreeMap<String, f64>>;
+pub type SideRuns = Vec<BTreeMap<String, f64>>;
 
 /// What the tries came to.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -67,23 +67,23 @@ impl Tally {
     }
 }
 
-/// The runs of a pool, as [`Runs`].
-pub fn runs_of(pool: &Pool) -> Runs {
+/// The runs of a pool, as [`SideRuns`].
+pub fn runs_of(pool: &Pool) -> SideRuns {
     pool.runs.iter().map(|r| r.values.clone()).collect()
 }
 
 /// One scenario of the replay: the runs each side draws from (the same
 /// runs for an A/A replay: then the two sides draw disjoint runs), and the
 /// floor it is judged by.
-pub struct Scenario<'a> {
+pub struct ReplayScenario<'a> {
     pub name: &'a str,
-    pub reference: &'a Runs,
-    pub patch: &'a Runs,
+    pub reference: &'a SideRuns,
+    pub patch: &'a SideRuns,
     pub floor: &'a Floor,
 }
 
 /// `tries` whole verdicts, drawn with the generator seeded by `seed`.
-pub fn replay(scenarios: &[Scenario], tries: usize, seed: u64) -> Tally {
+pub fn replay(scenarios: &[ReplayScenario], tries: usize, seed: u64) -> Tally {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut t = Tally {
         tries,
@@ -113,7 +113,11 @@ pub fn replay(scenarios: &[Scenario], tries: usize, seed: u64) -> Tally {
                 t.runs += n.iter().sum::<usize>();
                 if costs.iter().flatten().any(Cost::fails) {
                     t.failed += 1;
-                } else if costs.iter().flatten().any(|c| c.class == Class::Undecided) {
+                } else if costs
+                    .iter()
+                    .flatten()
+                    .any(|c| c.class == CostClass::Undecided)
+                {
                     t.undecided += 1;
                 }
                 for (s, c) in scenarios.iter().zip(&costs) {
@@ -137,7 +141,7 @@ pub fn replay(scenarios: &[Scenario], tries: usize, seed: u64) -> Tally {
 
 /// A draw of up to [`RUN_CAP`] runs a side: disjoint when both sides share
 /// their runs.
-fn draw(s: &Scenario, rng: &mut ChaCha8Rng) -> (Vec<usize>, Vec<usize>) {
+fn draw(s: &ReplayScenario, rng: &mut ChaCha8Rng) -> (Vec<usize>, Vec<usize>) {
     let shuffled = |len: usize, rng: &mut ChaCha8Rng| {
         let mut v: Vec<usize> = (0..len).collect();
         v.shuffle(rng);
@@ -156,7 +160,7 @@ fn draw(s: &Scenario, rng: &mut ChaCha8Rng) -> (Vec<usize>, Vec<usize>) {
 }
 
 /// The values of the runs `at`, metric by metric.
-fn values(runs: &Runs, at: &[usize]) -> BTreeMap<String, Vec<f64>> {
+fn values(runs: &SideRuns, at: &[usize]) -> BTreeMap<String, Vec<f64>> {
     let mut out: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     for &i in at {
         for (k, v) in &runs[i] {
@@ -249,11 +253,11 @@ pub fn rates(reference: &[&Pool], costly: &[&Pool]) -> Result<Rates, String> {
         let floors: Vec<Floor> = (halves.iter())
             .map(|(a, b)| if fold == 0 { a } else { b }.floor(&a.scenario, &keys))
             .collect::<Result<_, _>>()?;
-        let runs: Vec<Runs> = (halves.iter())
+        let runs: Vec<SideRuns> = (halves.iter())
             .map(|(a, b)| runs_of(if fold == 0 { b } else { a }))
             .collect();
-        let scen: Vec<Scenario> = (reference.iter().zip(&floors).zip(&runs))
-            .map(|((p, f), r)| Scenario {
+        let scen: Vec<ReplayScenario> = (reference.iter().zip(&floors).zip(&runs))
+            .map(|((p, f), r)| ReplayScenario {
                 name: &p.scenario,
                 reference: r,
                 patch: r,
@@ -281,12 +285,12 @@ pub fn power(reference: &[&Pool], costly: &[&Pool]) -> Result<Tally, String> {
     let floors: Vec<Floor> = (reference.iter())
         .map(|p| p.floor(&p.scenario, &keys))
         .collect::<Result<_, _>>()?;
-    let refs: Vec<Runs> = reference.iter().map(|p| runs_of(p)).collect();
-    let patched: Vec<Option<Runs>> = (reference.iter())
+    let refs: Vec<SideRuns> = reference.iter().map(|p| runs_of(p)).collect();
+    let patched: Vec<Option<SideRuns>> = (reference.iter())
         .map(|p| (costly.iter().find(|c| c.scenario == p.scenario)).map(|c| runs_of(c)))
         .collect();
-    let scen: Vec<Scenario> = (reference.iter().enumerate())
-        .map(|(i, p)| Scenario {
+    let scen: Vec<ReplayScenario> = (reference.iter().enumerate())
+        .map(|(i, p)| ReplayScenario {
             name: &p.scenario,
             reference: &refs[i],
             patch: patched[i].as_ref().unwrap_or(&refs[i]),

@@ -127,7 +127,7 @@ pub fn resolvable(sd: f64, runs: usize) -> f64 {
 /// A cost's class.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Class {
+pub enum CostClass {
     Worse,
     Undecided,
     Same,
@@ -137,14 +137,14 @@ pub enum Class {
     Unresolvable,
 }
 
-impl std::fmt::Display for Class {
+impl std::fmt::Display for CostClass {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
-            Class::Worse => "worse",
-            Class::Undecided => "undecided",
-            Class::Same => "same",
-            Class::Better => "better",
-            Class::Unresolvable => "unresolvable",
+            CostClass::Worse => "worse",
+            CostClass::Undecided => "undecided",
+            CostClass::Same => "same",
+            CostClass::Better => "better",
+            CostClass::Unresolvable => "unresolvable",
         })
     }
 }
@@ -175,7 +175,7 @@ pub struct Cost {
     /// One run's spread used (log scale), and where it came from.
     pub sd: f64,
     pub spread: Spread,
-    pub class: Class,
+    pub class: CostClass,
     /// A `worse` within what the user accepted (`--accept-cost`): it does
     /// not fail the verdict.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -188,7 +188,7 @@ pub struct Cost {
 impl Cost {
     /// A `worse` that fails: not inside an accepted cost.
     pub fn fails(&self) -> bool {
-        self.class == Class::Worse && self.accepted_pct.is_none()
+        self.class == CostClass::Worse && self.accepted_pct.is_none()
     }
 }
 
@@ -263,19 +263,19 @@ pub fn judge(judged: &Judged, base: &[f64], other: &[f64], rule: Rule) -> Option
     };
     let delta = log_of(rule.smallest_pct);
     let class = if rule.smallest_pct > RESOLVABLE_LIMIT * judged.smallest_pct {
-        Class::Unresolvable
+        CostClass::Unresolvable
     } else if c - half > delta / 2.0 {
-        Class::Worse
+        CostClass::Worse
     } else if c + half < -delta / 2.0 {
-        Class::Better
+        CostClass::Better
     } else if c.abs() + half < delta {
-        Class::Same
+        CostClass::Same
     } else {
-        Class::Undecided
+        CostClass::Undecided
     };
     let accepted_pct = rule
         .accepted_pct
-        .filter(|&acc| class == Class::Worse && c + half < log_of(acc));
+        .filter(|&acc| class == CostClass::Worse && c + half < log_of(acc));
     Some(Cost {
         metric: judged.key.to_string(),
         change_pct: pct_of(l),
@@ -328,7 +328,7 @@ pub fn extend<K: Copy>(judged: &[(K, &[Cost], usize)]) -> Vec<K> {
             *runs < FIRST_RUNS
                 || (!decided
                     && *runs < RUN_CAP
-                    && costs.iter().any(|c| c.class == Class::Undecided))
+                    && costs.iter().any(|c| c.class == CostClass::Undecided))
         })
         .map(|(k, _, _)| *k)
         .collect()
@@ -372,7 +372,7 @@ mod tests {
     #[test]
     fn a_cost_well_past_the_smallest_change_is_worse_and_names_its_size() {
         let c = judge(bw(), &[50.0, 50.2], &[47.9, 48.1], rule(0.003)).unwrap();
-        assert_eq!(c.class, Class::Worse, "{c:?}");
+        assert_eq!(c.class, CostClass::Worse, "{c:?}");
         assert!((c.change_pct + 4.2).abs() < 0.1, "{c:?}");
         assert!(c.lo_pct < c.change_pct && c.change_pct < c.hi_pct && c.hi_pct < -1.0);
         assert!(c.fails());
@@ -381,9 +381,9 @@ mod tests {
     #[test]
     fn no_change_is_same_and_a_gain_is_better() {
         let same = judge(bw(), &[50.0, 50.2], &[50.1, 50.0], rule(0.003)).unwrap();
-        assert_eq!(same.class, Class::Same, "{same:?}");
+        assert_eq!(same.class, CostClass::Same, "{same:?}");
         let better = judge(bw(), &[50.0, 50.2], &[53.0, 53.1], rule(0.003)).unwrap();
-        assert_eq!(better.class, Class::Better, "{better:?}");
+        assert_eq!(better.class, CostClass::Better, "{better:?}");
         assert!(!better.fails());
     }
 
@@ -392,17 +392,20 @@ mod tests {
         // 1.5% down with a floor of 1% a run at 2 runs: neither surely past
         // 1% nor surely inside 2%.
         let c = judge(bw(), &[50.0, 50.0], &[49.25, 49.25], rule(0.004)).unwrap();
-        assert_eq!(c.class, Class::Undecided, "{c:?}");
+        assert_eq!(c.class, CostClass::Undecided, "{c:?}");
     }
 
     #[test]
     fn runs_wider_than_the_floor_widen_the_interval() {
         let tight = judge(bw(), &[50.0, 50.2], &[48.0, 48.2], rule(0.003)).unwrap();
-        assert_eq!((tight.spread, tight.class), (Spread::Floor, Class::Worse));
+        assert_eq!(
+            (tight.spread, tight.class),
+            (Spread::Floor, CostClass::Worse)
+        );
         // The same means, runs 10% apart: the runs' own spread is used.
         let wide = judge(bw(), &[47.6, 52.6], &[45.7, 50.5], rule(0.003)).unwrap();
         assert_eq!(wide.spread, Spread::Runs, "{wide:?}");
-        assert_ne!(wide.class, Class::Worse, "{wide:?}");
+        assert_ne!(wide.class, CostClass::Worse, "{wide:?}");
     }
 
     #[test]
@@ -411,11 +414,11 @@ mod tests {
         let r = Rule::of(p99, 0.02, None);
         assert_eq!(
             judge(p99, &[10.0, 10.1], &[13.0, 13.1], r).unwrap().class,
-            Class::Worse
+            CostClass::Worse
         );
         assert_eq!(
             judge(p99, &[10.0, 10.1], &[7.0, 7.1], r).unwrap().class,
-            Class::Better
+            CostClass::Better
         );
     }
 
@@ -433,14 +436,14 @@ mod tests {
         // A floor of 31% a run (memcg-ext4's quick job across phases): a
         // halving is no verdict of the throughput's.
         let c = judge(bw(), &[30.0, 31.0], &[15.0, 15.5], rule(0.31)).unwrap();
-        assert_eq!(c.class, Class::Unresolvable, "{c:?}");
+        assert_eq!(c.class, CostClass::Unresolvable, "{c:?}");
         assert!(!c.fails() && c.smallest_pct > 20.0);
         // At the limit's edge a floor still judges.
         assert_ne!(
             judge(bw(), &[30.0, 31.0], &[15.0, 15.5], rule(0.03))
                 .unwrap()
                 .class,
-            Class::Unresolvable
+            CostClass::Unresolvable
         );
     }
 
@@ -448,7 +451,7 @@ mod tests {
     fn an_accepted_cost_does_not_fail_unless_it_may_exceed_what_was_accepted() {
         let within = Rule::of(bw(), 0.003, Some(6.0));
         let c = judge(bw(), &[50.0, 50.2], &[48.0, 48.2], within).unwrap();
-        assert_eq!((c.class, c.accepted_pct), (Class::Worse, Some(6.0)));
+        assert_eq!((c.class, c.accepted_pct), (CostClass::Worse, Some(6.0)));
         assert!(!c.fails());
         let beyond = Rule::of(bw(), 0.003, Some(3.0));
         let c = judge(bw(), &[50.0, 50.2], &[48.0, 48.2], beyond).unwrap();

@@ -4,7 +4,7 @@
 
 use super::{
     expected::{Class, Criteria, Expected, Latency},
-    judgement::{CellVerdict, Failure, Line, Margins, Verdict},
+    judgement::{CellFailure, CellVerdict, Line, Margins, Verdict},
 };
 use crate::{
     guest::plan::Detector,
@@ -96,7 +96,7 @@ pub fn detectors_criterion(c: &mut CellVerdict, runs: &[&RunRecord], criteria: &
         ) else {
             let why = "the tracefs detector classed no sleep of this run: the module's class has \
                        no second opinion";
-            c.failures.push(Failure {
+            c.failures.push(CellFailure {
                 run: Some(r.id().clone()),
                 why: why.into(),
             });
@@ -135,7 +135,7 @@ pub fn detectors_criterion(c: &mut CellVerdict, runs: &[&RunRecord], criteria: &
             ));
         }
         let id = r.id().clone();
-        c.failures.extend(why.into_iter().map(|why| Failure {
+        c.failures.extend(why.into_iter().map(|why| CellFailure {
             run: Some(id.clone()),
             why,
         }));
@@ -175,7 +175,7 @@ pub fn cause_criterion(
             ),
             Some(_) => continue,
         };
-        failures.push(Failure {
+        failures.push(CellFailure {
             run: Some(r.id().clone()),
             why,
         });
@@ -234,7 +234,7 @@ pub fn latency_criterion(c: &mut CellVerdict, runs: &[&RunRecord], l: &Latency) 
         }
     }
     for (run, why) in failures {
-        c.failures.push(Failure {
+        c.failures.push(CellFailure {
             run: Some(run),
             why,
         });
@@ -282,7 +282,7 @@ pub fn throughput_criterion(verdict: &mut Verdict, expected: &Expected) {
             for r in &c.run_verdicts {
                 let ratio = r.bw_mib_s() / slowest_run;
                 if ratio >= *limit {
-                    failures.push(Failure {
+                    failures.push(CellFailure {
                         run: Some(r.id().clone()),
                         why: format!(
                             "stall sleeps without the throughput cost: {:.1} MiB/s is {:.0}% \

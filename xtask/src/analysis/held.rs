@@ -25,7 +25,7 @@ use crate::{
 
 /// The stall's causes, as the module names them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Cause {
+pub enum HeldCause {
     /// No background writeback was asked for (64dd89ae01f2's mechanism).
     Unrequested,
     /// Asked for, and the flusher found nothing over its threshold (the
@@ -45,7 +45,7 @@ pub enum Domain {
 
 /// What held the writers, named by what we know: a cause in a domain.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum)]
-pub enum Mechanism {
+pub enum HeldBy {
     /// 64dd89ae01f2 on a strictlimit BDI: no start asked for.
     Strictlimit,
     /// 64dd89ae01f2 under a memcg's limits: no start asked for.
@@ -56,41 +56,41 @@ pub enum Mechanism {
     New,
 }
 
-impl Mechanism {
-    pub fn of(cause: Cause, domain: Domain) -> Mechanism {
+impl HeldBy {
+    pub fn of(cause: HeldCause, domain: Domain) -> HeldBy {
         match (cause, domain) {
-            (Cause::Unrequested, Domain::Strictlimit) => Mechanism::Strictlimit,
-            (Cause::Unrequested, Domain::Memcg) => Mechanism::MemcgUnrequested,
-            (Cause::Declined, Domain::Memcg) => Mechanism::StaleStats,
-            _ => Mechanism::New,
+            (HeldCause::Unrequested, Domain::Strictlimit) => HeldBy::Strictlimit,
+            (HeldCause::Unrequested, Domain::Memcg) => HeldBy::MemcgUnrequested,
+            (HeldCause::Declined, Domain::Memcg) => HeldBy::StaleStats,
+            _ => HeldBy::New,
         }
     }
 
     pub fn name(self) -> &'static str {
         match self {
-            Mechanism::Strictlimit => "strictlimit",
-            Mechanism::MemcgUnrequested => "memcg-unrequested",
-            Mechanism::StaleStats => "stale-stats",
-            Mechanism::New => "NEW",
+            HeldBy::Strictlimit => "strictlimit",
+            HeldBy::MemcgUnrequested => "memcg-unrequested",
+            HeldBy::StaleStats => "stale-stats",
+            HeldBy::New => "NEW",
         }
     }
 
     /// The commit or finding that explains it.
     pub fn known_as(self) -> &'static str {
         match self {
-            Mechanism::Strictlimit => {
+            HeldBy::Strictlimit => {
                 "known: 64dd89ae01f2 on a strictlimit BDI (per-wb thresholds passed, global \
                  bg_thresh not: no background writeback asked for); fixed by v1, v2"
             }
-            Mechanism::MemcgUnrequested => {
+            HeldBy::MemcgUnrequested => {
                 "known: 64dd89ae01f2 under a memcg's limits (no background writeback asked \
                  for); fixed by v2 (cece9dc61daa)"
             }
-            Mechanism::StaleStats => {
+            HeldBy::StaleStats => {
                 "known: the memcg's stale statistics (a start asked for, declined on the \
                  snapshot): docs/findings/memcg-stale-stats"
             }
-            Mechanism::New => "not a mechanism we know: trace it (its session's sleeps.txt)",
+            HeldBy::New => "not a mechanism we know: trace it (its session's sleeps.txt)",
         }
     }
 }
@@ -216,7 +216,7 @@ pub struct PointHeld {
     /// Most planned runs are evidence held at or above `stall_fraction`.
     pub holds: bool,
     /// The cause with more held time in its domain, when any was.
-    pub mechanism: Option<Mechanism>,
+    pub mechanism: Option<HeldBy>,
 }
 
 /// Judges a point from its runs' judgements; `planned` runs were booted.
@@ -237,14 +237,14 @@ pub fn point_held(runs: &[RunHeld], planned: u32, stall_fraction: f64) -> PointH
         .fold((0.0, 0.0), |(u, d), r| (u + r.unrequested, d + r.declined));
     let cause = match (u, d) {
         (0.0, 0.0) => None,
-        (u, d) if u >= d => Some(Cause::Unrequested),
-        _ => Some(Cause::Declined),
+        (u, d) if u >= d => Some(HeldCause::Unrequested),
+        _ => Some(HeldCause::Declined),
     };
     let domain = runs.iter().find(|r| r.evidence()).map(|r| r.domain);
     PointHeld {
         score,
         holds: 2 * held > planned as usize,
-        mechanism: cause.zip(domain).map(|(c, d)| Mechanism::of(c, d)),
+        mechanism: cause.zip(domain).map(|(c, d)| HeldBy::of(c, d)),
     }
 }
 
@@ -311,7 +311,7 @@ mod tests {
     fn a_point_holds_only_in_most_of_its_planned_runs() {
         let two = [held(0.5, &[]), held(0.4, &[])];
         let p = point_held(&two, 3, 0.05);
-        assert!(p.holds && p.mechanism == Some(Mechanism::Strictlimit));
+        assert!(p.holds && p.mechanism == Some(HeldBy::Strictlimit));
         assert!((p.score - 0.3).abs() < 1e-12, "{}", p.score);
         // One of three, or two that are no evidence: it does not hold.
         assert!(!point_held(&two[..1], 3, 0.05).holds);

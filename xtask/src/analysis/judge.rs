@@ -13,7 +13,7 @@ use anyhow::{Context, Result};
 
 use super::{
     aggregate::Aggregates,
-    cost::{self, Class, Cost, JUDGED},
+    cost::{self, Cost, CostClass, JUDGED},
     evidence::Evidence,
     expected::{Expected, AA_SUFFIX},
     judgement::{Planned, Verdict, BW},
@@ -55,7 +55,7 @@ impl MetricChange {
     /// verdict's confidence (`worse` or `better`): the tables' `*`.
     pub fn significant(&self) -> bool {
         self.judged()
-            .is_some_and(|c| matches!(c.class, Class::Worse | Class::Better))
+            .is_some_and(|c| matches!(c.class, CostClass::Worse | CostClass::Better))
     }
 }
 
@@ -78,7 +78,7 @@ impl PatchCosts {
 
     /// The costs still undecided.
     pub fn undecided(&self) -> impl Iterator<Item = &Cost> {
-        (self.costs.iter().flatten()).filter(|c| c.class == Class::Undecided)
+        (self.costs.iter().flatten()).filter(|c| c.class == CostClass::Undecided)
     }
 }
 
@@ -381,8 +381,8 @@ fn doubt(costs: &mut [Cost], moved: &[Cost], aa: &str) {
         let Some(m) = moved.iter().find(|m| m.metric == c.metric) else {
             continue;
         };
-        if matches!(m.class, Class::Worse | Class::Better) {
-            c.class = Class::Undecided;
+        if matches!(m.class, CostClass::Worse | CostClass::Better) {
+            c.class = CostClass::Undecided;
             c.note = Some(format!(
                 "the A/A control {aa} moved {:+.1}% against the same kernel, beyond the floor: \
                  the floor does not hold in this session",
@@ -588,7 +588,7 @@ mod tests {
         let j = judged(&s, &r, &e, 2);
         let costs = j.costs[0].costs.as_ref().unwrap();
         let bw = costs.iter().find(|c| c.metric == BW).unwrap();
-        assert_eq!(bw.class, Class::Undecided, "{bw:?}");
+        assert_eq!(bw.class, CostClass::Undecided, "{bw:?}");
         assert!(bw
             .note
             .as_deref()

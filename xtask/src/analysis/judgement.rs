@@ -1,6 +1,6 @@
 //! What a judgement says, as `verdict.json` keeps it: every run's class and
 //! its margins to the class boundaries (`RunVerdict`, `Margins`), every
-//! cell's class, aggregates and failures (`CellVerdict`, `Failure`), and the
+//! cell's class, aggregates and failures (`CellVerdict`, `CellFailure`), and the
 //! whole (`Verdict`), with what was planned (`Planned`). `verdict` makes
 //! them, `criteria` adds the failures of the criteria beyond the class.
 
@@ -220,7 +220,7 @@ impl std::fmt::Debug for RunVerdict<'_> {
 impl Serialize for RunVerdict<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         #[derive(Serialize)]
-        struct Json<'b> {
+        struct RunJson<'b> {
             run: u32,
             class: Class,
             stall_fraction: f64,
@@ -239,7 +239,7 @@ impl Serialize for RunVerdict<'_> {
             #[serde(skip_serializing_if = "Option::is_none")]
             margins: Option<&'b Margins>,
         }
-        Json {
+        RunJson {
             run: self.id().run,
             class: self.class,
             stall_fraction: self.stall_fraction(),
@@ -260,14 +260,14 @@ impl Serialize for RunVerdict<'_> {
 
 /// A reason a cell fails: about one of its runs, or about the cell.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Failure {
+pub struct CellFailure {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run: Option<RunId>,
     pub why: String,
 }
 
 /// `run #2: <why>`, or `<why>` for the cell's own.
-impl std::fmt::Display for Failure {
+impl std::fmt::Display for CellFailure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match &self.run {
             Some(r) => write!(f, "run {}: {}", r.short(), self.why),
@@ -295,14 +295,14 @@ pub struct CellVerdict<'a> {
     /// Whether the cell had an expectation to be judged by.
     pub judged: bool,
     /// Why the cell fails, if it does.
-    pub failures: Vec<Failure>,
+    pub failures: Vec<CellFailure>,
 }
 
 /// As `verdict.json` has it: the cell's names and counts first.
 impl Serialize for CellVerdict<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         #[derive(Serialize)]
-        struct Json<'b> {
+        struct CellJson<'b> {
             variant: &'b str,
             scenario: &'b str,
             runs: usize,
@@ -313,9 +313,9 @@ impl Serialize for CellVerdict<'_> {
             run_verdicts: &'b [RunVerdict<'b>],
             expected: Option<Expect>,
             judged: bool,
-            failures: &'b [Failure],
+            failures: &'b [CellFailure],
         }
-        Json {
+        CellJson {
             variant: self.variant(),
             scenario: self.scenario(),
             runs: self.runs(),
@@ -381,7 +381,7 @@ impl<'a> CellVerdict<'a> {
     }
 
     /// The cell's failures about run `run` (0-based).
-    pub fn failures_of_run(&self, run: u32) -> Vec<&Failure> {
+    pub fn failures_of_run(&self, run: u32) -> Vec<&CellFailure> {
         self.failures
             .iter()
             .filter(|f| f.run.as_ref().is_some_and(|id| id.run == run))

@@ -19,7 +19,9 @@ use super::{
     },
     evidence::Evidence,
     expected::{Class, Criteria, Expected, EXPECTED_FILE},
-    judgement::{CellNote, CellVerdict, Excluded, Failure, Planned, RunVerdict, Verdict, SCHEMA},
+    judgement::{
+        CellFailure, CellNote, CellVerdict, Excluded, Planned, RunVerdict, Verdict, SCHEMA,
+    },
     matrix::Matrix,
 };
 use crate::results::{record::RunRecord, session::Session};
@@ -175,7 +177,7 @@ fn cell<'a>(
     let Some(e) = exp else {
         return c;
     };
-    let cell_failure = |why: String| Failure { run: None, why };
+    let cell_failure = |why: String| CellFailure { run: None, why };
     if runs.len() < planned as usize {
         c.failures.push(cell_failure(format!(
             "only {} of {planned} planned runs are usable evidence (see the excluded runs)",

@@ -611,7 +611,7 @@ struct Judged {
 /// A memcg-ext4 `regressed` run stalled 40% of 100 s of writer time,
 /// with the stall split into the causes given (None: a record from
 /// before the causes), judged against `stall:unrequested`.
-fn cause_failures(causes: Option<(u64, u64)>) -> Vec<Failure> {
+fn cause_failures(causes: Option<(u64, u64)>) -> Vec<CellFailure> {
     let mut e = expected();
     e.expect
         .get_mut("memcg-ext4")

@@ -293,7 +293,7 @@ fn check_revs(j: &Judgement, good: &str, bad: &str) -> Result<String> {
         Some(Err(why)) => bail!("{bad} against {good}: the throughput is not judged: {why}"),
         None => bail!("{bad} against {good}: the throughput has no cost verdict"),
     };
-    if cost.class != cost::Class::Worse || cost.change_pct >= 0.0 {
+    if cost.class != cost::CostClass::Worse || cost.change_pct >= 0.0 {
         bail!(
             "--compare does not resolve a drop from {good} to {bad}: {:+.1}% [{:+.1}%, {:+.1}%], \
              classed {}",

@@ -794,6 +794,96 @@ mod tests {
         );
     }
 
+    /// Type names defined twice in the crate, each with the two things it
+    /// names. At most three: a name means one thing (README's glossary),
+    /// and a reader who meets it knows which.
+    const ONE_NAME_TWO_THINGS: &[(&str, &str)] = &[(
+        "Class",
+        "exit::Class is how xtask exits (fails, usage, harness); analysis::expected::Class \
+         what a cell is expected to show, or showed (ok, stall, idle)",
+    )];
+
+    /// Each type (struct, enum, trait, type alias; not an associated type)
+    /// defined in more than one place, with the files that define it.
+    fn twice_named_types(sources: &[(String, String)]) -> BTreeMap<String, Vec<String>> {
+        let mut defs: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for (rel, code) in sources {
+            for line in code.lines() {
+                let t = line.trim_start();
+                let indented = t.len() != line.len();
+                let t = t.strip_prefix("pub ").unwrap_or(t);
+                let t = match t.strip_prefix("pub(") {
+                    Some(r) => r.split_once(") ").map_or(t, |(_, r)| r),
+                    None => t,
+                };
+                for kind in ["struct ", "enum ", "trait ", "type "] {
+                    let Some(rest) = t.strip_prefix(kind) else {
+                        continue;
+                    };
+                    if kind == "type " && indented {
+                        continue; // an associated type: `type Err = ...` in an impl
+                    }
+                    let name: String = rest.chars().take_while(|c| is_ident(*c)).collect();
+                    if name.starts_with(|c: char| c.is_ascii_uppercase()) {
+                        defs.entry(name).or_default().push(rel.clone());
+                    }
+                }
+            }
+        }
+        defs.retain(|_, files| files.len() > 1);
+        defs
+    }
+
+    #[test]
+    fn a_type_name_names_one_thing() {
+        assert!(
+            ONE_NAME_TWO_THINGS.len() <= 3,
+            "at most three names kept twice"
+        );
+        let mut twice = twice_named_types(&sources_with(code_without_tests));
+        for (name, _) in ONE_NAME_TWO_THINGS {
+            assert!(
+                twice.remove(*name).is_some(),
+                "{name} is named once now: take it out of ONE_NAME_TWO_THINGS"
+            );
+        }
+        let found: Vec<String> = twice
+            .iter()
+            .map(|(n, files)| format!("{n}: {}", files.join(", ")))
+            .collect();
+        assert!(
+            found.is_empty(),
+            "a type name defined twice (name each for what it holds):\n{}",
+            found.join("\n")
+        );
+    }
+
+    #[test]
+    fn a_type_defined_twice_is_named() {
+        let src = |rel: &str, code: &str| (format!("xtask/src/{rel}"), code.to_string());
+        let sources = [
+            src("report/terminal.rs", "struct Row<'a> {\n    a: u32,\n}\n"),
+            src("tasks/flush_cost.rs", "pub(crate) struct Row {\n}\n"),
+            src("guest/plan.rs", "pub enum Phase { A }\n"),
+            src("results/phases.rs", "pub type Phase = u32;\n"),
+            // An associated type and a local one of another name are neither.
+            src(
+                "a.rs",
+                "impl FromStr for A {\n    type Err = E;\n}\nstruct Once;\n",
+            ),
+            src("b.rs", "impl FromStr for B {\n    type Err = E;\n}\n"),
+        ];
+        let twice = twice_named_types(&sources);
+        assert_eq!(twice.keys().collect::<Vec<_>>(), ["Phase", "Row"]);
+        assert_eq!(
+            twice["Row"],
+            [
+                "xtask/src/report/terminal.rs",
+                "xtask/src/tasks/flush_cost.rs"
+            ]
+        );
+    }
+
     /// What a renderer may not do: open a file or a directory's listing, or
     /// judge for itself. What it shows is in the `Judgement`, the files of
     /// the results directory too (`Judgement::files`, read once by the

@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use crate::guest::{
-    splat::{self, Kind, Splat},
+    splat::{self, Splat, SplatKind},
     stream::{End, Stream},
 };
 
@@ -47,7 +47,7 @@ pub fn classify(
     console: &str,
     stream: Stream,
 ) -> std::result::Result<Stream, VmError> {
-    if let Some(splat) = splat::first(console, Kind::Oops) {
+    if let Some(splat) = splat::first(console, SplatKind::Oops) {
         return Err(VmError::Oops {
             splat,
             qemu_status: qemu_status.to_string(),
@@ -77,7 +77,7 @@ pub fn classify(
             .unwrap_or("")
             .trim()
             .to_string();
-        let stall = splat::first(console, Kind::Stall);
+        let stall = splat::first(console, SplatKind::Stall);
         return Err(VmError::Hang {
             secs,
             last_line,

@@ -92,14 +92,14 @@ pub struct Boot {
     pub detector: Detector,
     /// Where in the kernel's timer cycles the measurement starts (scenarios
     /// with `[phase]`): the guest waits for it.
-    pub phase: Option<Phase>,
+    pub phase: Option<CycleOffset>,
 }
 
 /// A measurement's start, as an offset into a cycle of the guest's clock
 /// (`/proc/uptime`): the guest waits until uptime mod `cycle_ms` is
 /// `offset_ms`, then starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Phase {
+pub struct CycleOffset {
     pub cycle_ms: u32,
     pub offset_ms: u32,
 }
@@ -150,7 +150,7 @@ pub fn aa_run(run: u32, runs: u32) -> u32 {
 /// largest of the circular distances, as a share of each period, is
 /// smallest; ties: the earliest). So a cell's runs are spread over each
 /// timer's period, and the same run has the same phase on every variant.
-pub fn spread(run: u32, runs: u32, cycles: &crate::guest::scenario::PhaseCycles) -> Phase {
+pub fn spread(run: u32, runs: u32, cycles: &crate::guest::scenario::PhaseCycles) -> CycleOffset {
     let cycle_ms = cycles.cycle_ms();
     let want = fraction(run, runs);
     let miss = |x: u32| -> f64 {
@@ -174,7 +174,7 @@ pub fn spread(run: u32, runs: u32, cycles: &crate::guest::scenario::PhaseCycles)
             }
         })
         .0;
-    Phase {
+    CycleOffset {
         cycle_ms,
         offset_ms,
     }
@@ -263,7 +263,7 @@ pub struct RunParams<'a> {
     pub detector: Detector,
     /// The disk under the scenario's file system, when it has one.
     pub disk: Option<Disk>,
-    pub phase: Option<Phase>,
+    pub phase: Option<CycleOffset>,
 }
 
 /// The `wbstall.*` parameters of a run (`wbstall.key=value` on a guest's

@@ -1,7 +1,7 @@
 //! `cargo xtask hunt`'s search space (`qemu/hunt.toml`): dimensions, each a list of
 //! values of the hunt script's settings (`qemu/scenarios/hunt`, its
 //! `[params]`) or of its fio job (`size`, `invalidate`); a point takes one
-//! value of each, and becomes a scenario (`Point::scenario`) the guest runs
+//! value of each, and becomes a scenario (`Space::scenario`) the guest runs
 //! with the hunt's script.
 
 use std::{collections::BTreeMap, path::Path};
@@ -24,7 +24,7 @@ const JOB_KEYS: [&str; 2] = ["size", "invalidate"];
 #[serde(deny_unknown_fields)]
 struct SpaceToml {
     runs: u32,
-    phase: PhaseToml,
+    phase: SpacePhaseToml,
     dims: BTreeMap<String, Vec<toml::Value>>,
     #[serde(default)]
     ignore: BTreeMap<String, Vec<String>>,
@@ -32,7 +32,7 @@ struct SpaceToml {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct PhaseToml {
+struct SpacePhaseToml {
     cycles_ms: Vec<u32>,
 }
 
@@ -65,7 +65,7 @@ pub struct Space {
 }
 
 /// A point: the index of a value in each dimension, in the space's order.
-pub type Point = Vec<usize>;
+pub type SpacePoint = Vec<usize>;
 
 /// What a point boots: the script's settings and the job's.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -168,7 +168,7 @@ impl Space {
 
     /// What `point` boots: the script's defaults, each dimension's value
     /// over them, but the dimensions another value makes meaningless.
-    pub fn settings(&self, point: &Point) -> Settings {
+    pub fn settings(&self, point: &SpacePoint) -> Settings {
         let mut s: BTreeMap<String, String> = (self.script.params.iter())
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
@@ -259,7 +259,7 @@ impl Space {
     }
 
     /// The points one step from `p`: one dimension at another value.
-    pub fn neighbours(&self, p: &Point) -> Vec<Point> {
+    pub fn neighbours(&self, p: &SpacePoint) -> Vec<SpacePoint> {
         let mut out = Vec::new();
         for (d, dim) in self.dims.iter().enumerate() {
             for v in 0..dim.values.len() {

@@ -12,7 +12,7 @@ use std::{
 
 /// What a splat says happened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub enum SplatKind {
     /// An Oops, `kernel BUG at`, a `BUG:` (a bad access, KASAN, ...): the
     /// task that hit it is dead, the guest's result with it.
     Oops,
@@ -26,7 +26,7 @@ pub enum Kind {
 /// A splat: its kind, its first telling lines, and where it happened.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Splat {
-    pub kind: Kind,
+    pub kind: SplatKind,
     /// The line that starts it, then the lines after it that say what and
     /// where (the `Oops:`, `CPU: ... Comm:` and `RIP:` lines), at most [`HEAD`].
     pub lines: Vec<String>,
@@ -49,7 +49,7 @@ pub fn message(line: &str) -> Option<&str> {
 }
 
 /// The kind of splat a kernel message starts, if it starts one.
-pub fn kind_of(msg: &str) -> Option<Kind> {
+pub fn kind_of(msg: &str) -> Option<SplatKind> {
     const OOPS: &[&str] = &[
         "Oops: ",
         "kernel BUG at ",
@@ -68,13 +68,13 @@ pub fn kind_of(msg: &str) -> Option<Kind> {
         "BUG: scheduling while atomic",
     ];
     if STALL.iter().any(|s| msg.starts_with(s)) || msg.starts_with("BUG: workqueue lockup") {
-        Some(Kind::Stall)
+        Some(SplatKind::Stall)
     } else if GOES_ON.iter().any(|s| msg.starts_with(s)) {
-        Some(Kind::Warning)
+        Some(SplatKind::Warning)
     } else if OOPS.iter().any(|s| msg.starts_with(s)) {
-        Some(Kind::Oops)
+        Some(SplatKind::Oops)
     } else if msg.starts_with("WARNING: ") {
-        Some(Kind::Warning)
+        Some(SplatKind::Warning)
     } else {
         None
     }
@@ -135,7 +135,7 @@ pub fn oom(console: &str) -> Option<Oom> {
 }
 
 /// The first splat of `kind` on `console`.
-pub fn first(console: &str, kind: Kind) -> Option<Splat> {
+pub fn first(console: &str, kind: SplatKind) -> Option<Splat> {
     let lines: Vec<&str> = console.lines().collect();
     let start = lines
         .iter()
@@ -210,7 +210,7 @@ impl Watch {
         };
         let done: String = self.partial.drain(..=end).collect();
         done.lines()
-            .any(|l| message(l).and_then(kind_of) == Some(Kind::Oops))
+            .any(|l| message(l).and_then(kind_of) == Some(SplatKind::Oops))
     }
 }
 
@@ -227,7 +227,7 @@ mod tests {
 
     #[test]
     fn a_bug_is_an_oops_named_by_its_file_line_and_function() {
-        let s = first(&fixture("bug.log"), Kind::Oops).unwrap();
+        let s = first(&fixture("bug.log"), SplatKind::Oops).unwrap();
         assert_eq!(
             s.function.as_deref(),
             Some("balance_dirty_pages+0x6f2/0x7a0")
@@ -241,12 +241,12 @@ mod tests {
             "kernel BUG at mm/page-writeback.c:1961! in balance_dirty_pages+0x6f2/0x7a0"
         );
         // No warning and no stall on it.
-        assert_eq!(first(&fixture("bug.log"), Kind::Stall), None);
+        assert_eq!(first(&fixture("bug.log"), SplatKind::Stall), None);
     }
 
     #[test]
     fn a_null_dereference_is_an_oops_in_the_function_of_its_rip() {
-        let s = first(&fixture("null-deref.log"), Kind::Oops).unwrap();
+        let s = first(&fixture("null-deref.log"), SplatKind::Oops).unwrap();
         assert!(s.lines[0].contains("BUG: kernel NULL pointer dereference"));
         assert_eq!(s.function.as_deref(), Some("wb_over_bg_thresh+0x1c/0x120"));
     }
@@ -254,8 +254,8 @@ mod tests {
     #[test]
     fn a_warning_is_no_oops_and_names_its_function() {
         let log = fixture("warning.log");
-        assert_eq!(first(&log, Kind::Oops), None);
-        let w = first(&log, Kind::Warning).unwrap();
+        assert_eq!(first(&log, SplatKind::Oops), None);
+        let w = first(&log, SplatKind::Warning).unwrap();
         assert_eq!(
             w.function.as_deref(),
             Some("balance_dirty_pages+0x6e5/0x7a0")
@@ -269,8 +269,8 @@ mod tests {
     fn stall_detectors_are_stalls_not_oopses() {
         for log in ["rcu-stall.log", "soft-lockup.log"] {
             let log = fixture(log);
-            assert_eq!(first(&log, Kind::Oops), None);
-            let s = first(&log, Kind::Stall).unwrap();
+            assert_eq!(first(&log, SplatKind::Oops), None);
+            let s = first(&log, SplatKind::Stall).unwrap();
             assert_eq!(
                 s.function.as_deref(),
                 Some("balance_dirty_pages+0x6f0/0x7a0")
@@ -282,14 +282,14 @@ mod tests {
     fn the_guests_own_lines_and_mentions_start_no_splat() {
         let quiet = "wbstall-init: BUG: not the kernel's\n[ 1.0] fio: Oops: mid-line\n\
                      [ 2.0] RIP: 0010:x+0x1/0x2\n";
-        assert_eq!(first(quiet, Kind::Oops), None);
+        assert_eq!(first(quiet, SplatKind::Oops), None);
         // DEBUG_ATOMIC_SLEEP's BUG lines are warnings: the task goes on.
         let atomic = "[ 1.5] BUG: sleeping function called from invalid context at mm/x.c:9\n";
-        assert_eq!(first(atomic, Kind::Oops), None);
-        assert!(first(atomic, Kind::Warning).is_some());
+        assert_eq!(first(atomic, SplatKind::Oops), None);
+        assert!(first(atomic, SplatKind::Warning).is_some());
         assert_eq!(
             kind_of("BUG: KASAN: slab-use-after-free in x"),
-            Some(Kind::Oops)
+            Some(SplatKind::Oops)
         );
         assert_eq!(function_of("Comm: fio Not tainted"), None);
         assert_eq!(

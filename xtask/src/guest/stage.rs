@@ -33,7 +33,7 @@ const MANIFEST: &str = "stage.json";
 
 /// `stage.json`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-struct Manifest {
+struct StageManifest {
     /// The base archive, a file of the directory (its name is initramfs's).
     base: String,
     base_sha256: String,
@@ -74,7 +74,7 @@ pub fn make(sh: &Shell, dir: &Path, external: &External) -> Result<Staged> {
 /// Records `base` (a file of `dir`), the guest for a plan needing
 /// `external` with `fio`, as the guest staged in `dir`.
 pub fn record(dir: &Path, base: &Path, fio: &str, external: &External) -> Result<Staged> {
-    let manifest = Manifest {
+    let manifest = StageManifest {
         base: util::file_name(base),
         base_sha256: util::sha256_file(base)?,
         fio: fio.to_string(),
@@ -102,7 +102,7 @@ pub fn open(dir: &Path) -> Result<Staged> {
             path.display()
         )
     })?;
-    let m: Manifest = serde_json::from_str(&text).with_context(|| {
+    let m: StageManifest = serde_json::from_str(&text).with_context(|| {
         format!(
             "--staged {}: parsing {}: {RESTAGE}",
             dir.display(),
@@ -171,7 +171,7 @@ mod tests {
     fn staged(dir: &Path, base: &[u8], fuse_server: &External) {
         fs::create_dir_all(dir).unwrap();
         fs::write(dir.join("base.cpio"), base).unwrap();
-        let m = Manifest {
+        let m = StageManifest {
             base: "base.cpio".into(),
             base_sha256: util::sha256_hex(base),
             fio: "fio-3.33".into(),

@@ -24,7 +24,7 @@ use crate::{kernel::seed, util};
 
 /// What a file looked like when it was last copied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Stamp {
+pub struct FileStamp {
     pub size: u64,
     pub mtime_ns: i128,
     /// `st_mode`: file type and permission bits (a chmod +x is a change).
@@ -32,7 +32,7 @@ pub struct Stamp {
 }
 
 /// Tree-relative path -> its stamp.
-pub type Manifest = BTreeMap<String, Stamp>;
+pub type Manifest = BTreeMap<String, FileStamp>;
 
 /// What a sync must do.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -164,7 +164,7 @@ pub fn scan(dir: &Path, files: &[String]) -> Result<Manifest> {
                 let mtime_ns = i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec());
                 out.insert(
                     rel.clone(),
-                    Stamp {
+                    FileStamp {
                         size: m.len(),
                         mtime_ns,
                         mode: m.mode(),
@@ -223,7 +223,7 @@ pub fn parse(text: &str, origin: &Path) -> Result<Manifest> {
         else {
             bail!(bad());
         };
-        let st = Stamp {
+        let st = FileStamp {
             mtime_ns: t.parse().with_context(bad)?,
             size: s.parse().with_context(bad)?,
             mode: u32::from_str_radix(m, 8).with_context(bad)?,
@@ -312,8 +312,8 @@ pub fn identity(sh: &Shell, dir: &Path, git: bool, manifest: &Manifest) -> Resul
 mod tests {
     use super::*;
 
-    fn st(size: u64, t: i128) -> Stamp {
-        Stamp {
+    fn st(size: u64, t: i128) -> FileStamp {
+        FileStamp {
             size,
             mtime_ns: t,
             mode: 0o100644,

@@ -3,7 +3,7 @@
 
 use crate::analysis::{
     aggregate::Aggregate,
-    cost::{Class, Cost, Spread},
+    cost::{Cost, CostClass, Spread},
     judge::MetricChange,
     judgement::{CellVerdict, Line, Margins},
     matrix::Matrix,
@@ -126,26 +126,26 @@ pub fn cost_words(c: &Cost) -> String {
         ),
     };
     let mut out = match c.class {
-        Class::Worse => format!(
+        CostClass::Worse => format!(
             "worse: a cost of more than {} at the verdict's confidence ({runs}, {spread})",
             magnitude(half)
         ),
-        Class::Better => format!(
+        CostClass::Better => format!(
             "better: a gain of more than {} ({runs}, {spread})",
             magnitude(half)
         ),
-        Class::Same => format!(
+        CostClass::Same => format!(
             "same: any change is less than {}, the smallest that matters here ({runs}, {spread})",
             magnitude(c.smallest_pct)
         ),
-        Class::Unresolvable => format!(
+        CostClass::Unresolvable => format!(
             "not judged: the floor, {:.1}% a run, cannot tell a change smaller than {} at {} \
              runs a side",
             c.sd * 100.0,
             magnitude(c.smallest_pct),
             crate::analysis::cost::RUN_CAP
         ),
-        Class::Undecided => format!(
+        CostClass::Undecided => format!(
             "undecided: the interval neither clears {} nor stays within {} ({runs}, {spread})",
             magnitude(half),
             magnitude(c.smallest_pct)
@@ -406,10 +406,10 @@ mod tests {
             "fio.write_bw_MiB/s",
             Some(1.05),
             Some(40.5),
-            Some(Ok(cost(Class::Better))),
+            Some(Ok(cost(CostClass::Better))),
         );
         assert_eq!(metric_change(Some(&bw)), "38.6x*");
-        for class in [Class::Same, Class::Undecided] {
+        for class in [CostClass::Same, CostClass::Undecided] {
             let b = c(
                 "fio.write_bw_MiB/s",
                 Some(1.05),

@@ -17,7 +17,7 @@ use anyhow::{Context, Result};
 
 use super::{
     format,
-    plots::{self, Line, RunSeries},
+    plots::{self, ChartLine, RunSeries},
     terminal::verdict_lines,
 };
 use crate::{
@@ -271,7 +271,7 @@ fn scenario_charts(o: &mut String, j: &Judgement, runs: &[RunSeries<'_>]) -> Res
             (|p| p.domain_dirty, |p| p.thresh)
         };
         pages.push(line(c, series(&run.points, dirty), false));
-        pages.push(Line {
+        pages.push(ChartLine {
             width: 1,
             ..line(c, series(&run.points, thresh), false)
         });
@@ -341,7 +341,7 @@ fn writers_progress(run: &RunSeries<'_>) -> Vec<(f64, f64)> {
 }
 
 /// A chart of `lines`, or a line saying there is nothing to draw.
-fn draw(o: &mut String, title: &str, unit: &str, lines: &[Line]) -> Result<()> {
+fn draw(o: &mut String, title: &str, unit: &str, lines: &[ChartLine]) -> Result<()> {
     if lines.iter().all(|l| l.points.is_empty()) {
         let _ = writeln!(
             o,
@@ -399,8 +399,8 @@ fn series(points: &[crate::results::samples::Point], pick: plots::Pick) -> Vec<(
         .collect()
 }
 
-fn line(color: plotters::style::RGBColor, points: Vec<(f64, f64)>, dots: bool) -> Line {
-    Line {
+fn line(color: plotters::style::RGBColor, points: Vec<(f64, f64)>, dots: bool) -> ChartLine {
+    ChartLine {
         color,
         points,
         dots,

@@ -35,7 +35,7 @@ use serde_json::{json, Value};
 pub use super::kcidb_ids::{build_id, checkout_id, patchset_hash, Artifacts, Objects, ORIGIN};
 use super::{
     kcidb_ids::{commit, is_revision},
-    kcidb_runs::Status,
+    kcidb_runs::KcidbStatus,
 };
 use crate::{
     analysis::judge::Judgement,
@@ -241,7 +241,7 @@ fn build(session: &Session, v: &VariantMeta, start: Stamp, files: &Artifacts) ->
         "id": build_id(v),
         "checkout_id": checkout_id(session, v),
         "origin": ORIGIN,
-        "status": Status::Pass,
+        "status": KcidbStatus::Pass,
         "start_time": start.rfc3339(),
         "duration": v.build_seconds,
         "architecture": ARCH,

@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 
 use super::{
     kcidb_ids::{build_id, checkout_id, test_id, Artifacts, Objects, ORIGIN},
-    kcidb_runs::{self, by_run, run_statuses, RunStatus, Seen, Status},
+    kcidb_runs::{self, by_run, run_statuses, KcidbStatus, RunStatus, Seen},
 };
 use crate::{
     analysis::{judge::Judgement, judgement::Planned},
@@ -80,7 +80,7 @@ pub fn tests(
             })?;
             let cell = verdict.cell(s, v);
             let runs = run_statuses(cell, (s, v), plan.runs_of(s, v), &seen)?;
-            let t = Tested {
+            let t = CellTests {
                 session,
                 build: build_id(kernel),
                 checkout: checkout_id(session, kernel),
@@ -138,7 +138,7 @@ fn environment(s: &Session) -> Result<Value> {
 }
 
 /// What the tests of one cell share.
-struct Tested<'a> {
+struct CellTests<'a> {
     session: &'a Session,
     build: String,
     checkout: String,
@@ -147,9 +147,9 @@ struct Tested<'a> {
     job: Value,
 }
 
-impl Tested<'_> {
+impl CellTests<'_> {
     /// What every test of a run has: ids, environment, when, its console log.
-    fn base(&self, id: &str, path: &str, status: Status, r: &RunStatus) -> Result<Value> {
+    fn base(&self, id: &str, path: &str, status: KcidbStatus, r: &RunStatus) -> Result<Value> {
         let mut t = json!({
             "id": id,
             "build_id": self.build,
@@ -192,7 +192,7 @@ impl Tested<'_> {
         let status = kcidb_runs::boot_status(r);
         let mut t = self.base(&format!("{id}/{BOOT}"), BOOT, status, r)?;
         t["comment"] = json!(match status {
-            Status::Pass => format!(
+            KcidbStatus::Pass => format!(
                 "{} {}: booted and ran the job",
                 r.run.variant,
                 r.run.short()

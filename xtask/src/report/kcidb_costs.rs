@@ -16,11 +16,11 @@ use super::{
     format,
     kcidb_boots::{test_path, ROOT},
     kcidb_ids::{build_id, content_id, Objects, ORIGIN},
-    kcidb_runs::Status,
+    kcidb_runs::KcidbStatus,
 };
 use crate::{
     analysis::{
-        cost::{Class, Cost},
+        cost::{Cost, CostClass},
         judge::{Judgement, PatchCosts},
     },
     kernel::build::VariantMeta,
@@ -77,12 +77,12 @@ fn node(key: &str) -> String {
 }
 
 /// The status of a judged cost.
-fn status(c: &Cost) -> Status {
+fn status(c: &Cost) -> KcidbStatus {
     match c.class {
-        Class::Worse if c.fails() => Status::Fail,
-        Class::Worse | Class::Same | Class::Better => Status::Pass,
-        Class::Undecided => Status::Done,
-        Class::Unresolvable => Status::Skip,
+        CostClass::Worse if c.fails() => KcidbStatus::Fail,
+        CostClass::Worse | CostClass::Same | CostClass::Better => KcidbStatus::Pass,
+        CostClass::Undecided => KcidbStatus::Done,
+        CostClass::Unresolvable => KcidbStatus::Skip,
     }
 }
 
@@ -119,7 +119,7 @@ fn judged(j: &Judgement, p: &PatchCosts, kernel: &VariantMeta, path: &str, c: &C
 /// A scenario whose costs were not judged, and why.
 fn unjudged(j: &Judgement, p: &PatchCosts, kernel: &VariantMeta, path: &str, why: &str) -> Value {
     let mut t = base(j, p, kernel, path);
-    t["status"] = json!(Status::Skip);
+    t["status"] = json!(KcidbStatus::Skip);
     t["comment"] = json!(format!(
         "{} against {} in {}: costs not judged: {why}",
         p.variant, p.against, p.scenario

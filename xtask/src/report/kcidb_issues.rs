@@ -20,7 +20,7 @@ use serde_json::{json, Value};
 
 use super::{
     kcidb_ids::{Objects, ORIGIN},
-    kcidb_runs::{self, RunStatus, Status},
+    kcidb_runs::{self, KcidbStatus, RunStatus},
 };
 use crate::analysis::{expected::Class, judge::Judgement, judgement::CellVerdict};
 
@@ -53,7 +53,7 @@ impl<'a> Issues<'a> {
     pub fn run(&mut self, test: &str, checkout: &str, cell: Option<&CellVerdict>, r: &RunStatus) {
         let (s, v) = (r.run.scenario.as_str(), r.run.variant.as_str());
         let expected = cell.and_then(|c| c.expected);
-        if expected.map(|e| e.class) == Some(Class::Stall) && r.status == Status::Fail {
+        if expected.map(|e| e.class) == Some(Class::Stall) && r.status == KcidbStatus::Fail {
             if let Some(rv) = r.verdict {
                 let j = self.j;
                 let comment = format!(

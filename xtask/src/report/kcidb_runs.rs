@@ -17,7 +17,7 @@ use crate::{
 /// A KCIDB test status: the run's own outcome.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "UPPERCASE")]
-pub enum Status {
+pub enum KcidbStatus {
     /// No stall: the writers were throttled and writeback ran.
     Pass,
     /// The writers stalled in balance_dirty_pages().
@@ -36,12 +36,12 @@ pub enum Status {
 
 /// A run's own outcome, from the class it was observed in (whatever it was
 /// expected to be: that is the issues' business).
-pub fn outcome(class: Class) -> Status {
+pub fn outcome(class: Class) -> KcidbStatus {
     match class {
-        Class::Stall => Status::Fail,
-        Class::Ok => Status::Pass,
-        Class::Unclear | Class::Mixed => Status::Done,
-        Class::Idle => Status::Skip,
+        Class::Stall => KcidbStatus::Fail,
+        Class::Ok => KcidbStatus::Pass,
+        Class::Unclear | Class::Mixed => KcidbStatus::Done,
+        Class::Idle => KcidbStatus::Skip,
     }
 }
 
@@ -60,19 +60,19 @@ pub fn crashed(why: &str) -> bool {
 /// record, usable or not; a failure in user space), FAIL when it crashed,
 /// ERROR when the boot failed otherwise (QEMU, the harness), MISS when the
 /// run never booted.
-pub fn boot_status(r: &RunStatus) -> Status {
+pub fn boot_status(r: &RunStatus) -> KcidbStatus {
     match (r.record, r.status) {
-        (Some(_), _) => Status::Pass,
-        (None, Status::Miss) => Status::Miss,
-        (None, _) if r.why.iter().any(|w| crashed(w)) => Status::Fail,
+        (Some(_), _) => KcidbStatus::Pass,
+        (None, KcidbStatus::Miss) => KcidbStatus::Miss,
+        (None, _) if r.why.iter().any(|w| crashed(w)) => KcidbStatus::Fail,
         (None, _)
             if r.why
                 .iter()
                 .any(|w| w.starts_with("guest-failed:") || w.starts_with("oom:")) =>
         {
-            Status::Pass
+            KcidbStatus::Pass
         }
-        (None, _) => Status::Error,
+        (None, _) => KcidbStatus::Error,
     }
 }
 
@@ -93,7 +93,7 @@ pub fn crash(r: &RunStatus) -> Option<String> {
 #[derive(Debug)]
 pub struct RunStatus<'a> {
     pub run: RunId,
-    pub status: Status,
+    pub status: KcidbStatus,
     pub verdict: Option<&'a RunVerdict<'a>>,
     pub record: Option<&'a RunRecord>,
     /// Whether it held its cell's expectation (in the expected class, no
@@ -159,14 +159,14 @@ pub fn run_statuses<'a>(
         let (status, verdict, held, why) =
             match (usable, lines(&seen.excluded), lines(&seen.failed)) {
                 (Some((c, r)), None, None) => usable_status(c, r),
-                (None, Some(why), None) => (Status::Error, None, None, why),
+                (None, Some(why), None) => (KcidbStatus::Error, None, None, why),
                 // The kernel under test crashed: its failure, not the test's.
                 (None, None, Some(why)) if why.iter().any(|w| crashed(w)) => {
-                    (Status::Fail, None, None, why)
+                    (KcidbStatus::Fail, None, None, why)
                 }
-                (None, None, Some(why)) => (Status::Error, None, None, why),
+                (None, None, Some(why)) => (KcidbStatus::Error, None, None, why),
                 (None, None, None) => (
-                    Status::Miss,
+                    KcidbStatus::Miss,
                     None,
                     None,
                     vec![format!(
@@ -195,7 +195,7 @@ fn usable_status<'a>(
     c: &'a CellVerdict<'a>,
     r: &'a RunVerdict<'a>,
 ) -> (
-    Status,
+    KcidbStatus,
     Option<&'a RunVerdict<'a>>,
     Option<bool>,
     Vec<String>,
@@ -230,7 +230,7 @@ mod tests {
         records: &'a [RunRecord],
         failures: &[BootFailure],
         variant: &str,
-    ) -> Vec<(Status, Option<bool>)> {
+    ) -> Vec<(KcidbStatus, Option<bool>)> {
         let seen = Seen {
             excluded: by_run(v.excluded.iter().map(|x| (&x.run, x.problems.join("; ")))),
             failed: by_run(failures.iter().map(|f| (&f.run, f.why.clone()))),
@@ -273,7 +273,7 @@ mod tests {
             why: why.into(),
         };
         let failures = [failure("v1", 3, "QEMU exited with 1")];
-        use Status::*;
+        use KcidbStatus::*;
         // #1 stalls as expected: FAIL, held; #2 is ok where a stall is expected.
         assert_eq!(
             statuses(&v, &records, &failures, "regressed"),

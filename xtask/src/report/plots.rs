@@ -201,7 +201,7 @@ pub(super) struct RunSeries<'a> {
     pub record: &'a RunRecord,
     pub points: Vec<samples::Point>,
     /// Each fio job's progress on the same axis (`None`: not in the file).
-    pub writers: Option<Vec<samples::Progress>>,
+    pub writers: Option<Vec<samples::JobProgress>>,
     pub t0: f64,
 }
 
@@ -367,7 +367,7 @@ fn panel(
 
 /// One series of an inline chart: its colour and points, drawn as a
 /// line or, with `dots`, a dot per point (each sleep, each call).
-pub struct Line {
+pub struct ChartLine {
     pub color: RGBColor,
     pub points: Vec<(f64, f64)>,
     pub dots: bool,
@@ -388,7 +388,12 @@ fn one_per_pixel(points: &[(f64, f64)], px: (f64, f64)) -> Vec<(f64, f64)> {
 /// An inline SVG chart (for report.html): `lines` over seconds since the
 /// writers started, from 0, on axes that hold every point; no legend inside
 /// (the page says what each colour is, under the chart, over no data).
-pub fn lines_svg(title: &str, y_desc: &str, lines: &[Line], size: (u32, u32)) -> Result<String> {
+pub fn lines_svg(
+    title: &str,
+    y_desc: &str,
+    lines: &[ChartLine],
+    size: (u32, u32),
+) -> Result<String> {
     let all = || lines.iter().flat_map(|l| l.points.iter());
     let t_max = all().map(|p| p.0).fold(1.0, f64::max);
     let y_max = all().map(|p| p.1).fold(1.0, f64::max) * 1.05;

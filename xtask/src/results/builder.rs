@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use crate::{
     guest::{
-        plan::Phase,
+        plan::CycleOffset,
         protocol::{self, stream},
         run_id::RunId,
         stream::Stream,
@@ -193,7 +193,7 @@ fn write_sleeps(
 /// lines) when the host asked for a phase, which must be that phase.
 fn start_phase(
     need: &dyn Fn(&str) -> Result<String>,
-    asked: Option<Phase>,
+    asked: Option<CycleOffset>,
 ) -> Result<Option<StartPhase>> {
     let Some(asked) = asked else {
         return Ok(None);
@@ -238,7 +238,7 @@ fn fio_result(text: &str, console_log: &str) -> Result<fio::FioResult> {
 fn witnessed(
     need: &dyn Fn(&str) -> Result<String>,
     bdi: &str,
-) -> Result<(u64, Witness, Drops, Knobs)> {
+) -> Result<(u64, Witness, Drops, BdiKnobs)> {
     let cgroup_ino: u64 = need(stream::WRITER_CGROUP_INO)?
         .trim()
         .parse()
@@ -263,7 +263,7 @@ fn witnessed(
 }
 
 /// A BDI's sysfs knobs by name (`strict_limit`).
-type Knobs = BTreeMap<String, String>;
+type BdiKnobs = BTreeMap<String, String>;
 
 /// The FUSE server's INIT answer and stats, and the verify pass's outcome
 /// (FUSE scenarios; None elsewhere).
@@ -297,7 +297,7 @@ fn no_writeback_cache(ready: Option<&Value>) -> Result<()> {
 }
 
 /// The BDI's stats after the run, and the kB it wrote back over it.
-fn written(before: &str, after: &str) -> Result<(Counters, i64)> {
+fn written(before: &str, after: &str) -> Result<(VmCounters, i64)> {
     let stats = debugfs::parse_bdi_stats(after)?;
     let kb = bdi_written(&stats)? - bdi_written(&debugfs::parse_bdi_stats(before)?)?;
     Ok((stats, kb))
@@ -330,8 +330,8 @@ fn need(stream: &Stream, name: &str, console_log: &str) -> Result<String> {
 }
 
 /// The kept vmstat counters after the run, and their change over it.
-type Counters = BTreeMap<String, i64>;
-fn vmstat(before: &str, after: &str) -> Result<(Counters, Counters)> {
+type VmCounters = BTreeMap<String, i64>;
+fn vmstat(before: &str, after: &str) -> Result<(VmCounters, VmCounters)> {
     let vm_after = debugfs::parse_vmstat(after)?;
     let vm_before = debugfs::parse_vmstat(before)?;
     let mut vmstat = BTreeMap::new();
@@ -346,7 +346,7 @@ fn vmstat(before: &str, after: &str) -> Result<(Counters, Counters)> {
     Ok((vmstat, delta))
 }
 
-fn bdi_written(stats: &Counters) -> Result<i64> {
+fn bdi_written(stats: &VmCounters) -> Result<i64> {
     stats
         .get("BdiWritten_kB")
         .copied()
@@ -356,11 +356,11 @@ fn bdi_written(stats: &Counters) -> Result<i64> {
 /// The writers' `memory.events` when they ran in a memcg (`writer_domain`,
 /// whichever detector ran: the tracefs detector has no memcg id, and
 /// memory.max binds all the same); it must have its `max` line.
-fn memcg_events(need: &dyn Fn(&str) -> Result<String>, writer_domain: &str) -> Result<Counters> {
+fn memcg_events(need: &dyn Fn(&str) -> Result<String>, writer_domain: &str) -> Result<VmCounters> {
     // How often the writers' cgroup reached memory.max: counted, and
     // refused only in records without the count of reclaim's writeback.
     if writer_domain != "memcg" {
-        return Ok(Counters::new());
+        return Ok(VmCounters::new());
     }
     let e = debugfs::parse_vmstat(&need(stream::MEMCG_EVENTS)?).context("parsing memory.events")?;
 

@@ -5,7 +5,7 @@ use crate::{
     guest::{
         boot::Booted,
         job::Job,
-        plan::{Boot, Detector, Phase},
+        plan::{Boot, CycleOffset, Detector},
     },
     kernel::build::VariantMeta,
     results::{machine::MachineFacts, warnings::warnings},
@@ -31,7 +31,7 @@ pub struct RunContext<'a> {
     pub sleeps: Option<std::path::PathBuf>,
     pub detector: Detector,
     /// Where the measurement was asked to start in the kernel's timer cycles.
-    pub phase: Option<Phase>,
+    pub phase: Option<CycleOffset>,
 }
 
 impl<'a> RunContext<'a> {

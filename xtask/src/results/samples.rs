@@ -138,7 +138,7 @@ pub fn parse(text: &str) -> Result<Samples> {
 }
 
 /// One fio job's progress: its number and (time, MiB) points.
-pub type Progress = (u32, Vec<(f64, f64)>);
+pub type JobProgress = (u32, Vec<(f64, f64)>);
 
 /// Each fio job's progress: (job, [(seconds since the first block, MiB its
 /// writes took)]), from 0 at the start of its first logged interval: each
@@ -146,7 +146,7 @@ pub type Progress = (u32, Vec<(f64, f64)>);
 /// job's rate each interval and logs none for an interval without a write,
 /// so a stalled job's line stays flat). `None` when the file has no log or
 /// no real-time clock to place it by.
-pub fn writers(s: &Samples) -> Option<Vec<Progress>> {
+pub fn writers(s: &Samples) -> Option<Vec<JobProgress>> {
     let first = s.blocks.first()?;
     // The real-time clock at uptime 0, ms.
     let at = s
@@ -158,7 +158,7 @@ pub fn writers(s: &Samples) -> Option<Vec<Progress>> {
     for e in &s.fio_log {
         jobs.entry(e.job).or_default().push(*e);
     }
-    let out: Vec<Progress> = jobs
+    let out: Vec<JobProgress> = jobs
         .into_iter()
         .map(|(job, mut log)| {
             log.sort_by_key(|e| e.unix_ms);

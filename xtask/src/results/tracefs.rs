@@ -254,7 +254,7 @@ pub fn detect(events: &[TraceEvent], wb: &Wb) -> Detected {
 /// [`detect`], and each sleep it classed, in time order (those the trace
 /// ended before they could be classed are only counted: `unended_sleeps`).
 pub fn detect_each(events: &[TraceEvent], wb: &Wb) -> (Detected, Vec<Sleep>) {
-    let mut st = State {
+    let mut st = DetectorState {
         wb,
         floor: drain_floor_pages(),
         d: Detected {
@@ -304,7 +304,7 @@ pub fn detect_each(events: &[TraceEvent], wb: &Wb) -> (Detected, Vec<Sleep>) {
 }
 
 /// The detector between two events.
-struct State<'a> {
+struct DetectorState<'a> {
     wb: &'a Wb,
     floor: u64,
     d: Detected,
@@ -313,7 +313,7 @@ struct State<'a> {
     /// Passes of the writer's wb that ended (`writeback_written`) while their
     /// worker is still in `wb_do_writeback()`: (pid, start µs).
     ended: Vec<(u32, u64)>,
-    /// When the writer's wb's pages were written (see [`State::wrote`]).
+    /// When the writer's wb's pages were written (see [`DetectorState::wrote`]).
     chunks: BTreeSet<u64>,
     /// Chunks of the writer's wb in progress (`writeback_single_inode_start`):
     /// (worker's pid, start µs).
@@ -330,7 +330,7 @@ struct State<'a> {
     parts: Vec<Part>,
 }
 
-impl State<'_> {
+impl DetectorState<'_> {
     fn event(&mut self, e: &TraceEvent) {
         let wb = self.wb;
         if !matches!(e.kind, EventKind::Woken { .. }) {

@@ -85,13 +85,13 @@ pub fn boot_all(
 
 /// What the runs added to decide the costs need: the expectations the
 /// session is judged by, the guests at a time, and how a run is booted.
-pub struct Costs<'a> {
+pub struct CostRuns<'a> {
     pub expected: &'a Expected,
     pub jobs_vm: usize,
     pub boot_of: &'a dyn Fn(&RunId) -> Result<Boot>,
 }
 
-impl Costs<'_> {
+impl CostRuns<'_> {
     /// Boots the runs the costs of the patches under test still need
     /// (`Judgement::more_runs`), after the plan, round by round: first those
     /// the session planned and did not boot (a resumed one); then, judged
@@ -223,7 +223,7 @@ pub struct Outcome {
     /// recorded and how to join it.
     pub summary: String,
     /// What was judged: none for a shard.
-    judged: Option<Judged>,
+    judged: Option<JudgedInputs>,
     /// Boots that produced no record.
     pub failures: Vec<BootFailure>,
     /// The judgement passed: every boot recorded, every cell as expected,
@@ -233,7 +233,7 @@ pub struct Outcome {
 
 /// The inputs of a run's verdict, kept with its outcome: the verdict borrows
 /// the records.
-struct Judged {
+struct JudgedInputs {
     session: Session,
     records: Vec<RunRecord>,
     expected: Expected,
@@ -301,7 +301,7 @@ pub fn finish(
         dir,
         passed,
         failures: session.failures.clone(),
-        judged: Some(Judged {
+        judged: Some(JudgedInputs {
             session,
             records,
             expected,

@@ -105,7 +105,7 @@ pub fn boot_on_host(sh: &Shell, plan: HostPlan) -> Result<Outcome> {
         restorer.tracing().0.display(),
         dir.display()
     )));
-    let at = Setting {
+    let at = OnHost {
         stage: &stage,
         restorer: &restorer,
         dir: &dir,
@@ -153,8 +153,8 @@ pub fn boot_on_host(sh: &Shell, plan: HostPlan) -> Result<Outcome> {
 }
 
 /// One run of `scen`: the script on the host, its stream made a record.
-fn one(plan: &HostPlan, at: &Setting<'_>, scen: Scenario, run: u32) -> Result<RunRecord> {
-    let Setting {
+fn one(plan: &HostPlan, at: &OnHost<'_>, scen: Scenario, run: u32) -> Result<RunRecord> {
+    let OnHost {
         stage,
         restorer,
         dir,
@@ -393,7 +393,7 @@ fn trace_kb(m: &HostMachine) -> u64 {
 
 /// Where every run of a host-test happens: read once, handed to each run.
 #[derive(Clone, Copy)]
-struct Setting<'a> {
+struct OnHost<'a> {
     stage: &'a Stage,
     restorer: &'a Restorer,
     dir: &'a std::path::Path,

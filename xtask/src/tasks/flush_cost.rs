@@ -58,7 +58,7 @@ pub struct FlushCostCmd {
 
 /// One boot's row: what it measured, or why the guest did not finish (a
 /// writer's memcg out of memory, a crash), which is a result too.
-struct Row {
+struct FlushRow {
     variant: String,
     memcgs: u32,
     run: u32,
@@ -104,7 +104,7 @@ impl FlushCostCmd {
                 for i in order {
                     let (b, initrd) = &kernels[i];
                     let stem = format!("{}-{memcgs}-{run}", variants[i]);
-                    let boot = Boot {
+                    let boot = FlushBoot {
                         machine: &machine,
                         params: &params,
                         dir: &dir,
@@ -112,7 +112,7 @@ impl FlushCostCmd {
                         timeout,
                     };
                     let cost = boot.run(sh, b, initrd, memcgs)?;
-                    let r = Row {
+                    let r = FlushRow {
                         variant: variants[i].clone(),
                         memcgs,
                         run,
@@ -184,7 +184,7 @@ impl FlushCostCmd {
 }
 
 /// One boot of the scenario.
-struct Boot<'a> {
+struct FlushBoot<'a> {
     machine: &'a qemu::Machine,
     /// Every parameter but the memcg count.
     params: &'a [(String, String)],
@@ -195,7 +195,7 @@ struct Boot<'a> {
     timeout: Duration,
 }
 
-impl Boot<'_> {
+impl FlushBoot<'_> {
     fn run(
         &self,
         sh: &Shell,
@@ -250,7 +250,7 @@ const HEADER: &str = "| variant | memcgs | vCPUs | run | MiB/s | p99 ms (worst w
                       |---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
 
 /// The table, printed and kept as `table.md` in `dir`.
-fn write_table(rows: &[Row], cpus: u32, dir: &Path) -> Result<()> {
+fn write_table(rows: &[FlushRow], cpus: u32, dir: &Path) -> Result<()> {
     let mut table = String::from(HEADER);
     for r in rows {
         writeln!(table, "{}", row(r, cpus)?)?;
@@ -263,7 +263,7 @@ fn write_table(rows: &[Row], cpus: u32, dir: &Path) -> Result<()> {
 }
 
 /// A boot's row of the table.
-fn row(r: &Row, cpus: u32) -> Result<String> {
+fn row(r: &FlushRow, cpus: u32) -> Result<String> {
     let head = format!("| {} | {} | {cpus} | {} |", r.variant, r.memcgs, r.run);
     let c = match &r.cost {
         Ok(c) => c,
@@ -318,7 +318,7 @@ mod tests {
         );
         let cols = |line: &str| line.matches('|').count();
         let header = HEADER.lines().next().unwrap();
-        let ok = Row {
+        let ok = FlushRow {
             variant: "memcg-flush".into(),
             memcgs: 8,
             run: 1,
@@ -330,7 +330,7 @@ mod tests {
             line.starts_with("| memcg-flush | 8 | 4 | 1 | 26.1 | 518 |"),
             "{line}"
         );
-        let oom = Row {
+        let oom = FlushRow {
             variant: "upstream".into(),
             memcgs: 8,
             run: 2,

@@ -43,9 +43,9 @@ fn same_kernel_pairs_rarely_fail_and_a_known_cost_is_caught() {
     let (a, b) = halves(&pool(48, 50.0, sd, 1));
     let floor = a.floor("s", &crate::analysis::cost::keys()).unwrap();
     let runs = runs_of(&b);
-    let scen: Vec<Scenario> = ["s1", "s2", "s3", "s4"]
+    let scen: Vec<ReplayScenario> = ["s1", "s2", "s3", "s4"]
         .iter()
-        .map(|&name| Scenario {
+        .map(|&name| ReplayScenario {
             name,
             reference: &runs,
             patch: &runs,
@@ -74,7 +74,7 @@ fn the_replay_is_reproducible_and_extends_only_the_undecided() {
     let (a, b) = halves(&pool(48, 50.0, 0.004, 3));
     let floor = a.floor("s", &crate::analysis::cost::keys()).unwrap();
     let runs = runs_of(&b);
-    let one = [Scenario {
+    let one = [ReplayScenario {
         name: "s",
         reference: &runs,
         patch: &runs,
@@ -104,7 +104,7 @@ fn a_failing_cost_ends_the_runs_and_undecided_ones_get_more_up_to_the_cap() {
     let undecided = judge_pair(&v(&[50.0, 50.0]), &v(&[49.3, 49.3]), &floor, None);
     assert!(worse.iter().any(Cost::fails));
     assert!(
-        undecided.iter().any(|c| c.class == Class::Undecided),
+        undecided.iter().any(|c| c.class == CostClass::Undecided),
         "{undecided:?}"
     );
     assert_eq!(extend(&[("a", &undecided[..], 2)]), vec!["a"]);

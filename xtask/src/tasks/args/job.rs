@@ -7,7 +7,7 @@ use crate::{
     exit,
     guest::{
         job::{self, Job},
-        plan::{self, Phase},
+        plan::{self, CycleOffset},
         scenario::Scenario,
     },
     results::session::ScenarioInfo,
@@ -61,7 +61,7 @@ impl JobArgs {
 impl JobArgs {
     /// Where run `run` of `runs` of `scen` starts its measurement: `--phase`,
     /// or spread over the scenario's timer cycles; None without `[phase]`.
-    pub fn phase_of(&self, scen: Scenario, run: u32, runs: u32) -> Result<Option<Phase>> {
+    pub fn phase_of(&self, scen: Scenario, run: u32, runs: u32) -> Result<Option<CycleOffset>> {
         let Some(cycles) = scen.phase else {
             return Ok(None);
         };
@@ -78,7 +78,7 @@ impl JobArgs {
                 cycle_ms - 1
             )));
         }
-        Ok(Some(Phase {
+        Ok(Some(CycleOffset {
             cycle_ms,
             offset_ms,
         }))

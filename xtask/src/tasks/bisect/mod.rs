@@ -22,8 +22,8 @@ use xshell::{cmd, Shell};
 
 pub use self::step::BisectStep;
 use self::{
-    step::{append_row, step_expectations, End, StepArgs, StepRow},
-    worktree::{in_worktree, Worktree},
+    step::{append_row, step_expectations, EndPoint, StepArgs, StepRow},
+    worktree::{in_worktree, BisectWorktree},
 };
 use super::args::guest::GuestArgs;
 use crate::{
@@ -321,7 +321,7 @@ impl Bisect {
         &self,
         sh: &Shell,
         repo: &Path,
-        wt: &Worktree,
+        wt: &BisectWorktree,
         (good, bad): (&str, &str),
         out: &Path,
         log: &Path,
@@ -331,7 +331,7 @@ impl Bisect {
             "measuring the end points first: --good must judge ok, --bad stall",
         ));
         let mut ends = Vec::new();
-        for (end, rev) in [(End::Good, good), (End::Bad, bad)] {
+        for (end, rev) in [(EndPoint::Good, good), (EndPoint::Bad, bad)] {
             wt.checkout(sh, rev)?;
             let (mut row, outcome) = task.row(sh);
             row.end = Some(end);
@@ -456,8 +456,8 @@ pub fn table(rows: &[StepRow]) -> String {
         let opt =
             |v: Option<f64>, scale: f64| v.map_or("-".to_string(), |v| format!("{:.1}", v * scale));
         let end = match r.end {
-            Some(End::Good) => "(--good) ",
-            Some(End::Bad) => "(--bad) ",
+            Some(EndPoint::Good) => "(--good) ",
+            Some(EndPoint::Bad) => "(--bad) ",
             None => "",
         };
         s.push_str(&format!(
@@ -565,7 +565,7 @@ mod tests {
     #[test]
     fn the_table_shows_every_step_and_the_end_points() {
         let mut good = row("ok", Some(0.0), Some(201.0), 0);
-        good.end = Some(End::Good);
+        good.end = Some(EndPoint::Good);
         good.commit = "1111222233334444".into();
         let rows = [
             good,

@@ -52,7 +52,7 @@ pub struct StepArgs {
 /// Which end point of the bisect a row measured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum End {
+pub enum EndPoint {
     Good,
     Bad,
 }
@@ -70,7 +70,7 @@ pub struct StepRow {
     pub exit: i32,
     /// The end point this row measured (none: a step of git bisect run).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub end: Option<End>,
+    pub end: Option<EndPoint>,
 }
 
 /// The variant name of every step's kernel: the commit as checked out (plus
@@ -105,7 +105,7 @@ pub struct BisectStep {
 
 /// What a step came to: `git bisect run`'s exit code and the row's numbers.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Judged {
+pub struct StepResult {
     /// 0 (ok), 1 (stall), 125 (skip) or 200 (abort).
     pub exit: i32,
     /// `ok`, `stall`, `skip: <why>` or `abort: <why>`.
@@ -123,7 +123,7 @@ pub struct Judged {
 /// Else it is judged again against `stall`; if that passes, bad (1). Else
 /// skip (125), with the failures of both. A run that is no evidence
 /// (`problems::problems`, the verdict's `excluded`) is a skip too.
-pub fn judge_step(records: &[RunRecord], expected: &Expected, scenario: &str) -> Judged {
+pub fn judge_step(records: &[RunRecord], expected: &Expected, scenario: &str) -> StepResult {
     let plan = Planned {
         variants: vec![VARIANT.to_string()],
         scenarios: vec![scenario.to_string()],
@@ -140,7 +140,7 @@ pub fn judge_step(records: &[RunRecord], expected: &Expected, scenario: &str) ->
     };
     let as_ok = against(Class::Ok);
     let cell = as_ok.cells.first();
-    let judged = |exit: i32, verdict: String| Judged {
+    let judged = |exit: i32, verdict: String| StepResult {
         exit,
         verdict,
         stall_share: cell.map(|c| c.stall_fraction()),
@@ -316,13 +316,13 @@ impl BisectStep {
 /// commit is to blame ([`exit::Class::UnderTest`]: it does not build because
 /// of its code, its kernel crashes), else `abort` (200): git bisect run must
 /// stop, not skip.
-fn failed(e: &anyhow::Error) -> Judged {
+fn failed(e: &anyhow::Error) -> StepResult {
     let code = exit::Class::of(e).bisect_step_code();
     let word = match code {
         exit::SKIP => "skip",
         _ => "abort",
     };
-    Judged {
+    StepResult {
         exit: code.into(),
         verdict: format!("{word}: {e:#}"),
         stall_share: None,

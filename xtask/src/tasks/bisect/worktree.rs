@@ -17,7 +17,7 @@ use crate::reaper;
 /// by the reaper when a signal stops xtask. A lock beside it keeps two
 /// bisects of one tree apart; one that finds the worktree left by a killed
 /// bisect removes it first.
-pub struct Worktree {
+pub struct BisectWorktree {
     repo: PathBuf,
     path: PathBuf,
     removed: bool,
@@ -27,9 +27,9 @@ pub struct Worktree {
     _on_stop: reaper::OnStop,
 }
 
-impl Worktree {
+impl BisectWorktree {
     /// Adds a worktree of `repo` at `path`, detached at `rev`.
-    pub fn add(sh: &Shell, repo: &Path, path: &Path, rev: &str) -> Result<Worktree> {
+    pub fn add(sh: &Shell, repo: &Path, path: &Path, rev: &str) -> Result<BisectWorktree> {
         let parent = path.parent().context("a worktree path has a parent")?;
         fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
         let lock_path = path.with_extension("lock");
@@ -65,7 +65,7 @@ impl Worktree {
                 let _ = remove_worktree(&sh, &r, &p);
             }
         });
-        Ok(Worktree {
+        Ok(BisectWorktree {
             repo: repo.to_path_buf(),
             path: path.to_path_buf(),
             removed: false,
@@ -94,7 +94,7 @@ impl Worktree {
     }
 }
 
-impl Drop for Worktree {
+impl Drop for BisectWorktree {
     fn drop(&mut self) {
         if !self.removed {
             if let Ok(sh) = Shell::new() {
@@ -136,9 +136,9 @@ pub fn in_worktree<T>(
     repo: &Path,
     path: &Path,
     rev: &str,
-    work: impl FnOnce(&Worktree) -> Result<T>,
+    work: impl FnOnce(&BisectWorktree) -> Result<T>,
 ) -> Result<T> {
-    let wt = Worktree::add(sh, repo, path, rev)?;
+    let wt = BisectWorktree::add(sh, repo, path, rev)?;
     let out = work(&wt);
     let removed = wt.remove(sh);
     match (out, removed) {
@@ -251,8 +251,8 @@ pub(super) mod tests {
         let before = user_view(d);
         let out = util::testdir::Dir::new("bisect-lock-out");
         let path = out.path().join("worktree-t");
-        let first = Worktree::add(&sh, d, &path, "c1").unwrap();
-        let err = Worktree::add(&sh, d, &path, "c1")
+        let first = BisectWorktree::add(&sh, d, &path, "c1").unwrap();
+        let err = BisectWorktree::add(&sh, d, &path, "c1")
             .err()
             .unwrap()
             .to_string();
@@ -266,7 +266,7 @@ pub(super) mod tests {
         // the lock file's place with a new one, as a new process would see.
         fs::remove_file(path.with_extension("lock")).unwrap();
         assert!(path.exists());
-        let again = Worktree::add(&sh, d, &path, "c2").unwrap();
+        let again = BisectWorktree::add(&sh, d, &path, "c2").unwrap();
         assert_eq!(
             git(again.path(), &["log", "-1", "--format=%s"]).trim(),
             "c2"

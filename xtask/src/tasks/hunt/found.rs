@@ -10,10 +10,10 @@ use std::{
 use anyhow::{Context, Result};
 
 use crate::{
-    analysis::held::{point_held, Mechanism, PointHeld, RunHeld},
+    analysis::held::{point_held, HeldBy, PointHeld, RunHeld},
     guest::{
         scenario::Scenario,
-        space::{Point, Settings, Space},
+        space::{Settings, Space, SpacePoint},
     },
 };
 
@@ -22,7 +22,7 @@ use crate::{
 pub struct Eval {
     pub name: String,
     /// Its values in the space (a minimising point: the one it relaxes).
-    pub point: Point,
+    pub point: SpacePoint,
     /// The kernel it was booted on.
     pub variant: String,
     pub settings: Settings,
@@ -38,7 +38,12 @@ pub struct Eval {
 
 impl Eval {
     /// A point whose boots left nothing to judge: not held, and kept.
-    pub fn lost(named: &(String, Point, Settings), variant: &str, why: String, runs: u32) -> Eval {
+    pub fn lost(
+        named: &(String, SpacePoint, Settings),
+        variant: &str,
+        why: String,
+        runs: u32,
+    ) -> Eval {
         let (name, point, settings) = named.clone();
         Eval {
             name,
@@ -98,7 +103,7 @@ pub fn write_points(dir: &Path, evals: &[Eval]) -> Result<()> {
             "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
             e.name,
             e.held.holds,
-            e.held.mechanism.map_or("-", Mechanism::name),
+            e.held.mechanism.map_or("-", HeldBy::name),
             pct(e.held.score),
             runs_of(e, |r| pct(r.held())),
             runs_of(e, |r| pct(r.unrequested)),
@@ -205,12 +210,12 @@ fn scenario_toml(e: &Eval, scen: &Scenario) -> String {
         pct(e.held.score),
         e.runs.len(),
         runs_of(e, |r| pct(r.held())),
-        e.held.mechanism.map_or("-", Mechanism::name),
+        e.held.mechanism.map_or("-", HeldBy::name),
         runs_of(e, |r| pct(r.stall)),
         runs_of(e, |r| r.trace_stall.map_or("-".into(), pct)),
         runs_of(e, |r| format!("{:.2}", r.mib_s)),
         runs_of(e, |r| r.max_call_ms.to_string()),
-        e.held.mechanism.map_or("", Mechanism::known_as),
+        e.held.mechanism.map_or("", HeldBy::known_as),
         scen.what,
         scen.disk,
         scen.strictlimit,
@@ -228,7 +233,7 @@ pub fn summary(
     dir: &Path,
     evals: &[Eval],
     spent: u32,
-    stop_at: Option<Mechanism>,
+    stop_at: Option<HeldBy>,
     found: Vec<PathBuf>,
 ) -> String {
     let mut out = format!(
@@ -308,7 +313,7 @@ mod tests {
             held: PointHeld {
                 score: 0.25,
                 holds: true,
-                mechanism: Some(Mechanism::Strictlimit),
+                mechanism: Some(HeldBy::Strictlimit),
             },
             session,
             lost: None,

@@ -7,7 +7,7 @@ mod search;
 mod slurm;
 
 pub use found::POINTS_FILE;
-pub use search::Found;
+pub use search::HuntResult;
 
 use std::path::PathBuf;
 
@@ -15,7 +15,7 @@ use anyhow::Result;
 use xshell::Shell;
 
 use crate::{
-    analysis::held::Mechanism,
+    analysis::held::HeldBy,
     guest::{
         scenario,
         space::{self, Space},
@@ -38,7 +38,7 @@ pub struct Hunt {
     /// `memcg-unrequested` (64dd89ae01f2 under a memcg), `stale-stats` (the
     /// memcg's stale statistics), `new` (none we know).
     #[arg(long, value_enum, value_name = "MECHANISM")]
-    pub until: Option<Mechanism>,
+    pub until: Option<HeldBy>,
     /// Then relax the best point that held to its minimal form: each
     /// dimension back at the hunt script's default while it still holds (3
     /// boots a dimension).
@@ -83,10 +83,10 @@ impl Hunt {
     }
 
     /// What the hunt found; none for a node's part of --slurm (`--eval`).
-    pub fn hunt(self, sh: &Shell) -> Result<Option<Found>> {
+    pub fn hunt(self, sh: &Shell) -> Result<Option<HuntResult>> {
         let file =
             (self.space.clone()).unwrap_or_else(|| util::project_root().join(space::SPACE_FILE));
-        let hunt = search::Hunt {
+        let hunt = search::Asked {
             space: Space::load(&file, scenario::any(space::SCRIPT)?)?,
             seed: self.seed,
             boots: self.boots,

@@ -36,10 +36,10 @@ use super::{
 use crate::{
     analysis::{
         expected::{self, load_expectations, Expected},
-        held::{point_held, run_held, Mechanism},
+        held::{point_held, run_held, HeldBy},
     },
     exit,
-    guest::space::{Point, Settings, Space},
+    guest::space::{Settings, Space, SpacePoint},
     progress::{self, Event},
     results::{record::RunRecord, session::BootFailure},
     tasks::{args, qemu_test::QemuTest},
@@ -64,13 +64,13 @@ const OWN_FLAGS: [&str; 10] = [
 ];
 
 /// What a hunt is asked.
-pub struct Hunt {
+pub struct Asked {
     pub space: Space,
     pub seed: u64,
     /// Boots it may spend.
     pub boots: u32,
     /// Stop at the first point that holds by this mechanism.
-    pub stop_at: Option<Mechanism>,
+    pub stop_at: Option<HeldBy>,
     /// The user's qemu-test flags: one kernel (a variant, from
     /// --kernel-src's tree or Debian's), the job and the guest.
     pub qemu_args: Vec<String>,
@@ -101,14 +101,14 @@ enum On {
 
 /// What a hunt came to: its summary, and with --until, the mechanism it
 /// did not find.
-pub struct Found {
+pub struct HuntResult {
     pub summary: String,
     /// The hunt's directory.
     pub dir: PathBuf,
     missing: Option<String>,
 }
 
-impl Found {
+impl HuntResult {
     /// Fails (exit 1) when --until's mechanism was not found.
     pub fn result(&self) -> Result<()> {
         match &self.missing {
@@ -118,7 +118,7 @@ impl Found {
     }
 }
 
-impl Hunt {
+impl Asked {
     /// The user's flags, checked: none the hunt sets itself.
     pub fn check_flags(args: &[String]) -> Result<()> {
         if let Some(f) = args.iter().find(|a| {
@@ -138,7 +138,7 @@ impl Hunt {
         Ok(())
     }
 
-    pub fn run(self, sh: &Shell) -> Result<Found> {
+    pub fn run(self, sh: &Shell) -> Result<HuntResult> {
         Self::check_flags(&self.qemu_args)?;
         let expected = expectations()?;
         let per_point = self.space.runs;
@@ -191,7 +191,7 @@ impl Hunt {
             write_points(&dir, &evals)?;
         }
         let found = write_found(&dir, &evals, &self.space)?;
-        Ok(Found {
+        Ok(HuntResult {
             summary: summary(&dir, &evals, spent, self.stop_at, found),
             dir: dir.clone(),
             missing: match self.stop_at {
@@ -248,7 +248,7 @@ impl Hunt {
             if batch.is_empty() {
                 break;
             }
-            let named: Vec<(String, Point, Settings)> = batch
+            let named: Vec<(String, SpacePoint, Settings)> = batch
                 .into_iter()
                 .enumerate()
                 .map(|(i, p)| {
@@ -323,7 +323,7 @@ impl Hunt {
         sh: &Shell,
         dir: &Path,
         on: &On,
-        named: Vec<(String, Point, Settings)>,
+        named: Vec<(String, SpacePoint, Settings)>,
         expected: &Expected,
         more: &[String],
     ) -> Result<Vec<Eval>> {
@@ -376,7 +376,7 @@ impl Hunt {
     /// every boot failed is kept: held 0).
     fn judge(
         &self,
-        named: &[(String, Point, Settings)],
+        named: &[(String, SpacePoint, Settings)],
         session: &Path,
         records: &[RunRecord],
         failures: &[BootFailure],
@@ -459,14 +459,14 @@ impl Hunt {
         rng: &mut ChaCha8Rng,
         evals: &[Eval],
         seen: &mut BTreeSet<Settings>,
-    ) -> Vec<Point> {
-        let found: BTreeSet<Mechanism> = (evals.iter())
+    ) -> Vec<SpacePoint> {
+        let found: BTreeSet<HeldBy> = (evals.iter())
             .filter(|e| e.held.holds)
             .filter_map(|e| e.held.mechanism)
             .collect();
-        let sought = |m: Mechanism| match self.stop_at {
+        let sought = |m: HeldBy| match self.stop_at {
             Some(until) => m == until,
-            None => m == Mechanism::New || !found.contains(&m),
+            None => m == HeldBy::New || !found.contains(&m),
         };
         let best = (evals.iter())
             .filter(|e| e.held.score > 0.0 && !e.held.holds)
@@ -491,7 +491,7 @@ impl Hunt {
             if out.len() == self.batch {
                 break;
             }
-            let q: Point = (self.space.dims.iter())
+            let q: SpacePoint = (self.space.dims.iter())
                 .map(|d| rng.random_range(0..d.values.len()))
                 .collect();
             if seen.insert(self.space.settings(&q)) {
@@ -503,7 +503,7 @@ impl Hunt {
 }
 
 /// Whether a point held by `m`.
-fn holds_by(evals: &[Eval], m: Mechanism) -> bool {
+fn holds_by(evals: &[Eval], m: HeldBy) -> bool {
     evals
         .iter()
         .any(|e| e.held.holds && e.held.mechanism == Some(m))
@@ -533,11 +533,11 @@ mod tests {
     fn regressed_like(s: &Settings, rng: &mut ChaCha8Rng) -> PointHeld {
         let v = |k: &str| s.0[k].as_str();
         let (score, holds, mechanism) = if v("fs") == "fuse" && v("fuse_strict") == "1" {
-            (0.5, true, Some(Mechanism::Strictlimit))
+            (0.5, true, Some(HeldBy::Strictlimit))
         } else if v("fs") == "ext4" && v("memcg_max") != "max" {
             let holds = rng.random_bool(0.5);
             let score = if holds { 0.25 } else { 0.1 };
-            (score, holds, Some(Mechanism::MemcgUnrequested))
+            (score, holds, Some(HeldBy::MemcgUnrequested))
         } else {
             (0.0, false, None)
         };
@@ -550,7 +550,7 @@ mod tests {
 
     /// Whether the strategy, `points` evaluations on that landscape, finds
     /// `hunt.stop_at`.
-    fn finds(hunt: &Hunt, points: usize) -> bool {
+    fn finds(hunt: &Asked, points: usize) -> bool {
         let mut rng = ChaCha8Rng::seed_from_u64(hunt.seed);
         let mut land = ChaCha8Rng::seed_from_u64(hunt.seed ^ 0x5eed);
         let (mut evals, mut seen) = (Vec::new(), BTreeSet::new());
@@ -584,7 +584,7 @@ mod tests {
         let space = Space::load(&file, scenario::any(space::SCRIPT).unwrap()).unwrap();
         let p = vec![0; space.dims.len()];
         let named = vec![("hunt-000".to_string(), p.clone(), space.settings(&p))];
-        let hunt = Hunt {
+        let hunt = Asked {
             space,
             seed: 1,
             boots: 6,
@@ -636,11 +636,11 @@ mod tests {
         let file = util::project_root().join(space::SPACE_FILE);
         let space = Space::load(&file, scenario::any(space::SCRIPT).unwrap()).unwrap();
         let points = (48 / space.runs) as usize;
-        let mut hunt = Hunt {
+        let mut hunt = Asked {
             space,
             seed: 0,
             boots: 48,
-            stop_at: Some(Mechanism::Strictlimit),
+            stop_at: Some(HeldBy::Strictlimit),
             qemu_args: Vec::new(),
             minimise: false,
             check: Vec::new(),
@@ -662,11 +662,11 @@ mod tests {
 
     #[test]
     fn flags_the_hunt_sets_itself_are_refused_after_the_separator() {
-        let e = Hunt::check_flags(&["--variant".into(), "regressed".into(), "--runs".into()])
+        let e = Asked::check_flags(&["--variant".into(), "regressed".into(), "--runs".into()])
             .unwrap_err();
         assert!(format!("{e:#}").contains("--runs after `--`"), "{e:#}");
-        let e = Hunt::check_flags(&["--no-aa".into()]).unwrap_err();
+        let e = Asked::check_flags(&["--no-aa".into()]).unwrap_err();
         assert!(format!("{e:#}").contains("--no-aa after `--`"), "{e:#}");
-        Hunt::check_flags(&["--variant".into(), "regressed".into(), "--quick".into()]).unwrap();
+        Asked::check_flags(&["--variant".into(), "regressed".into(), "--quick".into()]).unwrap();
     }
 }

@@ -561,7 +561,7 @@ impl QemuTest {
                 .boots
                 .remove(0))
         };
-        let costs = crate::session::boot_all::Costs {
+        let costs = crate::session::boot_all::CostRuns {
             expected,
             jobs_vm,
             boot_of: &boot_of,
