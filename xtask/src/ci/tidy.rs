@@ -389,6 +389,91 @@ mod tests {
         "analysis", "report", "session", "tasks", "ci",
     ];
 
+    /// The modules docs/design.md's map names in its second column, row by
+    /// row (`kernel/` as `kernel`, `exit.rs` as `exit`).
+    fn design_map(text: &str) -> Vec<Vec<String>> {
+        let table = text
+            .split("| stage | folder | what |")
+            .nth(1)
+            .unwrap_or("")
+            .lines()
+            .skip(2)
+            .take_while(|l| l.starts_with('|'));
+        table
+            .map(|row| {
+                let folder = row.split('|').nth(2).unwrap_or("");
+                (folder.split('`').skip(1).step_by(2))
+                    .map(|m| {
+                        let m = m.trim_end_matches('/');
+                        m.strip_suffix(".rs").unwrap_or(m).to_string()
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// What the map gets wrong against the modules of `xtask/src/` (`main`
+    /// and the tests' own left out) and [`STAGES`]' order.
+    fn map_drift(map: &[Vec<String>], modules: &[String]) -> Vec<String> {
+        let named: Vec<&String> = map.iter().flatten().collect();
+        let mut out: Vec<String> = (modules.iter())
+            .filter(|m| !named.contains(m))
+            .map(|m| format!("{m} is not in the map"))
+            .collect();
+        out.extend(
+            (named.iter())
+                .filter(|n| !modules.contains(n))
+                .map(|n| format!("{n} is in the map but not in xtask/src")),
+        );
+        let ranks: Vec<usize> = (map.iter())
+            .filter_map(|row| {
+                row.iter()
+                    .filter_map(|m| STAGES.iter().position(|s| s == m))
+                    .max()
+            })
+            .collect();
+        if ranks.windows(2).any(|w| w[0] > w[1]) {
+            out.push(format!(
+                "the map's rows are not in the stages' order: {STAGES:?}"
+            ));
+        }
+        out
+    }
+
+    #[test]
+    fn the_design_map_names_every_module_in_the_stages_order() {
+        let root = crate::util::project_root();
+        let text = std::fs::read_to_string(root.join("docs/design.md")).unwrap();
+        let mut modules: Vec<String> = std::fs::read_dir(root.join("xtask/src"))
+            .unwrap()
+            .map(|e| crate::util::file_name(&e.unwrap().path()))
+            .map(|n| n.strip_suffix(".rs").unwrap_or(&n).to_string())
+            .filter(|n| n != "main" && !n.ends_with("_tests") && n != "test_support")
+            .collect();
+        modules.sort();
+        let drift = map_drift(&design_map(&text), &modules);
+        assert!(
+            drift.is_empty(),
+            "docs/design.md's map:\n{}",
+            drift.join("\n")
+        );
+    }
+
+    #[test]
+    fn a_map_that_misses_a_module_or_the_order_is_named() {
+        let text = "| stage | folder | what |\n|---|---|---|\n\
+                    | tasks | `tasks/` | x |\n| kernel | `kernel/`, `old.rs` | y |\n\nmore\n";
+        let modules = ["kernel", "session", "tasks"].map(String::from);
+        assert_eq!(
+            map_drift(&design_map(text), &modules),
+            [
+                "session is not in the map".to_string(),
+                "old is in the map but not in xtask/src".to_string(),
+                format!("the map's rows are not in the stages' order: {STAGES:?}"),
+            ]
+        );
+    }
+
     fn stage_of(rel: &str) -> Option<usize> {
         let first = rel.strip_prefix("xtask/src/")?.split(['/', '.']).next()?;
         STAGES.iter().position(|s| *s == first)
