@@ -11,7 +11,7 @@ use std::{
 
 use anyhow::{bail, Context, Result};
 
-pub(super) use crate::tasks::slurm::{fields, sessions_in, JobState};
+pub(super) use crate::session::slurm::{fields, sessions_in, JobState};
 use crate::{
     analysis::judgement::VerdictFile,
     exit,

@@ -13,3 +13,4 @@ pub mod host_session;
 pub mod host_state;
 pub mod merge;
 pub mod resume;
+pub mod slurm;

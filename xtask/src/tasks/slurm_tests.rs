@@ -1,5 +1,7 @@
 use super::*;
-use crate::guest::fuse_server::UserServer;
+use crate::guest::fuse_server::{External, UserServer};
+use crate::results::dir::ResultsDir;
+use crate::session::slurm::job_id;
 
 pub(crate) fn jobs() -> Jobs {
     Jobs {
