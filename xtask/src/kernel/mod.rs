@@ -6,6 +6,7 @@
 //! first build started from another tree's (`seed`). Imports nothing from later stages.
 
 pub mod apt;
+pub mod bisect_worktree;
 pub mod build;
 pub mod build_failure;
 pub mod cache;

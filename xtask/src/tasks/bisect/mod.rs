@@ -9,7 +9,6 @@
 //! git worktree of the tree, so the user's checkout never moves.
 
 mod step;
-mod worktree;
 
 use std::{
     fs,
@@ -21,15 +20,15 @@ use anyhow::{bail, Context, Result};
 use xshell::{cmd, Shell};
 
 pub use self::step::BisectStep;
-use self::{
-    step::{append_row, step_expectations, EndPoint, StepArgs, StepRow},
-    worktree::{in_worktree, BisectWorktree},
-};
+use self::step::{append_row, step_expectations, EndPoint, StepArgs, StepRow};
 use super::args::guest::GuestArgs;
 use crate::{
     exit,
     guest::{plan, scenario},
-    kernel::patch::Patch,
+    kernel::{
+        bisect_worktree::{in_worktree, BisectWorktree},
+        patch::Patch,
+    },
     progress::{self, Event},
     util,
 };
@@ -476,7 +475,7 @@ pub fn table(rows: &[StepRow]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tasks::bisect::worktree::tests::history;
+    use crate::kernel::bisect_worktree::tests::history;
 
     fn git(dir: &Path, args: &[&str]) -> String {
         util::testdir::git(dir, args)

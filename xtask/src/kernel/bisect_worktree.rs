@@ -150,7 +150,7 @@ pub fn in_worktree<T>(
 }
 
 #[cfg(test)]
-pub(super) mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::{tasks::bisect::first_bad, util};
 
