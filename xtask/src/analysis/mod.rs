@@ -18,6 +18,7 @@ pub mod judge;
 pub mod judgement;
 pub mod matrix;
 pub mod metrics;
+pub mod module_stress;
 pub mod stats;
 pub mod verdict;
 

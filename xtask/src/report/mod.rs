@@ -16,6 +16,7 @@ pub mod mail;
 pub mod mail_patch;
 pub mod markdown;
 pub mod mime;
+pub mod module_stress;
 pub mod plots;
 pub mod reproduce;
 pub mod terminal;

@@ -3,6 +3,7 @@
 //! the independent tracefs `witness`, and the results directory (`dir`).
 
 pub mod builder;
+pub mod churn;
 pub mod classes;
 pub mod compat;
 pub mod context;
