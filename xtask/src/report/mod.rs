@@ -4,6 +4,7 @@
 //! document and the plots. Every renderer reads the one `Judgement`.
 
 pub mod changes;
+pub mod flush_cost;
 pub mod format;
 pub mod html;
 pub mod kcidb;

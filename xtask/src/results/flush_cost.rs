@@ -39,6 +39,15 @@ pub struct FlushCost {
     pub writers: Vec<FioResult>,
 }
 
+/// One boot's row: what it measured, or why the guest did not finish (a
+/// writer's memcg out of memory, a crash), which is a result too.
+pub struct FlushRow {
+    pub variant: String,
+    pub memcgs: u32,
+    pub run: u32,
+    pub cost: Result<FlushCost, String>,
+}
+
 impl FlushCost {
     /// From the scenario's streams; an error names what is missing.
     pub fn parse(

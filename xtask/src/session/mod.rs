@@ -8,6 +8,7 @@
 //! it; they print what it returns.
 
 pub mod boot_all;
+pub mod flush_cost;
 pub mod host;
 pub mod host_session;
 pub mod host_state;

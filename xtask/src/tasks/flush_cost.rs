@@ -4,7 +4,7 @@
 //! prints the writers' throughput and latency beside the flushes, the rstat
 //! lock's holds and spins, the CPUs' time and reclaim.
 
-use std::{fmt::Write as _, fs, path::Path, time::Duration};
+use std::{fs, path::Path, time::Duration};
 
 use anyhow::{bail, Context, Result};
 use xshell::Shell;
@@ -14,13 +14,14 @@ use crate::{
     exit,
     guest::{
         disk::{Disk, DiskKind},
-        protocol::{param, stream},
-        qemu::{self, Console},
+        protocol::param,
         scenario::{self, Scenario},
     },
-    kernel::{build::Built, source::SourceArgs, variants::Variants},
+    kernel::{source::SourceArgs, variants::Variants},
     progress::{self, Event},
-    results::flush_cost::FlushCost,
+    report::flush_cost,
+    results::flush_cost::FlushRow,
+    session::flush_cost::FlushBoot,
     util,
 };
 
@@ -54,15 +55,6 @@ pub struct FlushCostCmd {
     pub source: SourceArgs,
     #[command(flatten)]
     pub guest: GuestArgs,
-}
-
-/// One boot's row: what it measured, or why the guest did not finish (a
-/// writer's memcg out of memory, a crash), which is a result too.
-struct FlushRow {
-    variant: String,
-    memcgs: u32,
-    run: u32,
-    cost: Result<FlushCost, String>,
 }
 
 impl FlushCostCmd {
@@ -118,7 +110,7 @@ impl FlushCostCmd {
                         run,
                         cost,
                     };
-                    println!("flush-cost: {}", row(&r, machine.cpus)?);
+                    println!("flush-cost: {}", flush_cost::row(&r, machine.cpus)?);
                     rows.push(r);
                 }
             }
@@ -183,165 +175,12 @@ impl FlushCostCmd {
     }
 }
 
-/// One boot of the scenario.
-struct FlushBoot<'a> {
-    machine: &'a qemu::Machine,
-    /// Every parameter but the memcg count.
-    params: &'a [(String, String)],
-    dir: &'a Path,
-    /// `<variant>-<memcgs>-<run>`: the stem of its files.
-    stem: &'a str,
-    /// When QEMU is killed as hung.
-    timeout: Duration,
-}
-
-impl FlushBoot<'_> {
-    fn run(
-        &self,
-        sh: &Shell,
-        b: &Built,
-        initrd: &Path,
-        memcgs: u32,
-    ) -> Result<Result<FlushCost, String>> {
-        let (dir, stem) = (self.dir, self.stem);
-        let console = dir.join(format!("{stem}.console.log"));
-        let mut params = self.params.to_vec();
-        params.push((param::MEMCGS.into(), memcgs.to_string()));
-        let mut cfg = (self.machine).vm(
-            b,
-            initrd.to_path_buf(),
-            params,
-            Console::File(console.clone()),
-        );
-        cfg.results = Some(dir.join(format!("{stem}.results.bin")));
-        progress::emit(Event::Note(&format!(
-            "flush-cost: booting {} with {memcgs} memcgs ({stem})",
-            b.label()
-        )));
-        let out = qemu::run(
-            sh,
-            &cfg,
-            self.timeout,
-            &dir.join(format!("{stem}.qemu.log")),
-        )?;
-        let st = match out.outcome {
-            Ok(st) => st,
-            Err(e) => return Ok(Err(e.explain(&console))),
-        };
-        let text = |name: &str| {
-            st.text(name).with_context(|| {
-                format!("the guest sent no {name} (console: {})", console.display())
-            })
-        };
-        FlushCost::parse(
-            &text(stream::FLUSH_COST_HISTS)?,
-            &text(stream::FLUSH_COST_FIO)?,
-            &text(stream::FLUSH_COST_CPU)?,
-            &text(stream::VMSTAT_BEFORE)?,
-            &text(stream::VMSTAT)?,
-        )
-        .map(Ok)
-        .with_context(|| format!("reading {stem}'s streams"))
-    }
-}
-
-/// The table's header.
-const HEADER: &str = "| variant | memcgs | vCPUs | run | MiB/s | p99 ms (worst writer) | max ms | flushes/s (checks/s) | rstat lock held ms/s | contended/s | spun ms/s | busy % (sys %) | pgscan/s | dropped |\n\
-                      |---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
-
 /// The table, printed and kept as `table.md` in `dir`.
 fn write_table(rows: &[FlushRow], cpus: u32, dir: &Path) -> Result<()> {
-    let mut table = String::from(HEADER);
-    for r in rows {
-        writeln!(table, "{}", row(r, cpus)?)?;
-    }
+    let table = flush_cost::table(rows, cpus)?;
     let path = dir.join("table.md");
     fs::write(&path, &table).with_context(|| format!("writing {}", path.display()))?;
     print!("{table}");
     println!("flush-cost: table in {}", path.display());
     Ok(())
-}
-
-/// A boot's row of the table.
-fn row(r: &FlushRow, cpus: u32) -> Result<String> {
-    let head = format!("| {} | {} | {cpus} | {} |", r.variant, r.memcgs, r.run);
-    let c = match &r.cost {
-        Ok(c) => c,
-        // The guest's own words, on one line: what ended it.
-        Err(why) => {
-            let first = why.lines().next().unwrap_or_default();
-            let first = first
-                .split(" Console log:")
-                .next()
-                .unwrap_or_default()
-                .replace('|', "/");
-            return Ok(format!("{head} did not finish: {first} ||||||||||"));
-        }
-    };
-    Ok(format!(
-        "{head} {:.1} | {:.0} | {:.0} | {:.1} ({:.1}) | {:.3} | {:.1} | {:.3} | {:.1} ({:.1}) | {:.0} | {} |",
-        c.mib_s(),
-        c.p99_ms()?,
-        c.max_ms(),
-        c.per_s(c.flushes),
-        c.per_s(c.checks),
-        c.ms_per_s(c.hold_ns),
-        c.per_s(c.contended),
-        c.ms_per_s(c.spin_ns),
-        100.0 * c.busy_share,
-        100.0 * c.sys_share,
-        c.pgscan as f64 / c.secs,
-        c.dropped,
-    ))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_row_has_the_header_s_columns_a_failed_boot_s_too() {
-        let f = |n: &str| {
-            fs::read_to_string(
-                util::project_root()
-                    .join("xtask/fixtures/flush-cost")
-                    .join(n),
-            )
-            .unwrap()
-        };
-        let cost = FlushCost::parse(
-            &f("hists.txt"),
-            &f("fio.json"),
-            &f("cpu.txt"),
-            &f("vmstat-before.txt"),
-            &f("vmstat.txt"),
-        );
-        let cols = |line: &str| line.matches('|').count();
-        let header = HEADER.lines().next().unwrap();
-        let ok = FlushRow {
-            variant: "memcg-flush".into(),
-            memcgs: 8,
-            run: 1,
-            cost: Ok(cost.unwrap()),
-        };
-        let line = row(&ok, 4).unwrap();
-        assert_eq!(cols(&line), cols(header), "{line}");
-        assert!(
-            line.starts_with("| memcg-flush | 8 | 4 | 1 | 26.1 | 518 |"),
-            "{line}"
-        );
-        let oom = FlushRow {
-            variant: "upstream".into(),
-            memcgs: 8,
-            run: 2,
-            cost: Err("oom: the guest ran out of memory: the OOM killer killed process 261 (fio) | x\nConsole log: y".into()),
-        };
-        let line = row(&oom, 4).unwrap();
-        assert_eq!(cols(&line), cols(header), "{line}");
-        assert!(
-            line.contains("did not finish: oom: the guest ran out of memory")
-                && !line.contains("Console"),
-            "{line}"
-        );
-    }
 }
