@@ -303,6 +303,20 @@ pub fn power(reference: &[&Pool], costly: &[&Pool]) -> Result<Tally, String> {
 /// The drops of a scenario's MiB/s the power curve injects, %.
 pub const INJECTED: [f64; 8] = [0.5, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 20.0];
 
+/// A power curve: for each drop injected, what the verdicts made of it.
+pub type PowerCurve = Vec<(f64, Tally)>;
+
+/// The power curve ([`injected`]) of every reference scenario, by name.
+pub fn power_curves(reference: &[Pool]) -> anyhow::Result<Vec<(String, PowerCurve)>> {
+    let refs: Vec<&Pool> = reference.iter().collect();
+    (reference.iter())
+        .map(|p| {
+            let curve = injected(&refs, &p.scenario).map_err(anyhow::Error::msg)?;
+            Ok((p.scenario.clone(), curve))
+        })
+        .collect()
+}
+
 /// The power curve of `scenario`'s throughput: for each drop of
 /// [`INJECTED`], the verdicts of a kernel whose runs there are the
 /// reference's own, their MiB/s scaled down by the drop (a cost known

@@ -9,12 +9,9 @@ use anyhow::{bail, Context, Result};
 use xshell::Shell;
 
 use crate::{
-    analysis::{
-        calibration::{self, Rates},
-        cost::{self, JUDGED, RUN_CAP},
-        verdict::session_expectations,
-    },
+    analysis::{calibration, verdict::session_expectations},
     guest::{job, scenario},
+    report::calibration as table,
     results::{
         dir::ResultsDir,
         floor::{self, Conditions, FloorFile, Pool},
@@ -62,13 +59,16 @@ impl Calibrate {
         if self.check {
             let r = calibration::committed_rates()?;
             let reference = calibration::committed(job::QUICK)?;
-            print!("The quick job (--quick):\n{}", render(&reference, &r));
-            print!("{}", curves(&reference)?);
+            print!("The quick job (--quick):\n{}", table::rates(&reference, &r));
+            print!("{}", table::curves(&calibration::power_curves(&reference)?));
             let full = calibration::committed(job::FULL)?;
             let refs: Vec<&Pool> = full.iter().collect();
             let r = calibration::rates(&refs, &[]).map_err(anyhow::Error::msg)?;
-            print!("\nThe full job (the main job):\n{}", render(&full, &r));
-            print!("{}", curves(&full)?);
+            print!(
+                "\nThe full job (the main job):\n{}",
+                table::rates(&full, &r)
+            );
+            print!("{}", table::curves(&calibration::power_curves(&full)?));
             return Ok(());
         }
         let dir = match &self.from {
@@ -77,7 +77,7 @@ impl Calibrate {
         };
         let pools = self.pools(&dir)?;
         self.write(&pools)?;
-        print!("{}", floors(&pools));
+        print!("{}", table::floors(&pools));
         Ok(())
     }
 
@@ -179,85 +179,4 @@ fn kernel_of(session: &crate::results::session::Session, variant: &str) -> Strin
     (session.variants.iter())
         .find(|v| v.variant == variant)
         .map_or("?".into(), |v| v.base.kernel_version.clone())
-}
-
-/// Each pool's spread per judged metric, and the smallest change it lets
-/// the verdict promise to see.
-fn floors(pools: &[Pool]) -> String {
-    let mut o =
-        String::from("scenario          runs  metric                  sd/run  smallest change\n");
-    for p in pools {
-        for j in JUDGED {
-            let sd = p.sd(j.key).unwrap_or(f64::NAN);
-            let rule = cost::Rule::of(j, sd, None);
-            o.push_str(&format!(
-                "{:<17} {:>4}  {:<22} {:>6.2}%  {:>6.1}%\n",
-                p.scenario,
-                p.runs.len(),
-                j.key,
-                sd * 100.0,
-                rule.smallest_pct
-            ));
-        }
-    }
-    o
-}
-
-/// The replays' table: the floors, the A/A verdicts' false-positive rate
-/// and where they failed, and the power on the known cost.
-fn render(reference: &[Pool], r: &Rates) -> String {
-    let mut o = floors(reference);
-    let aa = &r.aa;
-    o.push_str(&format!(
-        "\nA/A verdicts (two folds, each half's floor judging pairs drawn from the other half): \
-         {} of {} failed on cost ({:.1}%), {} undecided at the cap of {RUN_CAP}; runs a side \
-         per scenario {:.2} on average\n",
-        aa.failed,
-        aa.tries,
-        aa.failed_share() * 100.0,
-        aa.undecided,
-        aa.mean_runs(r.scenarios)
-    ));
-    for ((s, m), n) in &aa.worse_in {
-        o.push_str(&format!("  worse in {s} {m}: {n}\n"));
-    }
-    if let Some(p) = &r.power {
-        o.push_str(&format!(
-            "known cost: {} of {} verdicts failed ({:.1}%), {} undecided; runs a side per \
-             scenario {:.2} on average\n",
-            p.failed,
-            p.tries,
-            p.failed_share() * 100.0,
-            p.undecided,
-            p.mean_runs(r.scenarios)
-        ));
-        for ((s, m), n) in &p.worse_in {
-            o.push_str(&format!("  worse in {s} {m}: {n}\n"));
-        }
-    }
-    o
-}
-
-/// The power curves: per scenario, the share of verdicts that fail for each
-/// drop of its MiB/s injected into the reference's own runs.
-fn curves(reference: &[Pool]) -> Result<String> {
-    let refs: Vec<&Pool> = reference.iter().collect();
-    let mut o = String::from(
-        "\ninjected drops of one scenario's MiB/s (the reference's own runs, scaled), verdicts \
-         that fail of 1000:\n",
-    );
-    o.push_str(&format!("{:<18}", "scenario"));
-    for d in calibration::INJECTED {
-        o.push_str(&format!("{:>8}", format!("-{d}%")));
-    }
-    o.push('\n');
-    for p in reference {
-        let curve = calibration::injected(&refs, &p.scenario).map_err(anyhow::Error::msg)?;
-        o.push_str(&format!("{:<18}", p.scenario));
-        for (_, t) in &curve {
-            o.push_str(&format!("{:>8}", t.failed));
-        }
-        o.push('\n');
-    }
-    Ok(o)
 }
