@@ -12,6 +12,7 @@ pub mod flush_cost;
 pub mod host;
 pub mod host_session;
 pub mod host_state;
+pub mod hunt_points;
 pub mod merge;
 pub mod resume;
 pub mod slurm;

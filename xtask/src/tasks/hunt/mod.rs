@@ -2,11 +2,10 @@
 //! with nothing to wait for: the search (`search`), over the space
 //! (`guest::space`), by the objective (`analysis::held`).
 
-mod found;
 mod search;
 mod slurm;
 
-pub use found::POINTS_FILE;
+pub use crate::session::hunt_points::POINTS_FILE;
 pub use search::HuntResult;
 
 use std::path::PathBuf;

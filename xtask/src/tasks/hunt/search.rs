@@ -29,10 +29,8 @@ use rand::{seq::SliceRandom, RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use xshell::Shell;
 
-use super::{
-    found::{line, summary, write_found, write_points, Eval, POINTS_FILE},
-    slurm::{Ended, OnSlurm},
-};
+use super::slurm::{Ended, OnSlurm};
+use crate::session::hunt_points::{line, summary, write_found, write_points, Eval, POINTS_FILE};
 use crate::{
     analysis::{
         expected::{self, load_expectations, Expected},
