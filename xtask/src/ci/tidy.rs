@@ -196,6 +196,40 @@ mod tests {
         assert!(over.is_empty(), "split these:\n{}", over.join("\n"));
     }
 
+    /// The code lines (not blank, not comments, tests left out) the tasks
+    /// may hold in all: a task is its flags and one call into the stages.
+    const MAX_TASKS_LINES: usize = 4000;
+
+    /// The code lines of `tasks/`, counted as [`MAX_TASKS_LINES`] says.
+    fn tasks_lines(sources: &[(String, String)]) -> usize {
+        (sources.iter())
+            .filter(|(rel, _)| rel.starts_with("xtask/src/tasks/"))
+            .map(|(_, code)| code.lines().filter(|l| !l.trim().is_empty()).count())
+            .sum()
+    }
+
+    #[test]
+    fn the_tasks_stay_flags_and_calls() {
+        let n = tasks_lines(&sources_with(code_without_tests));
+        assert!(
+            n <= MAX_TASKS_LINES,
+            "tasks/ holds {n} lines of code (at most {MAX_TASKS_LINES}): move what is not \
+             flags and a call into the stage it belongs to (session/, analysis/, report/...)"
+        );
+    }
+
+    #[test]
+    fn tasks_over_their_lines_are_counted_and_the_rest_are_not() {
+        let src = |rel: &str, code: String| (format!("xtask/src/{rel}"), code);
+        let many = "let x = 1;\n\n".repeat(MAX_TASKS_LINES - 1);
+        let sources = [
+            src("tasks/qemu_test/mod.rs", many),
+            src("tasks/merge.rs", "fn a() {}\nfn b() {}\n".into()),
+            src("session/boot_all.rs", "fn c() {}\n".repeat(100)),
+        ];
+        assert_eq!(tasks_lines(&sources), MAX_TASKS_LINES + 1);
+    }
+
     /// The kernel module is held to the same limits: a file one line over is
     /// named, and so is a long probe (`unsafe extern "C" fn`, which the
     /// scanner once did not see); its KUnit suite, `tests.rs`, is not counted,
