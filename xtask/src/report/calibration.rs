@@ -3,7 +3,7 @@
 
 use crate::{
     analysis::{
-        calibration::{self, PowerCurve, Rates},
+        calibration::{self, PowerCurve, Rates, Tally},
         cost::{self, JUDGED, RUN_CAP},
     },
     results::floor::Pool,
@@ -46,9 +46,7 @@ pub fn rates(reference: &[Pool], r: &Rates) -> String {
         aa.undecided,
         aa.mean_runs(r.scenarios)
     ));
-    for ((s, m), n) in &aa.worse_in {
-        o.push_str(&format!("  worse in {s} {m}: {n}\n"));
-    }
+    o.push_str(&worse_in(aa));
     if let Some(p) = &r.power {
         o.push_str(&format!(
             "known cost: {} of {} verdicts failed ({:.1}%), {} undecided; runs a side per \
@@ -59,11 +57,16 @@ pub fn rates(reference: &[Pool], r: &Rates) -> String {
             p.undecided,
             p.mean_runs(r.scenarios)
         ));
-        for ((s, m), n) in &p.worse_in {
-            o.push_str(&format!("  worse in {s} {m}: {n}\n"));
-        }
+        o.push_str(&worse_in(p));
     }
     o
+}
+
+/// Where a tally's failed verdicts were worse, a line per scenario and metric.
+fn worse_in(t: &Tally) -> String {
+    (t.worse_in.iter())
+        .map(|((s, m), n)| format!("  worse in {s} {m}: {n}\n"))
+        .collect()
 }
 
 /// The power curves: per scenario, the share of verdicts that fail for each

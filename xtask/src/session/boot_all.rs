@@ -284,6 +284,30 @@ impl Outcome {
     }
 }
 
+/// A session's verdict as rendered into its directory: what the task
+/// prints, and whether it passed.
+pub struct Rendered {
+    pub summary: String,
+    pub passed: bool,
+}
+
+/// Judges the records with the directory's files read once, and renders
+/// the report into `dir`.
+pub fn judge_and_render(
+    dir: &Path,
+    session: &Session,
+    records: &[RunRecord],
+    expected: &Expected,
+) -> Result<Rendered> {
+    let files = RunFiles::load(dir, session, records);
+    let j = crate::analysis::judge(session, records, expected)?.with_files(files);
+    report::render(dir, &j)?;
+    Ok(Rendered {
+        summary: report::terminal::summary(dir, &j),
+        passed: j.passed(),
+    })
+}
+
 /// Judges and renders; the summary is the task's to print.
 pub fn finish(
     dir: PathBuf,
@@ -291,11 +315,7 @@ pub fn finish(
     records: Vec<RunRecord>,
     expected: Expected,
 ) -> Result<Outcome> {
-    let files = RunFiles::load(&dir, &session, &records);
-    let j = crate::analysis::judge(&session, &records, &expected)?.with_files(files);
-    report::render(&dir, &j)?;
-    let summary = report::terminal::summary(&dir, &j);
-    let passed = j.passed();
+    let Rendered { summary, passed } = judge_and_render(&dir, &session, &records, &expected)?;
     Ok(Outcome {
         summary,
         dir,

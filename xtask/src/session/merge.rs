@@ -8,22 +8,17 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
+use super::boot_all::{judge_and_render, Rendered};
 use crate::{
     analysis::verdict,
-    exit, report,
-    results::{dir::ResultsDir, files::RunFiles, record::RunRecord, session::Session},
+    exit,
+    results::{dir::ResultsDir, record::RunRecord, session::Session},
     util,
 };
 
-/// The merged session's verdict, for the task to print.
-pub struct Merged {
-    pub summary: String,
-    pub passed: bool,
-}
-
 /// Joins the shards' result directories into `out` (a new directory, with
 /// the boots' own files), then judges and renders it as one session.
-pub fn merge_into(out: &Path, dirs: &[PathBuf]) -> Result<Merged> {
+pub fn merge_into(out: &Path, dirs: &[PathBuf]) -> Result<Rendered> {
     let shards = dirs
         .iter()
         .map(|d| read_dir(d))
@@ -49,13 +44,7 @@ pub fn merge_into(out: &Path, dirs: &[PathBuf]) -> Result<Merged> {
         }
     }
     let expected = verdict::session_expectations(&session, None)?;
-    let files = RunFiles::load(out, &session, &records);
-    let j = crate::analysis::judge(&session, &records, &expected)?.with_files(files);
-    report::render(out, &j)?;
-    Ok(Merged {
-        summary: report::terminal::summary(out, &j),
-        passed: j.passed(),
-    })
+    judge_and_render(out, &session, &records, &expected)
 }
 
 type ShardData = (PathBuf, Session, Vec<RunRecord>);
@@ -252,11 +241,7 @@ mod tests {
         assert_eq!(table(&merged_session, &merged), table(&session, &records));
         // Rendered into a directory, too.
         let t = testdir::Dir::new("merge");
-        let files = RunFiles::load(t.path(), &merged_session, &merged);
-        let j = judge(&merged_session, &merged, &expected)
-            .unwrap()
-            .with_files(files);
-        report::render(t.path(), &j).unwrap();
+        judge_and_render(t.path(), &merged_session, &merged, &expected).unwrap();
         assert!(t.path().join(ResultsDir::REPORT).is_file());
     }
 
