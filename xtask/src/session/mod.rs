@@ -1,5 +1,5 @@
 //! The session stage: one results directory end to end. It boots a plan (in
-//! guests, [`boot_all`], or on the running kernel, [`host_session`]: each
+//! guests, [`guest_session`] by [`boot_all`], or on the running kernel, [`host_session`]: each
 //! run by [`host`], with [`host_state`] keeping the host's settings),
 //! records each boot, judges
 //! the records and renders the report ([`boot_all::finish`]); it resumes an
@@ -9,6 +9,7 @@
 
 pub mod boot_all;
 pub mod flush_cost;
+pub mod guest_session;
 pub mod host;
 pub mod host_session;
 pub mod host_state;

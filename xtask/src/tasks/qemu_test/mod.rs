@@ -44,9 +44,10 @@ use crate::{
         variants::{Roles, Selection, UnderTest, Variant, Variants},
     },
     progress::{self, Event},
-    results::{dir::ResultsDir, record::RunRecord, session::Session},
+    results::session::Session,
     session::{
-        boot_all::{boot_all, finish, initrds, shard_outcome, Outcome},
+        boot_all::{initrds, Outcome},
+        guest_session::{boot_in_guests, GuestPlan, PlanLine},
         resume,
     },
     tasks::args::{self, guest::GuestArgs, job::JobArgs},
@@ -477,34 +478,6 @@ impl QemuTest {
         Ok((q, r))
     }
 
-    /// The results directory, held, and its session: a new one, or the
-    /// resumed one (checked against what is planned now) with its records.
-    fn results_dir(
-        &self,
-        sh: &Shell,
-        tc: &deps::Toolchain,
-        built: &[Built],
-        i: &Inputs,
-        resumed: Option<resume::Resumed>,
-    ) -> Result<(PathBuf, util::DirLock, Session, Vec<RunRecord>)> {
-        let mut session = self.session(tc, built, i)?;
-        session.harness = Some(util::harness_commit(sh));
-        session.reporter = util::git_user(sh);
-        let Some(r) = resumed else {
-            let dir = util::unique_dir(&self.results_parent()?)?;
-            let lock = util::lock_dir(&dir, "qemu-test")?;
-            ResultsDir::new(&dir).write::<RunRecord>(&session, None)?;
-            keep_configs(&dir, built)?;
-            return Ok((dir, lock, session, Vec::new()));
-        };
-        // The kernels first, each by name; then all else the session recorded.
-        resume::check_kernels(&r, built)?;
-        resume::check_same(&r, &session)?;
-        let mut then = r.session;
-        then.resumed.push(util::timestamp());
-        Ok((r.dir, r.lock, then, r.records))
-    }
-
     /// Plans, boots and judges; prints the table and the verdict.
     pub fn measure(self, sh: &Shell) -> Result<Outcome> {
         self.measure_into(sh, None)
@@ -512,11 +485,11 @@ impl QemuTest {
 
     /// [`Self::measure`], into a new results directory or the `resumed` one.
     fn measure_into(self, sh: &Shell, resumed: Option<resume::Resumed>) -> Result<Outcome> {
-        let resuming = resumed.is_some();
-        if !resuming {
+        let parent = self.results_parent()?;
+        if resumed.is_none() {
             // Before anything is built: a results directory that cannot be
             // made fails at once.
-            util::check_writable(&self.results_parent()?)?;
+            util::check_writable(&parent)?;
         }
         let tc = self.tools(sh)?;
         let i = self.inputs(sh)?;
@@ -527,31 +500,9 @@ impl QemuTest {
             built.push(aa);
         }
         let (base, tc) = self.guest_base(sh, tc, &built, &i.external, i.staged.as_ref())?;
-        let (dir, _lock, mut session, earlier) = self.results_dir(sh, &tc, &built, &i, resumed)?;
-        progress::emit(Event::Plan {
-            variants: built.len(),
-            scenarios: scenarios.len(),
-            runs: &runs.to_string(),
-            machine: &Self::machine_line(machine, jobs_vm),
-            dir: &dir,
-        });
-        for note in i.runs.1.iter().chain(&i.jobs_vm.1) {
-            progress::emit(Event::Note(note));
-        }
         let detectors = self.guest.detectors(&built)?;
         let initrds = initrds(&base, &built)?;
         let plan = self.plan(&built, &initrds, scenarios, runs, machine)?;
-        let mut plan = plan::with_detectors(plan, &detectors);
-        if resuming {
-            let failures = &mut session.failures;
-            plan = resume::remaining(plan, &earlier, failures, self.retry_failed);
-        }
-        let records = boot_all(sh, &dir, &plan, jobs_vm, &mut session, earlier)?;
-        if let Some(shard) = self.shard {
-            let out = shard_outcome(shard, dir, &session, records.len());
-            print!("{}", out.summary);
-            return Ok(out);
-        }
         let boot_of = |id: &RunId| -> Result<Boot> {
             let kernel = (built.iter().find(|b| b.meta.variant == id.variant))
                 .with_context(|| format!("{id}: no kernel of {} was built", id.variant))?;
@@ -561,28 +512,29 @@ impl QemuTest {
                 .boots
                 .remove(0))
         };
-        let costs = crate::session::boot_all::CostRuns {
-            expected,
-            jobs_vm,
-            boot_of: &boot_of,
-        };
-        let records = costs.decide(sh, &dir, &mut session, records)?;
-        let out = finish(dir, session, records, expected.clone())?;
+        let out = boot_in_guests(
+            sh,
+            GuestPlan {
+                session: self.session(&tc, &built, &i)?,
+                built: &built,
+                parent,
+                resumed: resumed.map(|r| (r, self.retry_failed)),
+                plan: plan::with_detectors(plan, &detectors),
+                jobs_vm,
+                shard: self.shard,
+                expected,
+                boot_of: &boot_of,
+                plan_line: PlanLine {
+                    scenarios: scenarios.len(),
+                    runs: runs.to_string(),
+                    machine: Self::machine_line(machine, jobs_vm),
+                    notes: i.runs.1.iter().chain(&i.jobs_vm.1).cloned().collect(),
+                },
+            },
+        )?;
         print!("{}", out.summary);
         Ok(out)
     }
-}
-
-/// Each kernel's `.config` beside the records (`<variant>.config`): what a
-/// report attaches and a KCIDB build points to.
-fn keep_configs(dir: &std::path::Path, built: &[Built]) -> Result<()> {
-    for b in built {
-        let from = b.dir.join("config");
-        let to = dir.join(ResultsDir::config_file(&b.meta.variant));
-        std::fs::copy(&from, &to)
-            .with_context(|| format!("copying {} to {}", from.display(), to.display()))?;
-    }
-    Ok(())
 }
 
 /// The flags of this process's `qemu-test` (`cargo xtask qemu-test ARGS`),

@@ -11,7 +11,10 @@ use super::QemuTest;
 use crate::{
     guest::{plan, scenario::Scenario},
     results::{record::RunRecord, session::BootFailure},
-    session::boot_all::{boot_all, initrds},
+    session::{
+        boot_all::{boot_all, initrds},
+        guest_session,
+    },
     util,
 };
 
@@ -26,13 +29,16 @@ impl QemuTest {
         sh: &Shell,
         points: Vec<Scenario>,
     ) -> Result<(PathBuf, Vec<RunRecord>, Vec<BootFailure>)> {
-        util::check_writable(&self.results_parent()?)?;
+        let parent = self.results_parent()?;
+        util::check_writable(&parent)?;
         let tc = self.tools(sh)?;
         let i = self.inputs_for(sh, Some(points))?;
         let (runs, jobs_vm) = (&i.runs.0, i.jobs_vm.0);
         let built = self.guest.kernels(sh, &tc, &i.selection, &self.source)?;
         let (base, tc) = self.guest_base(sh, tc, &built, &i.external, None)?;
-        let (dir, _lock, mut session, _) = self.results_dir(sh, &tc, &built, &i, None)?;
+        let session = self.session(&tc, &built, &i)?;
+        let opened = guest_session::open(sh, session, &built, &parent, None)?;
+        let (dir, mut session) = (opened.dir, opened.session);
         let detectors = self.guest.detectors(&built)?;
         let initrds = initrds(&base, &built)?;
         let plan = self.plan(&built, &initrds, &i.scenarios, runs, &i.machine)?;
