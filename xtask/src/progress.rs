@@ -67,7 +67,7 @@ pub enum Event<'a> {
     /// A boot gave no record (why, with the log to read).
     BootFailed(&'a str),
     /// A run that came back but cannot be evidence.
-    Unusable(&'a str),
+    LeftOut(&'a str),
     /// A step of the test command starts, or ended after `secs`.
     CiStep(&'a str),
     CiStepDone {
@@ -129,7 +129,7 @@ pub fn render(e: &Event) -> String {
             bg_starts.1,
         ),
         Event::BootFailed(t) => format!("  FAILED {t}"),
-        Event::Unusable(t) => format!("  not usable as evidence: {t}"),
+        Event::LeftOut(t) => format!("  left out (not usable as evidence): {t}"),
         Event::CiStep(name) => format!("ci: == {name}"),
         Event::CiStepDone { name, secs } => format!("ci: == {name}: ok ({secs:.0} s)"),
         Event::Error(chain) => error_chain(chain),

@@ -242,7 +242,7 @@ pub fn pooled_log_sd(a: &[f64], b: &[f64]) -> Option<f64> {
 /// Judges the change of one metric from the runs `base` to the runs
 /// `other`, by `judged`'s direction and `rule`; None where a side has no
 /// run or an aggregate that is not positive (no ratio).
-pub fn judge(judged: &Judged, base: &[f64], other: &[f64], rule: Rule) -> Option<Cost> {
+pub fn cost_of(judged: &Judged, base: &[f64], other: &[f64], rule: Rule) -> Option<Cost> {
     let metric = metrics::get(judged.key);
     let (a, b) = (metric.kind.aggregate(base)?, metric.kind.aggregate(other)?);
     if a <= 0.0 || b <= 0.0 {
@@ -309,7 +309,7 @@ pub fn judge_pair(
                 base.get(j.key).unwrap_or(&none),
                 other.get(j.key).unwrap_or(&none),
             );
-            judge(j, a, b, Rule::of(j, sd, accepted))
+            cost_of(j, a, b, Rule::of(j, sd, accepted))
         })
         .collect()
 }
@@ -371,7 +371,7 @@ mod tests {
 
     #[test]
     fn a_cost_well_past_the_smallest_change_is_worse_and_names_its_size() {
-        let c = judge(bw(), &[50.0, 50.2], &[47.9, 48.1], rule(0.003)).unwrap();
+        let c = cost_of(bw(), &[50.0, 50.2], &[47.9, 48.1], rule(0.003)).unwrap();
         assert_eq!(c.class, CostClass::Worse, "{c:?}");
         assert!((c.change_pct + 4.2).abs() < 0.1, "{c:?}");
         assert!(c.lo_pct < c.change_pct && c.change_pct < c.hi_pct && c.hi_pct < -1.0);
@@ -380,9 +380,9 @@ mod tests {
 
     #[test]
     fn no_change_is_same_and_a_gain_is_better() {
-        let same = judge(bw(), &[50.0, 50.2], &[50.1, 50.0], rule(0.003)).unwrap();
+        let same = cost_of(bw(), &[50.0, 50.2], &[50.1, 50.0], rule(0.003)).unwrap();
         assert_eq!(same.class, CostClass::Same, "{same:?}");
-        let better = judge(bw(), &[50.0, 50.2], &[53.0, 53.1], rule(0.003)).unwrap();
+        let better = cost_of(bw(), &[50.0, 50.2], &[53.0, 53.1], rule(0.003)).unwrap();
         assert_eq!(better.class, CostClass::Better, "{better:?}");
         assert!(!better.fails());
     }
@@ -391,19 +391,19 @@ mod tests {
     fn a_change_the_floor_cannot_place_is_undecided() {
         // 1.5% down with a floor of 1% a run at 2 runs: neither surely past
         // 1% nor surely inside 2%.
-        let c = judge(bw(), &[50.0, 50.0], &[49.25, 49.25], rule(0.004)).unwrap();
+        let c = cost_of(bw(), &[50.0, 50.0], &[49.25, 49.25], rule(0.004)).unwrap();
         assert_eq!(c.class, CostClass::Undecided, "{c:?}");
     }
 
     #[test]
     fn runs_wider_than_the_floor_widen_the_interval() {
-        let tight = judge(bw(), &[50.0, 50.2], &[48.0, 48.2], rule(0.003)).unwrap();
+        let tight = cost_of(bw(), &[50.0, 50.2], &[48.0, 48.2], rule(0.003)).unwrap();
         assert_eq!(
             (tight.spread, tight.class),
             (Spread::Floor, CostClass::Worse)
         );
         // The same means, runs 10% apart: the runs' own spread is used.
-        let wide = judge(bw(), &[47.6, 52.6], &[45.7, 50.5], rule(0.003)).unwrap();
+        let wide = cost_of(bw(), &[47.6, 52.6], &[45.7, 50.5], rule(0.003)).unwrap();
         assert_eq!(wide.spread, Spread::Runs, "{wide:?}");
         assert_ne!(wide.class, CostClass::Worse, "{wide:?}");
     }
@@ -413,11 +413,11 @@ mod tests {
         let p99 = judged("fio.clat_p99_ms").unwrap();
         let r = Rule::of(p99, 0.02, None);
         assert_eq!(
-            judge(p99, &[10.0, 10.1], &[13.0, 13.1], r).unwrap().class,
+            cost_of(p99, &[10.0, 10.1], &[13.0, 13.1], r).unwrap().class,
             CostClass::Worse
         );
         assert_eq!(
-            judge(p99, &[10.0, 10.1], &[7.0, 7.1], r).unwrap().class,
+            cost_of(p99, &[10.0, 10.1], &[7.0, 7.1], r).unwrap().class,
             CostClass::Better
         );
     }
@@ -435,12 +435,12 @@ mod tests {
     fn a_floor_that_cannot_resolve_ten_times_the_smallest_change_is_not_judged() {
         // A floor of 31% a run (memcg-ext4's quick job across phases): a
         // halving is no verdict of the throughput's.
-        let c = judge(bw(), &[30.0, 31.0], &[15.0, 15.5], rule(0.31)).unwrap();
+        let c = cost_of(bw(), &[30.0, 31.0], &[15.0, 15.5], rule(0.31)).unwrap();
         assert_eq!(c.class, CostClass::Unresolvable, "{c:?}");
         assert!(!c.fails() && c.smallest_pct > 20.0);
         // At the limit's edge a floor still judges.
         assert_ne!(
-            judge(bw(), &[30.0, 31.0], &[15.0, 15.5], rule(0.03))
+            cost_of(bw(), &[30.0, 31.0], &[15.0, 15.5], rule(0.03))
                 .unwrap()
                 .class,
             CostClass::Unresolvable
@@ -450,18 +450,18 @@ mod tests {
     #[test]
     fn an_accepted_cost_does_not_fail_unless_it_may_exceed_what_was_accepted() {
         let within = Rule::of(bw(), 0.003, Some(6.0));
-        let c = judge(bw(), &[50.0, 50.2], &[48.0, 48.2], within).unwrap();
+        let c = cost_of(bw(), &[50.0, 50.2], &[48.0, 48.2], within).unwrap();
         assert_eq!((c.class, c.accepted_pct), (CostClass::Worse, Some(6.0)));
         assert!(!c.fails());
         let beyond = Rule::of(bw(), 0.003, Some(3.0));
-        let c = judge(bw(), &[50.0, 50.2], &[48.0, 48.2], beyond).unwrap();
+        let c = cost_of(bw(), &[50.0, 50.2], &[48.0, 48.2], beyond).unwrap();
         assert!(c.fails(), "a 4% cost is not within an accepted 3%: {c:?}");
     }
 
     #[test]
     fn nothing_to_divide_is_no_cost() {
-        assert!(judge(bw(), &[], &[1.0], rule(0.01)).is_none());
-        assert!(judge(bw(), &[0.0, 0.0], &[1.0], rule(0.01)).is_none());
+        assert!(cost_of(bw(), &[], &[1.0], rule(0.01)).is_none());
+        assert!(cost_of(bw(), &[0.0, 0.0], &[1.0], rule(0.01)).is_none());
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! others listed with why. The verdict, the tables and the plots all read this
 //! one value.
 
-use super::judgement::Excluded;
+use super::judgement::LeftOut;
 use crate::{
     analysis::expected::Expected,
     results::{
@@ -57,11 +57,11 @@ impl<'a> Evidence<'a> {
     }
 
     /// Each record left out, with why.
-    pub fn excluded(&self) -> Vec<Excluded> {
+    pub fn left_out(&self) -> Vec<LeftOut> {
         self.runs
             .iter()
             .filter(|c| !c.problems.is_empty())
-            .map(|c| Excluded {
+            .map(|c| LeftOut {
                 run: c.record.id.clone(),
                 problems: c.problems.clone(),
             })
@@ -89,7 +89,7 @@ mod tests {
             });
             let records = [r];
             Evidence::of(&records, &expected())
-                .excluded()
+                .left_out()
                 .iter()
                 .map(|x| x.to_string())
                 .collect::<Vec<_>>()
@@ -119,15 +119,15 @@ mod tests {
         let records = [rec("v1", "fuse-strictlimit", 100.0, 0.0), bad];
         let e = Evidence::of(&records, &expected());
         assert_eq!(e.usable().count(), 1);
-        let excluded = e.excluded();
-        assert_eq!(excluded.len(), 1);
-        assert_eq!(excluded[0].run, records[1].id);
+        let left_out = e.left_out();
+        assert_eq!(left_out.len(), 1);
+        assert_eq!(left_out[0].run, records[1].id);
         assert!(
-            excluded[0].to_string().starts_with(
+            left_out[0].to_string().starts_with(
                 "fuse-strictlimit/v1 #2: warning: dmesg has 2 warning line(s), first in \
                  balance_dirty_pages+0x1/0x2: [ 2.0] WARNING: mm/x.c:1"
             ),
-            "{excluded:?}"
+            "{left_out:?}"
         );
         // The witness agreed exactly in both.
         assert!(e.runs.iter().all(|c| c.exact_witness));

@@ -153,7 +153,7 @@ impl<'a> Judgement<'a> {
     ) -> Judgement<'a> {
         let evidence = Evidence::of(records, expected);
         let matrix = Matrix::new(evidence.usable());
-        let verdict = verdict::judge_matrix(&matrix, evidence.excluded(), expected, plan);
+        let verdict = verdict::verdict_of_matrix(&matrix, evidence.left_out(), expected, plan);
         let mut changes = BTreeMap::new();
         for s in &matrix.scenarios {
             for ((from, to), every) in compared(&matrix, &roles, session) {

@@ -25,8 +25,9 @@ use crate::{
 /// excluded lines typed (`{run, why}`), per-cell `aggregates` (one per
 /// metric, of its kind) in place of medians, per-run `margins`. 4: `costs`
 /// (each patch under test's, per scenario: `analysis::cost::Cost`, or
-/// `not_judged` and why), and `passed` counts them and the boots.
-pub const SCHEMA: u32 = 4;
+/// `not_judged` and why), and `passed` counts them and the boots. 5:
+/// `excluded` named `left_out`, the words the reports use.
+pub const SCHEMA: u32 = 5;
 
 /// What a session set out to measure: every variant in every scenario,
 /// `runs` times, or the scenario's own number of runs where `each` has one.
@@ -332,9 +333,8 @@ impl Serialize for CellVerdict<'_> {
     }
 }
 
-/// The metric keys of the cell's headline aggregates.
+/// The metric key of the cell's headline throughput.
 pub const BW: &str = "fio.write_bw_MiB/s";
-pub const STALL_SHARE: &str = "wbstall.stall_share_%";
 
 impl<'a> CellVerdict<'a> {
     /// The cell's first run: its scenario and variant are the cell's.
@@ -375,9 +375,11 @@ impl<'a> CellVerdict<'a> {
         self.aggregates.value(BW).unwrap_or(0.0)
     }
 
-    /// The runs' mean stall share, as a fraction.
+    /// The runs' mean stall share, as a fraction: from the records, as the
+    /// runs are classed (the `%` aggregate is the same mean, for display).
     pub fn stall_fraction(&self) -> f64 {
-        self.aggregates.value(STALL_SHARE).unwrap_or(0.0) / 100.0
+        let shares = self.run_verdicts.iter().map(|r| r.record.stall_fraction());
+        shares.sum::<f64>() / self.runs() as f64
     }
 
     /// The cell's failures about run `run` (0-based).
@@ -442,13 +444,13 @@ impl std::fmt::Display for CellNote {
 
 /// A run left out of the verdict: not usable as evidence, and why.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Excluded {
+pub struct LeftOut {
     pub run: RunId,
     pub problems: Vec<String>,
 }
 
 /// `<run>: <problem>; <problem>`.
-impl std::fmt::Display for Excluded {
+impl std::fmt::Display for LeftOut {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}: {}", self.run, self.problems.join("; "))
     }
@@ -474,7 +476,7 @@ pub struct Verdict<'a> {
     #[serde(default)]
     pub unjudged: Vec<CellNote>,
     /// Runs left out of the verdict, and why.
-    pub excluded: Vec<Excluded>,
+    pub left_out: Vec<LeftOut>,
 }
 
 impl<'a> Verdict<'a> {
@@ -482,18 +484,18 @@ impl<'a> Verdict<'a> {
         !self.cells.is_empty()
             && self.missing.is_empty()
             && self.unjudged.is_empty()
-            && self.excluded.is_empty()
+            && self.left_out.is_empty()
             && self.cells.iter().all(|c| c.failures.is_empty())
     }
 
-    /// The missing, unjudged and excluded lines that are about `variant`.
+    /// The missing, unjudged and left-out lines that are about `variant`.
     pub fn lines_of(&self, variant: &str) -> Vec<String> {
         let notes = self.missing.iter().chain(&self.unjudged);
         notes
             .filter(|n| n.variant == variant)
             .map(|n| n.to_string())
             .chain(
-                self.excluded
+                self.left_out
                     .iter()
                     .filter(|x| x.run.variant == variant)
                     .map(|x| x.to_string()),

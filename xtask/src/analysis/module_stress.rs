@@ -52,7 +52,7 @@ fn check_cycles(cycles_line: &str, cycles: u32, console: &str) -> Result<()> {
 }
 
 /// Judges a module-stress boot: every check can fail, and says what it saw.
-pub fn judge(stream: &Stream, cycles: u32, churn: u32, console: &str) -> Result<Stressed> {
+pub fn stressed(stream: &Stream, cycles: u32, churn: u32, console: &str) -> Result<Stressed> {
     let text = |name: &str| {
         stream
             .text(name)
@@ -151,7 +151,7 @@ mod tests {
     #[test]
     fn a_churn_that_did_its_work_passes_and_says_how_each_entry_ended() {
         let out = crate::report::module_stress::render(
-            &judge(&stream(), 3, 8, "[ 1.0] wbstall: loaded\n").unwrap(),
+            &stressed(&stream(), 3, 8, "[ 1.0] wbstall: loaded\n").unwrap(),
         );
         assert!(out.contains("churn: 8 cycles, 8 cgroups made and removed (4 after moving"));
         assert!(out.contains("5 writer(s) SIGKILLed asleep in balance_dirty_pages()"));
@@ -201,11 +201,11 @@ mod tests {
         for (f, want) in cases {
             let mut s = stream();
             f(&mut s);
-            let e = format!("{:#}", judge(&s, 3, 8, "").unwrap_err());
+            let e = format!("{:#}", stressed(&s, 3, 8, "").unwrap_err());
             assert!(e.contains(want), "wanted `{want}` in: {e}");
         }
         // A KASAN report on the console fails it, whatever the counts.
-        let e = judge(
+        let e = stressed(
             &stream(),
             3,
             8,

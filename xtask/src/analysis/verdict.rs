@@ -20,7 +20,7 @@ use super::{
     evidence::Evidence,
     expected::{Class, Criteria, Expected, EXPECTED_FILE},
     judgement::{
-        CellFailure, CellNote, CellVerdict, Excluded, Planned, RunVerdict, Verdict, SCHEMA,
+        CellFailure, CellNote, CellVerdict, LeftOut, Planned, RunVerdict, Verdict, SCHEMA,
     },
     matrix::Matrix,
 };
@@ -60,25 +60,29 @@ pub fn session_expectations(session: &Session, file: Option<&Path>) -> Result<Ex
 }
 
 /// Judges `records`: [`Evidence::of`] them, group the usable ones
-/// ([`Matrix`]), then [`judge_matrix`]. (`analysis::judge` does the same
+/// ([`Matrix`]), then [`verdict_of_matrix`]. (`analysis::judge` does the same
 /// once for a whole report.)
-pub fn judge<'a>(records: &'a [RunRecord], expected: &Expected, plan: &Planned) -> Verdict<'a> {
+pub fn verdict_of<'a>(
+    records: &'a [RunRecord],
+    expected: &Expected,
+    plan: &Planned,
+) -> Verdict<'a> {
     let evidence = Evidence::of(records, expected);
     let matrix = Matrix::new(evidence.usable());
-    judge_matrix(&matrix, evidence.excluded(), expected, plan)
+    verdict_of_matrix(&matrix, evidence.left_out(), expected, plan)
 }
 
 /// Judges the usable runs of `plan` (`matrix`), run by run and cell by cell;
-/// `excluded` are the runs left out.
-pub fn judge_matrix<'a>(
+/// `left_out` are the runs left out, and why.
+pub fn verdict_of_matrix<'a>(
     matrix: &Matrix<'a>,
-    excluded: Vec<Excluded>,
+    left_out: Vec<LeftOut>,
     expected: &Expected,
     plan: &Planned,
 ) -> Verdict<'a> {
     let mut verdict = Verdict {
         schema: SCHEMA,
-        excluded,
+        left_out,
         ..Verdict::default()
     };
     for scenario in &plan.scenarios {
@@ -180,7 +184,7 @@ fn cell<'a>(
     let cell_failure = |why: String| CellFailure { run: None, why };
     if runs.len() < planned as usize {
         c.failures.push(cell_failure(format!(
-            "only {} of {planned} planned runs are usable evidence (see the excluded runs)",
+            "only {} of {planned} planned runs are usable evidence (see the runs left out)",
             runs.len()
         )));
     }

@@ -23,7 +23,7 @@ fn the_expected_matrix_passes_and_the_ratio_is_reported() {
         run(rec("regressed", "fuse-strictlimit", 1.0, 0.6), 1),
         run(rec("v1", "fuse-strictlimit", 190.0, 0.001), 1),
     ];
-    let v = judge(&records, &expected(), &plan(&records, 2));
+    let v = verdict_of(&records, &expected(), &plan(&records, 2));
     assert!(v.passed(), "{v:?}");
     assert_eq!(v.cells[0].runs(), 2);
     assert_eq!(v.cells[0].observed, Class::Stall);
@@ -46,7 +46,7 @@ fn the_two_detectors_must_class_a_cell_alike() {
         with(rec("regressed", "fuse-strictlimit", 1.0, 0.6), 0.595),
         with(rec("v1", "fuse-strictlimit", 200.0, 0.0), 0.002),
     ];
-    let v = judge(&agree, &expected(), &plan(&agree, 1));
+    let v = verdict_of(&agree, &expected(), &plan(&agree, 1));
     assert!(v.passed(), "{v:?}");
     let trace = v.cells[1]
         .aggregates
@@ -58,7 +58,7 @@ fn the_two_detectors_must_class_a_cell_alike() {
         with(rec("regressed", "fuse-strictlimit", 1.0, 0.6), 0.595),
         with(rec("v1", "fuse-strictlimit", 200.0, 0.0), 0.03),
     ];
-    let v = judge(&disagree, &expected(), &plan(&disagree, 1));
+    let v = verdict_of(&disagree, &expected(), &plan(&disagree, 1));
     assert!(!v.passed());
     assert!(
         v.cells[1].failures[0]
@@ -78,7 +78,7 @@ fn the_two_detectors_must_class_a_cell_alike() {
         lone,
         run(with(rec("regressed", "fuse-strictlimit", 1.0, 0.6), 0.0), 1),
     ];
-    let v = judge(&partial, &expected(), &plan(&partial, 2));
+    let v = verdict_of(&partial, &expected(), &plan(&partial, 2));
     // The trace's aggregate is of the one run that has it, and says so.
     let trace = v.cells[0].aggregates.get("tracefs.stall_share_%").unwrap();
     assert_eq!((trace.runs, v.cells[0].runs()), (1, 2));
@@ -99,7 +99,7 @@ fn a_hypothesis_that_does_not_hold_fails_its_cell() {
         rec("regressed", "fuse-strictlimit", 1.0, 0.0),
         rec("v1", "fuse-strictlimit", 200.0, 0.0),
     ];
-    let v = judge(&records, &expected(), &plan(&records, 1));
+    let v = verdict_of(&records, &expected(), &plan(&records, 1));
     assert!(!v.passed());
     assert!(
         v.cells[0].failures[0]
@@ -121,7 +121,7 @@ fn a_control_that_was_never_throttled_is_idle_and_fails_ok() {
     // The tracefs detector saw what the witness saw: nothing.
     set_trace(&mut r, Some((0.0, 0.0)));
     let records = [r];
-    let v = judge(&records, &expected(), &plan(&records, 1));
+    let v = verdict_of(&records, &expected(), &plan(&records, 1));
     assert!(!v.passed());
     assert_eq!(v.cells[0].observed, Class::Idle);
     assert!(
@@ -137,7 +137,7 @@ fn a_control_that_was_never_throttled_is_idle_and_fails_ok() {
         "[expect.fuse-nostrict]\nregressed = \"idle\"",
     );
     let e = Expected::parse(&idle_ok, Path::new("e")).unwrap();
-    assert!(judge(&records, &e, &plan(&records, 1)).passed());
+    assert!(verdict_of(&records, &e, &plan(&records, 1)).passed());
 }
 
 #[test]
@@ -145,14 +145,14 @@ fn an_expected_cell_without_a_record_fails() {
     let records = [rec("regressed", "fuse-strictlimit", 1.0, 0.6)];
     let mut p = plan(&records, 1);
     p.variants.push("v1".into());
-    let v = judge(&records, &expected(), &p);
+    let v = verdict_of(&records, &expected(), &p);
     assert!(!v.passed());
     assert_eq!(
         texts(&v.missing),
         ["fuse-strictlimit/v1: no usable run of 1 planned"]
     );
     // Fewer usable runs than planned fail the cell too.
-    let v = judge(&records, &expected(), &plan(&records, 3));
+    let v = verdict_of(&records, &expected(), &plan(&records, 3));
     assert!(
         v.cells[0].failures[0]
             .to_string()
@@ -163,7 +163,7 @@ fn an_expected_cell_without_a_record_fails() {
     // A scenario's own planned runs count, not the session's.
     let mut p = plan(&records, 1);
     p.each.insert("fuse-strictlimit".into(), 2);
-    let v = judge(&records, &expected(), &p);
+    let v = verdict_of(&records, &expected(), &p);
     assert!(
         v.cells[0].failures[0]
             .to_string()
@@ -172,7 +172,7 @@ fn an_expected_cell_without_a_record_fails() {
         v.cells[0]
     );
     // And nothing measured is not a pass.
-    assert!(!judge(&[], &expected(), &Planned::default()).passed());
+    assert!(!verdict_of(&[], &expected(), &Planned::default()).passed());
 }
 
 #[test]
@@ -185,23 +185,23 @@ fn runs_with_problems_are_left_out_of_the_medians_and_listed() {
         bad,
         run(rec("v1", "fuse-strictlimit", 210.0, 0.0), 2),
     ];
-    let v = judge(&records, &expected(), &plan(&records, 1));
+    let v = verdict_of(&records, &expected(), &plan(&records, 1));
     let v1 = v.cells.iter().find(|c| c.variant() == "v1").unwrap();
     assert_eq!((v1.runs(), v1.observed), (2, Class::Ok));
     // The harmonic mean of 200 and 210, as every rate is aggregated.
     assert!((v1.bw_mib_s() - 2.0 / (1.0 / 200.0 + 1.0 / 210.0)).abs() < 1e-9);
     assert!(
-        v.excluded[0]
+        v.left_out[0]
             .to_string()
             .starts_with("fuse-strictlimit/v1 #2: warning: dmesg has 1 warning"),
         "{:?}",
-        v.excluded
+        v.left_out
     );
     assert!(!v.passed());
 }
 
 #[test]
-fn a_missing_kunit_suite_or_a_wrong_strict_limit_makes_a_run_unusable() {
+fn a_missing_kunit_suite_or_a_wrong_strict_limit_leaves_a_run_out() {
     let t = expected().witness;
     let mut r = rec("regressed", "fuse-strictlimit", 1.0, 0.6);
     assert!(crate::results::problems::problems(&r, &t).is_empty());
@@ -233,14 +233,14 @@ fn a_witness_that_disagrees_with_the_module_fails_the_boot() {
     let mut r = rec("v1", "fuse-strictlimit", 200.0, 0.0);
     r.detection.witness.bg_starts = 0;
     let records = [rec("regressed", "fuse-strictlimit", 1.0, 0.6), r];
-    let v = judge(&records, &expected(), &plan(&records, 1));
+    let v = verdict_of(&records, &expected(), &plan(&records, 1));
     assert!(!v.passed());
     assert!(
-        v.excluded[0]
+        v.left_out[0]
             .to_string()
             .contains("disagree on bg_starts: tracefs counted 0, the module 4000"),
         "{:?}",
-        v.excluded
+        v.left_out
     );
     assert_eq!(
         texts(&v.missing),
@@ -256,7 +256,7 @@ fn an_in_between_share_is_unclear_whatever_the_latency_and_draining_is_not_judge
     r.detection.mechanism.max_call_ms = 90;
     r.fio.clat_max_us = 90_000.0;
     let records = [r];
-    let v = judge(&records, &expected(), &plan(&records, 1));
+    let v = verdict_of(&records, &expected(), &plan(&records, 1));
     assert_eq!(v.cells[0].observed, Class::Unclear, "{:?}", v.cells[0]);
     assert!(
         v.cells[0].failures[0]
@@ -272,7 +272,7 @@ fn an_in_between_share_is_unclear_whatever_the_latency_and_draining_is_not_judge
     r.detection.mechanism.draining_ms = ms_of(0.3);
     set_trace(&mut r, Some((0.0, 0.3)));
     let records = [r];
-    let v = judge(&records, &expected(), &plan(&records, 1));
+    let v = verdict_of(&records, &expected(), &plan(&records, 1));
     assert!(v.passed(), "{v:?}");
     assert_eq!(
         v.cells[0].aggregates.value("wbstall.draining_share_%"),
@@ -280,7 +280,7 @@ fn an_in_between_share_is_unclear_whatever_the_latency_and_draining_is_not_judge
     );
     // A stall share stays a stall whatever else.
     let records = [rec("regressed", "memcg-ext4", 150.0, 0.4)];
-    let v = judge(&records, &expected(), &plan(&records, 1));
+    let v = verdict_of(&records, &expected(), &plan(&records, 1));
     assert_eq!(v.cells[0].observed, Class::Stall, "{:?}", v.cells[0]);
 }
 
@@ -291,7 +291,7 @@ fn a_run_whose_draining_the_detectors_count_apart_fails() {
         r.detection.mechanism.draining_ms = ms_of(draining);
         set_trace(&mut r, Some((t_stall, t_draining)));
         let records = [r];
-        texts(&judge(&records, &expected(), &plan(&records, 1)).cells[0].failures)
+        texts(&verdict_of(&records, &expected(), &plan(&records, 1)).cells[0].failures)
     };
     // Measured (memcg-ext4 regressed, quick): the trace calls 1.1 points
     // of the module's stall draining (another wb's completions): agreed.
@@ -343,7 +343,7 @@ fn both_halves_of_the_latency_bound_hold_on_every_scenario() {
     let mut ok = rec("v2", "memcg-ext4", 150.0, 0.0);
     ok.detection.mechanism.max_call_ms = (bound("memcg-ext4") + 100.0) as u64;
     let records = [stall, ok];
-    let v = judge(&records, &repo, &plan(&records, 1));
+    let v = verdict_of(&records, &repo, &plan(&records, 1));
     assert!(
         v.cells[0].failures[0]
             .to_string()
@@ -365,7 +365,7 @@ fn both_halves_of_the_latency_bound_hold_on_every_scenario() {
     let mut ok = rec("upstream", "fuse-passthrough", 40.0, 0.0);
     ok.detection.mechanism.max_call_ms = 2_000;
     let records = [stall, ok];
-    let v = judge(&records, &repo, &plan(&records, 1));
+    let v = verdict_of(&records, &repo, &plan(&records, 1));
     assert!(
         v.cells[0].failures[0]
             .to_string()
@@ -391,7 +391,7 @@ fn the_latency_criterion_can_contradict_the_module() {
     let mut stall = rec("regressed", "memcg-ext4", 150.0, 0.4);
     stall.detection.mechanism.max_call_ms = 300;
     let records = [stall, ok];
-    let v = judge(&records, &expected(), &plan(&records, 1));
+    let v = verdict_of(&records, &expected(), &plan(&records, 1));
     assert!(
         v.cells[0].failures[0].to_string().contains(
             "stall by the sleep classes, but no writer spent more than 300 ms in one \
@@ -414,7 +414,7 @@ fn the_latency_criterion_can_contradict_the_module() {
     ok.detection.witness.bg_starts = 0;
     set_trace(&mut ok, Some((0.0, 0.0)));
     let records = [rec("regressed", "memcg-ext4", 150.0, 0.4), ok];
-    let v = judge(&records, &expected(), &plan(&records, 1));
+    let v = verdict_of(&records, &expected(), &plan(&records, 1));
     assert!(v.cells[0].failures.is_empty(), "{:?}", v.cells[0]);
     assert!(
         v.cells[1].failures[0]
@@ -427,7 +427,7 @@ fn the_latency_criterion_can_contradict_the_module() {
     let mut ok = rec("v2", "memcg-ext4", 150.0, 0.0);
     ok.counters.vm_knobs.clear();
     let records = [ok];
-    let v = judge(&records, &expected(), &plan(&records, 1));
+    let v = verdict_of(&records, &expected(), &plan(&records, 1));
     assert!(
         v.cells[0].failures[0]
             .to_string()
@@ -443,7 +443,7 @@ fn a_stall_without_its_cost_fails_where_the_cost_is_judged() {
         rec("regressed", "fuse-strictlimit", 150.0, 0.2),
         rec("v1", "fuse-strictlimit", 200.0, 0.0),
     ];
-    let v = judge(&records, &expected(), &plan(&records, 1));
+    let v = verdict_of(&records, &expected(), &plan(&records, 1));
     assert!(
         v.cells[0].failures[0]
             .to_string()
@@ -456,7 +456,7 @@ fn a_stall_without_its_cost_fails_where_the_cost_is_judged() {
         rec("regressed", "memcg-ext4", 150.0, 0.2),
         rec("v2", "memcg-ext4", 200.0, 0.0),
     ];
-    let v = judge(&records, &expected(), &plan(&records, 1));
+    let v = verdict_of(&records, &expected(), &plan(&records, 1));
     assert!(v.passed(), "{v:?}");
     assert!(v.throughput_ratio.contains_key("memcg-ext4:regressed"));
 }
@@ -469,7 +469,7 @@ fn one_run_of_three_stalling_fails_an_ok_cell_and_a_stall_cell() {
         run(rec("v1", "fuse-strictlimit", 200.0, 0.0), 1),
         run(rec("v1", "fuse-strictlimit", 2.0, 0.4), 2),
     ];
-    let v = judge(&records, &expected(), &plan(&records, 3));
+    let v = verdict_of(&records, &expected(), &plan(&records, 3));
     assert!(!v.passed());
     let c = &v.cells[0];
     // Its mean share is 13.3%; the runs decide, each on its own.
@@ -488,7 +488,7 @@ fn one_run_of_three_stalling_fails_an_ok_cell_and_a_stall_cell() {
         rec("regressed", "fuse-strictlimit", 1.0, 0.6),
         run(rec("regressed", "fuse-strictlimit", 200.0, 0.0), 1),
     ];
-    let v = judge(&records, &expected(), &plan(&records, 2));
+    let v = verdict_of(&records, &expected(), &plan(&records, 2));
     assert!(v.cells[0].failures[0]
         .to_string()
         .contains("expected stall, observed mixed"));
@@ -505,7 +505,7 @@ fn one_run_over_the_latency_bound_fails_the_cell() {
         slow,
         run(rec("v2", "memcg-ext4", 150.0, 0.0), 2),
     ];
-    let v = judge(&records, &expected(), &plan(&records, 3));
+    let v = verdict_of(&records, &expected(), &plan(&records, 3));
     assert!(!v.passed());
     assert_eq!(v.cells[0].max_call_ms(), 2600.0);
     assert_eq!(
@@ -535,7 +535,7 @@ fn an_adhoc_patch_that_stalls_fails_with_the_default_expectation() {
         rec("upstream", "fuse-strictlimit", 120.0, 0.0),
         rec("patch-wrong", "fuse-strictlimit", 0.76, 0.69),
     ];
-    let v = judge(&records, &e, &plan(&records, 1));
+    let v = verdict_of(&records, &e, &plan(&records, 1));
     assert!(!v.passed());
     assert!(!v.variant_passed("patch-wrong"));
     assert!(v.variant_passed("upstream") && v.variant_passed("regressed"));
@@ -562,7 +562,7 @@ fn no_pass_rests_on_an_unjudged_cell() {
         rec("regressed", "fuse-strictlimit", 0.8, 0.7),
         rec("patch-x", "fuse-strictlimit", 120.0, 0.0),
     ];
-    let v = judge(&records, &expected(), &plan(&records, 1));
+    let v = verdict_of(&records, &expected(), &plan(&records, 1));
     assert!(v.cells.iter().all(|c| c.failures.is_empty()));
     assert!(!v.passed() && !v.passed);
     assert_eq!(v.judged_count(), (1, 1));
@@ -591,7 +591,7 @@ fn margins_of(variant: &str, share: f64, max_call_ms: u64) -> (Judged, Vec<Strin
     r.detection.mechanism.max_pause_ms = 100;
     let e = expected();
     let records = [r];
-    let v = judge(&records, &e, &plan(&records, 1));
+    let v = verdict_of(&records, &e, &plan(&records, 1));
     let c = &v.cells[0];
     let near = crate::report::format::near_lines(c);
     let r = &c.run_verdicts[0];
@@ -626,7 +626,7 @@ fn cause_failures(causes: Option<(u64, u64)>) -> Vec<CellFailure> {
         declined_ms,
     });
     let records = [r];
-    let v = judge(&records, &e, &plan(&records, 1));
+    let v = verdict_of(&records, &e, &plan(&records, 1));
     assert_eq!(
         v.cells[0].expected.unwrap().to_string(),
         "stall:unrequested"
@@ -725,7 +725,7 @@ fn an_unclear_run_fails_with_a_negative_margin() {
     let mut u = rec("v2", "memcg-ext4", 150.0, 0.03);
     u.detection.mechanism.max_pause_ms = 100;
     let records = [u];
-    let v = judge(&records, &expected(), &plan(&records, 1));
+    let v = verdict_of(&records, &expected(), &plan(&records, 1));
     assert!(!v.passed());
     // An idle run has no share to measure from.
     let mut idle = rec("v2", "memcg-ext4", 150.0, 0.0);
@@ -733,6 +733,6 @@ fn an_unclear_run_fails_with_a_negative_margin() {
     idle.detection.witness.throttle_sleeps = 0;
     set_trace(&mut idle, Some((0.0, 0.0)));
     let records = [idle];
-    let v = judge(&records, &expected(), &plan(&records, 1));
+    let v = verdict_of(&records, &expected(), &plan(&records, 1));
     assert_eq!(v.cells[0].run_verdicts[0].margins, None);
 }

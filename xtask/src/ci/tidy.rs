@@ -1015,6 +1015,7 @@ mod tests {
         ".load()",
         "analysis::judge(",
         "judge::judge(",
+        "verdict_of(",
     ];
 
     /// Each line of a file of `report/` (its tests left out) that does what

@@ -49,9 +49,9 @@ pub fn boot(sh: &Shell, dir: &Path, b: &Boot) -> Result<Booted> {
 }
 
 /// [`boot`], QEMU killed once `stop` is set. Every file of the boot is named
-/// after it ([`Boot::name`]), so boots of one plan can run side by side.
+/// after it (its run's [`RunId::stem`](crate::guest::run_id::RunId::stem)), so boots of one plan can run side by side.
 pub fn boot_until(sh: &Shell, dir: &Path, b: &Boot, stop: &AtomicBool) -> Result<Booted> {
-    let name = b.name();
+    let name = b.id().stem();
     check_image(&b.kernel)?;
     let console = dir.join(format!("{name}.console.log"));
     let disk = match b.disk() {
@@ -183,11 +183,11 @@ impl Drop for StopOnDrop<'_> {
 fn check_scratch(plan: &Plan) -> Result<()> {
     let mut names = BTreeSet::new();
     for b in &plan.boots {
-        if !names.insert(b.name()) {
+        if !names.insert(b.id().stem()) {
             anyhow::bail!(
                 "two boots of the plan are both named `{}`: their files would collide; \
                  give every variant a name of its own",
-                b.name()
+                b.id().stem()
             );
         }
     }

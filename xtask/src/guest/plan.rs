@@ -235,11 +235,6 @@ impl Boot {
         crate::guest::run_id::RunId::new(self.scenario.name, &self.kernel.meta.variant, self.run)
     }
 
-    /// `<variant>-<scenario>-<run>`: the stem of this boot's files.
-    pub fn name(&self) -> String {
-        self.id().stem()
-    }
-
     /// The `wbstall.*` parameters of the boot, read by the guest's init.
     pub fn params(&self) -> Vec<(String, String)> {
         run_params(&RunParams {

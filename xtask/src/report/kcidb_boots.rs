@@ -54,13 +54,13 @@ pub fn tests(
     let (session, verdict) = (j.session, &j.verdict);
     let plan = Planned::of(session);
     let seen = Seen {
-        excluded: by_run((verdict.excluded.iter()).map(|x| (&x.run, x.problems.join("; ")))),
+        left_out: by_run((verdict.left_out.iter()).map(|x| (&x.run, x.problems.join("; ")))),
         failed: by_run(session.failures.iter().map(|f| (&f.run, f.why.clone()))),
         records: (j.evidence.runs.iter())
             .map(|c| (c.record.id.clone(), c.record))
             .collect(),
     };
-    for id in seen.excluded.keys().chain(seen.failed.keys()) {
+    for id in seen.left_out.keys().chain(seen.failed.keys()) {
         ensure!(
             plan.scenarios.contains(&id.scenario) && plan.variants.contains(&id.variant),
             "{id} is not in the session's plan"

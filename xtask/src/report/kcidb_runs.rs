@@ -117,7 +117,7 @@ pub fn by_run<'a>(lines: impl IntoIterator<Item = (&'a RunId, String)>) -> ByRun
 /// What the statuses of a session's runs are made from.
 pub struct Seen<'a> {
     /// Runs left out of the verdict, and why.
-    pub excluded: ByRun,
+    pub left_out: ByRun,
     /// Boots without a record, and why.
     pub failed: ByRun,
     /// Every record, usable or not.
@@ -125,7 +125,7 @@ pub struct Seen<'a> {
 }
 
 /// Every run of one cell, planned or seen, with its status: a usable run its
-/// [`outcome`], a run left out of the verdict (`excluded`) or without a
+/// [`outcome`], a run left out of the verdict (`left_out`) or without a
 /// record (`failed`) ERROR, any other planned run MISS.
 pub fn run_statuses<'a>(
     cell: Option<&'a CellVerdict>,
@@ -145,7 +145,7 @@ pub fn run_statuses<'a>(
             .flat_map(|c| c.run_verdicts.iter().map(|r| r.id().run)),
     );
     runs.extend(
-        listed(&seen.excluded)
+        listed(&seen.left_out)
             .into_iter()
             .chain(listed(&seen.failed)),
     );
@@ -157,7 +157,7 @@ pub fn run_statuses<'a>(
         let lines = |m: &ByRun| m.get(&key).cloned();
         let record = seen.records.get(&key).copied();
         let (status, verdict, held, why) =
-            match (usable, lines(&seen.excluded), lines(&seen.failed)) {
+            match (usable, lines(&seen.left_out), lines(&seen.failed)) {
                 (Some((c, r)), None, None) => usable_status(c, r),
                 (None, Some(why), None) => (KcidbStatus::Error, None, None, why),
                 // The kernel under test crashed: its failure, not the test's.
@@ -218,8 +218,8 @@ mod tests {
     use crate::analysis::{
         judgement::Verdict,
         verdict::{
-            judge,
             tests::{expected, plan, rec},
+            verdict_of,
         },
     };
     use crate::results::session::BootFailure;
@@ -232,7 +232,7 @@ mod tests {
         variant: &str,
     ) -> Vec<(KcidbStatus, Option<bool>)> {
         let seen = Seen {
-            excluded: by_run(v.excluded.iter().map(|x| (&x.run, x.problems.join("; ")))),
+            left_out: by_run(v.left_out.iter().map(|x| (&x.run, x.problems.join("; ")))),
             failed: by_run(failures.iter().map(|f| (&f.run, f.why.clone()))),
             records: records.iter().map(|r| (r.id.clone(), r)).collect(),
         };
@@ -267,7 +267,7 @@ mod tests {
         let mut p = plan(&records, 4);
         p.variants
             .extend(["v2".to_string(), "upstream".to_string()]);
-        let v = judge(&records, &expected(), &p);
+        let v = verdict_of(&records, &expected(), &p);
         let failure = |variant: &str, run: u32, why: &str| BootFailure {
             run: RunId::new("fuse-strictlimit", variant, run),
             why: why.into(),

@@ -231,7 +231,7 @@ fn findings(o: &mut String, j: &Judgement) {
     for x in &verdict.missing {
         let _ = writeln!(o, "- FAIL {x}");
     }
-    for x in &verdict.excluded {
+    for x in &verdict.left_out {
         let _ = writeln!(o, "- FAIL {x}");
     }
     o.push('\n');
@@ -437,7 +437,7 @@ fn summary(o: &mut String, j: &Judgement) {
         let _ = writeln!(
             o,
             "\n  No Tested-by: {failed} of {judged} judged cells fail{} (above).",
-            if verdict.missing.is_empty() && verdict.excluded.is_empty() {
+            if verdict.missing.is_empty() && verdict.left_out.is_empty() {
                 ""
             } else {
                 ", and runs are missing or left out"

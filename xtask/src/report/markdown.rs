@@ -230,12 +230,12 @@ fn not_judged_lists(o: &mut String, verdict: &Verdict) {
         }
         o.push('\n');
     }
-    if !verdict.excluded.is_empty() {
+    if !verdict.left_out.is_empty() {
         let _ = writeln!(
             o,
             "Runs left out of the verdict (not usable as evidence):\n"
         );
-        for x in &verdict.excluded {
+        for x in &verdict.left_out {
             let _ = writeln!(o, "- {x}");
         }
         o.push('\n');

@@ -526,7 +526,7 @@ mod tests {
         let expected = crate::analysis::verdict::session_expectations(&session, None).unwrap();
         let judge = |s: &crate::results::session::Session, r: &[RunRecord], e| {
             let plan = crate::analysis::judgement::Planned::of(s);
-            serde_json::to_string(&crate::analysis::verdict::judge(r, e, &plan)).unwrap()
+            serde_json::to_string(&crate::analysis::verdict::verdict_of(r, e, &plan)).unwrap()
         };
         let before = judge(&session, &records, &expected);
         // Renamed everywhere the directory names them: gone from the repository.

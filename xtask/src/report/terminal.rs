@@ -305,7 +305,7 @@ pub fn verdict_lines(j: &Judgement) -> String {
     for u in &verdict.unjudged {
         out.push_str(&format!("FAIL unjudged cell {u}\n"));
     }
-    for x in &verdict.excluded {
+    for x in &verdict.left_out {
         out.push_str(&format!("FAIL run left out: {x}\n"));
     }
     for f in failures {
@@ -319,7 +319,7 @@ pub fn verdict_lines(j: &Judgement) -> String {
         "{judged} cell(s) judged, {unjudged} unjudged, {} missing, {} run(s) left out, \
          {} boot(s) without a record",
         verdict.missing.len(),
-        verdict.excluded.len(),
+        verdict.left_out.len(),
         failures.len()
     );
     if verdict.cells.is_empty() {

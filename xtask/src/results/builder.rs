@@ -94,7 +94,7 @@ fn wall_seconds(text: &str) -> Result<f64> {
 }
 
 /// Builds the record of a run whose guest ended with `WBSTALL-END ok`.
-/// Anything that makes the run unusable is an error naming what is missing.
+/// Anything that leaves the run out is an error naming what is missing.
 pub fn build(ctx: RunContext<'_>, stream: &Stream) -> Result<RunRecord> {
     let need = |name: &str| need(stream, name, &ctx.console_log);
     let fio = fio_result(&need(stream::FIO)?, &ctx.console_log)?;

@@ -160,7 +160,8 @@ fn a_recorded_draining_disk_is_no_stall_by_either_detector() {
     t.measured.as_mut().unwrap().draining_asleep_us = fifth * 1000;
     let e = crate::test_support::expected();
     let records = [miscounted];
-    let v = crate::analysis::verdict::judge(&records, &e, &crate::test_support::plan(&records, 1));
+    let v =
+        crate::analysis::verdict::verdict_of(&records, &e, &crate::test_support::plan(&records, 1));
     assert!(
         v.cells[0]
             .failures
@@ -543,7 +544,7 @@ fn drops_on_the_wake_hist_do_not_widen_the_sleep_comparison() {
 }
 
 #[test]
-fn a_witness_that_disagrees_makes_the_boot_unusable() {
+fn a_witness_that_disagrees_leaves_the_run_out() {
     let mut s = stream(MEMCG);
     edit(&mut s, "wbstall-stats", "bg_starts=5", "bg_starts=1200");
     let r = build_from(&s, "v2", "memcg-ext4", "16M").unwrap();

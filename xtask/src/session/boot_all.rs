@@ -245,7 +245,7 @@ impl Outcome {
     /// and cheap). Empty for a shard.
     pub fn verdict(&self) -> Verdict<'_> {
         match &self.judged {
-            Some(j) => verdict::judge(&j.records, &j.expected, &Planned::of(&j.session)),
+            Some(j) => verdict::verdict_of(&j.records, &j.expected, &Planned::of(&j.session)),
             None => Verdict::default(),
         }
     }

@@ -218,7 +218,7 @@ mod tests {
     fn merged_shards_judge_like_one_run() {
         let (session, records) = example();
         let expected = verdict::session_expectations(&session, None).unwrap();
-        let whole = verdict::judge(
+        let whole = verdict::verdict_of(
             &records,
             &expected,
             &crate::analysis::judgement::Planned::of(&session),
@@ -228,7 +228,7 @@ mod tests {
         shards.reverse();
         assert!(shards.iter().all(|(_, _, r)| !r.is_empty()));
         let (merged_session, merged) = merge(&shards).unwrap();
-        let judged = verdict::judge(
+        let judged = verdict::verdict_of(
             &merged,
             &expected,
             &crate::analysis::judgement::Planned::of(&merged_session),

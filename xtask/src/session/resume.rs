@@ -280,7 +280,7 @@ mod tests {
         boot_all(sh, dir, &left, 1, &mut s, r.records.clone()).unwrap();
         drop(r);
         let (s, records) = ResultsDir::new(dir).load().unwrap();
-        let v = verdict::judge(&records, e, &Planned::of(&s));
+        let v = verdict::verdict_of(&records, e, &Planned::of(&s));
         let cells: Vec<_> = records
             .iter()
             .map(|r| (r.id.variant.clone(), r.id.scenario.clone(), r.id.run))

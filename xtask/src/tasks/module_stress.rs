@@ -130,7 +130,7 @@ impl ModuleStress {
                 console.display()
             )))
         };
-        let stressed = module_stress::judge(&stream, self.cycles, self.churn, &console_text)
+        let stressed = module_stress::stressed(&stream, self.cycles, self.churn, &console_text)
             .map_err(failed)?;
         let kind = match debug {
             true => " (debug kernel: KASAN, lockdep, debug objects)",

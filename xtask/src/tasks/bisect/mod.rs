@@ -4,7 +4,7 @@
 //!
 //! It cannot mislead: both end points are booted first (`--good` must judge
 //! `ok`, `--bad` `stall`, or it stops and says which end is wrong); every step
-//! is judged by [`verdict::judge`], the function that judges a `qemu-test`
+//! is judged by [`verdict::verdict_of`], the function that judges a `qemu-test`
 //! cell, against `qemu/expected.toml`; and everything happens in a detached
 //! git worktree of the tree, so the user's checkout never moves.
 

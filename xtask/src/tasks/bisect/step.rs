@@ -112,17 +112,17 @@ pub struct StepResult {
     pub verdict: String,
     pub stall_share: Option<f64>,
     pub mib_s: Option<f64>,
-    /// Why the run is no evidence (the verdict's `excluded`), said as the
+    /// Why the run is no evidence (the verdict's `left_out`), said as the
     /// step runs; empty for a usable run.
-    pub unusable: Vec<String>,
+    pub left_out: Vec<String>,
 }
 
-/// Judges a step's run(s) with [`verdict::judge`], as `qemu-test` judges a
+/// Judges a step's run(s) with [`verdict::verdict_of`], as `qemu-test` judges a
 /// cell: a one-cell plan, the repository's expectations, and the cell's
 /// expectation set to `ok`; if that verdict passes, the step is good (0).
 /// Else it is judged again against `stall`; if that passes, bad (1). Else
 /// skip (125), with the failures of both. A run that is no evidence
-/// (`problems::problems`, the verdict's `excluded`) is a skip too.
+/// (`problems::problems`, the verdict's `left_out`) is a skip too.
 pub fn judge_step(records: &[RunRecord], expected: &Expected, scenario: &str) -> StepResult {
     let plan = Planned {
         variants: vec![VARIANT.to_string()],
@@ -136,7 +136,7 @@ pub fn judge_step(records: &[RunRecord], expected: &Expected, scenario: &str) ->
             .entry(scenario.to_string())
             .or_default()
             .insert(VARIANT.to_string(), class.into());
-        verdict::judge(records, &e, &plan)
+        verdict::verdict_of(records, &e, &plan)
     };
     let as_ok = against(Class::Ok);
     let cell = as_ok.cells.first();
@@ -145,19 +145,19 @@ pub fn judge_step(records: &[RunRecord], expected: &Expected, scenario: &str) ->
         verdict,
         stall_share: cell.map(|c| c.stall_fraction()),
         mib_s: cell.map(|c| c.bw_mib_s()),
-        unusable: (as_ok.excluded.iter())
+        left_out: (as_ok.left_out.iter())
             .flat_map(|x| x.problems.clone())
             .collect(),
     };
     if as_ok.passed() {
         return judged(0, "ok".into());
     }
-    if !as_ok.excluded.is_empty() {
+    if !as_ok.left_out.is_empty() {
         return judged(
             125,
             format!(
                 "skip: the run is no evidence: {}",
-                (as_ok.excluded.iter().map(|x| x.to_string()))
+                (as_ok.left_out.iter().map(|x| x.to_string()))
                     .collect::<Vec<_>>()
                     .join("; ")
             ),
@@ -181,13 +181,13 @@ pub fn judge_step(records: &[RunRecord], expected: &Expected, scenario: &str) ->
 /// Why a verdict did not pass, in one line.
 fn failures(v: &Verdict) -> String {
     let missing = v.missing.iter().map(|m| m.to_string());
-    let excluded = v.excluded.iter().map(|x| x.to_string());
+    let left_out = v.left_out.iter().map(|x| x.to_string());
     let cells = v
         .cells
         .iter()
         .flat_map(|c| &c.failures)
         .map(|f| f.to_string());
-    let all: Vec<String> = missing.chain(excluded).chain(cells).collect();
+    let all: Vec<String> = missing.chain(left_out).chain(cells).collect();
     all.join("; ")
 }
 
@@ -251,8 +251,8 @@ impl BisectStep {
                 }
                 Err(e) => (failed(&e), Err(e)),
             };
-        for p in &judged.unusable {
-            progress::emit(Event::Unusable(p));
+        for p in &judged.left_out {
+            progress::emit(Event::LeftOut(p));
         }
         let row = StepRow {
             commit: hash.to_string(),
@@ -327,7 +327,7 @@ fn failed(e: &anyhow::Error) -> StepResult {
         verdict: format!("{word}: {e:#}"),
         stall_share: None,
         mib_s: None,
-        unusable: Vec::new(),
+        left_out: Vec::new(),
     }
 }
 
@@ -385,15 +385,15 @@ mod tests {
     #[test]
     fn a_step_is_judged_as_a_qemu_test_cell_against_the_repository_expectations() {
         let e = step_expectations().unwrap();
-        let judge = |r: RunRecord| {
+        let step = |r: RunRecord| {
             let scenario = r.id.scenario.clone();
             judge_step(&[r], &e, &scenario)
         };
-        let ok = judge(rec(VARIANT, "fuse-strictlimit", 200.0, 0.0));
+        let ok = step(rec(VARIANT, "fuse-strictlimit", 200.0, 0.0));
         assert_eq!((ok.exit, ok.verdict.as_str()), (0, "ok"));
         let mut bad = rec(VARIANT, "memcg-ext4", 1.0, 0.4);
         bad.detection.mechanism.max_call_ms = 5_000;
-        let bad = judge(bad);
+        let bad = step(bad);
         assert_eq!((bad.exit, bad.verdict.as_str()), (1, "stall"));
         assert_eq!((bad.stall_share, bad.mib_s), (Some(0.4), Some(1.0)));
         // The stronger rule: a stall share whose writers never waited long
@@ -401,10 +401,10 @@ mod tests {
         // bound) is no `bad`, on FUSE and under a memcg alike.
         let mut quick = rec(VARIANT, "memcg-ext4", 1.0, 0.4);
         quick.detection.mechanism.max_call_ms = 300;
-        assert_eq!(judge(quick).exit, 125);
+        assert_eq!(step(quick).exit, 125);
         let mut quick = rec(VARIANT, "fuse-strictlimit", 1.0, 0.4);
         quick.detection.mechanism.max_call_ms = 300;
-        let j = judge(quick);
+        let j = step(quick);
         assert_eq!(j.exit, 125, "{j:?}");
         assert!(
             j.verdict.starts_with(
@@ -417,7 +417,7 @@ mod tests {
             j.verdict
         );
         // Between the thresholds: neither.
-        let j = judge(rec(VARIANT, "fuse-strictlimit", 100.0, 0.03));
+        let j = step(rec(VARIANT, "fuse-strictlimit", 100.0, 0.03));
         assert_eq!(j.exit, 125);
         assert!(
             j.verdict.starts_with("skip: observed unclear"),
@@ -427,7 +427,7 @@ mod tests {
         // A run that is no evidence is a skip, saying why.
         let mut r = rec(VARIANT, "fuse-strictlimit", 1.0, 0.7);
         r.boot.dmesg_warnings = vec!["WARNING: CPU: 0 PID: 1 at mm/x.c:1".into()];
-        let j = judge(r);
+        let j = step(r);
         assert_eq!(j.exit, 125);
         assert!(
             j.verdict.starts_with(
@@ -438,15 +438,15 @@ mod tests {
         );
         // Its problems, said as the step runs, are the verdict's: the rule
         // runs once.
-        assert_eq!(j.unusable.len(), 1, "{:?}", j.unusable);
+        assert_eq!(j.left_out.len(), 1, "{:?}", j.left_out);
         assert!(
-            j.unusable[0].starts_with("warning: dmesg has 1 warning"),
+            j.left_out[0].starts_with("warning: dmesg has 1 warning"),
             "{:?}",
-            j.unusable
+            j.left_out
         );
         // A usable run has none.
-        assert!(judge(rec(VARIANT, "fuse-strictlimit", 100.0, 0.0))
-            .unusable
+        assert!(step(rec(VARIANT, "fuse-strictlimit", 100.0, 0.0))
+            .left_out
             .is_empty());
     }
 }

@@ -342,7 +342,7 @@ impl Asked {
                     .boot_points(sh, scenarios)
                     .context("booting the hunt's points")?;
                 built.set(true);
-                keep(self.judge(&named, &session, &records, &failures, expected, more)?);
+                keep(self.evaluate(&named, &session, &records, &failures, expected, more)?);
             }
             On::Slurm(s) => {
                 let refs: Vec<(&str, &Settings)> =
@@ -357,7 +357,7 @@ impl Asked {
                             session,
                             records,
                             failures,
-                        } => self.judge(point, &session, &records, &failures, expected, more)?,
+                        } => self.evaluate(point, &session, &records, &failures, expected, more)?,
                         Ended::Lost(why) => (s.variants().iter().chain(more))
                             .map(|v| Eval::lost(&named[i], v, why.clone(), self.space.runs))
                             .collect(),
@@ -372,7 +372,7 @@ impl Asked {
     /// Judges the points `named` from the records of their session, on
     /// each kernel a run of it booted on, recorded or failed (a point whose
     /// every boot failed is kept: held 0).
-    fn judge(
+    fn evaluate(
         &self,
         named: &[(String, SpacePoint, Settings)],
         session: &Path,
@@ -606,7 +606,7 @@ mod tests {
             })
             .collect();
         let e = hunt
-            .judge(
+            .evaluate(
                 &named,
                 Path::new("/s"),
                 &[],
