@@ -86,7 +86,7 @@ impl<S: Show> fmt::Display for Render<'_, S> {
 /// # Safety
 ///
 /// Called by the VFS with a live `inode` whose `i_private` is the `'static` [`Table`] given to
-/// [`Dir::file`], and a `file` being opened.
+/// [`DebugfsDir::file`], and a `file` being opened.
 unsafe extern "C" fn show_open<S: Show>(
     inode: *mut bindings::inode,
     file: *mut bindings::file,
@@ -141,15 +141,16 @@ unsafe extern "C" fn store_write<S: Store>(
 ///
 /// `self.0` is what `debugfs_create_dir()` returned: a dentry, or an `ERR_PTR` (debugfs off or
 /// the name taken), both of which `debugfs_create_file_full()` and `debugfs_remove()` accept.
-pub(crate) struct Dir(*mut bindings::dentry);
+pub(crate) struct DebugfsDir(*mut bindings::dentry);
 
 // SAFETY: The dentry is only handed to debugfs functions, which do their own locking.
-unsafe impl Send for Dir {}
+unsafe impl Send for DebugfsDir {}
 
-// SAFETY: As for `Send`; `&Dir` allows nothing but creating files, which debugfs serialises.
-unsafe impl Sync for Dir {}
+// SAFETY: As for `Send`; `&DebugfsDir` allows nothing but creating files, which debugfs
+// serialises.
+unsafe impl Sync for DebugfsDir {}
 
-impl Dir {
+impl DebugfsDir {
     /// Creates `/sys/kernel/debug/<name>`. Failing debugfs is not an error for the module
     /// (debugfs convention): it logs a warning and the files are simply absent.
     pub(crate) fn new(name: &CStr) -> Self {
@@ -191,7 +192,7 @@ impl Dir {
     }
 }
 
-impl Drop for Dir {
+impl Drop for DebugfsDir {
     fn drop(&mut self) {
         // SAFETY: `self.0` is a dentry or an `ERR_PTR` (type invariant); `debugfs_remove()`
         // removes the tree and waits for every read or write in progress on its files.

@@ -140,7 +140,7 @@ pub(crate) struct ThreshRow<'a> {
 
 /// The `summary` line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Summary {
+pub(crate) struct SummaryRow {
     /// Size of the slot table.
     pub(crate) slots: usize,
     /// Slots claimed.
@@ -199,7 +199,7 @@ pub(crate) fn thresholds_line(w: &mut impl Write, row: &ThreshRow<'_>) -> fmt::R
 }
 
 /// Writes the `summary` line, newline included.
-pub(crate) fn summary_line(w: &mut impl Write, s: &Summary) -> fmt::Result {
+pub(crate) fn summary_line(w: &mut impl Write, s: &SummaryRow) -> fmt::Result {
     writeln!(
         w,
         "slots={} used={} unslotted={} hz={} format={} drain_floor_pages={} pending={} \
@@ -276,9 +276,9 @@ pub(crate) fn write_thresholds(
     Ok(())
 }
 
-/// The `summary` of `table`.
-pub(crate) fn summary(table: &Table) -> Summary {
-    Summary {
+/// The `summary` line of `table`.
+pub(crate) fn summary_row(table: &Table) -> SummaryRow {
+    SummaryRow {
         slots: NR_SLOTS,
         used: table.used(),
         unslotted: table.unslotted(),
@@ -290,7 +290,7 @@ pub(crate) fn summary(table: &Table) -> Summary {
 
 /// Writes `summary`.
 pub(crate) fn write_summary(w: &mut impl Write, table: &Table) -> fmt::Result {
-    summary_line(w, &summary(table))
+    summary_line(w, &summary_row(table))
 }
 
 /// Parses what was written to `reset`: `1`, optionally surrounded by whitespace (`echo 1`

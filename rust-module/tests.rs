@@ -11,7 +11,7 @@ mod suite {
         format::{
             self,
             StatsRow,
-            Summary,
+            SummaryRow,
             ThreshRow, //
         },
         table::{
@@ -1203,12 +1203,12 @@ mod suite {
 
     /// A wb's two counters as a completion moves them: `WB_WRITEBACK` down, then `WB_WRITTEN`
     /// up, with the reads of a sleep's facts landing between or around the two updates.
-    struct Wb {
+    struct WbCounters {
         writeback: i64,
         written: i64,
     }
 
-    impl Wb {
+    impl WbCounters {
         fn read(&self, item: Stat) -> i64 {
             match item {
                 Stat::Writeback => self.writeback,
@@ -1221,7 +1221,7 @@ mod suite {
     fn the_counters_are_read_so_that_a_rise_is_never_invented() {
         // 40 pages under writeback, 100 written: submitted is 140 throughout, for no page is
         // submitted; 4 pages complete, at the worst moments for the reads.
-        let mut wb = Wb {
+        let mut wb = WbCounters {
             writeback: 40,
             written: 100,
         };
@@ -1253,7 +1253,7 @@ mod suite {
         );
         // The bound: at the start, a completion that lowered WB_WRITEBACK before the first read
         // and raises WB_WRITTEN only after the second is missed by both (low by its pages).
-        let mut mid = Wb {
+        let mut mid = WbCounters {
             writeback: 36,
             written: 100,
         };
@@ -1923,7 +1923,7 @@ mod suite {
     #[test]
     fn format_summary() {
         let mut out = Sink::new();
-        let s = Summary {
+        let s = SummaryRow {
             slots: 32,
             used: 3,
             unslotted: 0,

@@ -225,7 +225,7 @@ struct WbStall {
     // Held for their `Drop` only. Fields drop in order: the files go first (a reader that
     // still has one open pins the module, so none is open here), then the probes are
     // detached and waited for. The files never exist without every probe attached.
-    _dir: files::Dir,
+    _dir: files::DebugfsDir,
     _probes: probes::Probes,
 }
 
@@ -239,7 +239,7 @@ impl kernel::Module for WbStall {
         // Every probe first: a failure leaves no file behind, and a reader never sees a
         // table that some probe does not fill.
         let probes = probes::Probes::attach()?;
-        let dir = files::Dir::new(c"wbstall");
+        let dir = files::DebugfsDir::new(c"wbstall");
         dir.file(c"stats", 0o400, &TABLE, &Stats::FOPS);
         dir.file(c"thresholds", 0o400, &TABLE, &Thresholds::FOPS);
         dir.file(c"summary", 0o400, &TABLE, &Summary::FOPS);

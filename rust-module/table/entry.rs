@@ -124,14 +124,14 @@ impl EndCell {
 /// writer's wb and its slot's pass count, the same of the foreign wb if the sleep counts it,
 /// and whether a background start had been asked for since the call began.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct Ends {
+pub(super) struct EndFacts {
     pub(super) own: WbFacts,
     pub(super) own_passes: u64,
     pub(super) foreign: Option<(WbFacts, u64)>,
     pub(super) requested: bool,
 }
 
-/// What a sleep's waker read at the wake-up ([`Ends`]), as an entry keeps it.
+/// What a sleep's waker read at the wake-up ([`EndFacts`]), as an entry keeps it.
 pub(super) struct AtWake {
     own: EndCell,
     foreign: EndCell,
@@ -149,18 +149,18 @@ impl AtWake {
         }
     }
 
-    pub(super) fn store(&self, ends: &Ends) {
-        self.own.store(ends.own, ends.own_passes);
-        if let Some((facts, passes)) = ends.foreign {
+    pub(super) fn store(&self, at_end: &EndFacts) {
+        self.own.store(at_end.own, at_end.own_passes);
+        if let Some((facts, passes)) = at_end.foreign {
             self.foreign.store(facts, passes);
         }
-        self.foreign_some.store(ends.foreign.is_some(), Relaxed);
-        self.requested.store(ends.requested, Relaxed);
+        self.foreign_some.store(at_end.foreign.is_some(), Relaxed);
+        self.requested.store(at_end.requested, Relaxed);
     }
 
-    pub(super) fn load(&self) -> Ends {
+    pub(super) fn load(&self) -> EndFacts {
         let (own, own_passes) = self.own.load();
-        Ends {
+        EndFacts {
             own,
             own_passes,
             foreign: self.foreign_some.load(Relaxed).then(|| self.foreign.load()),

@@ -37,7 +37,7 @@
 use super::{
     counter::Counter,
     entry::{
-        Ends,
+        EndFacts,
         Pending,
         WakeEnd,
         ASLEEP,
@@ -337,12 +337,12 @@ impl Table {
         // Classed by what held at the wake-up, as its waker read it; a sleep never woken by
         // what holds now. Closing the wake-up first: no waker reads the wbs after this.
         let woken = entry.close_wake();
-        let ends = match woken {
+        let at_end = match woken {
             WakeEnd::Woken(_) => entry.at_wake.load(),
-            WakeEnd::Unwoken => self.read_ends(entry, &mut end),
+            WakeEnd::Unwoken => self.read_end_facts(entry, &mut end),
         };
         let unblocked = entry.woken.load(Relaxed) || !switched;
-        let class = self.finish(entry, ends, unblocked);
+        let class = self.finish(entry, at_end, unblocked);
         self.count_times(entry, class, woken, now, now_ns());
         self.end_timing(entry);
         let wb = entry.wb.xchg(0, Relaxed);
@@ -358,7 +358,11 @@ impl Table {
     /// entry's handles (the writer's, and the foreign one if the sleep counts it), their
     /// slots' pass counts, and whether a background start was asked for since the call began.
     /// At the wake-up (by its waker), or at the schedule's return of a sleep never woken.
-    pub(super) fn read_ends(&self, entry: &Pending, end: &mut impl FnMut(u64) -> WbFacts) -> Ends {
+    pub(super) fn read_end_facts(
+        &self,
+        entry: &Pending,
+        end: &mut impl FnMut(u64) -> WbFacts,
+    ) -> EndFacts {
         let own_slot = self.slots.get(entry.slot.load(Relaxed) as usize);
         let own = end(entry.wb.load(Relaxed));
         let foreign = if entry.foreign_used.load(Relaxed) {
@@ -368,7 +372,7 @@ impl Table {
         } else {
             None
         };
-        Ends {
+        EndFacts {
             own,
             own_passes: own_slot.map_or(0, Slot::passes),
             foreign,
@@ -376,18 +380,18 @@ impl Table {
         }
     }
 
-    /// Classes `entry`'s sleep with `ends`, what held at its end, and counts it if it began
+    /// Classes `entry`'s sleep with `at_end`, what held at its end, and counts it if it began
     /// since the last reset (`None` otherwise).
-    fn finish(&self, entry: &Pending, ends: Ends, unblocked: bool) -> Option<SleepClass> {
+    fn finish(&self, entry: &Pending, at_end: EndFacts, unblocked: bool) -> Option<SleepClass> {
         let slot = self.slots.get(entry.slot.load(Relaxed) as usize)?;
         if entry.generation.load(Relaxed) != self.generation.load(Relaxed) {
             return None;
         }
-        let own = side(entry.own.load(), ends.own, ends.own_passes);
-        let foreign = ends
+        let own = side(entry.own.load(), at_end.own, at_end.own_passes);
+        let foreign = at_end
             .foreign
             .map(|(end, passes)| side(entry.foreign_side.load(), end, passes));
-        let class = classify(&own, foreign.as_ref(), ends.requested);
+        let class = classify(&own, foreign.as_ref(), at_end.requested);
         let ms = entry.pause_ms.load(Relaxed);
         let (sleeps, ms_counter) = match class {
             SleepClass::Flushing => (Counter::FlushingSleeps, Counter::FlushingMs),

@@ -87,8 +87,8 @@ impl Table {
             return;
         }
         let at = now_ns();
-        let ends = self.read_ends(entry, &mut end);
-        entry.at_wake.store(&ends);
+        let at_end = self.read_end_facts(entry, &mut end);
+        entry.at_wake.store(&at_end);
         entry.woke_at(at);
     }
 

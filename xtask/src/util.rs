@@ -169,15 +169,15 @@ pub struct DirLock {
 /// The lock file of a directory that [`lock_dir`] takes.
 pub const LOCK_FILE: &str = ".lock";
 
-/// Another process holds a directory: which, doing what.
+/// A directory another process holds ([`lock_dir`]): which, by whom, doing what.
 #[derive(Debug)]
-pub struct Busy {
+pub struct DirInUse {
     pub dir: PathBuf,
     pub pid: String,
     pub doing: String,
 }
 
-impl std::fmt::Display for Busy {
+impl std::fmt::Display for DirInUse {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
@@ -204,7 +204,11 @@ pub fn lock_dir(dir: &Path, doing: &str) -> Result<DirLock> {
 }
 
 /// [`lock_dir`], waiting for the holder to end (`waiting` is told who it is).
-pub fn lock_dir_waiting(dir: &Path, doing: &str, waiting: impl FnOnce(&Busy)) -> Result<DirLock> {
+pub fn lock_dir_waiting(
+    dir: &Path,
+    doing: &str,
+    waiting: impl FnOnce(&DirInUse),
+) -> Result<DirLock> {
     match try_lock_dir(dir, doing)? {
         Ok(lock) => Ok(lock),
         Err(busy) => {
@@ -216,13 +220,13 @@ pub fn lock_dir_waiting(dir: &Path, doing: &str, waiting: impl FnOnce(&Busy)) ->
 }
 
 /// `dir` taken, or who holds it.
-pub fn try_lock_dir(dir: &Path, doing: &str) -> Result<Result<DirLock, Busy>> {
+pub fn try_lock_dir(dir: &Path, doing: &str) -> Result<Result<DirLock, DirInUse>> {
     match flock(dir, libc::LOCK_NB)? {
         Ok(file) => held_by_me(file, dir, doing).map(Ok),
         Err(holder) => {
             let holder = holder.trim();
             let (pid, what) = holder.split_once(' ').unwrap_or((holder, ""));
-            Ok(Err(Busy {
+            Ok(Err(DirInUse {
                 dir: dir.to_path_buf(),
                 pid: if pid.is_empty() { "?" } else { pid }.to_string(),
                 doing: if what.is_empty() {

@@ -33,9 +33,11 @@ pub enum HeldCause {
     Declined,
 }
 
-/// The writers' writeback domain, as the run recorded it.
+/// Whose limits held the writers: a strictlimit BDI's own (per-wb), else the
+/// writers' writeback domain as the run recorded it. Not the module's
+/// `Domain`, the domain of one throttle decision (`domain=` of `thresholds`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Domain {
+pub enum HeldDomain {
     /// A BDI with strict_limit (FUSE's): its per-wb thresholds bind.
     Strictlimit,
     /// The writers' memcg.
@@ -57,11 +59,11 @@ pub enum HeldBy {
 }
 
 impl HeldBy {
-    pub fn of(cause: HeldCause, domain: Domain) -> HeldBy {
+    pub fn of(cause: HeldCause, domain: HeldDomain) -> HeldBy {
         match (cause, domain) {
-            (HeldCause::Unrequested, Domain::Strictlimit) => HeldBy::Strictlimit,
-            (HeldCause::Unrequested, Domain::Memcg) => HeldBy::MemcgUnrequested,
-            (HeldCause::Declined, Domain::Memcg) => HeldBy::StaleStats,
+            (HeldCause::Unrequested, HeldDomain::Strictlimit) => HeldBy::Strictlimit,
+            (HeldCause::Unrequested, HeldDomain::Memcg) => HeldBy::MemcgUnrequested,
+            (HeldCause::Declined, HeldDomain::Memcg) => HeldBy::StaleStats,
             _ => HeldBy::New,
         }
     }
@@ -111,7 +113,7 @@ pub struct RunHeld {
     pub trace_stall: Option<f64>,
     pub mib_s: f64,
     pub max_call_ms: u64,
-    pub domain: Domain,
+    pub domain: HeldDomain,
 }
 
 impl RunHeld {
@@ -198,9 +200,9 @@ pub fn run_held(r: &RunRecord, samples: &str, expected: &Expected) -> Result<Run
         mib_s: r.fio.bw_mib_s,
         max_call_ms: r.detection.mechanism.max_call_ms,
         domain: match (r.detection.mechanism.strictlimit, w.writer_domain.as_str()) {
-            (1, _) => Domain::Strictlimit,
-            (_, "memcg") => Domain::Memcg,
-            _ => Domain::Global,
+            (1, _) => HeldDomain::Strictlimit,
+            (_, "memcg") => HeldDomain::Memcg,
+            _ => HeldDomain::Global,
         },
     })
 }
@@ -303,7 +305,7 @@ mod tests {
             trace_stall: Some(unrequested),
             mib_s: 1.0,
             max_call_ms: 0,
-            domain: Domain::Strictlimit,
+            domain: HeldDomain::Strictlimit,
         }
     }
 

@@ -264,7 +264,7 @@ pub fn summary(
 mod tests {
     use super::*;
     use crate::{
-        analysis::held::Domain,
+        analysis::held::HeldDomain,
         guest::{scenario, space},
         util,
     };
@@ -279,7 +279,7 @@ mod tests {
             trace_stall: Some(held),
             mib_s: 8.0,
             max_call_ms: 4500,
-            domain: Domain::Strictlimit,
+            domain: HeldDomain::Strictlimit,
         }
     }
 
