@@ -173,18 +173,9 @@ mod tests {
 
     #[test]
     fn files_and_functions_stay_small() {
-        let root = crate::util::project_root();
-        let mut files = Vec::new();
-        for dir in SIZED_DIRS {
-            rust_files(&root.join(dir), &mut files);
-        }
-        files.sort();
-        let sources: Vec<(String, String)> = files
+        let sources: Vec<(String, String)> = SIZED_DIRS
             .iter()
-            .map(|f| {
-                let rel = f.strip_prefix(&root).unwrap().display().to_string();
-                (rel, std::fs::read_to_string(f).unwrap())
-            })
+            .flat_map(|dir| sources_under(dir))
             .collect();
         assert!(
             sources
@@ -291,9 +282,25 @@ mod tests {
 
     /// Every xtask source file, the files of tests too, with its full text.
     fn sources_of_every_file() -> Vec<(String, String)> {
+        sources_under("xtask/src")
+    }
+
+    /// Every kernel module source file but its KUnit suite (`tests.rs`): (path
+    /// relative to the repository, its code without the tests), in order.
+    fn module_sources() -> Vec<(String, String)> {
+        sources_under("rust-module")
+            .into_iter()
+            .filter(|(rel, _)| !is_test_file(rel))
+            .map(|(rel, text)| (rel, code_without_tests(&text)))
+            .collect()
+    }
+
+    /// Every Rust file under `dir` (relative to the repository), in order:
+    /// (path relative to the repository, its full text).
+    fn sources_under(dir: &str) -> Vec<(String, String)> {
         let mut files = Vec::new();
         let root = crate::util::project_root();
-        rust_files(&root.join("xtask/src"), &mut files);
+        rust_files(&root.join(dir), &mut files);
         files.sort();
         files
             .iter()
@@ -925,6 +932,14 @@ mod tests {
     /// Each type (struct, enum, trait, type alias; not an associated type)
     /// defined in more than one place, with the files that define it.
     fn twice_named_types(sources: &[(String, String)]) -> BTreeMap<String, Vec<String>> {
+        let mut defs = type_definitions(sources);
+        defs.retain(|_, files| files.len() > 1);
+        defs
+    }
+
+    /// Each type (struct, enum, trait, type alias; not an associated type)
+    /// `sources` define, with the files that define it.
+    fn type_definitions(sources: &[(String, String)]) -> BTreeMap<String, Vec<String>> {
         let mut defs: BTreeMap<String, Vec<String>> = BTreeMap::new();
         for (rel, code) in sources {
             for line in code.lines() {
@@ -949,8 +964,54 @@ mod tests {
                 }
             }
         }
-        defs.retain(|_, files| files.len() > 1);
         defs
+    }
+
+    /// Type names the kernel module and xtask both define for one thing: xtask
+    /// reads what the module writes or declares. Any other name is the
+    /// module's or xtask's alone. At most three, each with why it is one thing.
+    const ONE_THING_ON_BOTH_SIDES: &[(&str, &str)] = &[
+        (
+            "SleepClass",
+            "how a throttle sleep is classed: the module classes each sleep \
+             (table/sleep_class.rs) and counts it by class; xtask reads those counts and \
+             classes the trace's sleeps into the same classes (results/classes.rs)",
+        ),
+        (
+            "Probe",
+            "a tracepoint and the module's probe function for it: the module pairs them to \
+             register (probes/ffi.rs), xtask reads those `Probe::new` calls from probes.rs to \
+             check each function against the tree's TP_PROTO (kernel/tracepoints.rs)",
+        ),
+    ];
+
+    /// What breaks "a name names one thing" between the kernel module and
+    /// xtask: a type the module defines twice, a type both define that
+    /// `same` does not list, and a name `same` lists that is not on both sides.
+    fn names_across(
+        module: &[(String, String)],
+        xtask: &[(String, String)],
+        same: &[(&str, &str)],
+    ) -> Vec<String> {
+        let mut out: Vec<String> = (twice_named_types(module).iter())
+            .map(|(n, files)| format!("{n}: {}", files.join(", ")))
+            .collect();
+        let (in_module, in_xtask) = (type_definitions(module), type_definitions(xtask));
+        for (name, files) in &in_module {
+            let listed = same.iter().any(|(n, _)| n == name);
+            if let Some(x) = in_xtask.get(name).filter(|_| !listed) {
+                out.push(format!("{name}: {}, {}", files.join(", "), x.join(", ")));
+            }
+        }
+        for (name, _) in same {
+            if !(in_module.contains_key(*name) && in_xtask.contains_key(*name)) {
+                out.push(format!(
+                    "{name} is not named on both sides now: take it out of \
+                     ONE_THING_ON_BOTH_SIDES"
+                ));
+            }
+        }
+        out
     }
 
     #[test]
@@ -959,20 +1020,35 @@ mod tests {
             ONE_NAME_TWO_THINGS.len() <= 3,
             "at most three names kept twice"
         );
-        let mut twice = twice_named_types(&sources_with(code_without_tests));
+        assert!(
+            ONE_THING_ON_BOTH_SIDES.len() <= 3,
+            "at most three names kept on both sides"
+        );
+        let xtask = sources_with(code_without_tests);
+        let module = module_sources();
+        assert!(
+            module
+                .iter()
+                .any(|(rel, _)| rel == "rust-module/wbstall_main.rs"),
+            "the names rule reads no kernel module source"
+        );
+        let mut twice = twice_named_types(&xtask);
         for (name, _) in ONE_NAME_TWO_THINGS {
             assert!(
                 twice.remove(*name).is_some(),
                 "{name} is named once now: take it out of ONE_NAME_TWO_THINGS"
             );
         }
-        let found: Vec<String> = twice
+        let mut found: Vec<String> = twice
             .iter()
             .map(|(n, files)| format!("{n}: {}", files.join(", ")))
             .collect();
+        found.extend(names_across(&module, &xtask, ONE_THING_ON_BOTH_SIDES));
         assert!(
             found.is_empty(),
-            "a type name defined twice (name each for what it holds):\n{}",
+            "a type name defined twice, in xtask, in the kernel module or in both (name each \
+             for what it holds; one thing on both sides goes in ONE_THING_ON_BOTH_SIDES, with \
+             why):\n{}",
             found.join("\n")
         );
     }
@@ -999,6 +1075,37 @@ mod tests {
             [
                 "xtask/src/report/terminal.rs",
                 "xtask/src/tasks/flush_cost.rs"
+            ]
+        );
+    }
+
+    /// Across the kernel module and xtask: a name the module defines twice is
+    /// named, and so is one both define that the list of one thing on both
+    /// sides lacks; a listed name defined on both is not, and a listed name
+    /// gone from one side is named for taking out of the list.
+    #[test]
+    fn a_type_named_twice_in_the_module_or_on_both_sides_is_named() {
+        let src = |rel: &str, code: &str| (rel.to_string(), code.to_string());
+        let module = [
+            src("rust-module/format.rs", "pub(crate) struct Summary {\n}\n"),
+            src("rust-module/wbstall_main.rs", "struct Summary;\n"),
+            src("rust-module/table/snapshot.rs", "pub(crate) struct Busy;\n"),
+            src(
+                "rust-module/table/sleep_class.rs",
+                "pub(crate) enum SleepClass {}\n",
+            ),
+        ];
+        let xtask = [
+            src("xtask/src/util.rs", "pub struct Busy {\n}\n"),
+            src("xtask/src/results/classes.rs", "pub enum SleepClass {}\n"),
+        ];
+        let same = [("SleepClass", "one thing"), ("Probe", "one thing, once")];
+        assert_eq!(
+            names_across(&module, &xtask, &same),
+            [
+                "Summary: rust-module/format.rs, rust-module/wbstall_main.rs",
+                "Busy: rust-module/table/snapshot.rs, xtask/src/util.rs",
+                "Probe is not named on both sides now: take it out of ONE_THING_ON_BOTH_SIDES",
             ]
         );
     }
