@@ -221,6 +221,7 @@ fn rev_names(h: &History) -> [(String, String); 2] {
 pub fn live_revs(sh: &Shell, tree: &Path, h: &History) -> Result<()> {
     let [(good, good_v), (bad, bad_v)] = rev_names(h);
     let tree = tree.display().to_string();
+    let mut said = None;
     let out = args::parse::<QemuTest>(&[
         "--quick",
         "--runs",
@@ -237,11 +238,8 @@ pub fn live_revs(sh: &Shell, tree: &Path, h: &History) -> Result<()> {
         "--scenario",
         SCENARIO,
     ])?
-    .measure(sh)?;
-    let judgement = (out.judgement())
-        .and_then(|j| j.context("qemu-test judged nothing (a shard?)"))
-        .with_context(|| format!("judging {} again", out.dir.display()))?;
-    let said = check_revs(&judgement, &good_v, &bad_v)
+    .measure_seeing(sh, &mut |j| said = Some(check_revs(j, &good_v, &bad_v)))?;
+    let said = (said.context("qemu-test judged nothing (a shard?)")?)
         .with_context(|| format!("see {}", out.dir.display()))?;
     progress::emit(Event::Note(&format!("ci: {said}")));
     Ok(())

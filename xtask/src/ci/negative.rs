@@ -7,7 +7,7 @@ use anyhow::{bail, Context, Result};
 use xshell::Shell;
 
 use crate::{
-    analysis::expected::Class,
+    analysis::{expected::Class, judge::Judgement},
     exit,
     progress::{self, Event},
     session::boot_all::Outcome,
@@ -28,6 +28,7 @@ pub fn live_negative(sh: &Shell, baseline: &str) -> Result<()> {
     std::fs::write(&file, flip_fuse(&text, baseline)?)
         .with_context(|| format!("writing {}", file.display()))?;
     let file = file.display().to_string();
+    let mut cell = None;
     let out = args::parse::<QemuTest>(&[
         "--quick",
         "--no-build",
@@ -38,7 +39,7 @@ pub fn live_negative(sh: &Shell, baseline: &str) -> Result<()> {
         "--expected",
         &file,
     ])?
-    .measure(sh)?;
+    .measure_seeing(sh, &mut |j| cell = Some(CellSeen::of(j, baseline)))?;
     if out.passed() {
         bail!(exit::fails(format!(
             "qemu-test passed a stalling {baseline} cell against an `ok` expectation"
@@ -51,16 +52,13 @@ pub fn live_negative(sh: &Shell, baseline: &str) -> Result<()> {
         )));
     }
     exits_1(&out)?;
-    let verdict = out.verdict();
-    let cell = verdict.cells.iter().find(|c| c.variant() == baseline);
+    let cell = cell.context("qemu-test judged nothing")?;
     match cell {
-        Some(c) if c.observed == Class::Stall && c.expected.map(|e| e.class) == Some(Class::Ok) => {
+        Some(c) if c.observed == Class::Stall && c.expected == Some(Class::Ok) => {
             progress::emit(Event::Note(&format!(
                 "ci: the verdict of {} failed, as it must: {}",
                 out.dir.display(),
-                (c.failures.iter().map(|f| f.to_string()))
-                    .collect::<Vec<_>>()
-                    .join("; ")
+                c.failures.join("; ")
             )));
             Ok(())
         }
@@ -94,6 +92,8 @@ pub const WRONG_PATCH: &str = "docs/own-patch/memcg-bg-thresh.patch";
 pub fn live_wrong_patch(sh: &Shell, baseline: &str) -> Result<()> {
     let patch = util::project_root().join(WRONG_PATCH);
     let patch = patch.display().to_string();
+    let name = "patch-memcg-bg-thresh";
+    let mut seen = None;
     let out = args::parse::<QemuTest>(&[
         "--quick",
         "--patch",
@@ -103,7 +103,12 @@ pub fn live_wrong_patch(sh: &Shell, baseline: &str) -> Result<()> {
         "--scenario",
         "fuse-strictlimit",
     ])?
-    .measure(sh)?;
+    .measure_seeing(sh, &mut |j| {
+        let others_pass = (j.verdict.cells.iter())
+            .filter(|c| c.variant() != name)
+            .all(|c| c.failures.is_empty());
+        seen = Some((CellSeen::of(j, name), others_pass));
+    })?;
     if out.passed() || !out.failures.is_empty() {
         bail!(exit::fails(format!(
             "qemu-test passed the wrong patch, or failed on a boot ({:?}): see {}",
@@ -112,29 +117,20 @@ pub fn live_wrong_patch(sh: &Shell, baseline: &str) -> Result<()> {
         )));
     }
     exits_1(&out)?;
-    let name = "patch-memcg-bg-thresh";
-    let verdict = out.verdict();
-    let cell = verdict.cells.iter().find(|c| c.variant() == name);
-    let others_pass = verdict
-        .cells
-        .iter()
-        .filter(|c| c.variant() != name)
-        .all(|c| c.failures.is_empty());
+    let (cell, others_pass) = seen.context("qemu-test judged nothing")?;
     let mail = std::fs::read_to_string(out.dir.join(crate::results::dir::ResultsDir::MAIL))
         .context("reading the mail of the run")?;
     match cell {
         Some(c)
             if c.observed == Class::Stall
-                && c.expected.map(|e| e.class) == Some(Class::Ok)
+                && c.expected == Some(Class::Ok)
                 && others_pass
                 && mail.contains("the patch FAILS its expectations")
                 && mail.contains("No Tested-by") =>
         {
             progress::emit(Event::Note(&format!(
                 "ci: the patch under test failed, as it must: {}",
-                (c.failures.iter().map(|f| f.to_string()))
-                    .collect::<Vec<_>>()
-                    .join("; ")
+                c.failures.join("; ")
             )));
             Ok(())
         }
@@ -158,11 +154,12 @@ pub const COSTLY_PATCH: &str = "docs/calibration/free-run-delay.patch";
 pub fn live_costly_patch(sh: &Shell) -> Result<()> {
     let patch = util::project_root().join(COSTLY_PATCH);
     let patch = patch.display().to_string();
+    let mut cells_passed = None;
     let out =
         args::parse::<QemuTest>(&["--quick", "--patch", &patch, "--scenario", "fuse-nostrict"])?
-            .measure(sh)?;
-    let verdict = out.verdict();
-    if out.passed() || !out.failures.is_empty() || !verdict.passed() {
+            .measure_seeing(sh, &mut |j| cells_passed = Some(j.verdict.passed()))?;
+    let cells_passed = cells_passed.context("qemu-test judged nothing")?;
+    if out.passed() || !out.failures.is_empty() || !cells_passed {
         bail!(
             "qemu-test passed the costly patch, or failed on a boot or a cell ({:?}): see {}",
             out.failures,
@@ -186,6 +183,27 @@ pub fn live_costly_patch(sh: &Shell) -> Result<()> {
         "ci: the costly patch failed on its cost, as it must: {headline}"
     )));
     Ok(())
+}
+
+/// What a check reads of one variant's cell in the judgement: its class,
+/// the class it was held to, and why it failed.
+#[derive(Debug)]
+struct CellSeen {
+    observed: Class,
+    expected: Option<Class>,
+    failures: Vec<String>,
+}
+
+impl CellSeen {
+    /// The first cell of `variant` (these runs have one scenario), if measured.
+    fn of(j: &Judgement, variant: &str) -> Option<CellSeen> {
+        let c = j.verdict.cells.iter().find(|c| c.variant() == variant)?;
+        Some(CellSeen {
+            observed: c.observed,
+            expected: c.expected.map(|e| e.class),
+            failures: c.failures.iter().map(ToString::to_string).collect(),
+        })
+    }
 }
 
 /// The expectations with `<baseline> = "stall"` of `[expect.fuse-strictlimit]`

@@ -3,7 +3,7 @@
 //! quick `qemu-test` fail on that boot alone, classed `oops` and named by the
 //! function, while the reference beside it is still measured and passes.
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use xshell::Shell;
 
 use crate::{
@@ -26,6 +26,7 @@ pub const BUG_VARIANT: &str = "patch-bug-when-throttled";
 pub fn live_oops(sh: &Shell, reference: &str) -> Result<()> {
     let patch = util::project_root().join(BUG_FIXTURE);
     let patch = patch.display().to_string();
+    let mut reference_passed = None;
     let out = args::parse::<QemuTest>(&[
         "--quick",
         "--variant",
@@ -37,7 +38,9 @@ pub fn live_oops(sh: &Shell, reference: &str) -> Result<()> {
         "--scenario",
         "fuse-strictlimit",
     ])?
-    .measure(sh)?;
+    .measure_seeing(sh, &mut |j| {
+        reference_passed = Some(j.verdict.variant_passed(reference))
+    })?;
     if out.passed() {
         bail!(exit::fails(format!(
             "qemu-test passed a kernel that BUG()s in balance_dirty_pages(): see {}",
@@ -46,7 +49,8 @@ pub fn live_oops(sh: &Shell, reference: &str) -> Result<()> {
     }
     // The kernel under test crashed: the failing verdict's exit.
     super::negative::exits_1(&out)?;
-    let line = check(&out.failures, out.verdict().variant_passed(reference))?;
+    let reference_passed = reference_passed.context("qemu-test judged nothing")?;
+    let line = check(&out.failures, reference_passed)?;
     progress::emit(Event::Note(&format!(
         "ci: the BUG fixture's boot failed, as it must: {}",
         line.lines().next().unwrap_or_default()

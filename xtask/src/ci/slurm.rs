@@ -410,17 +410,24 @@ pub fn slurm_matrix(sh: &Shell, roles: &Roles) -> Result<()> {
         &roles.reference,
     ];
     // The verdict the merged shards must reach, and the crashes they must name.
-    let whole = args::parse::<QemuTest>(&plan)?.measure(sh)?;
+    let mut seen = None;
+    let whole = args::parse::<QemuTest>(&plan)?.measure_seeing(sh, &mut |j| {
+        let passed = |v: &str| j.verdict.variant_passed(v);
+        let both = [&roles.baseline, &roles.reference].map(|v| (v.clone(), passed(v)));
+        seen = Some((VerdictFile::of(&j.verdict), both));
+    })?;
+    let (cells, both) = seen.context("qemu-test judged nothing")?;
+    let cells = cells.context("the verdict as its file says it")?;
     let crashed = crashed_runs(&whole.failures, super::oops::BUG_VARIANT)?;
-    for v in [&roles.baseline, &roles.reference] {
-        if !whole.verdict().variant_passed(v) {
+    for (v, passed) in both {
+        if !passed {
             bail!(
                 "{v} failed beside the BUG fixture: see {}",
                 whole.dir.display()
             );
         }
     }
-    on_a_cluster(sh, &plan, &whole, &crashed, &roles.baseline)
+    on_a_cluster(sh, &plan, (&cells, &whole.dir), &crashed, &roles.baseline)
 }
 
 /// `plan` submitted by `cargo xtask slurm` to a live one-node cluster: the
@@ -429,7 +436,7 @@ pub fn slurm_matrix(sh: &Shell, roles: &Roles) -> Result<()> {
 fn on_a_cluster(
     sh: &Shell,
     plan: &[&str],
-    whole: &crate::session::boot_all::Outcome,
+    (whole, whole_dir): (&VerdictFile, &std::path::Path),
     crashed: &[String],
     baseline: &str,
 ) -> Result<()> {
@@ -466,7 +473,7 @@ fn on_a_cluster(
     let session = resumed_once(&states, &task, &shard)?;
     bare.check_untouched()?;
     let merged = merged_names_the_crashes(&jobs.dir, &states, s.merge, crashed)?;
-    let same = same_cells(&VerdictFile::of(&whole.verdict())?, &merged)?;
+    let same = same_cells(whole, &merged)?;
     let appended = attempts_in_log(&jobs.dir, &task)?;
     let hunted = super::slurm_hunt::hunt_on_the_cluster(sh, baseline, &cluster.conf)?;
     cluster.stop()?;
@@ -486,7 +493,7 @@ fn on_a_cluster(
             .join(", "),
         session.display(),
         crashed.join(", "),
-        whole.dir.display()
+        whole_dir.display()
     )));
     progress::emit(Event::Note(&hunted));
     Ok(())

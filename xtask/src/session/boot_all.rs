@@ -11,12 +11,7 @@ use anyhow::Result;
 use xshell::Shell;
 
 use crate::{
-    analysis::{
-        expected::Expected,
-        judge::{self, Judgement},
-        judgement::{Planned, Verdict},
-        verdict,
-    },
+    analysis::{expected::Expected, judge::Judgement},
     exit::{self, Class},
     guest::{
         boot, initramfs,
@@ -222,8 +217,6 @@ pub struct Outcome {
     /// What the task prints: the verdict's summary, or for a shard what it
     /// recorded and how to join it.
     pub summary: String,
-    /// What was judged: none for a shard.
-    judged: Option<JudgedInputs>,
     /// Boots that produced no record.
     pub failures: Vec<BootFailure>,
     /// The judgement passed: every boot recorded, every cell as expected,
@@ -231,42 +224,7 @@ pub struct Outcome {
     passed: bool,
 }
 
-/// The inputs of a run's verdict, kept with its outcome: the verdict borrows
-/// the records.
-struct JudgedInputs {
-    session: Session,
-    records: Vec<RunRecord>,
-    expected: Expected,
-}
-
 impl Outcome {
-    /// The verdict the report rendered, judged again from the same records
-    /// and expectations (as [`finish`] judged them; judging is deterministic
-    /// and cheap). Empty for a shard.
-    pub fn verdict(&self) -> Verdict<'_> {
-        match &self.judged {
-            Some(j) => verdict::verdict_of(&j.records, &j.expected, &Planned::of(&j.session)),
-            None => Verdict::default(),
-        }
-    }
-
-    /// The whole judgement the report rendered, judged again as
-    /// [`Outcome::verdict`] is (with the session's roles). None for a shard.
-    pub fn judgement(&self) -> Result<Option<Judgement<'_>>> {
-        let Some(j) = &self.judged else {
-            return Ok(None);
-        };
-        let roles = judge::session_roles(&j.session)?;
-        let plan = Planned::of(&j.session);
-        Ok(Some(Judgement::of(
-            &j.session,
-            &j.records,
-            &j.expected,
-            &plan,
-            roles,
-        )))
-    }
-
     pub fn passed(&self) -> bool {
         self.passed
     }
@@ -284,6 +242,11 @@ impl Outcome {
     }
 }
 
+/// A caller's look at the one judgement a session makes, once it is
+/// rendered (CI's checks of its live runs take what they check from it):
+/// the session judges once, and nobody judges its records again.
+pub type Seer<'a> = &'a mut dyn FnMut(&Judgement);
+
 /// A session's verdict as rendered into its directory: what the task
 /// prints, and whether it passed.
 pub struct Rendered {
@@ -291,17 +254,21 @@ pub struct Rendered {
     pub passed: bool,
 }
 
-/// Judges the records with the directory's files read once, and renders
-/// the report into `dir`.
+/// Judges the records with the directory's files read once, renders the
+/// report into `dir`, and shows the judgement to `see`.
 pub fn judge_and_render(
     dir: &Path,
     session: &Session,
     records: &[RunRecord],
     expected: &Expected,
+    see: Option<Seer>,
 ) -> Result<Rendered> {
     let files = RunFiles::load(dir, session, records);
     let j = crate::analysis::judge(session, records, expected)?.with_files(files);
     report::render(dir, &j)?;
+    if let Some(see) = see {
+        see(&j);
+    }
     Ok(Rendered {
         summary: report::terminal::summary(dir, &j),
         passed: j.passed(),
@@ -314,18 +281,14 @@ pub fn finish(
     session: Session,
     records: Vec<RunRecord>,
     expected: Expected,
+    see: Option<Seer>,
 ) -> Result<Outcome> {
-    let Rendered { summary, passed } = judge_and_render(&dir, &session, &records, &expected)?;
+    let Rendered { summary, passed } = judge_and_render(&dir, &session, &records, &expected, see)?;
     Ok(Outcome {
         summary,
         dir,
         passed,
-        failures: session.failures.clone(),
-        judged: Some(JudgedInputs {
-            session,
-            records,
-            expected,
-        }),
+        failures: session.failures,
     })
 }
 
@@ -347,7 +310,6 @@ pub fn shard_outcome(
     Outcome {
         summary,
         dir,
-        judged: None,
         passed: session.failures.is_empty(),
         failures: session.failures.clone(),
     }

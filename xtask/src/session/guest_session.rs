@@ -19,14 +19,14 @@ use crate::{
     progress::{self, Event},
     results::{dir::ResultsDir, record::RunRecord, session::Session},
     session::{
-        boot_all::{boot_all, finish, shard_outcome, CostRuns, Outcome},
+        boot_all::{boot_all, finish, shard_outcome, CostRuns, Outcome, Seer},
         resume::{self, Resumed},
     },
     util,
 };
 
 /// A `qemu-test` session as the task planned it.
-pub struct GuestPlan<'a> {
+pub struct GuestPlan<'a, 's> {
     /// The session the flags make (no failures, no records yet).
     pub session: Session,
     /// The kernels booted, each with its `config`.
@@ -46,6 +46,8 @@ pub struct GuestPlan<'a> {
     pub boot_of: &'a dyn Fn(&RunId) -> Result<Boot>,
     /// What the plan line says of it.
     pub plan_line: PlanLine,
+    /// Who looks at the judgement besides the report (CI's checks).
+    pub see: Option<Seer<'s>>,
 }
 
 /// The plan line: runs per cell, the machine, and the notes said with it
@@ -107,7 +109,7 @@ pub fn open(
 /// Boots `p` into its results directory, adds the runs its costs need,
 /// judges and renders; a shard is only recorded. The summary is the task's
 /// to print.
-pub fn boot_in_guests(sh: &Shell, p: GuestPlan) -> Result<Outcome> {
+pub fn boot_in_guests(sh: &Shell, p: GuestPlan<'_, '_>) -> Result<Outcome> {
     let (resumed, retry_failed) = match p.resumed {
         Some((r, retry)) => (Some(r), retry),
         None => (None, false),
@@ -143,7 +145,7 @@ pub fn boot_in_guests(sh: &Shell, p: GuestPlan) -> Result<Outcome> {
         boot_of: p.boot_of,
     };
     let records = costs.decide(sh, &dir, &mut session, records)?;
-    finish(dir, session, records, p.expected.clone())
+    finish(dir, session, records, p.expected.clone(), p.see)
 }
 
 /// Each kernel's `.config` beside the records (`<variant>.config`): what a

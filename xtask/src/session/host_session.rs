@@ -149,7 +149,7 @@ pub fn boot_on_host(sh: &Shell, plan: HostPlan) -> Result<Outcome> {
     for line in restorer.restore() {
         progress::emit(Event::Note(&format!("host-test: {line}")));
     }
-    finish(dir, session, records, plan.expected)
+    finish(dir, session, records, plan.expected, None)
 }
 
 /// One run of `scen`: the script on the host, its stream made a record.

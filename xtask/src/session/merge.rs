@@ -44,7 +44,7 @@ pub fn merge_into(out: &Path, dirs: &[PathBuf]) -> Result<Rendered> {
         }
     }
     let expected = verdict::session_expectations(&session, None)?;
-    judge_and_render(out, &session, &records, &expected)
+    judge_and_render(out, &session, &records, &expected, None)
 }
 
 type ShardData = (PathBuf, Session, Vec<RunRecord>);
@@ -241,7 +241,7 @@ mod tests {
         assert_eq!(table(&merged_session, &merged), table(&session, &records));
         // Rendered into a directory, too.
         let t = testdir::Dir::new("merge");
-        judge_and_render(t.path(), &merged_session, &merged, &expected).unwrap();
+        judge_and_render(t.path(), &merged_session, &merged, &expected, None).unwrap();
         assert!(t.path().join(ResultsDir::REPORT).is_file());
     }
 

@@ -408,7 +408,7 @@ mod tests {
             let mut e = expectations();
             let cells = e.expect.entry("fuse-strictlimit".into()).or_default();
             cells.insert("v".into(), class.into());
-            super::super::boot_all::finish(dir, s, records.unwrap(), e).unwrap()
+            super::super::boot_all::finish(dir, s, records.unwrap(), e, None).unwrap()
         };
         let failed = judged(Expect::Ok, "ok");
         let e = failed.result("qemu-test").unwrap_err();

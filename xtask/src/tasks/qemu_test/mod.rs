@@ -46,7 +46,7 @@ use crate::{
     progress::{self, Event},
     results::session::Session,
     session::{
-        boot_all::{initrds, Outcome},
+        boot_all::{initrds, Outcome, Seer},
         guest_session::{boot_in_guests, GuestPlan, PlanLine},
         resume,
     },
@@ -365,7 +365,7 @@ impl QemuTest {
         let out = match self.resume.clone() {
             Some(dir) => {
                 let (q, r) = self.resumed(&dir)?;
-                q.measure_into(sh, Some(r))?
+                q.measure_into(sh, Some(r), None)?
             }
             None => self.measure(sh)?,
         };
@@ -480,11 +480,22 @@ impl QemuTest {
 
     /// Plans, boots and judges; prints the table and the verdict.
     pub fn measure(self, sh: &Shell) -> Result<Outcome> {
-        self.measure_into(sh, None)
+        self.measure_into(sh, None, None)
+    }
+
+    /// [`Self::measure`], the one judgement shown to `see` as well (CI's
+    /// checks take what they check from it).
+    pub fn measure_seeing(self, sh: &Shell, see: Seer) -> Result<Outcome> {
+        self.measure_into(sh, None, Some(see))
     }
 
     /// [`Self::measure`], into a new results directory or the `resumed` one.
-    fn measure_into(self, sh: &Shell, resumed: Option<resume::Resumed>) -> Result<Outcome> {
+    fn measure_into(
+        self,
+        sh: &Shell,
+        resumed: Option<resume::Resumed>,
+        see: Option<Seer>,
+    ) -> Result<Outcome> {
         let parent = self.results_parent()?;
         if resumed.is_none() {
             // Before anything is built: a results directory that cannot be
@@ -530,6 +541,7 @@ impl QemuTest {
                     machine: Self::machine_line(machine, jobs_vm),
                     notes: i.runs.1.iter().chain(&i.jobs_vm.1).cloned().collect(),
                 },
+                see,
             },
         )?;
         print!("{}", out.summary);
