@@ -22,6 +22,10 @@
 pub mod bare_node;
 pub mod checkpatch;
 pub mod dev_loop;
+#[cfg(test)]
+mod doc_quotes_tests;
+#[cfg(test)]
+mod example_quotes_tests;
 pub mod findings;
 pub mod host_kill;
 pub mod kcidb;
