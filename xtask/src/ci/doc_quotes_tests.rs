@@ -4,7 +4,8 @@
 //! a doc that says anything else is named with its line, what it says and
 //! what it should say, each number with where it comes from (issue 47:
 //! docs that cannot go stale). The quotes themselves are in
-//! `example_quotes_tests.rs`.
+//! `example_quotes_tests.rs` (the example's) and `current_figures_tests.rs`
+//! (`qemu-test --dry-run`'s estimate).
 
 use std::fmt::Display;
 
@@ -206,11 +207,14 @@ pub fn word(n: usize) -> String {
 
 #[test]
 fn every_quoted_passage_says_what_its_source_says() {
-    let wrong = wrong_quotes(&super::example_quotes_tests::quotes());
+    let mut quotes = super::example_quotes_tests::quotes();
+    quotes.extend(super::current_figures_tests::estimate_quotes());
+    let wrong = wrong_quotes(&quotes);
     assert!(
         wrong.is_empty(),
         "passages of the docs that do not say what they quote (write the number the \
-         source has, or quote the passage as reworded in xtask/src/ci/*_quotes_tests.rs):\n{}",
+         source has, or quote the passage as reworded in xtask/src/ci/example_quotes_tests.rs \
+         or current_figures_tests.rs):\n{}",
         wrong.join("\n")
     );
 }

@@ -21,6 +21,8 @@
 
 pub mod bare_node;
 pub mod checkpatch;
+#[cfg(test)]
+mod current_figures_tests;
 pub mod dev_loop;
 #[cfg(test)]
 mod doc_quotes_tests;

@@ -28,7 +28,7 @@ pub const VIRTUAL_BOOT_SECS: u32 = 12;
 pub const VIRTUAL_JOB_PER_MILLE: u32 = 300;
 
 /// A cold kernel build: 556 s on a brand-new 2-core machine (2026-12-06, a
-/// fresh clone; docs/measurements.md, "The quick start's times").
+/// fresh clone; docs/measurements.md, "Current figures").
 pub const COLD_BUILD_SECS: u32 = 560;
 
 /// Another variant once one is built, with its module: 22-23 s on the same

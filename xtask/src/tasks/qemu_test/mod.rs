@@ -6,7 +6,7 @@
 //! session stage boots, records, judges and renders ([`crate::session`]).
 
 mod costs;
-mod dry_run;
+pub mod dry_run;
 mod guest;
 mod planning;
 mod points;
