@@ -425,8 +425,8 @@ impl Example<'_, '_> {
             .of(self.minutes(), MINUTES)
             .of(word(s.failures.len()), "session.json: failures")
             .of(
-                word(self.j.verdict.excluded.len()),
-                "verdict.json: excluded",
+                word(self.j.verdict.left_out.len()),
+                "verdict.json: left_out",
             ),
         ]
     }
