@@ -327,10 +327,10 @@ impl Example<'_, '_> {
 
     /// Minutes from the session's start to its last boot's end.
     fn minutes(&self) -> String {
-        let secs = |t: &str| Stamp::parse(t).unwrap().unix_seconds() as f64;
+        let secs = |t: &Stamp| t.unix_seconds() as f64;
         let start = secs(&self.j.session.started);
         let end = (self.records.iter())
-            .map(|r| secs(r.boot.started.as_deref().unwrap()) + r.boot.wall_secs)
+            .map(|r| secs(r.boot.started.as_ref().unwrap()) + r.boot.wall_secs)
             .fold(start, f64::max);
         format!("{:.0}", (end - start) / 60.0)
     }
@@ -381,10 +381,7 @@ impl Example<'_, '_> {
                 "Made on {} on the development machine ({} cores, 24 GiB, Debian 12, QEMU {} \
                  under {}:",
             )
-            .of(
-                Stamp::parse(&s.started).unwrap().day(),
-                "session.json: started",
-            )
+            .of(s.started.day(), "session.json: started")
             .of(s.host_cpus, "session.json: host_cpus")
             .of(format!("{}.{}", q.0, q.1), "session.json: toolchain.qemu")
             .of(format::accel(s.machine.accel), "session.json: accel"),
@@ -671,7 +668,7 @@ impl Example<'_, '_> {
         let whole = |v: f64| format!("{v:.0}");
         let tenth = |v: f64| format!("{v:.1}");
         let most = |v: Vec<f64>| v.into_iter().fold(0.0, f64::max);
-        let day = Stamp::parse(&self.j.session.started).unwrap().day();
+        let day = self.j.session.started.day();
         vec![
             Quote::new(
                 MEASUREMENTS,

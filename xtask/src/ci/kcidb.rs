@@ -111,15 +111,11 @@ pub fn merge_two_sessions(sh: &Shell) -> Result<()> {
     let expected = crate::analysis::verdict::session_expectations(&session, None)?;
     let first = document_of(&docs)?;
     let (mut later, mut moved) = (session.clone(), records.clone());
-    later.started = "20261207T062404Z".into();
+    later.started = session.started.plus(86_400)?;
     for r in &mut moved {
         r.boot.wall_secs += 1.0;
-        let t = r
-            .boot
-            .started
-            .as_deref()
-            .context("a record without its start")?;
-        r.boot.started = Some(crate::stamp::Stamp::parse(t)?.plus(86_400)?.compact());
+        let t = r.boot.started.context("a record without its start")?;
+        r.boot.started = Some(t.plus(86_400)?);
     }
     let j = crate::analysis::judge(&later, &moved, &expected)?;
     let names = crate::results::dir::ResultsDir::new(&docs).file_names()?;

@@ -8,7 +8,7 @@ use xshell::Shell;
 
 use crate::{
     exit,
-    guest::run_id::RunId,
+    guest::{outcome::VmErrorKind, run_id::RunId},
     progress::{self, Event},
     results::session::BootFailure,
     tasks::{args, qemu_test::QemuTest},
@@ -70,8 +70,11 @@ fn check(failures: &[BootFailure], reference_passed: bool) -> Result<String> {
     let line = failure.to_string();
     let fixture = RunId::new("fuse-strictlimit", BUG_VARIANT, 0);
     if failure.run != fixture
-        || !failure.why.starts_with("oops: ")
-        || !failure.why.contains("in balance_dirty_pages+0x")
+        || failure.why.kind() != Some(VmErrorKind::Oops)
+        || !failure
+            .why
+            .to_string()
+            .contains("in balance_dirty_pages+0x")
     {
         bail!(exit::fails(format!(
             "the BUG fixture's boot is not classed `oops` in balance_dirty_pages(): {line}"
@@ -111,7 +114,7 @@ mod tests {
         let e = check(&[misnamed], true).unwrap_err().to_string();
         assert!(e.contains("not classed `oops`"), "{e}");
         // Another run's oops is not the fixture's.
-        let elsewhere = failure("upstream", &oops.why);
+        let elsewhere = failure("upstream", &oops.why.to_string());
         assert!(check(&[elsewhere], true).is_err());
         // No failed boot at all, or the reference's boot failed too.
         assert!(check(&[], true).is_err());

@@ -15,6 +15,7 @@ pub(super) use crate::session::slurm::{fields, sessions_in, JobState};
 use crate::{
     analysis::judgement::VerdictFile,
     exit,
+    guest::outcome::VmErrorKind,
     results::{dir::ResultsDir, session::BootFailure},
 };
 
@@ -94,7 +95,7 @@ pub fn same_cells(whole: &VerdictFile, merged: &VerdictFile) -> Result<String> {
 /// fixture's, classed `oops` and named by its function; at least one.
 pub fn crashed_runs(failures: &[BootFailure], fixture: &str) -> Result<Vec<String>> {
     let bad: Vec<&BootFailure> = (failures.iter())
-        .filter(|f| f.run.variant != fixture || !f.why.starts_with("oops: "))
+        .filter(|f| f.run.variant != fixture || f.why.kind() != Some(VmErrorKind::Oops))
         .collect();
     if failures.is_empty() || !bad.is_empty() {
         bail!(

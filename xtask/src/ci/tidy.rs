@@ -1,9 +1,10 @@
 //! Repository rules kept honest by tests: the size of files and functions,
 //! who prints, the layering between folders, no circles between the files
-//! of one folder, renderers that read the judgement only, and what lies at
-//! the repository's root. Generated or data files are not Rust and are not
-//! counted; test modules are left out, inline or in files of their own
-//! (`foo_tests.rs`, `x/tests.rs`), which only the tests compile.
+//! of one folder, renderers that read the judgement only, times and boot
+//! failures typed until printed, and what lies at the repository's root.
+//! Generated or data files are not Rust and are not counted; test modules
+//! are left out, inline or in files of their own (`foo_tests.rs`,
+//! `x/tests.rs`), which only the tests compile.
 
 #[cfg(test)]
 mod tests {
@@ -929,6 +930,15 @@ mod tests {
          what a cell is expected to show, or showed (ok, stall, idle)",
     )];
 
+    /// `t` without its `pub`, `pub(crate)`, `pub(super)` in front.
+    fn without_visibility(t: &str) -> &str {
+        let t = t.strip_prefix("pub ").unwrap_or(t);
+        match t.strip_prefix("pub(") {
+            Some(r) => r.split_once(") ").map_or(t, |(_, r)| r),
+            None => t,
+        }
+    }
+
     /// Each type (struct, enum, trait, type alias; not an associated type)
     /// defined in more than one place, with the files that define it.
     fn twice_named_types(sources: &[(String, String)]) -> BTreeMap<String, Vec<String>> {
@@ -945,11 +955,7 @@ mod tests {
             for line in code.lines() {
                 let t = line.trim_start();
                 let indented = t.len() != line.len();
-                let t = t.strip_prefix("pub ").unwrap_or(t);
-                let t = match t.strip_prefix("pub(") {
-                    Some(r) => r.split_once(") ").map_or(t, |(_, r)| r),
-                    None => t,
-                };
+                let t = without_visibility(t);
                 for kind in ["struct ", "enum ", "trait ", "type "] {
                     let Some(rest) = t.strip_prefix(kind) else {
                         continue;
@@ -1180,6 +1186,130 @@ mod tests {
                 "xtask/src/report/kcidb.rs: analysis::judge(",
                 "xtask/src/report/plots.rs: fs::read",
                 "xtask/src/report/plots.rs: read_to_string",
+            ]
+        );
+    }
+
+    /// The one file that reads a recorded time from its text: `stamp.rs`,
+    /// through serde where the file holding it is read (`stamp::time_field!`).
+    const PARSES_TIMES: &str = "xtask/src/stamp.rs";
+
+    /// A field holding a time by its name: `started`, `ended`, `resumed`,
+    /// `staged`, `*_at`.
+    fn names_a_time(field: &str) -> bool {
+        ["started", "ended", "resumed", "staged"].contains(&field) || field.ends_with("_at")
+    }
+
+    /// The `why: String`s of `results/` that are sentences, not a failure
+    /// read back: each item with what its `why` says.
+    const TEXT_WHY: &[(&str, &str)] = &[(
+        "MoreRuns",
+        "what `analysis::judge` found undecided, said to the user, never read back",
+    )];
+
+    /// Where a time or a boot's failure is text past the file it is read
+    /// from: a `Stamp::parse(` outside [`PARSES_TIMES`]; a time field
+    /// ([`names_a_time`]) typed `String` (or an option or list of one); a
+    /// `why` of `results/` typed so, but the [`TEXT_WHY`] ones. Each as
+    /// `file: what`.
+    fn times_and_failures_as_text(sources: &[(String, String)]) -> Vec<String> {
+        let mut out = BTreeSet::new();
+        let text = ["String", "Option<String>", "Vec<String>"];
+        for (rel, code) in sources {
+            if rel != PARSES_TIMES && code.contains("Stamp::parse(") {
+                out.insert(format!("{rel}: parses a time (Stamp::parse)"));
+            }
+            let mut item = String::new();
+            for line in code.lines() {
+                let t = without_visibility(line.trim_start());
+                for kind in ["struct ", "enum "] {
+                    if let Some(rest) = t.strip_prefix(kind) {
+                        item = rest.chars().take_while(|c| is_ident(*c)).collect();
+                    }
+                }
+                for field in line.split(['{', '}', ',', '(', ')']) {
+                    let field = without_visibility(field.trim());
+                    let Some((name, ty)) = field.split_once(": ") else {
+                        continue;
+                    };
+                    if !text.contains(&ty.trim()) {
+                        continue;
+                    }
+                    let why = name == "why"
+                        && rel.starts_with("xtask/src/results/")
+                        && !TEXT_WHY.iter().any(|(i, _)| *i == item);
+                    if names_a_time(name) || why {
+                        out.insert(format!("{rel}: {item}'s {name} is text ({})", ty.trim()));
+                    }
+                }
+            }
+        }
+        out.into_iter().collect()
+    }
+
+    #[test]
+    fn times_and_boot_failures_stay_typed_until_printed() {
+        let found = times_and_failures_as_text(&sources_with(code_without_tests));
+        assert!(
+            found.is_empty(),
+            "a time or a boot's failure kept as text past the file it is read from (type it: \
+             `Stamp`, read by serde with `stamp::time_field!` where its file is read; \
+             `BootError`; print it by its methods):\n{}",
+            found.join("\n")
+        );
+    }
+
+    #[test]
+    fn a_time_or_a_failure_kept_as_text_is_named() {
+        let src = |rel: &str, code: &str| (format!("xtask/src/{rel}"), code.to_string());
+        let sources = [
+            src(
+                "results/session.rs",
+                "pub struct BootFailure {\n    pub run: RunId,\n    pub why: String,\n}\n\
+                 pub struct MoreRuns {\n    pub why: String,\n}\n\
+                 enum Failure {\n    Typed { run: RunId, why: String },\n}\n",
+            ),
+            src(
+                "results/record.rs",
+                "pub struct BootFacts {\n    pub started: Option<String>,\n    \
+                 pub console_log: String,\n}\n",
+            ),
+            src(
+                "kernel/build.rs",
+                "pub(crate) struct VariantMeta {\n    pub(crate) built_at: String,\n}\n",
+            ),
+            src(
+                "report/kcidb.rs",
+                "fn f(v: &VariantMeta) -> Result<Stamp> { Stamp::parse(&v.built_at) }\n",
+            ),
+            // The loader's own parse, a Slurm time limit, a why outside
+            // results/ and the typed fields are none.
+            src(
+                "stamp.rs",
+                "impl FieldTimes for Stamp {\n    fn read(t: String) -> Result<Stamp> { \
+                 Stamp::parse(&t) }\n}\n",
+            ),
+            src(
+                "session/slurm.rs",
+                "pub struct Jobs {\n    pub time: Option<String>,\n}\n",
+            ),
+            src(
+                "kernel/build_failure.rs",
+                "pub struct Diagnosis {\n    pub why: String,\n}\n",
+            ),
+            src(
+                "results/typed.rs",
+                "pub struct Session {\n    pub started: Stamp,\n    pub resumed: Vec<Stamp>,\n}\n",
+            ),
+        ];
+        assert_eq!(
+            times_and_failures_as_text(&sources),
+            [
+                "xtask/src/kernel/build.rs: VariantMeta's built_at is text (String)",
+                "xtask/src/report/kcidb.rs: parses a time (Stamp::parse)",
+                "xtask/src/results/record.rs: BootFacts's started is text (Option<String>)",
+                "xtask/src/results/session.rs: BootFailure's why is text (String)",
+                "xtask/src/results/session.rs: Failure's why is text (String)",
             ]
         );
     }

@@ -12,18 +12,20 @@ use std::{
     },
 };
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use xshell::{cmd, Shell};
 
 use crate::{
     exit,
     guest::{
         disk::Disk,
+        outcome::VmFailure,
         plan::{Boot, Plan, Schedule},
         qemu::{self, Console},
         stream::Stream,
     },
     kernel::build::Built,
+    stamp::Stamp,
     util,
 };
 
@@ -31,8 +33,8 @@ use crate::{
 /// results directory).
 pub struct Booted {
     pub stream: Stream,
-    /// When the guest was started, UTC (`util::timestamp`'s form).
-    pub started: String,
+    /// When the guest was started.
+    pub started: Stamp,
     pub wall_secs: f64,
     pub console_log: String,
     /// The serial console's text (which, unlike dmesg, cannot wrap).
@@ -43,14 +45,20 @@ pub struct Booted {
     pub sleeps: std::path::PathBuf,
 }
 
-/// Boots `b`, with its files in `dir`.
+/// How a boot ended: what it left, or how the kernel under test failed it
+/// (kept typed until it is printed). The harness's failures are errors.
+pub type BootOutcome = std::result::Result<Booted, VmFailure>;
+
+/// Boots `b`, with its files in `dir`; the kernel under test's failure is
+/// an error marked as the kernel's.
 pub fn boot(sh: &Shell, dir: &Path, b: &Boot) -> Result<Booted> {
-    boot_until(sh, dir, b, &AtomicBool::new(false))
+    boot_until(sh, dir, b, &AtomicBool::new(false))?
+        .map_err(|f| anyhow::anyhow!(exit::under_test(f)))
 }
 
 /// [`boot`], QEMU killed once `stop` is set. Every file of the boot is named
 /// after it (its run's [`RunId::stem`](crate::guest::run_id::RunId::stem)), so boots of one plan can run side by side.
-pub fn boot_until(sh: &Shell, dir: &Path, b: &Boot, stop: &AtomicBool) -> Result<Booted> {
+fn boot_until(sh: &Shell, dir: &Path, b: &Boot, stop: &AtomicBool) -> Result<BootOutcome> {
     let name = b.id().stem();
     check_image(&b.kernel)?;
     let console = dir.join(format!("{name}.console.log"));
@@ -83,19 +91,13 @@ pub fn boot_until(sh: &Shell, dir: &Path, b: &Boot, stop: &AtomicBool) -> Result
         fs::remove_file(d).ok(); // a sparse GiB per run is not worth keeping
     }
     let out = out?;
-    let stream = out.outcome.map_err(|e| {
-        let what = format!(
-            "{} (the boot ended after {:.1} s)",
-            e.explain(&console),
-            out.wall_secs
-        );
-        // The kernel under test crashed, hung or sent no result; unless a
-        // signal from this host ended QEMU.
-        match e.qemu_killed_by_the_host() {
-            true => anyhow::anyhow!(what),
-            false => anyhow::anyhow!(exit::under_test(what)),
-        }
-    })?;
+    let stream = match out.outcome {
+        Ok(stream) => stream,
+        // A signal from this host ended QEMU: the harness's failure.
+        Err(e) if e.qemu_killed_by_the_host() => bail!("{}", e.failure(&console, out.wall_secs)),
+        // The kernel under test crashed, hung or sent no result.
+        Err(e) => return Ok(Err(e.failure(&console, out.wall_secs))),
+    };
     let samples = match stream.files.get(super::protocol::stream::SAMPLES) {
         Some(bytes) => {
             let file = format!("{name}.samples.txt");
@@ -104,7 +106,7 @@ pub fn boot_until(sh: &Shell, dir: &Path, b: &Boot, stop: &AtomicBool) -> Result
         }
         None => None,
     };
-    Ok(Booted {
+    Ok(Ok(Booted {
         stream,
         started: out.started,
         wall_secs: out.wall_secs,
@@ -113,7 +115,7 @@ pub fn boot_until(sh: &Shell, dir: &Path, b: &Boot, stop: &AtomicBool) -> Result
             .with_context(|| format!("reading {}", console.display()))?,
         samples,
         sleeps: dir.join(format!("{name}.sleeps.txt")),
-    })
+    }))
 }
 
 /// Boots a plan, at most `slots` guests at a time, started in plan order as
@@ -130,7 +132,7 @@ pub fn boot_plan(
     plan: &Plan,
     slots: usize,
     mut started: impl FnMut(usize),
-    mut ended: impl FnMut(usize, Result<Booted>) -> Result<()>,
+    mut ended: impl FnMut(usize, Result<BootOutcome>) -> Result<()>,
 ) -> Result<()> {
     check_scratch(plan)?;
     let stop = AtomicBool::new(false);
@@ -142,7 +144,7 @@ pub fn boot_plan(
         let _stop = StopOnDrop(&stop);
         // The boot that ended last: its record is built once its slot has
         // been given to the next boot (building it takes a second).
-        let mut last: Option<(usize, Result<Booted>)> = None;
+        let mut last: Option<(usize, Result<BootOutcome>)> = None;
         loop {
             for i in schedule.start() {
                 started(i);

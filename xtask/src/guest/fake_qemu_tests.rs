@@ -298,7 +298,7 @@ fn two_guests_boot_side_by_side_and_a_hang_in_one_is_reaped_while_the_others_fin
         |_| {},
         |i, booted| {
             order.push(i);
-            ends[i] = Some(booted.map(|b| b.stream.end).map_err(|e| format!("{e:#}")));
+            ends[i] = Some(booted.unwrap().map(|b| b.stream.end));
             Ok(())
         },
     )
@@ -310,6 +310,8 @@ fn two_guests_boot_side_by_side_and_a_hang_in_one_is_reaped_while_the_others_fin
     assert!(at(&t, "start", "v-fuse-strictlimit-3") >= at(&t, "end", "v-fuse-strictlimit-2"));
     // Results by plan position, whatever the order they ended in.
     let hang = ends[0].clone().unwrap().unwrap_err();
+    assert_eq!(hang.kind, crate::guest::outcome::VmErrorKind::Hang);
+    let hang = hang.to_string();
     assert!(
         hang.contains("the guest hung: no result after 5 s"),
         "{hang}"

@@ -1,9 +1,10 @@
 //! What a run's end means, from how QEMU ended, the console and the results
 //! stream: a result, an Oops, a panic, the OOM killer, a hang, a missing
 //! result or the guest's own failure are different errors, each naming the
-//! console log.
+//! console log. A run's failure is kept typed ([`VmFailure`]: its
+//! [`VmErrorKind`] and the message) until it is printed.
 
-use std::path::Path;
+use std::{fmt, path::Path};
 
 use crate::guest::{
     splat::{self, Splat, SplatKind},
@@ -36,6 +37,84 @@ pub enum VmError {
     MissingResult { why: String, qemu_status: String },
     /// The guest ran and reported a failure.
     GuestFailed { reason: String },
+}
+
+/// What happened to a run that produced no result, in one word (the first
+/// of its message): what the reports class a boot's failure by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VmErrorKind {
+    Oops,
+    Panic,
+    OutOfMemory,
+    Hang,
+    MissingResult,
+    GuestFailed,
+}
+
+impl VmErrorKind {
+    const ALL: [VmErrorKind; 6] = [
+        VmErrorKind::Oops,
+        VmErrorKind::Panic,
+        VmErrorKind::OutOfMemory,
+        VmErrorKind::Hang,
+        VmErrorKind::MissingResult,
+        VmErrorKind::GuestFailed,
+    ];
+
+    /// `oops`, `panic`, `oom`, `hang`, `no-result`, `guest-failed`.
+    pub fn word(self) -> &'static str {
+        match self {
+            VmErrorKind::Oops => "oops",
+            VmErrorKind::Panic => "panic",
+            VmErrorKind::OutOfMemory => "oom",
+            VmErrorKind::Hang => "hang",
+            VmErrorKind::MissingResult => "no-result",
+            VmErrorKind::GuestFailed => "guest-failed",
+        }
+    }
+
+    /// The kind [`VmErrorKind::word`] writes as `word`.
+    pub fn of_word(word: &str) -> Option<VmErrorKind> {
+        VmErrorKind::ALL.into_iter().find(|k| k.word() == word)
+    }
+
+    /// The kernel under test crashed: an oops (`BUG:`, `kernel BUG at`), a
+    /// panic, a hang (no result, an RCU stall or a soft lockup on the
+    /// console). The others ran the kernel to user space.
+    pub fn crashed(self) -> bool {
+        matches!(
+            self,
+            VmErrorKind::Oops | VmErrorKind::Panic | VmErrorKind::Hang
+        )
+    }
+
+    /// The kernel ran the job, and it failed in user space: the guest's
+    /// own failure, or the OOM killer's.
+    pub fn ran_the_job(self) -> bool {
+        matches!(self, VmErrorKind::GuestFailed | VmErrorKind::OutOfMemory)
+    }
+}
+
+impl fmt::Display for VmErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.word())
+    }
+}
+
+/// A run the kernel under test ended without a result, as a session keeps
+/// it: what happened, and what the user is told (naming the console log,
+/// and how long the boot took).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VmFailure {
+    pub kind: VmErrorKind,
+    pub said: String,
+}
+
+/// `<kind>: <said>`.
+impl fmt::Display for VmFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.kind, self.said)
+    }
 }
 
 /// Decides what a run means from how QEMU ended, the console and the stream.
@@ -109,23 +188,36 @@ impl VmError {
             if qemu_status.starts_with("exited signal"))
     }
 
-    /// What happened, in one word: `oops`, `panic`, `oom`, `hang`, `no-result`,
-    /// `guest-failed`.
-    pub fn class(&self) -> &'static str {
+    /// What happened.
+    pub fn kind(&self) -> VmErrorKind {
         match self {
-            VmError::Oops { .. } => "oops",
-            VmError::Panic { .. } => "panic",
-            VmError::OutOfMemory { .. } => "oom",
-            VmError::Hang { .. } => "hang",
-            VmError::MissingResult { .. } => "no-result",
-            VmError::GuestFailed { .. } => "guest-failed",
+            VmError::Oops { .. } => VmErrorKind::Oops,
+            VmError::Panic { .. } => VmErrorKind::Panic,
+            VmError::OutOfMemory { .. } => VmErrorKind::OutOfMemory,
+            VmError::Hang { .. } => VmErrorKind::Hang,
+            VmError::MissingResult { .. } => VmErrorKind::MissingResult,
+            VmError::GuestFailed { .. } => VmErrorKind::GuestFailed,
         }
     }
 
-    /// The message a user sees: the class first, naming the console log.
+    /// The run's failure as a session keeps it: its kind, and the message
+    /// a user sees, naming the console log and how long the boot took.
+    pub fn failure(&self, console: &Path, secs: f64) -> VmFailure {
+        VmFailure {
+            kind: self.kind(),
+            said: format!("{} (the boot ended after {secs:.1} s)", self.what(console)),
+        }
+    }
+
+    /// The message a user sees: the kind first, naming the console log.
     pub fn explain(&self, console: &Path) -> String {
+        format!("{}: {}", self.kind(), self.what(console))
+    }
+
+    /// What happened, naming the console log.
+    fn what(&self, console: &Path) -> String {
         let log = console.display();
-        let what = match self {
+        match self {
             VmError::Oops { splat, qemu_status } => format!(
                 "the guest kernel oopsed: {} (QEMU {qemu_status}). First lines:\n    {}\n\
                  Console log: {log}",
@@ -159,8 +251,7 @@ impl VmError {
                 "the guest ended without a result ({why}; QEMU {qemu_status}). Console log: {log}"
             ),
             VmError::GuestFailed { reason } => format!("the guest reported a failure: {reason}. Console log: {log}"),
-        };
-        format!("{}: {what}", self.class())
+        }
     }
 }
 
@@ -212,16 +303,41 @@ mod tests {
                 reason: "fio exited 1".into()
             })
         );
-        let text = VmError::Hang {
+        let failure = VmError::Hang {
             secs: 9,
             last_line: "x".into(),
             stall: None,
         }
-        .explain(Path::new("/r/console.log"));
+        .failure(Path::new("/r/console.log"), 12.34);
+        assert_eq!(failure.kind, VmErrorKind::Hang);
+        let text = failure.to_string();
         assert!(
-            text.contains("hung") && text.contains("/r/console.log"),
+            text.starts_with("hang: the guest hung: no result after 9 s")
+                && text.contains("/r/console.log")
+                && text.ends_with(" (the boot ended after 12.3 s)"),
             "{text}"
         );
+    }
+
+    /// A kind is read back from the word it is written as; only an oops, a
+    /// panic and a hang are crashes, only the guest's own failure and the
+    /// OOM killer's ran the job.
+    #[test]
+    fn a_kind_reads_back_from_its_word() {
+        for k in VmErrorKind::ALL {
+            assert_eq!(VmErrorKind::of_word(k.word()), Some(k));
+        }
+        assert_eq!(VmErrorKind::of_word("reading fio"), None);
+        let crashed: Vec<&str> = (VmErrorKind::ALL.into_iter())
+            .filter(|k| k.crashed())
+            .map(VmErrorKind::word)
+            .collect();
+        assert_eq!(crashed, ["oops", "panic", "hang"]);
+        let ran: Vec<&str> = (VmErrorKind::ALL.into_iter())
+            .filter(|k| k.ran_the_job())
+            .map(VmErrorKind::word)
+            .collect();
+        assert_eq!(ran, ["oom", "guest-failed"]);
     }
 
     #[test]
@@ -251,7 +367,7 @@ mod tests {
         // truncated result: the run is an oops, not a malformed result.
         let ok = stream::parse(b"WBSTALL-END ok\n");
         let e = classify(None, "killed 2 s after", &console_fixture("bug.log"), ok).unwrap_err();
-        assert_eq!(e.class(), "oops");
+        assert_eq!(e.kind(), VmErrorKind::Oops);
         let text = e.explain(Path::new("/r/c.log"));
         assert!(
             text.starts_with("oops: the guest kernel oopsed: kernel BUG at mm/page-writeback.c:1961! in balance_dirty_pages+0x6f2/0x7a0 (QEMU killed 2 s after)"),
@@ -290,7 +406,7 @@ mod tests {
             Stream::default(),
         )
         .unwrap_err();
-        assert_eq!(hang.class(), "hang");
+        assert_eq!(hang.kind(), VmErrorKind::Hang);
         let text = hang.explain(Path::new("c.log"));
         assert!(
             text.contains("a stall detector reported `rcu: INFO: rcu_preempt self-detected stall on CPU in balance_dirty_pages+0x6f0/0x7a0`"),
@@ -303,7 +419,7 @@ mod tests {
         // The OOM killer's victim is named, and what the guest said after it.
         let failed = stream::parse(b"WBSTALL-END fail fio killed by signal 9\n");
         let e = classify(None, "exited", &console_fixture("oom.log"), failed).unwrap_err();
-        assert_eq!(e.class(), "oom");
+        assert_eq!(e.kind(), VmErrorKind::OutOfMemory);
         let text = e.explain(Path::new("c.log"));
         assert!(
             text.starts_with(

@@ -17,10 +17,13 @@ use serde::{Deserialize, Serialize};
 use xshell::{cmd, Shell};
 
 pub use crate::guest::outcome::{classify, VmError};
-use crate::guest::{
-    disk::{self, Disk},
-    protocol, splat,
-    stream::{self, Stream},
+use crate::{
+    guest::{
+        disk::{self, Disk},
+        protocol, splat,
+        stream::{self, Stream},
+    },
+    stamp::Stamp,
 };
 
 /// How long QEMU runs on after the console's first Oops or BUG line: the
@@ -407,8 +410,8 @@ impl Drop for Leash {
 /// A finished run.
 pub struct Run {
     pub outcome: std::result::Result<Stream, VmError>,
-    /// When QEMU started, UTC (`util::timestamp`'s form).
-    pub started: String,
+    /// When QEMU started.
+    pub started: Stamp,
     pub wall_secs: f64,
 }
 
@@ -445,7 +448,7 @@ pub fn run_until(
         .stderr(log);
     crate::reaper::leash_with(&mut command, libc::SIGKILL);
     let started = Instant::now();
-    let started_at = crate::util::timestamp();
+    let started_at = Stamp::now();
     let mut leash = Leash(Some(
         command.spawn().context("starting qemu-system-x86_64")?,
     ));

@@ -24,6 +24,7 @@ use crate::{
         fuse_server::{External, UserServer},
         initramfs,
     },
+    stamp::{self, Stamp},
     util,
 };
 
@@ -43,8 +44,11 @@ struct StageManifest {
     /// on the host that staged it.
     fuse_server: External,
     /// When it was staged.
-    staged: String,
+    #[serde(deserialize_with = "staged")]
+    staged: Stamp,
 }
+
+stamp::time_field!(staged: Stamp);
 
 /// A staged guest, checked: its base archive, the fio and the FUSE server
 /// it carries.
@@ -79,7 +83,7 @@ pub fn record(dir: &Path, base: &Path, fio: &str, external: &External) -> Result
         base_sha256: util::sha256_file(base)?,
         fio: fio.to_string(),
         fuse_server: external.clone(),
-        staged: util::timestamp(),
+        staged: Stamp::now(),
     };
     let text = serde_json::to_string_pretty(&manifest).context("writing stage.json")?;
     util::write_atomic(&dir.join(MANIFEST), text + "\n")?;
@@ -121,7 +125,7 @@ pub fn open(dir: &Path) -> Result<Staged> {
             "--staged {}: {} changed since it was staged {} (sha256 {now}, {} then): {RESTAGE}",
             dir.display(),
             base.display(),
-            m.staged,
+            m.staged.compact(),
             m.base_sha256
         );
     }

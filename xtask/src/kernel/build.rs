@@ -32,6 +32,7 @@ use crate::{
         variants::{self, Selection, Variant, Variants},
     },
     progress::{self, Event, Progress},
+    stamp::{self, Stamp},
     util,
 };
 
@@ -65,7 +66,9 @@ pub struct VariantMeta {
     /// `wbstall.ko` from a current one without building.
     pub module_source_sha256: String,
     pub bzimage_sha256: String,
-    pub built_at: String,
+    /// When it was built; none (`""`) for the running kernel, not built here.
+    #[serde(deserialize_with = "built_at", serialize_with = "stamp::or_empty")]
+    pub built_at: Option<Stamp>,
     /// Built with `Kconfig.debug` too (lockdep, KASAN, ...): never for measuring.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub debug_kernel: bool,
@@ -73,6 +76,8 @@ pub struct VariantMeta {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub kernel_tag: String,
 }
+
+stamp::time_field!(built_at: Option<Stamp>);
 
 /// A built variant.
 #[derive(Debug, Clone)]
@@ -334,7 +339,7 @@ impl Builder<'_> {
             },
             module_source_sha256,
             bzimage_sha256: util::sha256_file(&bzimage)?,
-            built_at: util::timestamp(),
+            built_at: Some(Stamp::now()),
             debug_kernel: self.debug,
             kernel_tag: self.tag.clone(),
         };

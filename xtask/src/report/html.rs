@@ -94,7 +94,7 @@ pub fn html(j: &Judgement) -> Result<String> {
         o,
         "<p>Made by <code>cargo xtask {}</code> (started {}, wbstall {}).</p>",
         escape(&session.command),
-        escape(&session.started),
+        escape(&session.started.compact()),
         escape(session.harness.as_deref().unwrap_or("unknown"))
     );
     for s in &j.matrix.scenarios {

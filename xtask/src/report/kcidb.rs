@@ -58,10 +58,6 @@ pub fn text(doc: &Value) -> Result<String> {
 /// The KCIDB document of a judged session.
 pub fn document(j: &Judgement, files: &Artifacts) -> Result<Value> {
     let session = j.session;
-    ensure!(
-        !session.started.is_empty(),
-        "session.json records no start time (`started`): the test ids are made of it"
-    );
     let mut checkouts = Vec::new();
     let mut builds = Vec::new();
     let kernels = kernels(session);
@@ -115,9 +111,20 @@ fn build_start(v: &VariantMeta) -> Result<Stamp> {
         "variant.json's build_seconds is {}",
         v.build_seconds
     );
-    let end = Stamp::parse(&v.built_at).context("variant.json's `built_at`")?;
-    end.minus(v.build_seconds)
+    built_at(v)?
+        .minus(v.build_seconds)
         .context("variant.json's `built_at` less its `build_seconds`")
+}
+
+/// When the variant was built; the running kernel (host-test) was not.
+fn built_at(v: &VariantMeta) -> Result<Stamp> {
+    v.built_at.with_context(|| {
+        format!(
+            "{}'s variant.json records no build time (`built_at`): the running kernel's, \
+             which wbstall did not build, has no KCIDB build",
+            v.variant
+        )
+    })
 }
 
 /// A patch's file name as recorded (a mail's is `FILE [i/n] subject`).
@@ -235,8 +242,7 @@ fn build(session: &Session, v: &VariantMeta, start: Stamp, files: &Artifacts) ->
     for k in ["description", "base", "patches"] {
         m.remove(k);
     }
-    let built_at = Stamp::parse(&v.built_at).context("variant.json's `built_at`")?;
-    m.insert("built_at".into(), json!(built_at.rfc3339()));
+    m.insert("built_at".into(), json!(built_at(v)?.rfc3339()));
     let mut b = json!({
         "id": build_id(v),
         "checkout_id": checkout_id(session, v),

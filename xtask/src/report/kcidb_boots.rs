@@ -15,7 +15,6 @@ use crate::{
     analysis::{judge::Judgement, judgement::Planned},
     kernel::build::VariantMeta,
     results::session::Session,
-    stamp::Stamp,
 };
 
 /// The root node of every measurement's test path.
@@ -55,7 +54,7 @@ pub fn tests(
     let plan = Planned::of(session);
     let seen = Seen {
         left_out: by_run((verdict.left_out.iter()).map(|x| (&x.run, x.problems.join("; ")))),
-        failed: by_run(session.failures.iter().map(|f| (&f.run, f.why.clone()))),
+        failed: by_run(session.failures.iter().map(|f| (&f.run, &f.why))),
         records: (j.evidence.runs.iter())
             .map(|c| (c.record.id.clone(), c.record))
             .collect(),
@@ -169,19 +168,17 @@ impl CellTests<'_> {
             t["log_url"] = json!(url);
         }
         if let Some(rec) = r.record {
-            let started = (rec.boot.started.as_deref()).with_context(|| {
+            let started = rec.boot.started.with_context(|| {
                 format!(
                     "results.json's record of {} has no start time (`started`): it was recorded \
                      before wbstall kept one; run the session again for its KCIDB document",
                     r.run
                 )
             })?;
-            let started =
-                Stamp::parse(started).with_context(|| format!("the start of {}", r.run))?;
             t["start_time"] = json!(started.rfc3339());
             t["duration"] = json!(rec.boot.wall_secs);
         }
-        if let Some(excerpt) = kcidb_runs::crash(r) {
+        if let Some((_, excerpt)) = kcidb_runs::crash(r) {
             t["log_excerpt"] = json!(excerpt);
         }
         Ok(t)

@@ -88,7 +88,8 @@ fn status(c: &Cost) -> KcidbStatus {
 
 /// What every cost test of `p` has.
 fn base(j: &Judgement, p: &PatchCosts, kernel: &VariantMeta, path: &str) -> Value {
-    let id = content_id("test", &[&j.session.started, &p.variant, &p.against, path]);
+    let started = j.session.started.compact();
+    let id = content_id("test", &[&started, &p.variant, &p.against, path]);
     json!({
         "id": id,
         "build_id": build_id(kernel),

@@ -12,6 +12,7 @@ use crate::{
     guest::run_id::RunId,
     kernel::build::{PatchMeta, VariantMeta},
     results::{record::RunRecord, session::Session},
+    stamp::Stamp,
 };
 
 /// The CI system the data comes from: every id starts with it.
@@ -133,19 +134,19 @@ pub fn test_id(session: &Session, run: &RunId, r: Option<&RunRecord>, why: &[Str
     let own = match r {
         Some(r) => format!(
             "{}\n{}",
-            r.boot.started.as_deref().unwrap_or_default(),
+            r.boot.started.map(Stamp::compact).unwrap_or_default(),
             r.boot.wall_secs
         ),
         None => why.join("\n"),
     };
     let key = format!(
         "{}\n{}\n{run}\n{own}",
-        session.started,
+        session.started.compact(),
         session.harness.as_deref().unwrap_or_default()
     );
     format!(
         "{ORIGIN}:{}/{}/{}/run{}/{}",
-        session.started,
+        session.started.compact(),
         run.scenario,
         run.variant,
         run.number(),

@@ -89,18 +89,17 @@ impl<'a> Issues<'a> {
                 self.add(id, body, test, why);
             }
         }
-        if let Some(excerpt) = kcidb_runs::crash(r) {
+        if let Some((kind, excerpt)) = kcidb_runs::crash(r) {
             let signature = signature(&excerpt);
             let id = format!(
                 "{ORIGIN}:crash/{}",
                 &crate::util::sha256_hex(signature.as_bytes())[..16]
             );
-            let kind = signature.split(':').next().unwrap_or("oops").to_string();
             let body = move || {
                 json!({
                     "report_subject": format!("The kernel crashed: {signature}"),
                     "culprit": {"code": true, "tool": false, "harness": false},
-                    "categories": [format!("runtime.{kind}")],
+                    "categories": [format!("runtime.{}", kind.word())],
                     "comment": "A kernel under test crashed (an oops, a panic or a hang): each \
                                 boot it crashed is an incident on its boot test.",
                     "misc": {"signature": signature},

@@ -10,8 +10,8 @@ use crate::{
         expected::Class,
         judgement::{CellVerdict, RunVerdict},
     },
-    guest::run_id::RunId,
-    results::record::RunRecord,
+    guest::{outcome::VmErrorKind, run_id::RunId},
+    results::{record::RunRecord, session::BootError},
 };
 
 /// A KCIDB test status: the run's own outcome.
@@ -45,15 +45,11 @@ pub fn outcome(class: Class) -> KcidbStatus {
     }
 }
 
-/// How a boot's failure starts when the kernel under test crashed: an oops
-/// (`BUG:`, `kernel BUG at`), a panic, a hang (no result, an RCU stall or a
-/// soft lockup on the console). The others (`no-result`, `guest-failed`,
-/// `oom`, QEMU's own errors) ran the kernel to user space.
-const CRASHES: [&str; 3] = ["oops:", "panic:", "hang:"];
-
-/// Whether a boot failure's line says the kernel crashed.
-pub fn crashed(why: &str) -> bool {
-    CRASHES.iter().any(|c| why.starts_with(c))
+/// Whether a boot failed because the kernel under test crashed (an oops,
+/// a panic, a hang: [`VmErrorKind::crashed`]); the others ran it to user
+/// space, or are no guest's (a stream that makes no record).
+pub fn crashed(why: &BootError) -> bool {
+    why.kind().is_some_and(VmErrorKind::crashed)
 }
 
 /// The status of a run's `boot` test: PASS when the kernel ran the job (a
@@ -64,29 +60,22 @@ pub fn boot_status(r: &RunStatus) -> KcidbStatus {
     match (r.record, r.status) {
         (Some(_), _) => KcidbStatus::Pass,
         (None, KcidbStatus::Miss) => KcidbStatus::Miss,
-        (None, _) if r.why.iter().any(|w| crashed(w)) => KcidbStatus::Fail,
-        (None, _)
-            if r.why
-                .iter()
-                .any(|w| w.starts_with("guest-failed:") || w.starts_with("oom:")) =>
-        {
+        (None, _) if r.failed.iter().any(|w| crashed(w)) => KcidbStatus::Fail,
+        (None, _) if (r.failed.iter()).any(|w| w.kind().is_some_and(VmErrorKind::ran_the_job)) => {
             KcidbStatus::Pass
         }
         (None, _) => KcidbStatus::Error,
     }
 }
 
-/// The console's lines of a crash, as the failure quotes them: the part of
-/// the KCIDB test that says what the kernel did (`log_excerpt`).
-pub fn crash(r: &RunStatus) -> Option<String> {
-    let lines: Vec<&str> = (r.why.iter())
-        .filter(|w| crashed(w))
-        .map(String::as_str)
-        .collect();
-    (!lines.is_empty()).then(|| {
-        let text = lines.join("\n");
-        text.chars().take(16_000).collect()
-    })
+/// The kind of a crash (the first, when the boot failed more than once) and
+/// the console's lines of each, as the failures quote them: the part of the
+/// KCIDB test that says what the kernel did (`log_excerpt`).
+pub fn crash(r: &RunStatus) -> Option<(VmErrorKind, String)> {
+    let crashes: Vec<&&BootError> = r.failed.iter().filter(|w| crashed(w)).collect();
+    let kind = crashes.first()?.kind()?;
+    let lines: Vec<String> = crashes.iter().map(|w| w.to_string()).collect();
+    Some((kind, lines.join("\n").chars().take(16_000).collect()))
 }
 
 /// A planned run's status, its judgement and record if it has them, and why.
@@ -100,16 +89,18 @@ pub struct RunStatus<'a> {
     /// criterion failed on it); None without a usable record or expectation.
     pub held: Option<bool>,
     pub why: Vec<String>,
+    /// Why its boot left no record, if it did not (`why` says it too).
+    pub failed: Vec<&'a BootError>,
 }
 
 /// Why single runs have no usable record, by the run.
 pub type ByRun = BTreeMap<RunId, Vec<String>>;
 
 /// `why` of each run, gathered by the run.
-pub fn by_run<'a>(lines: impl IntoIterator<Item = (&'a RunId, String)>) -> ByRun {
-    let mut out = ByRun::new();
+pub fn by_run<'a, T>(lines: impl IntoIterator<Item = (&'a RunId, T)>) -> BTreeMap<RunId, Vec<T>> {
+    let mut out = BTreeMap::new();
     for (run, why) in lines {
-        out.entry(run.clone()).or_default().push(why);
+        out.entry(run.clone()).or_insert_with(Vec::new).push(why);
     }
     out
 }
@@ -119,7 +110,7 @@ pub struct Seen<'a> {
     /// Runs left out of the verdict, and why.
     pub left_out: ByRun,
     /// Boots without a record, and why.
-    pub failed: ByRun,
+    pub failed: BTreeMap<RunId, Vec<&'a BootError>>,
     /// Every record, usable or not.
     pub records: BTreeMap<RunId, &'a RunRecord>,
 }
@@ -133,51 +124,47 @@ pub fn run_statuses<'a>(
     planned: u32,
     seen: &Seen<'a>,
 ) -> Result<Vec<RunStatus<'a>>> {
-    let listed = |m: &ByRun| -> Vec<u32> {
-        m.keys()
-            .filter(|id| id.in_cell(scenario, variant))
-            .map(|id| id.run)
-            .collect()
-    };
     let mut runs: BTreeSet<u32> = (0..planned).collect();
     runs.extend(
         cell.iter()
             .flat_map(|c| c.run_verdicts.iter().map(|r| r.id().run)),
     );
+    let listed = seen.left_out.keys().chain(seen.failed.keys());
     runs.extend(
-        listed(&seen.left_out)
-            .into_iter()
-            .chain(listed(&seen.failed)),
+        listed
+            .filter(|id| id.in_cell(scenario, variant))
+            .map(|id| id.run),
     );
     let mut out = Vec::new();
     for run in runs {
         let key = RunId::new(scenario, variant, run);
         let usable =
             cell.and_then(|c| Some((c, c.run_verdicts.iter().find(|r| r.id().run == run)?)));
-        let lines = |m: &ByRun| m.get(&key).cloned();
         let record = seen.records.get(&key).copied();
-        let (status, verdict, held, why) =
-            match (usable, lines(&seen.left_out), lines(&seen.failed)) {
-                (Some((c, r)), None, None) => usable_status(c, r),
-                (None, Some(why), None) => (KcidbStatus::Error, None, None, why),
-                // The kernel under test crashed: its failure, not the test's.
-                (None, None, Some(why)) if why.iter().any(|w| crashed(w)) => {
-                    (KcidbStatus::Fail, None, None, why)
-                }
-                (None, None, Some(why)) => (KcidbStatus::Error, None, None, why),
-                (None, None, None) => (
-                    KcidbStatus::Miss,
-                    None,
-                    None,
-                    vec![format!(
-                        "planned ({planned} runs a cell), but neither recorded nor failed"
-                    )],
-                ),
-                _ => bail!(
-                    "{key} is listed more than once (a usable run, a run left out, a boot \
-                     without a record): the results directory contradicts itself"
-                ),
-            };
+        let left_out = seen.left_out.get(&key).cloned();
+        let failed = seen.failed.get(&key).cloned();
+        let said = |f: &[&BootError]| f.iter().map(|w| w.to_string()).collect();
+        let (status, verdict, held, why) = match (usable, left_out, failed.as_deref()) {
+            (Some((c, r)), None, None) => usable_status(c, r),
+            (None, Some(why), None) => (KcidbStatus::Error, None, None, why),
+            // The kernel under test crashed: its failure, not the test's.
+            (None, None, Some(f)) if f.iter().any(|w| crashed(w)) => {
+                (KcidbStatus::Fail, None, None, said(f))
+            }
+            (None, None, Some(f)) => (KcidbStatus::Error, None, None, said(f)),
+            (None, None, None) => (
+                KcidbStatus::Miss,
+                None,
+                None,
+                vec![format!(
+                    "planned ({planned} runs a cell), but neither recorded nor failed"
+                )],
+            ),
+            _ => bail!(
+                "{key} is listed more than once (a usable run, a run left out, a boot \
+                 without a record): the results directory contradicts itself"
+            ),
+        };
         out.push(RunStatus {
             run: key,
             status,
@@ -185,6 +172,7 @@ pub fn run_statuses<'a>(
             record,
             held,
             why,
+            failed: failed.unwrap_or_default(),
         });
     }
     Ok(out)
@@ -233,7 +221,7 @@ mod tests {
     ) -> Vec<(KcidbStatus, Option<bool>)> {
         let seen = Seen {
             left_out: by_run(v.left_out.iter().map(|x| (&x.run, x.problems.join("; ")))),
-            failed: by_run(failures.iter().map(|f| (&f.run, f.why.clone()))),
+            failed: by_run(failures.iter().map(|f| (&f.run, &f.why))),
             records: records.iter().map(|r| (r.id.clone(), r)).collect(),
         };
         let cell = v.cells.iter().find(|c| c.variant() == variant);

@@ -150,7 +150,8 @@ fn header(o: &mut String, session: &Session) {
     let _ = writeln!(
         o,
         "Made by `cargo xtask {}` (started {}).",
-        session.command, session.started
+        session.command,
+        session.started.compact()
     );
     let _ = writeln!(
         o,

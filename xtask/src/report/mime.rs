@@ -4,7 +4,7 @@
 
 use anyhow::{Context, Result};
 
-use crate::{results::session::Session, stamp::Stamp};
+use crate::results::session::Session;
 
 /// The `From:` of a session that recorded nobody (no `git config user.name`
 /// and `user.email` in the checkout that ran it): to be replaced.
@@ -20,7 +20,7 @@ pub fn message_id(session: &Session, what: &str) -> String {
         .map(|(_, d)| d.trim_end_matches('>').to_string())
         .filter(|d| !d.is_empty())
         .unwrap_or_else(|| "wbstall.invalid".to_string());
-    format!("wbstall-{}-{what}@{domain}", session.started)
+    format!("wbstall-{}-{what}@{domain}", session.started.compact())
 }
 
 /// A file sent with a mail (a kernel's `.config`): its name and text.
@@ -59,8 +59,7 @@ pub fn message(
     attachments: &[Attachment],
 ) -> Result<String> {
     use lettre::message::{header, MultiPart, SinglePart};
-    let date = Stamp::parse(&session.started)
-        .context("session.json's start time (`started`) dates the mail")?;
+    let date = session.started;
     let id = message_id(session, &e.what);
     let mut m = lettre::Message::builder()
         .from(mailbox(

@@ -50,7 +50,7 @@ pub fn sleeps() -> Option<String> {
 
 /// `started`: none in records from before the boot's start on the host was
 /// kept.
-pub fn started() -> Option<String> {
+pub fn started<Stamp>() -> Option<Stamp> {
     None
 }
 

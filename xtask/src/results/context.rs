@@ -9,6 +9,7 @@ use crate::{
     },
     kernel::build::VariantMeta,
     results::{machine::MachineFacts, warnings::warnings},
+    stamp::Stamp,
 };
 
 /// Where a run came from, besides the stream.
@@ -20,8 +21,8 @@ pub struct RunContext<'a> {
     pub run: u32,
     pub machine: MachineFacts,
     pub job: &'a Job,
-    /// When the boot started, UTC (`util::timestamp`'s form).
-    pub started: String,
+    /// When the boot started.
+    pub started: Stamp,
     pub wall_secs: f64,
     pub console_log: String,
     /// Kernel warnings on the serial console.
@@ -44,7 +45,7 @@ impl<'a> RunContext<'a> {
             run: b.run,
             machine: MachineFacts::of(b),
             job: &b.job,
-            started: booted.started.clone(),
+            started: booted.started,
             wall_secs: booted.wall_secs,
             console_log: booted.console_log.clone(),
             console_warnings: warnings(&booted.console),

@@ -133,3 +133,55 @@ impl ResultsDir {
         Ok((session, records))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A time not in the recorded form is refused where the file is read,
+    /// naming the file, the field and how to write it; the example's read
+    /// and write back byte for byte.
+    #[test]
+    fn a_bad_time_is_an_error_at_load_naming_the_file_and_the_field() {
+        let docs = util::project_root().join("docs/example-report");
+        let example = ResultsDir::new(&docs);
+        let (session, records) = example.load().unwrap();
+        let session_text = example.read(ResultsDir::SESSION).unwrap();
+        let results_text = example.read(ResultsDir::RESULTS).unwrap();
+        assert_eq!(
+            serde_json::to_string_pretty(&session).unwrap(),
+            session_text
+        );
+        assert_eq!(
+            serde_json::to_string_pretty(&records).unwrap(),
+            results_text
+        );
+        let t = util::testdir::Dir::new("bad-time");
+        let dir = ResultsDir::new(t.path());
+        let load = |session: &str, results: &str| {
+            std::fs::write(dir.file(ResultsDir::SESSION), session).unwrap();
+            std::fs::write(dir.file(ResultsDir::RESULTS), results).unwrap();
+            format!("{:#}", dir.load().unwrap_err())
+        };
+        let bad_start = session_text.replacen("20261206T062404Z", "2026-12-06 06:24", 1);
+        let e = load(&bad_start, &results_text);
+        assert!(
+            e.contains("session.json")
+                && e.contains("`started`: `2026-12-06 06:24` is not a time as wbstall records")
+                && e.contains("write it as wbstall does, e.g. `20261129T201530Z`"),
+            "{e}"
+        );
+        let bad_build = session_text.replacen("\"built_at\": \"2026", "\"built_at\": \"x2026", 1);
+        let e = load(&bad_build, &results_text);
+        assert!(
+            e.contains("session.json") && e.contains("`built_at`: `x2026"),
+            "{e}"
+        );
+        let bad_boot = results_text.replacen("\"started\": \"2026", "\"started\": \"26", 1);
+        let e = load(&session_text, &bad_boot);
+        assert!(
+            e.contains("results.json") && e.contains("`started`: `26"),
+            "{e}"
+        );
+    }
+}

@@ -22,6 +22,7 @@ use crate::{
         tracefs::{self, Cause},
         witness::{Drops, Witness},
     },
+    stamp::{self, Stamp},
 };
 
 /// What identifies the kernel a run booted.
@@ -125,9 +126,13 @@ pub struct BootFacts {
     /// Where the boot's time went, on the guest's clock.
     #[serde(default = "compat::phases", skip_serializing_if = "Vec::is_empty")]
     pub phases: Vec<Phase>,
-    /// When the boot started on the host, UTC (`util::timestamp`'s form).
-    #[serde(default = "compat::started", skip_serializing_if = "Option::is_none")]
-    pub started: Option<String>,
+    /// When the boot started on the host.
+    #[serde(
+        default = "compat::started",
+        deserialize_with = "started",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub started: Option<Stamp>,
     /// The boot's wall time on the host, QEMU's start to its exit.
     pub wall_secs: f64,
     /// Files of this run, relative to the results directory.
@@ -138,6 +143,8 @@ pub struct BootFacts {
     #[serde(default = "compat::sleeps", skip_serializing_if = "Option::is_none")]
     pub sleeps: Option<String>,
 }
+
+stamp::time_field!(started: Option<Stamp>);
 
 /// The writers' writeback domain: the wb whose sleeps are classed.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -7,6 +7,7 @@ use crate::{
     deps,
     guest::{
         job::Job,
+        outcome::{VmErrorKind, VmFailure},
         plan::{plan_position, Shard},
         qemu::Machine,
         run_id::RunId,
@@ -14,10 +15,12 @@ use crate::{
     kernel::build as kernel,
     kernel::variants,
     results::{floor::FloorOf, record::RunRecord},
+    stamp::{self, Stamp},
 };
 
 /// What produced a results directory (`session.json`).
-#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(test, derive(Default))]
 pub struct Session {
     pub command: String,
     /// The harness's commit (`git rev-parse HEAD`, `-dirty` with local
@@ -29,7 +32,8 @@ pub struct Session {
     /// git has neither, and in sessions recorded before it was kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reporter: Option<String>,
-    pub started: String,
+    #[serde(deserialize_with = "started")]
+    pub started: Stamp,
     /// The guest machine of its boots.
     #[serde(flatten)]
     pub machine: Machine,
@@ -68,8 +72,12 @@ pub struct Session {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub args: Option<Vec<String>>,
     /// When `qemu-test --resume` went on with the session, each time.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub resumed: Vec<String>,
+    #[serde(
+        default,
+        deserialize_with = "resumed",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub resumed: Vec<Stamp>,
     /// The floor each scenario's costs are judged by, or why it has none;
     /// empty in sessions from before costs were judged.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -82,6 +90,9 @@ pub struct Session {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub more_runs: Vec<MoreRuns>,
 }
+
+stamp::time_field!(started: Stamp);
+stamp::time_field!(resumed: Vec<Stamp>);
 
 /// One more run of a cell of a judged pair, planned because a cost was
 /// still undecided (or the pair had fewer runs than a cost is judged on).
@@ -99,7 +110,7 @@ pub struct MoreRuns {
 #[serde(try_from = "compat::Failure")]
 pub struct BootFailure {
     pub run: RunId,
-    pub why: String,
+    pub why: BootError,
 }
 
 /// `<run>: <why>`.
@@ -109,15 +120,77 @@ impl std::fmt::Display for BootFailure {
     }
 }
 
+/// Why a boot produced no record, typed until it is printed. `session.json`
+/// keeps the line it prints, read back by its first word.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BootError {
+    /// The kernel under test crashed, hung or sent no result.
+    Vm(VmFailure),
+    /// The boot ended, but what it sent makes no record (or a host-test
+    /// run failed): the error with its causes.
+    NoRecord(String),
+}
+
+impl BootError {
+    /// What happened to the guest, when the kernel under test ended the boot.
+    pub fn kind(&self) -> Option<VmErrorKind> {
+        match self {
+            BootError::Vm(f) => Some(f.kind),
+            BootError::NoRecord(_) => None,
+        }
+    }
+
+    /// The error its line says: `<kind>: <said>` is the guest's.
+    fn read(line: &str) -> BootError {
+        let vm = line.split_once(": ").and_then(|(word, said)| {
+            let kind = VmErrorKind::of_word(word)?;
+            let said = said.to_string();
+            Some(BootError::Vm(VmFailure { kind, said }))
+        });
+        vm.unwrap_or_else(|| BootError::NoRecord(line.to_string()))
+    }
+}
+
+impl std::fmt::Display for BootError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BootError::Vm(failure) => failure.fmt(f),
+            BootError::NoRecord(why) => f.write_str(why),
+        }
+    }
+}
+
+impl serde::Serialize for BootError {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for BootError {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<BootError, D::Error> {
+        Ok(BootError::read(
+            &<String as serde::Deserialize>::deserialize(d)?,
+        ))
+    }
+}
+
+/// A test's failure, as its line.
+#[cfg(test)]
+impl From<&str> for BootError {
+    fn from(line: &str) -> BootError {
+        BootError::read(line)
+    }
+}
+
 /// Sessions from before failures were typed kept each as the line
 /// `<scenario>/<variant> #<run>: <why>`: read once here, never written.
 mod compat {
-    use super::{BootFailure, RunId};
+    use super::{BootError, BootFailure, RunId};
 
     #[derive(serde::Deserialize)]
     #[serde(untagged)]
     pub enum Failure {
-        Typed { run: RunId, why: String },
+        Typed { run: RunId, why: BootError },
         Line(String),
     }
 
@@ -135,7 +208,7 @@ mod compat {
                         let run = run.parse::<u32>().ok()?.checked_sub(1)?;
                         Some(BootFailure {
                             run: RunId::new(scenario, variant, run),
-                            why: why.to_string(),
+                            why: BootError::read(why),
                         })
                     };
                     named().ok_or_else(|| {
@@ -216,10 +289,27 @@ mod tests {
     fn a_boot_failure_is_kept_typed_and_read_from_the_old_line() {
         let f = BootFailure {
             run: RunId::new("fuse-strictlimit", "v1", 1),
-            why: "hang: the guest hung".into(),
+            why: BootError::Vm(VmFailure {
+                kind: VmErrorKind::Hang,
+                said: "the guest hung".into(),
+            }),
         };
         let json = serde_json::to_string(&f).unwrap();
+        // On disk, the line it prints.
+        assert_eq!(
+            json,
+            r#"{"run":{"scenario":"fuse-strictlimit","variant":"v1","run":1},"why":"hang: the guest hung"}"#
+        );
         assert_eq!(serde_json::from_str::<BootFailure>(&json).unwrap(), f);
+        // What no guest's failure says is the record's: no kind.
+        let unread = BootError::from("reading fio's result: no `jobs`");
+        assert_eq!(
+            unread,
+            BootError::NoRecord("reading fio's result: no `jobs`".into())
+        );
+        assert_eq!(unread.kind(), None);
+        let json = serde_json::to_string(&unread).unwrap();
+        assert_eq!(serde_json::from_str::<BootError>(&json).unwrap(), unread);
         assert_eq!(
             f.to_string(),
             "fuse-strictlimit/v1 #2: hang: the guest hung"

@@ -7,12 +7,12 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use xshell::Shell;
 
 use crate::{
     analysis::{expected::Expected, judge::Judgement},
-    exit::{self, Class},
+    exit,
     guest::{
         boot, initramfs,
         plan::{self, Boot, Detector, Plan},
@@ -27,7 +27,7 @@ use crate::{
         dir::ResultsDir,
         files::RunFiles,
         record::{Basis, RunRecord},
-        session::{BootFailure, Session},
+        session::{BootError, BootFailure, Session},
     },
 };
 
@@ -143,31 +143,29 @@ pub fn in_plan_order<T, E: Clone>(ends: &[Option<Result<T, E>>]) -> (Vec<&T>, Ve
 /// error of the harness (QEMU missing or failing, the kernel image damaged,
 /// a file not written) is no run's: it stops the plan (the error), and
 /// `--resume` boots the boot again.
-fn boot_ended(b: &Boot, booted: Result<boot::Booted>) -> Result<Result<RunRecord, BootFailure>> {
-    let booted = match booted {
-        Err(e) if Class::of(&e) == Class::Harness => {
-            return Err(e.context(format!(
-                "booting {} (the harness's failure, not the kernel's)",
-                b.id()
-            )));
-        }
-        b => b,
+fn boot_ended(
+    b: &Boot,
+    booted: Result<boot::BootOutcome>,
+) -> Result<Result<RunRecord, BootFailure>> {
+    let booted = booted.with_context(|| {
+        format!(
+            "booting {} (the harness's failure, not the kernel's)",
+            b.id()
+        )
+    })?;
+    let why = match booted {
+        Ok(booted) => match builder::build(RunContext::of(b, &booted), &booted.stream) {
+            Ok(rec) => {
+                recorded(&rec);
+                return Ok(Ok(rec));
+            }
+            Err(e) => BootError::NoRecord(format!("{e:#}")),
+        },
+        Err(vm) => BootError::Vm(vm),
     };
-    let rec = booted.and_then(|booted| builder::build(RunContext::of(b, &booted), &booted.stream));
-    Ok(match rec {
-        Ok(rec) => {
-            recorded(&rec);
-            Ok(rec)
-        }
-        Err(e) => {
-            let failure = BootFailure {
-                run: b.id(),
-                why: format!("{e:#}"),
-            };
-            progress::emit(Event::BootFailed(&failure.to_string()));
-            Err(failure)
-        }
-    })
+    let failure = BootFailure { run: b.id(), why };
+    progress::emit(Event::BootFailed(&failure.to_string()));
+    Ok(Err(failure))
 }
 
 /// Says what a run's record came to, as it comes back. Whether it is

@@ -97,7 +97,7 @@ pub fn open(
     resume::check_kernels(&r, built)?;
     resume::check_same(&r, &session)?;
     let mut then = r.session;
-    then.resumed.push(util::timestamp());
+    then.resumed.push(crate::stamp::Stamp::now());
     Ok(Opened {
         dir: r.dir,
         lock: r.lock,

@@ -20,6 +20,7 @@ use crate::{
         initramfs,
         stream::{self, End, Stream},
     },
+    stamp::Stamp,
     util,
 };
 
@@ -94,8 +95,8 @@ pub struct HostRun<'a> {
 /// stdout and stderr), relative to the results directory.
 pub struct Ran {
     pub stream: Stream,
-    /// When the run was started, UTC (`util::timestamp`'s form).
-    pub started: String,
+    /// When the run was started.
+    pub started: Stamp,
     pub wall_secs: f64,
     pub log: String,
 }
@@ -152,7 +153,7 @@ pub fn run(stage: &Stage, tracing: (&Path, &[PathBuf]), r: &HostRun<'_>) -> Resu
         .stderr(log);
     crate::reaper::leash_with(&mut command, libc::SIGKILL);
     let started = Instant::now();
-    let started_at = crate::util::timestamp();
+    let started_at = Stamp::now();
     let child = command
         .spawn()
         .context("starting qemu/host-init under unshare (util-linux)")?;

@@ -5,7 +5,7 @@
 //! guest's, judged and rendered by [`super::boot_all::finish`]. What it
 //! changes on the host ([`super::host_state`]) is put back on every exit.
 
-use std::{fs, path::PathBuf, time::Duration};
+use std::{collections::BTreeMap, fs, path::PathBuf, time::Duration};
 
 use anyhow::{bail, Context, Result};
 use xshell::Shell;
@@ -40,6 +40,7 @@ use crate::{
         session::{ScenarioInfo, Session},
         warnings::warnings,
     },
+    stamp::Stamp,
     util,
 };
 
@@ -135,7 +136,7 @@ pub fn boot_on_host(sh: &Shell, plan: HostPlan) -> Result<Outcome> {
                 crate::reaper::yield_to_signal();
                 let failure = crate::results::session::BootFailure {
                     run: id,
-                    why: format!("{e:#}"),
+                    why: crate::results::session::BootError::NoRecord(format!("{e:#}")),
                 };
                 progress::emit(Event::BootFailed(&failure.to_string()));
                 session.failures.push(failure);
@@ -215,7 +216,7 @@ fn one(plan: &HostPlan, at: &OnHost<'_>, scen: Scenario, run: u32) -> Result<Run
             run,
             machine: machine_facts(host),
             job: &job,
-            started: ran.started.clone(),
+            started: ran.started,
             wall_secs: ran.wall_secs,
             console_log: ran.log.clone(),
             console_warnings: warnings(&log),
@@ -235,7 +236,9 @@ fn session(sh: &Shell, plan: &HostPlan, host: &HostMachine) -> Result<Session> {
         .unwrap_or_default();
     Ok(Session {
         command: std::env::args().skip(1).collect::<Vec<_>>().join(" "),
-        started: util::timestamp(),
+        harness: None,
+        reporter: None,
+        started: Stamp::now(),
         machine: Machine {
             accel: Accel::Native,
             clock: Clock::Real,
@@ -264,7 +267,15 @@ fn session(sh: &Shell, plan: &HostPlan, host: &HostMachine) -> Result<Session> {
                 (s.name.to_string(), FloorOf::None(why.into()))
             })
             .collect(),
-        ..Default::default()
+        failures: Vec::new(),
+        roles: None,
+        under_test: Vec::new(),
+        shard: None,
+        jobs_vm: 0,
+        args: None,
+        resumed: Vec::new(),
+        accepted_costs: BTreeMap::new(),
+        more_runs: Vec::new(),
     })
 }
 

@@ -167,11 +167,10 @@ pub fn merge(shards: &[ShardData]) -> Result<(Session, Vec<RunRecord>)> {
     let mut session = first.clone();
     session.shard = None;
     session.command = format!("merge of {count} shards of `{}`", first.command);
-    session.started = shards
-        .iter()
-        .map(|(_, s, _)| s.started.clone())
+    session.started = (shards.iter())
+        .map(|(_, s, _)| s.started)
         .min()
-        .unwrap_or_default();
+        .unwrap_or(first.started);
     session.failures = shards
         .iter()
         .flat_map(|(_, s, _)| s.failures.clone())

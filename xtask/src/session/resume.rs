@@ -403,7 +403,7 @@ mod tests {
             let dir = t.path().join(name);
             std::fs::create_dir_all(&dir).unwrap();
             let mut s = session(&plan);
-            s.started = util::timestamp();
+            s.started = crate::stamp::Stamp::now();
             let records = boot_all(&fake(&t, &guest("")), &dir, &plan, 1, &mut s, Vec::new());
             let mut e = expectations();
             let cells = e.expect.entry("fuse-strictlimit".into()).or_default();

@@ -126,7 +126,7 @@ impl Calibrate {
             ),
             (None, _) => j.roles.reference.clone(),
         };
-        let measured = crate::stamp::Stamp::parse(&session.started)?.day();
+        let measured = session.started.day();
         let mut out = Vec::new();
         for s in &session.scenarios {
             let runs = j.matrix.cell(&s.name, &variant);

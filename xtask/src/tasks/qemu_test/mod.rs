@@ -50,6 +50,7 @@ use crate::{
         guest_session::{boot_in_guests, GuestPlan, PlanLine},
         resume,
     },
+    stamp::Stamp,
     tasks::args::{self, guest::GuestArgs, job::JobArgs},
     util,
 };
@@ -332,7 +333,7 @@ impl QemuTest {
             command: std::env::args().skip(1).collect::<Vec<_>>().join(" "),
             harness: None,
             reporter: None,
-            started: util::timestamp(),
+            started: Stamp::now(),
             machine: machine.clone(),
             runs: runs.most(),
             quick: self.job.quick,
