@@ -262,11 +262,11 @@ fn unmarked(doc: &Doc, checked: &[String]) -> Vec<String> {
 /// `qemu-test --dry-run`'s estimate as docs/reference.md states it: the
 /// constants of `dry_run.rs`, rounded from the current figures.
 pub fn estimate_quotes() -> Vec<Quote> {
-    use crate::tasks::qemu_test::dry_run::{
+    use crate::session::qemu_test::dry_run::{
         BOOT_OVERHEAD_SECS, COLD_BUILD_SECS, SETUP_SECS, VIRTUAL_BOOT_SECS, VIRTUAL_JOB_PER_MILLE,
         WARM_BUILD_SECS,
     };
-    let from = |name: &str| format!("tasks/qemu_test/dry_run.rs: {name}");
+    let from = |name: &str| format!("session/qemu_test/dry_run.rs: {name}");
     vec![Quote::new(
         "docs/reference.md",
         "(a boot on the virtual clock: about {} s and {}% of its fio job; on the real clock its \

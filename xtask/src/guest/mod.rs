@@ -12,6 +12,8 @@ pub mod fio;
 pub mod fuse_server;
 pub mod initramfs;
 pub mod job;
+pub mod job_spec;
+pub mod machine_spec;
 pub mod outcome;
 pub mod plan;
 pub mod protocol;

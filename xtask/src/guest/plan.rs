@@ -61,6 +61,23 @@ impl Detector {
     }
 }
 
+/// The detector of each kernel of `built` (by label), `asked` or chosen
+/// ([`Detector::choose`]); said when it was not asked for.
+pub fn detectors(asked: Option<Detector>, built: &[Built]) -> Result<BTreeMap<String, Detector>> {
+    let mut out = BTreeMap::new();
+    for b in built {
+        let d = Detector::choose(asked, b)?;
+        if asked.is_none() && d == Detector::Tracefs {
+            crate::progress::emit(crate::progress::Event::Note(&format!(
+                "{}: no wbstall module in this kernel: the tracefs detector classes its sleeps",
+                b.label()
+            )));
+        }
+        out.insert(b.label(), d);
+    }
+    Ok(out)
+}
+
 /// Sets each boot's detector from `detectors` (by kernel label).
 pub fn with_detectors(mut plan: Plan, detectors: &BTreeMap<String, Detector>) -> Plan {
     for b in &mut plan.boots {

@@ -18,6 +18,7 @@ pub mod module;
 pub mod patch;
 pub mod revs;
 pub mod seed;
+pub mod selected;
 pub mod source;
 pub mod switch;
 pub mod tracepoints;

@@ -11,6 +11,7 @@ use crate::{
         plan::{plan_position, Shard},
         qemu::Machine,
         run_id::RunId,
+        scenario::Scenario,
     },
     kernel::build as kernel,
     kernel::variants,
@@ -232,6 +233,25 @@ pub struct ScenarioInfo {
     /// scenario had its own (then `Session::runs`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runs: Option<u32>,
+}
+
+impl ScenarioInfo {
+    /// The session's record of `scenarios`: each one's `job`, and its `runs`.
+    pub fn each(
+        scenarios: &[Scenario],
+        job: impl Fn(Scenario) -> Job,
+        runs: impl Fn(&str) -> u32,
+    ) -> Vec<ScenarioInfo> {
+        scenarios
+            .iter()
+            .map(|s| ScenarioInfo {
+                name: s.name.into(),
+                what: s.what.into(),
+                job: job(*s),
+                runs: Some(runs(s.name)),
+            })
+            .collect()
+    }
 }
 
 impl Session {

@@ -1,4 +1,5 @@
-//! The session stage: one results directory end to end. It boots a plan (in
+//! The session stage: one results directory end to end. It makes qemu-test's
+//! session of the task's request ([`qemu_test`]) and boots a plan (in
 //! guests, [`guest_session`] by [`boot_all`], or on the running kernel, [`host_session`]: each
 //! run by [`host`], with [`host_state`] keeping the host's settings),
 //! records each boot, judges
@@ -15,5 +16,6 @@ pub mod host_session;
 pub mod host_state;
 pub mod hunt_points;
 pub mod merge;
+pub mod qemu_test;
 pub mod resume;
 pub mod slurm;

@@ -3,39 +3,26 @@
 
 use std::{collections::BTreeMap, path::PathBuf};
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 use clap::ValueEnum;
 use xshell::Shell;
 
+pub use crate::guest::machine_spec::ClockMode;
 use crate::{
     cli::heading,
-    deps, exit,
+    deps,
     guest::{
-        disk::{self, Disk, DiskKind},
+        disk::DiskKind,
         fuse_server, initramfs,
-        plan::Detector,
-        protocol,
-        qemu::{self, Accel, Clock, Machine},
+        machine_spec::MachineSpec,
+        plan::{self, Detector},
+        qemu::{self, Accel, Machine},
     },
-    kernel::{
-        build::{self as kernel, Built},
-        flavour::Flavour,
-        module,
-        source::SourceArgs,
-        variants::{self, Selection},
-    },
-    progress, util,
+    kernel::{build::Built, flavour::Flavour, selected, source::SourceArgs, variants::Selection},
 };
 
 /// wbstall's own init in the initramfs, the default of `--rdinit`.
 pub const DEFAULT_INIT: &str = "/init";
-
-/// `--clock`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ClockMode {
-    Real,
-    Virtual,
-}
 
 /// How the guest is sized and run.
 #[derive(Debug, Clone, clap::Args)]
@@ -116,7 +103,8 @@ pub struct GuestArgs {
 }
 
 impl GuestArgs {
-    /// The selected kernels: built (incrementally), or with --no-build as they are.
+    /// The selected kernels: built (incrementally), or with --no-build as
+    /// they are ([`selected::kernels`]).
     pub fn kernels(
         &self,
         sh: &Shell,
@@ -124,11 +112,8 @@ impl GuestArgs {
         selection: &Selection,
         source: &SourceArgs,
     ) -> Result<Vec<Built>> {
-        if self.no_build {
-            load_selected(selection, &self.flavour.with_source(source)?)
-        } else {
-            kernel::build(sh, tc, selection, source, self.jobs, &self.flavour)
-        }
+        let how = (self.no_build, self.jobs);
+        selected::kernels(sh, tc, selection, source, how, &self.flavour)
     }
 
     /// One variant's kernel and initramfs, for the single-boot tasks.
@@ -149,71 +134,28 @@ impl GuestArgs {
         Ok((built, initrd))
     }
 
-    /// The machine these flags describe; a virtual clock under KVM is refused.
-    pub fn machine(&self) -> Result<Machine> {
-        let detected = self.accel.is_none().then(qemu::detect_accel);
-        let (accel, clock, said) =
-            accel_and_clock(self.accel, detected, self.clock, self.icount_shift)?;
-        if let Some(note) = said {
-            progress::emit(progress::Event::Note(&note));
-        }
-        if !self
-            .cpu_model
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_.,+=".contains(c))
-            || self.cpu_model.is_empty()
-        {
-            bail!(exit::usage(format!(
-                "--cpu-model `{}` is not a QEMU CPU model name (see \
-                 `qemu-system-x86_64 -cpu help`)",
-                self.cpu_model
-            )));
-        }
-        for a in &self.kernel_args {
-            let ours = ["console=", "rdinit=", "panic=", "wbstall."];
-            let hook = a.starts_with(&format!("wbstall.{}=", protocol::param::FAULT));
-            if a.is_empty()
-                || a.chars().any(char::is_whitespace)
-                || (ours.iter().any(|o| a.starts_with(o)) && !hook)
-            {
-                bail!(exit::usage(format!(
-                    "--kernel-arg `{a}`: give one argument without spaces per flag, and none \
-                     of wbstall's own ({}; the test hook wbstall.fault= is allowed)",
-                    ours.join(", ")
-                )));
-            }
-        }
-        let disk = match (self.disk, self.disk_mbps) {
-            (DiskKind::Host, Some(_)) => bail!(exit::usage(
-                "--disk-mbps caps the null_blk disk; the host's disk (--disk host) has no \
-                 cap: drop one of the two"
-            )),
-            (kind, mbps) => Disk::from_flags(kind, mbps.unwrap_or(disk::DEFAULT_MBPS)),
-        };
-        let mut kernel_args = self.kernel_args.clone();
-        if self.flavour.debug_kernel {
-            kernel_args.insert(0, DEBUG_KUNIT_FILTER.into());
-        }
-        Ok(Machine {
-            disk,
-            accel,
-            clock,
+    /// These flags' machine values, for the stages below the tasks.
+    pub fn machine_spec(&self) -> MachineSpec {
+        MachineSpec {
+            accel: self.accel,
+            clock: self.clock,
+            icount_shift: self.icount_shift,
             cpu_model: self.cpu_model.clone(),
-            kernel_args,
+            disk: self.disk,
+            disk_mbps: self.disk_mbps,
             cpus: self.cpus,
             memory_mib: self.memory,
+            kernel_args: self.kernel_args.clone(),
             rdinit: self.rdinit.clone(),
-        })
+            debug_kernel: self.flavour.debug_kernel,
+        }
+    }
+
+    /// The machine these flags describe ([`MachineSpec::machine`]).
+    pub fn machine(&self) -> Result<Machine> {
+        self.machine_spec().machine()
     }
 }
-
-/// The debug kernel's KUnit, the module's suite alone: the debug kernel is
-/// `PREEMPT_RT`, where the kernel's own built-in Rust suite
-/// `rust_spinlock_irq_condvar` (run at boot) warns in
-/// `lockdep_assert_irqs_disabled()` (a `SpinLockIrq` does not disable hard
-/// interrupts on RT): 7.3's warning, not the module's, which would fail every
-/// debug boot. `kunit.filter_glob` filters a module's suites as it loads too.
-pub const DEBUG_KUNIT_FILTER: &str = "kunit.filter_glob=wbstall";
 
 impl GuestArgs {
     /// These flags as a command line that parses back to them, for a task
@@ -267,20 +209,9 @@ impl GuestArgs {
 }
 
 impl GuestArgs {
-    /// The detector of each kernel (by label), said when it was not asked for.
+    /// The detector of each kernel (by label) ([`plan::detectors`]).
     pub fn detectors(&self, built: &[Built]) -> Result<BTreeMap<String, Detector>> {
-        let mut out = BTreeMap::new();
-        for b in built {
-            let d = Detector::choose(self.detector, b)?;
-            if self.detector.is_none() && d == Detector::Tracefs {
-                progress::emit(progress::Event::Note(&format!(
-                    "{}: no wbstall module in this kernel: the tracefs detector classes its sleeps",
-                    b.label()
-                )));
-            }
-            out.insert(b.label(), d);
-        }
-        Ok(out)
+        plan::detectors(self.detector, built)
     }
 }
 
@@ -288,46 +219,6 @@ impl GuestArgs {
 fn value_name<T: ValueEnum>(v: &T) -> String {
     v.to_possible_value()
         .map_or(String::new(), |p| p.get_name().to_string())
-}
-
-fn load_selected(selection: &Selection, flavour: &Flavour) -> Result<Vec<Built>> {
-    let root = util::project_root();
-    let variants = variants::Variants::load(&root.join(variants::VARIANTS_FILE))?;
-    let mut names: Vec<String> = selection.variants.clone();
-    if selection.all || (names.is_empty() && selection.patches.is_empty()) {
-        names = variants
-            .default_names()
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-    }
-    if !selection.patches.is_empty() {
-        // A patch's kernel built before (`build-kernel --patch FILE`): the
-        // variants as a build would make them, the patch's among them.
-        names = (selection.resolve(&variants)?.into_iter())
-            .map(|v| v.name)
-            .collect();
-    }
-    let sources = module::source_sha256(&root.join(module::MODULE_DIR))?;
-    names
-        .iter()
-        .map(|n| {
-            let b = kernel::load_built(n, flavour)?;
-            if b.module_file().is_some() && b.meta.module_source_sha256 != sources {
-                bail!(exit::usage(format!(
-                    "--no-build: the `{n}` kernel's wbstall.ko was built from other module \
-                     sources than rust-module/ holds now (sha256 {} recorded, {sources} now): \
-                     drop --no-build, or run `cargo xtask build-kernel --variant {n}`",
-                    if b.meta.module_source_sha256.is_empty() {
-                        "none"
-                    } else {
-                        &b.meta.module_source_sha256
-                    }
-                )));
-            }
-            Ok(b)
-        })
-        .collect()
 }
 
 /// `--memory`: an amount of memory as qemu -m and vng take it (`2G`,
@@ -354,46 +245,6 @@ pub fn parse_memory(s: &str) -> Result<u32, String> {
     match u32::try_from(mib) {
         Ok(m) if (256..=65536).contains(&m) => Ok(m),
         _ => Err(format!("`{s}`: give from 256M to 64G (qemu -m)")),
-    }
-}
-
-/// The accelerator and clock of `--accel` (else `detected`, what the host
-/// offers) and `--clock`: KVM runs on the real clock; the virtual clock needs
-/// TCG (QEMU's -icount counts translated instructions, KVM runs them on the
-/// host CPU), so `--clock virtual` on a host that offers KVM boots under TCG,
-/// said why; with `--accel kvm` given too, the two are refused.
-pub fn accel_and_clock(
-    accel: Option<Accel>,
-    detected: Option<Accel>,
-    clock: Option<ClockMode>,
-    shift: u32,
-) -> Result<(Accel, Clock, Option<String>)> {
-    let virt = Clock::Virtual { shift };
-    match (accel, detected.unwrap_or(Accel::Tcg), clock) {
-        (Some(Accel::Native), _, _) | (None, Accel::Native, _) => bail!(exit::usage(
-            "no QEMU accelerator is `native`: the scenarios on the running kernel are \
-             `cargo xtask host-test`"
-        )),
-        (Some(Accel::Kvm), _, Some(ClockMode::Virtual)) => bail!(exit::usage(
-            "--clock virtual needs TCG (QEMU's -icount counts translated instructions; KVM \
-             runs them on the host CPU): drop --accel kvm, or drop --clock virtual"
-        )),
-        (None, Accel::Kvm, Some(ClockMode::Virtual)) => Ok((
-            Accel::Tcg,
-            virt,
-            Some(
-                "--clock virtual: this host has KVM, but -icount counts the instructions TCG \
-                 translates: booting under TCG (drop --clock virtual for KVM on the real clock)"
-                    .to_string(),
-            ),
-        )),
-        (Some(a), _, Some(ClockMode::Real)) | (None, a, Some(ClockMode::Real)) => {
-            Ok((a, Clock::Real, None))
-        }
-        (Some(Accel::Kvm), _, None) | (None, Accel::Kvm, None) => {
-            Ok((Accel::Kvm, Clock::Real, None))
-        }
-        (Some(Accel::Tcg), _, _) | (None, Accel::Tcg, _) => Ok((Accel::Tcg, virt, None)),
     }
 }
 
@@ -468,7 +319,7 @@ mod tests {
         let args = |argv: &[&str]| parse(argv).machine().unwrap().kernel_args;
         assert_eq!(
             args(&["--accel", "tcg", "--debug-kernel", "--kernel-arg", "quiet"]),
-            [super::DEBUG_KUNIT_FILTER, "quiet"]
+            [crate::guest::machine_spec::DEBUG_KUNIT_FILTER, "quiet"]
         );
         assert!(args(&["--accel", "tcg"]).is_empty());
         let args = parse(&["--clock", "virtual", "--kconfig-add", "/a.frag"]).to_args();
@@ -511,39 +362,5 @@ mod tests {
             let e = super::parse_memory(outside).unwrap_err();
             assert!(e.contains("give from 256M to 64G"), "{outside}: {e}");
         }
-    }
-
-    #[test]
-    fn the_virtual_clock_on_a_kvm_host_boots_under_tcg_and_says_so() {
-        use super::{accel_and_clock, ClockMode};
-        use crate::guest::qemu::{Accel, Clock};
-        let v = Clock::Virtual { shift: 3 };
-        let (kvm, tcg) = (Some(Accel::Kvm), Some(Accel::Tcg));
-        // What the host offers decides the default: KVM on the real clock, TCG
-        // on the virtual one.
-        assert_eq!(
-            accel_and_clock(None, kvm, None, 3).unwrap(),
-            (Accel::Kvm, Clock::Real, None)
-        );
-        assert_eq!(
-            accel_and_clock(None, tcg, None, 3).unwrap(),
-            (Accel::Tcg, v, None)
-        );
-        // --clock virtual where KVM was detected: TCG, said.
-        let (a, c, note) = accel_and_clock(None, kvm, Some(ClockMode::Virtual), 3).unwrap();
-        assert_eq!((a, c), (Accel::Tcg, v));
-        assert!(note.unwrap().contains("booting under TCG"));
-        // --accel kvm --clock virtual: refused, with the fix.
-        let e = accel_and_clock(kvm, None, Some(ClockMode::Virtual), 3).unwrap_err();
-        assert!(e.to_string().contains("drop --accel kvm"), "{e}");
-        // --clock real keeps the accelerator; --accel tcg alone is virtual.
-        assert_eq!(
-            accel_and_clock(None, kvm, Some(ClockMode::Real), 3).unwrap(),
-            (Accel::Kvm, Clock::Real, None)
-        );
-        assert_eq!(
-            accel_and_clock(tcg, kvm, None, 2).unwrap().1,
-            Clock::Virtual { shift: 2 }
-        );
     }
 }

@@ -1,13 +1,10 @@
 //! The fio job's flags, shared by the tasks that run the scenarios
 //! (`qemu-test`, `host-test`): one owner of their meaning and defaults.
 
-use anyhow::{bail, Result};
-
 use crate::{
-    exit,
     guest::{
         job::{self, Job},
-        plan::{self, CycleOffset},
+        job_spec::JobSpec,
         scenario::Scenario,
     },
     results::session::ScenarioInfo,
@@ -47,54 +44,27 @@ pub struct JobArgs {
 }
 
 impl JobArgs {
+    /// These flags' values, for the stages below the tasks.
+    pub fn spec(&self) -> JobSpec {
+        JobSpec {
+            quick: self.quick,
+            runtime: self.runtime,
+            ramp: self.ramp,
+            size: self.size.clone(),
+            numjobs: self.numjobs,
+            sample_ms: self.sample_ms,
+            phase: self.phase,
+        }
+    }
+
     /// The job of `scen` under these flags.
     pub fn of(&self, scen: Scenario) -> Job {
-        let (ramp, runtime) = if self.quick { job::QUICK } else { job::FULL };
-        Job::new(
-            self.size.as_deref().unwrap_or(scen.size),
-            self.numjobs,
-            (self.ramp.unwrap_or(ramp), self.runtime.unwrap_or(runtime)),
-        )
-    }
-}
-
-impl JobArgs {
-    /// Where run `run` of `runs` of `scen` starts its measurement: `--phase`,
-    /// or spread over the scenario's timer cycles; None without `[phase]`.
-    pub fn phase_of(&self, scen: Scenario, run: u32, runs: u32) -> Result<Option<CycleOffset>> {
-        let Some(cycles) = scen.phase else {
-            return Ok(None);
-        };
-        let Some(offset_ms) = self.phase else {
-            return Ok(Some(plan::spread(run, runs, &cycles)));
-        };
-        let cycle_ms = cycles.cycle_ms();
-        if offset_ms >= cycle_ms {
-            bail!(exit::usage(format!(
-                "--phase {offset_ms}: {}'s phase cycle is {cycle_ms} ms (its [phase] timers, \
-                 {:?} ms); give an offset from 0 to {}",
-                scen.name,
-                cycles.cycles_ms,
-                cycle_ms - 1
-            )));
-        }
-        Ok(Some(CycleOffset {
-            cycle_ms,
-            offset_ms,
-        }))
+        self.spec().of(scen)
     }
 
     /// The session's record of `scenarios`: each one's job, and its runs.
     pub fn infos(&self, scenarios: &[Scenario], runs: impl Fn(&str) -> u32) -> Vec<ScenarioInfo> {
-        scenarios
-            .iter()
-            .map(|s| ScenarioInfo {
-                name: s.name.into(),
-                what: s.what.into(),
-                job: self.of(*s),
-                runs: Some(runs(s.name)),
-            })
-            .collect()
+        ScenarioInfo::each(scenarios, |s| self.of(s), runs)
     }
 }
 

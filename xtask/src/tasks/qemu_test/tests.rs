@@ -119,6 +119,7 @@ fn a_user_fuse_server_runs_in_fuse_passthrough_and_nowhere_else() {
         crate::tasks::args::try_parse_from::<super::QemuTest>(argv).unwrap()
     };
     let names = |q: &super::QemuTest| -> Vec<&str> {
+        let q = q.request();
         let u = q.user_server(None).unwrap();
         q.scenarios(u.as_ref())
             .unwrap()
@@ -143,6 +144,7 @@ fn a_user_fuse_server_runs_in_fuse_passthrough_and_nowhere_else() {
     assert_eq!(names(&q), ["fuse-strictlimit", "fuse-passthrough"]);
     // Named scenarios without fuse-passthrough: refused, with the fix.
     let q = parse(&["--fuse-server", "sh", "--scenario", "fuse-strictlimit"]);
+    let q = q.request();
     let e = q
         .scenarios(q.user_server(None).unwrap().as_ref())
         .unwrap_err();
@@ -152,7 +154,7 @@ fn a_user_fuse_server_runs_in_fuse_passthrough_and_nowhere_else() {
     );
     // A server that is not there: refused before anything runs.
     let q = parse(&["--fuse-server", "/no/such/server -o writeback"]);
-    let e = format!("{:#}", q.user_server(None).unwrap_err());
+    let e = format!("{:#}", q.request().user_server(None).unwrap_err());
     assert!(e.contains("no file /no/such/server"), "{e}");
 }
 
@@ -181,14 +183,17 @@ fn the_dry_run_counts_the_boots_the_run_would_make() {
     // Kernels x scenarios x runs; the shards of a plan add up to it.
     let q = parse(&["--runs", "3"]);
     let scenarios = crate::guest::scenario::select(&[]).unwrap();
-    let (runs, _) = q.runs(&scenarios, crate::guest::qemu::Clock::Real).unwrap();
+    let (runs, _) = q
+        .request()
+        .runs(&scenarios, crate::guest::qemu::Clock::Real)
+        .unwrap();
     let kernels = ["a", "b", "c"];
     let all = 3 * scenarios.len() * 3;
-    assert_eq!(q.cells(&kernels, &scenarios, &runs).len(), all);
+    assert_eq!(q.request().cells(&kernels, &scenarios, &runs).len(), all);
     let sharded: usize = (1..=4)
         .map(|i| {
             let q = parse(&["--runs", "3", "--shard", &format!("{i}/4")]);
-            q.cells(&kernels, &scenarios, &runs).len()
+            q.request().cells(&kernels, &scenarios, &runs).len()
         })
         .sum();
     assert_eq!(sharded, all);
@@ -209,7 +214,7 @@ fn the_dry_run_counts_the_boots_the_run_would_make() {
         "--runs",
         "2",
     ]);
-    let p = q.preview(&xshell::Shell::new().unwrap()).unwrap();
+    let p = q.request().preview(&xshell::Shell::new().unwrap()).unwrap();
     let names: Vec<&str> = p.kernels.iter().map(|k| k.name.as_str()).collect();
     assert_eq!(names, ["v1", "upstream", "upstream-aa"]);
     assert_eq!(p.boots.len(), 6);
@@ -248,7 +253,7 @@ fn a_bad_aa_is_refused_before_any_build() {
         "upstream",
     ])
     .unwrap();
-    let e = q.check_aa().unwrap_err().to_string();
+    let e = q.request().check_aa().unwrap_err().to_string();
     assert!(
         e.contains("--aa upstream: that variant is not selected (selected: v1)"),
         "{e}"

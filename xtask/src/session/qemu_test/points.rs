@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 use xshell::Shell;
 
-use super::QemuTest;
+use super::request::QemuTestRequest;
 use crate::{
     guest::{plan, scenario::Scenario},
     results::{record::RunRecord, session::BootFailure},
@@ -18,14 +18,14 @@ use crate::{
     util,
 };
 
-impl QemuTest {
+impl QemuTestRequest {
     /// Boots `points` (scenarios made by `cargo xtask hunt`, not the
     /// repository's) on the selected kernels into a new results directory,
     /// every run recorded as `measure` records them; judged by the caller,
     /// not against the expectations (a point has none). Returns the
     /// directory and the records in plan order.
     pub fn boot_points(
-        self,
+        &self,
         sh: &Shell,
         points: Vec<Scenario>,
     ) -> Result<(PathBuf, Vec<RunRecord>, Vec<BootFailure>)> {
@@ -34,12 +34,12 @@ impl QemuTest {
         let tc = self.tools(sh)?;
         let i = self.inputs_for(sh, Some(points))?;
         let (runs, jobs_vm) = (&i.runs.0, i.jobs_vm.0);
-        let built = self.guest.kernels(sh, &tc, &i.selection, &self.source)?;
+        let built = self.kernels(sh, &tc, &i.selection)?;
         let (base, tc) = self.guest_base(sh, tc, &built, &i.external, None)?;
         let session = self.session(&tc, &built, &i)?;
         let opened = guest_session::open(sh, session, &built, &parent, None)?;
         let (dir, mut session) = (opened.dir, opened.session);
-        let detectors = self.guest.detectors(&built)?;
+        let detectors = plan::detectors(self.detector, &built)?;
         let initrds = initrds(&base, &built)?;
         let plan = self.plan(&built, &initrds, &i.scenarios, runs, &i.machine)?;
         let plan = plan::with_detectors(plan, &detectors);

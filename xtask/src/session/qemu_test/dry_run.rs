@@ -1,6 +1,6 @@
 //! `qemu-test --dry-run`: the plan a run would follow, from the flags and the
 //! kernels already on disk alone: nothing is built or booted. The boots are
-//! the run's own (`QemuTest::cells`); the time is estimated from them with
+//! the run's own (`QemuTestRequest::cells`); the time is estimated from them with
 //! the times per boot and per build that docs/measurements.md records.
 
 use std::path::PathBuf;

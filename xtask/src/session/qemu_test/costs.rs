@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use anyhow::{bail, Context, Result};
 
-use super::QemuTest;
+use super::request::QemuTestRequest;
 use crate::{
     analysis::cost,
     guest::{qemu::Machine, scenario::Scenario},
@@ -13,7 +13,7 @@ use crate::{
     results::floor,
 };
 
-impl QemuTest {
+impl QemuTestRequest {
     /// `--accept-cost [SCENARIO=]PCT`, checked: only for a patch under test,
     /// a planned scenario, a positive percentage.
     pub(super) fn accepted_costs(
@@ -75,7 +75,7 @@ impl QemuTest {
     /// under test and each scenario where its costs are judged (it is
     /// expected ok, the scenario has a floor), its runs and the reference's
     /// up to the cap, as (kernel, scenario).
-    pub(super) fn cost_boots(&self, i: &super::Inputs) -> Result<Vec<(String, String)>> {
+    pub(super) fn cost_boots(&self, i: &super::inputs::Inputs) -> Result<Vec<(String, String)>> {
         let floors = self.floors(&i.scenarios, &i.machine)?;
         let reference = &i.roles.reference;
         let mut out = Vec::new();

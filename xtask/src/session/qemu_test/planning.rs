@@ -6,7 +6,7 @@ use std::{collections::BTreeMap, path::PathBuf, time::Duration};
 
 use anyhow::{Context, Result};
 
-use super::QemuTest;
+use super::request::QemuTestRequest;
 use crate::{
     analysis::expected,
     guest::{
@@ -17,10 +17,10 @@ use crate::{
     kernel::build::Built,
 };
 
-impl QemuTest {
+impl QemuTestRequest {
     /// The boots of the session, in ABBA order, as (run, kernel,
     /// scenario): the plan's, or with `--shard` its slice.
-    pub(super) fn cells<'a, K>(
+    pub fn cells<'a, K>(
         &self,
         kernels: &'a [K],
         scenarios: &[Scenario],

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use anyhow::{bail, Context, Result};
 
-use super::QemuTest;
+use super::request::QemuTestRequest;
 use crate::{
     kernel::{
         build::Built,
@@ -14,7 +14,7 @@ use crate::{
     report,
 };
 
-impl QemuTest {
+impl QemuTestRequest {
     /// The roles the session is reported by: the variants file's, with the
     /// `--compare` pairs added (checked against what will be measured).
     pub(super) fn roles(

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use xshell::Shell;
 
-use super::QemuTest;
+use super::request::QemuTestRequest;
 use crate::{
     deps,
     guest::{
@@ -19,7 +19,7 @@ use crate::{
     kernel::build::Built,
 };
 
-impl QemuTest {
+impl QemuTestRequest {
     /// The FUSE server the plan's guest carries: what its initramfs is made
     /// with here, or, staged by `cargo xtask slurm` (`--staged`), what it
     /// was staged with, checked to be the plan's.
@@ -48,10 +48,10 @@ impl QemuTest {
     /// The tools this session needs: the kernels' build's, or with
     /// --no-build a boot's ([`deps::boot::ensure_boot`]).
     pub(super) fn tools(&self, sh: &Shell) -> Result<deps::Toolchain> {
-        if self.guest.no_build {
+        if self.no_build {
             deps::boot::ensure_boot(sh, self.staged.is_some())
         } else {
-            deps::ensure_for(sh, self.guest.flavour.no_rust)
+            deps::ensure_for(sh, self.flavour.no_rust)
         }
     }
 
@@ -67,7 +67,7 @@ impl QemuTest {
         staged: Option<&Staged>,
     ) -> Result<(PathBuf, deps::Toolchain)> {
         let tc = match built.first() {
-            Some(b) if self.guest.no_build => tc.booting(&b.meta.toolchain),
+            Some(b) if self.no_build => tc.booting(&b.meta.toolchain),
             _ => tc,
         };
         match staged {
