@@ -14,6 +14,7 @@ pub mod guest_session;
 pub mod host;
 pub mod host_session;
 pub mod host_state;
+pub mod hunt;
 pub mod hunt_points;
 pub mod merge;
 pub mod qemu_test;

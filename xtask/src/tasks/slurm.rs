@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Context, Result};
 use xshell::Shell;
 
-pub use crate::session::slurm::{job_states, sbatch, sessions_in, JobState, Jobs, Submitted};
+pub use crate::session::slurm::{Jobs, Submitted};
 use crate::{
     exit,
     kernel::{build, variants::Variants},

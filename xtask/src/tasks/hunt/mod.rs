@@ -1,24 +1,25 @@
 //! `cargo xtask hunt`: search qemu/hunt.toml's settings for writers held
-//! with nothing to wait for: the search (`search`), over the space
-//! (`guest::space`), by the objective (`analysis::held`).
+//! with nothing to wait for. Its flags make a plain [`HuntRequest`] and the
+//! session stage hunts ([`crate::session::hunt`]); the flags after `--` are
+//! qemu-test's, parsed here ([`ByClap`]).
 
-mod search;
-mod slurm;
-
+pub use crate::session::hunt::HuntResult;
 pub use crate::session::hunt_points::POINTS_FILE;
-pub use search::HuntResult;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 use xshell::Shell;
 
 use crate::{
     analysis::held::HeldBy,
-    guest::{
-        scenario,
-        space::{self, Space},
+    guest::space,
+    session::{
+        hunt::{HuntRequest, QemuTestFlags},
+        qemu_test::QemuTestRequest,
+        slurm::Jobs,
     },
+    tasks::{args, qemu_test::QemuTest, slurm::Slurm},
     util,
 };
 
@@ -83,25 +84,74 @@ impl Hunt {
 
     /// What the hunt found; none for a node's part of --slurm (`--eval`).
     pub fn hunt(self, sh: &Shell) -> Result<Option<HuntResult>> {
-        let file =
-            (self.space.clone()).unwrap_or_else(|| util::project_root().join(space::SPACE_FILE));
-        let hunt = search::Asked {
-            space: Space::load(&file, scenario::any(space::SCRIPT)?)?,
+        self.request().hunt(sh, &ByClap)
+    }
+
+    /// These flags' values, for the session stage.
+    pub fn request(self) -> HuntRequest {
+        HuntRequest {
+            space_file: (self.space)
+                .unwrap_or_else(|| util::project_root().join(space::SPACE_FILE)),
             seed: self.seed,
             boots: self.boots,
-            stop_at: self.until,
-            qemu_args: self.qemu_args,
+            until: self.until,
             minimise: self.minimise,
             check: self.check,
-            parent: util::target_dir().join("hunts"),
             batch: self.batch as usize,
             slurm: self.slurm.map(|p| Some(p).filter(|p| !p.is_empty())),
-            space_file: file,
-        };
-        if let (Some(settings), Some(into)) = (&self.eval, &self.eval_into) {
-            hunt.eval_point(sh, settings, into)?;
-            return Ok(None);
+            eval: self.eval.zip(self.eval_into),
+            qemu_args: self.qemu_args,
         }
-        hunt.run(sh).map(Some)
+    }
+}
+
+/// qemu-test's flags parsed by clap, as `cargo xtask qemu-test` and `cargo
+/// xtask slurm` parse theirs.
+struct ByClap;
+
+impl QemuTestFlags for ByClap {
+    fn parse(&self, argv: &[&str]) -> Result<QemuTestRequest, clap::Error> {
+        args::try_parse_from::<QemuTest>(argv.iter().copied()).map(|q| q.request())
+    }
+
+    fn slurm_jobs(
+        &self,
+        dir: &Path,
+        qemu_args: &[String],
+        partition: Option<String>,
+    ) -> Result<Jobs> {
+        Slurm {
+            shards: 1,
+            cpus_per_task: 1,
+            partition,
+            time: None,
+            dir: Some(dir.to_path_buf()),
+            write_only: false,
+            qemu_test: qemu_args.to_vec(),
+        }
+        .jobs()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::hunt::check_flags;
+
+    #[test]
+    fn flags_the_hunt_sets_itself_are_refused_after_the_separator() {
+        let e = check_flags(
+            &["--variant".into(), "regressed".into(), "--runs".into()],
+            &ByClap,
+        )
+        .unwrap_err();
+        assert!(format!("{e:#}").contains("--runs after `--`"), "{e:#}");
+        let e = check_flags(&["--no-aa".into()], &ByClap).unwrap_err();
+        assert!(format!("{e:#}").contains("--no-aa after `--`"), "{e:#}");
+        check_flags(
+            &["--variant".into(), "regressed".into(), "--quick".into()],
+            &ByClap,
+        )
+        .unwrap();
     }
 }

@@ -12,9 +12,8 @@ use xshell::Shell;
 use crate::{
     cli::heading,
     exit,
-    guest::{fuse_server::External, plan, scenario::Scenario},
+    guest::{fuse_server::External, plan},
     kernel::{source::SourceArgs, variants::Selection},
-    results::{record::RunRecord, session::BootFailure},
     session::{
         boot_all::{Outcome, Seer},
         qemu_test::QemuTestRequest,
@@ -220,16 +219,6 @@ impl QemuTest {
         let out = self.request().measure(sh, resumed, see)?;
         print!("{}", out.summary);
         Ok(out)
-    }
-
-    /// Boots `points` (`cargo xtask hunt`'s scenarios) on the selected
-    /// kernels ([`QemuTestRequest::boot_points`]).
-    pub fn boot_points(
-        self,
-        sh: &Shell,
-        points: Vec<Scenario>,
-    ) -> Result<(PathBuf, Vec<RunRecord>, Vec<BootFailure>)> {
-        self.request().boot_points(sh, points)
     }
 }
 

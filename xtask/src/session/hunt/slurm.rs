@@ -20,9 +20,11 @@ use crate::{
     guest::space::Settings,
     progress::{self, Event},
     results::{dir::ResultsDir, record::RunRecord, session::BootFailure},
-    tasks::slurm::{job_states, sbatch, sessions_in, JobState, Jobs, Slurm},
+    session::slurm::{job_states, sbatch, sessions_in, JobState, Jobs},
     util::{self, sh_quote},
 };
+
+use super::flags::QemuTestFlags;
 
 /// How often the hunt asks Slurm how its tasks are.
 const POLL: Duration = Duration::from_secs(2);
@@ -56,18 +58,10 @@ impl OnSlurm {
         qemu_args: &[String],
         partition: Option<String>,
         space: &Path,
+        flags: &dyn QemuTestFlags,
     ) -> Result<OnSlurm> {
-        let jobs = Slurm {
-            shards: 1,
-            cpus_per_task: 1,
-            partition,
-            time: None,
-            dir: Some(dir.join("slurm")),
-            write_only: false,
-            qemu_test: qemu_args.to_vec(),
-        }
-        .jobs()
-        .context("the hunt's Slurm jobs")?;
+        let jobs = (flags.slurm_jobs(&dir.join("slurm"), qemu_args, partition))
+            .context("the hunt's Slurm jobs")?;
         jobs.prepare()?;
         jobs.stage(sh)?;
         let space = std::path::absolute(space).context("the space file's path")?;

@@ -29,7 +29,10 @@ use rand::{seq::SliceRandom, RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use xshell::Shell;
 
-use super::slurm::{Ended, OnSlurm};
+use super::{
+    flags::QemuTestFlags,
+    slurm::{Ended, OnSlurm},
+};
 use crate::session::hunt_points::{line, summary, write_found, write_points, Eval, POINTS_FILE};
 use crate::{
     analysis::{
@@ -40,7 +43,7 @@ use crate::{
     guest::space::{Settings, Space, SpacePoint},
     progress::{self, Event},
     results::{record::RunRecord, session::BootFailure},
-    tasks::{args, qemu_test::QemuTest},
+    session::qemu_test::QemuTestRequest,
     util,
 };
 
@@ -61,8 +64,8 @@ const OWN_FLAGS: [&str; 10] = [
     "--compare",
 ];
 
-/// What a hunt is asked.
-pub struct Asked {
+/// What a hunt is asked, its space read.
+pub struct Asked<'a> {
     pub space: Space,
     pub seed: u64,
     /// Boots it may spend.
@@ -86,6 +89,8 @@ pub struct Asked {
     pub slurm: Option<Option<String>>,
     /// The file `space` was read from: the nodes read it too.
     pub space_file: PathBuf,
+    /// qemu-test's flags made a request, by the task's parser.
+    pub flags: &'a dyn QemuTestFlags,
 }
 
 /// Where a hunt's rounds boot.
@@ -116,28 +121,30 @@ impl HuntResult {
     }
 }
 
-impl Asked {
-    /// The user's flags, checked: none the hunt sets itself.
-    pub fn check_flags(args: &[String]) -> Result<()> {
-        if let Some(f) = args.iter().find(|a| {
-            OWN_FLAGS
-                .iter()
-                .any(|o| a == o || a.starts_with(&format!("{o}=")))
-        }) {
-            bail!(exit::usage(format!(
-                "{f} after `--`: the hunt sets it itself (its scenarios are its points, its runs \
+/// The user's flags, checked: none the hunt sets itself, and they parse.
+pub fn check_flags(args: &[String], flags: &dyn QemuTestFlags) -> Result<()> {
+    if let Some(f) = args.iter().find(|a| {
+        OWN_FLAGS
+            .iter()
+            .any(|o| a == o || a.starts_with(&format!("{o}=")))
+    }) {
+        bail!(exit::usage(format!(
+            "{f} after `--`: the hunt sets it itself (its scenarios are its points, its runs \
                  the space's `runs`); give qemu-test's other flags there"
-            )));
-        }
-        args::try_parse_from::<QemuTest>(
-            std::iter::once("qemu-test").chain(args.iter().map(String::as_str)),
-        )
-        .map_err(|e| exit::usage(format!("the qemu-test flags after `--`: {e}")))?;
-        Ok(())
+        )));
     }
+    let argv: Vec<&str> = std::iter::once("qemu-test")
+        .chain(args.iter().map(String::as_str))
+        .collect();
+    flags
+        .parse(&argv)
+        .map_err(|e| exit::usage(format!("the qemu-test flags after `--`: {e}")))?;
+    Ok(())
+}
 
+impl Asked<'_> {
     pub fn run(self, sh: &Shell) -> Result<HuntResult> {
-        Self::check_flags(&self.qemu_args)?;
+        check_flags(&self.qemu_args, self.flags)?;
         let expected = expectations()?;
         let per_point = self.space.runs;
         if self.boots < per_point * self.batch as u32 {
@@ -159,6 +166,7 @@ impl Asked {
                 &self.qemu_args,
                 partition.clone(),
                 &self.space_file,
+                self.flags,
             )?)),
         };
         progress::emit(Event::Note(&format!(
@@ -429,7 +437,7 @@ impl Asked {
     }
 
     /// The session of one round, in `into`: the user's flags, the hunt's own.
-    fn qemu_test(&self, into: &Path, built: bool, more: &[String]) -> Result<QemuTest> {
+    fn qemu_test(&self, into: &Path, built: bool, more: &[String]) -> Result<QemuTestRequest> {
         let runs = self.space.runs.to_string();
         let mut argv: Vec<&str> = vec!["qemu-test"];
         argv.extend(self.qemu_args.iter().map(String::as_str));
@@ -442,7 +450,7 @@ impl Asked {
         if built && !self.qemu_args.iter().any(|a| a == "--no-build") {
             argv.push("--no-build");
         }
-        args::try_parse_from::<QemuTest>(argv).context("the hunt's qemu-test flags")
+        (self.flags.parse(&argv)).context("the hunt's qemu-test flags")
     }
 
     /// The next points: a climb (one dimension changed) from the best point
@@ -523,6 +531,24 @@ mod tests {
         guest::{scenario, space},
     };
 
+    /// No qemu-test flags: the strategy and the judging boot nothing.
+    struct NoFlags;
+
+    impl QemuTestFlags for NoFlags {
+        fn parse(&self, _: &[&str]) -> Result<QemuTestRequest, clap::Error> {
+            unreachable!("the strategy's tests parse no flags")
+        }
+
+        fn slurm_jobs(
+            &self,
+            _: &Path,
+            _: &[String],
+            _: Option<String>,
+        ) -> Result<crate::session::slurm::Jobs> {
+            unreachable!("the strategy's tests submit no jobs")
+        }
+    }
+
     /// A landscape like `regressed`'s as measured (docs/hunt.md): every FUSE
     /// point with strict_limit=1 holds by strictlimit; every ext4 point in a
     /// memcg has held time by memcg-unrequested and holds in one evaluation
@@ -594,6 +620,7 @@ mod tests {
             batch: 2,
             slurm: None,
             space_file: file,
+            flags: &NoFlags,
         };
         let failures: Vec<BootFailure> = (0..3)
             .map(|run| BootFailure {
@@ -646,6 +673,7 @@ mod tests {
             batch: 2,
             slurm: None,
             space_file: file,
+            flags: &NoFlags,
         };
         let seeds = 2000;
         let missed = (0..seeds)
@@ -656,15 +684,5 @@ mod tests {
             .count();
         let rate = missed as f64 / seeds as f64;
         assert!(rate <= 0.02, "missed on {missed} of {seeds} seeds ({rate})");
-    }
-
-    #[test]
-    fn flags_the_hunt_sets_itself_are_refused_after_the_separator() {
-        let e = Asked::check_flags(&["--variant".into(), "regressed".into(), "--runs".into()])
-            .unwrap_err();
-        assert!(format!("{e:#}").contains("--runs after `--`"), "{e:#}");
-        let e = Asked::check_flags(&["--no-aa".into()]).unwrap_err();
-        assert!(format!("{e:#}").contains("--no-aa after `--`"), "{e:#}");
-        Asked::check_flags(&["--variant".into(), "regressed".into(), "--quick".into()]).unwrap();
     }
 }
