@@ -152,7 +152,7 @@ pub fn in_worktree<T>(
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::{tasks::bisect::first_bad, util};
+    use crate::{session::bisect::first_bad, util};
 
     fn git(dir: &Path, args: &[&str]) -> String {
         util::testdir::git(dir, args)

@@ -8,6 +8,7 @@
 //! ([`merge`]). The tasks above it parse flags, make the kernels and call
 //! it; they print what it returns.
 
+pub mod bisect;
 pub mod boot_all;
 pub mod flush_cost;
 pub mod guest_session;

@@ -1,10 +1,9 @@
 //! Flags every booting task shares: how the guest is sized and run, and
 //! whether the kernels are built first.
 
-use std::{collections::BTreeMap, path::PathBuf};
+use std::path::PathBuf;
 
 use anyhow::Result;
-use clap::ValueEnum;
 use xshell::Shell;
 
 pub use crate::guest::machine_spec::ClockMode;
@@ -15,10 +14,11 @@ use crate::{
         disk::DiskKind,
         fuse_server, initramfs,
         machine_spec::MachineSpec,
-        plan::{self, Detector},
+        plan::Detector,
         qemu::{self, Accel, Machine},
     },
     kernel::{build::Built, flavour::Flavour, selected, source::SourceArgs, variants::Selection},
+    session::bisect::StepGuest,
 };
 
 /// wbstall's own init in the initramfs, the default of `--rdinit`.
@@ -158,67 +158,17 @@ impl GuestArgs {
 }
 
 impl GuestArgs {
-    /// These flags as a command line that parses back to them, for a task
-    /// that runs another (`bisect` runs `bisect-step` per commit). Paths are
-    /// passed as given: make them absolute first where the other task runs
-    /// elsewhere.
-    pub fn to_args(&self) -> Vec<String> {
-        let mut out = Vec::new();
-        if let Some(a) = self.accel {
-            out.push(format!("--accel={}", value_name(&a)));
+    /// These flags' values for a bisect's steps, which `bisect` passes on
+    /// to every `bisect-step` ([`StepGuest::to_args`]).
+    pub fn step_guest(&self) -> StepGuest {
+        StepGuest {
+            machine: self.machine_spec(),
+            no_build: self.no_build,
+            jobs: self.jobs,
+            flavour: self.flavour.clone(),
+            detector: self.detector,
         }
-        if let Some(c) = self.clock {
-            out.push(format!("--clock={}", value_name(&c)));
-        }
-        out.push(format!("--icount-shift={}", self.icount_shift));
-        out.push(format!("--cpu-model={}", self.cpu_model));
-        out.extend(self.kernel_args.iter().map(|a| format!("--kernel-arg={a}")));
-        out.push(format!("--disk={}", value_name(&self.disk)));
-        if let Some(m) = self.disk_mbps {
-            out.push(format!("--disk-mbps={m}"));
-        }
-        out.push(format!("--cpus={}", self.cpus));
-        out.push(format!("--memory={}", self.memory));
-        if self.no_build {
-            out.push("--no-build".into());
-        }
-        if let Some(j) = self.jobs {
-            out.push(format!("--jobs={j}"));
-        }
-        let f = &self.flavour;
-        if f.debug_kernel {
-            out.push("--debug-kernel".into());
-        }
-        if let Some(c) = &f.base_config {
-            out.push(format!("--config={}", c.display()));
-        }
-        out.extend(
-            f.extra
-                .iter()
-                .map(|p| format!("--kconfig-add={}", p.display())),
-        );
-        if f.no_rust {
-            out.push("--no-rust".into());
-        }
-        if let Some(d) = self.detector {
-            out.push(format!("--detector={}", d.name()));
-        }
-        out.push(format!("--rdinit={}", self.rdinit));
-        out
     }
-}
-
-impl GuestArgs {
-    /// The detector of each kernel (by label) ([`plan::detectors`]).
-    pub fn detectors(&self, built: &[Built]) -> Result<BTreeMap<String, Detector>> {
-        plan::detectors(self.detector, built)
-    }
-}
-
-/// The name a `clap::ValueEnum` flag takes for `v`.
-fn value_name<T: ValueEnum>(v: &T) -> String {
-    v.to_possible_value()
-        .map_or(String::new(), |p| p.get_name().to_string())
 }
 
 /// `--memory`: an amount of memory as qemu -m and vng take it (`2G`,
@@ -300,7 +250,7 @@ mod tests {
             &["--disk", "host"],
         ] {
             let g = parse(argv);
-            let args = g.to_args();
+            let args = g.step_guest().to_args();
             let again = parse(&args.iter().map(String::as_str).collect::<Vec<_>>());
             assert_eq!(format!("{again:?}"), format!("{g:?}"), "{args:?}");
         }
@@ -322,7 +272,9 @@ mod tests {
             [crate::guest::machine_spec::DEBUG_KUNIT_FILTER, "quiet"]
         );
         assert!(args(&["--accel", "tcg"]).is_empty());
-        let args = parse(&["--clock", "virtual", "--kconfig-add", "/a.frag"]).to_args();
+        let args = parse(&["--clock", "virtual", "--kconfig-add", "/a.frag"])
+            .step_guest()
+            .to_args();
         assert!(args.contains(&"--clock=virtual".to_string()), "{args:?}");
         assert!(
             args.contains(&"--kconfig-add=/a.frag".to_string()),

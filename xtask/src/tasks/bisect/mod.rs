@@ -1,37 +1,29 @@
 //! `cargo xtask bisect`: find the commit of a developer's tree that brought
 //! the stall, with `git bisect run` and one quick boot per step
-//! (`cargo xtask bisect-step`), built incrementally from the tree's mirror.
-//!
-//! It cannot mislead: both end points are booted first (`--good` must judge
-//! `ok`, `--bad` `stall`, or it stops and says which end is wrong); every step
-//! is judged by [`verdict::verdict_of`], the function that judges a `qemu-test`
-//! cell, against `qemu/expected.toml`; and everything happens in a detached
-//! git worktree of the tree, so the user's checkout never moves.
+//! (`cargo xtask bisect-step`). Its flags make a [`BisectRequest`] (a step's,
+//! a [`StepRequest`]); the session stage bisects ([`crate::session::bisect`]):
+//! the tree and the ends checked, the end points measured, git bisect run in
+//! a worktree, every step built, booted once and judged.
 
-mod step;
+use std::path::PathBuf;
 
-use std::{
-    fs,
-    path::{Path, PathBuf},
-    time::Instant,
-};
+use anyhow::Result;
+use xshell::Shell;
 
-use anyhow::{bail, Context, Result};
-use xshell::{cmd, Shell};
-
-pub use self::step::BisectStep;
-use self::step::{append_row, step_expectations, EndPoint, StepArgs, StepRow};
 use super::args::guest::GuestArgs;
-use crate::{
-    exit,
-    guest::{plan, scenario},
-    kernel::{
-        bisect_worktree::{in_worktree, BisectWorktree},
-        patch::Patch,
-    },
-    progress::{self, Event},
-    util,
-};
+use crate::session::bisect::{BisectRequest, Bisected, StepRequest};
+
+/// What each step boots, shared by `bisect` and `bisect-step`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct StepArgs {
+    /// The scenario each step boots once (quick: ramp 2 s, 5 s).
+    #[arg(long, default_value = "fuse-strictlimit", value_name = "NAME")]
+    pub scenario: String,
+    /// A patch applied on top of every step's commit (a plain diff or a mail).
+    // `--variant-patch`, its old name, still works (hidden).
+    #[arg(long, alias = "variant-patch", value_name = "FILE")]
+    pub patch: Option<PathBuf>,
+}
 
 /// Bisect a developer's kernel tree for the stall: good = no stall, bad = stall.
 ///
@@ -65,166 +57,42 @@ pub struct Bisect {
     pub guest: GuestArgs,
 }
 
-/// What a row measured, for messages: `stall (62.3% of writer time in stall
-/// sleeps, 1.1 MiB/s)`, or `skip: <why>`.
-fn measured(row: &StepRow) -> String {
-    let (word, why) = match row.verdict.split_once(": ") {
-        Some((w, why)) => (w, Some(why)),
-        None => (row.verdict.as_str(), None),
-    };
-    let mut s = word.to_string();
-    if let (Some(share), Some(bw)) = (row.stall_share, row.mib_s) {
-        s.push_str(&format!(
-            " ({:.1}% of writer time in stall sleeps, {bw:.1} MiB/s)",
-            share * 100.0
-        ));
-    }
-    if let Some(why) = why {
-        s.push_str(&format!(": {why}"));
-    }
-    s
-}
-
-/// The end points, measured before `git bisect start`: `--good` must judge
-/// ok and `--bad` stall; otherwise git bisect would name a commit all the
-/// same. The error names each wrong end, what it measured, and the fix.
-pub fn check_ends(good_rev: &str, good: &StepRow, bad_rev: &str, bad: &StepRow) -> Result<()> {
-    let name = |rev: &str, r: &StepRow| {
-        format!(
-            "{rev} ({} {})",
-            &r.commit[..r.commit.len().min(12)],
-            r.subject
-        )
-    };
-    let mut wrong = Vec::new();
-    match good.exit {
-        0 => {}
-        1 => wrong.push(format!(
-            "--good {} is not stall-free: it measured {}; give a commit without the stall as --good",
-            name(good_rev, good),
-            measured(good)
-        )),
-        _ => wrong.push(format!(
-            "--good {} could not be judged stall-free: it measured {}; fix that, or give \
-             another commit without the stall as --good",
-            name(good_rev, good),
-            measured(good)
-        )),
-    }
-    match bad.exit {
-        1 => {}
-        0 => wrong.push(format!(
-            "--bad {} does not stall: it measured {}; give a commit with the stall as --bad",
-            name(bad_rev, bad),
-            measured(bad)
-        )),
-        _ => wrong.push(format!(
-            "--bad {} could not be judged a stall: it measured {}; fix that, or give another \
-             commit with the stall as --bad",
-            name(bad_rev, bad),
-            measured(bad)
-        )),
-    }
-    if !wrong.is_empty() {
-        bail!(exit::usage(wrong.join("\n")));
-    }
-    Ok(())
-}
-
-/// The full hash of `rev` in `dir`, or an error naming it.
-fn commit(sh: &Shell, dir: &Path, rev: &str) -> Result<String> {
-    let spec = format!("{rev}^{{commit}}");
-    cmd!(sh, "git -C {dir} rev-parse --verify --quiet {spec}")
-        .quiet()
-        .ignore_stderr()
-        .read()
-        .with_context(|| {
-            exit::usage(format!(
-                "`{rev}` is not a commit of {}: give a branch, tag or hash it has (`git -C {} log --oneline`)",
-                dir.display(),
-                dir.display()
-            ))
-        })
-}
-
-/// The tree must be a git work tree's top. Uncommitted changes and a bisect
-/// of the user's own are no obstacle: the bisect runs in a worktree.
-fn check_tree(sh: &Shell, dir: &Path) -> Result<PathBuf> {
-    let dir = fs::canonicalize(dir).with_context(|| {
-        exit::usage(format!("--kernel-src {}: no such directory", dir.display()))
-    })?;
-    let top = cmd!(sh, "git -C {dir} rev-parse --show-toplevel")
-        .quiet()
-        .ignore_stderr()
-        .read()
-        .ok()
-        .map(PathBuf::from);
-    if top.as_deref() != Some(dir.as_path()) {
-        bail!(exit::usage(format!(
-            "{} is not the top of a git repository: bisect needs the tree's history \
-             (clone the tree with git, or give the repository's top directory)",
-            dir.display()
-        )));
-    }
-    Ok(dir)
-}
-
-/// Where the bisect of `repo` runs: one worktree per tree path, so that the
-/// mirror and build directory (kept per tree path) serve the next bisect.
-fn worktree_path(repo: &Path) -> PathBuf {
-    util::target_dir().join("bisect").join(format!(
-        "worktree-{}",
-        &util::sha256_hex(repo.as_os_str().as_encoded_bytes())[..12]
-    ))
-}
-
-/// `guest` with its files (`--config`, `--kconfig-add`) made absolute: every
-/// step runs in the worktree.
-fn absolute(guest: &GuestArgs) -> Result<GuestArgs> {
-    let abs = |p: &PathBuf, flag: &str| {
-        fs::canonicalize(p)
-            .with_context(|| exit::usage(format!("{flag} {}: no such file", p.display())))
-    };
-    let mut g = guest.clone();
-    if let Some(c) = &guest.flavour.base_config {
-        g.flavour.base_config = Some(abs(c, "--config")?);
-    }
-    g.flavour.extra = guest
-        .flavour
-        .extra
-        .iter()
-        .map(|p| abs(p, "--kconfig-add"))
-        .collect::<Result<_>>()?;
-    Ok(g)
-}
-
-/// What a bisect found: the first bad commit.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Bisected {
-    /// Its full hash.
-    pub commit: String,
-    pub subject: String,
+/// One step of a bisect run (called by `git bisect run`): build the checked
+/// out commit, boot it once, and judge the run as `qemu-test` judges a cell
+/// ([`crate::analysis::bisect_step::judge_step`]): exit 0 (judged `ok`), 1 (judged `stall`), 125 (skip:
+/// the commit does not build because of its code, its kernel crashes or
+/// hangs, the run is no evidence, or it is neither), or 200 when the harness
+/// failed (QEMU missing, the disk full, ...): git bisect run then aborts
+/// instead of skipping ([`crate::exit::Class::bisect_step_code`]).
+#[derive(Debug, clap::Args)]
+pub struct BisectStep {
+    #[arg(long, value_name = "DIR")]
+    pub kernel_src: PathBuf,
+    /// The tree --kernel-src is a worktree of: built in that tree's mirror
+    /// and build directory (those of `qemu-test --kernel-src DIR`), synced
+    /// from --kernel-src, so that only what differs is rebuilt.
+    #[arg(long, value_name = "DIR")]
+    pub mirror_of: Option<PathBuf>,
+    /// Append the step's row (JSON) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub log: PathBuf,
+    #[command(flatten)]
+    pub step: StepArgs,
+    #[command(flatten)]
+    pub guest: GuestArgs,
 }
 
 impl Bisect {
-    /// The step every commit runs (the end points in this process, the rest
-    /// as `bisect-step` under git bisect run), with absolute paths: it builds
-    /// the `worktree` of `repo` in `repo`'s mirror.
-    fn step_task(&self, repo: &Path, worktree: &Path, log: &Path) -> Result<BisectStep> {
-        let mut step = self.step.clone();
-        if let Some(p) = &step.patch {
-            step.patch =
-                Some(fs::canonicalize(p).with_context(|| {
-                    exit::usage(format!("--patch {}: no such file", p.display()))
-                })?);
+    /// These flags' values, for the session stage.
+    pub fn request(&self) -> BisectRequest {
+        BisectRequest {
+            kernel_src: self.kernel_src.clone(),
+            good: self.good.clone(),
+            bad: self.bad.clone(),
+            scenario: self.step.scenario.clone(),
+            patch: self.step.patch.clone(),
+            guest: self.guest.step_guest(),
         }
-        Ok(BisectStep {
-            kernel_src: worktree.to_path_buf(),
-            mirror_of: Some(repo.to_path_buf()),
-            log: log.to_path_buf(),
-            step,
-            guest: absolute(&self.guest)?,
-        })
     }
 
     pub fn run(self, sh: &Shell) -> Result<()> {
@@ -234,442 +102,35 @@ impl Bisect {
     /// Bisects, prints the table of steps and the first bad commit, and
     /// returns it.
     pub fn bisect(self, sh: &Shell) -> Result<Bisected> {
-        let dir = check_tree(sh, &self.kernel_src)?;
-        let good = commit(sh, &dir, &self.good)?;
-        let bad = commit(sh, &dir, &self.bad)?;
-        if cmd!(sh, "git -C {dir} merge-base --is-ancestor {good} {bad}")
-            .quiet()
-            .run()
-            .is_err()
-        {
-            bail!(exit::usage(format!(
-                "--good {} is not an ancestor of --bad {}: give the older, stall-free commit as --good",
-                self.good,
-                self.bad
-            )));
-        }
-        if self.guest.no_build {
-            bail!(exit::usage(
-                "--no-build: every bisect step builds its own commit: drop --no-build"
-            ));
-        }
-        // Checked before anything is built.
-        let scen = scenario::by_name(&self.step.scenario)?;
-        plan::check_clock(&self.guest.machine()?, &[scen])?;
-        step_expectations().with_context(|| exit::usage("reading the expectations"))?;
-        if let Some(p) = &self.step.patch {
-            Patch::read_all(p)?;
-        }
-        let out = util::unique_dir(&util::target_dir().join("bisect"))?;
-        let log = out.join("steps.jsonl");
-        let worktree = worktree_path(&dir);
-        progress::emit(Event::Note(&format!(
-            "bisecting {} from {} (good) to {} (bad) in the worktree {} (the tree itself \
-             never moves); steps logged in {}",
-            dir.display(),
-            &good[..12],
-            &bad[..12],
-            worktree.display(),
-            log.display()
-        )));
-        let started = Instant::now();
-        let (rows, bisect_log, ran) = in_worktree(sh, &dir, &worktree, &good, |wt| {
-            self.bisect_in(sh, &dir, wt, (&good, &bad), &out, &log)
-        })?;
-        aborted(&rows, &ran, &out)?;
-        // A step that died before writing its row (a crash reads as `bad` to
-        // git bisect run) makes the result worthless.
-        let tested = tested_commits(&bisect_log);
-        if let Some(c) = tested
-            .iter()
-            .find(|c| !rows.iter().any(|r| r.commit.starts_with(c.as_str())))
-        {
-            bail!(
-                "the step for commit {c} ended without a result (it crashed before \
-                 classifying), so git bisect's answer cannot be trusted; see {}",
-                out.display()
-            );
-        }
-        let Some(first) = first_bad(&bisect_log) else {
-            // Not aborted: the commits left could not be judged (skipped).
-            bail!(exit::under_test(format!(
-                "git bisect run found no first bad commit (the commits left were skipped: they \
-                 could not be judged, see the table):\n{}{}",
-                String::from_utf8_lossy(&ran.stdout),
-                String::from_utf8_lossy(&ran.stderr)
-            )));
-        };
-        println!(
-            "bisect: first bad commit {first}\nbisect: the 2 end points and {} step(s) in \
-             {:.0} s; {} never moved (the bisect ran in a worktree, now removed)",
-            rows.iter().filter(|r| r.end.is_none()).count(),
-            started.elapsed().as_secs_f64(),
-            dir.display()
-        );
-        let (abbrev, subject) = first.split_once(' ').unwrap_or((&first, ""));
-        Ok(Bisected {
-            commit: commit(sh, &dir, abbrev)?,
-            subject: subject.to_string(),
-        })
-    }
-
-    /// In the worktree: the end points, then git bisect run. Returns the
-    /// rows (printed), git bisect's log (also written to the output
-    /// directory) and git bisect run's output.
-    fn bisect_in(
-        &self,
-        sh: &Shell,
-        repo: &Path,
-        wt: &BisectWorktree,
-        (good, bad): (&str, &str),
-        out: &Path,
-        log: &Path,
-    ) -> Result<(Vec<StepRow>, String, std::process::Output)> {
-        let task = self.step_task(repo, wt.path(), log)?;
-        progress::emit(Event::Note(
-            "measuring the end points first: --good must judge ok, --bad stall",
-        ));
-        let mut ends = Vec::new();
-        for (end, rev) in [(EndPoint::Good, good), (EndPoint::Bad, bad)] {
-            wt.checkout(sh, rev)?;
-            let (mut row, outcome) = task.row(sh);
-            row.end = Some(end);
-            append_row(log, &row)?;
-            // The harness failed (not the commit): no bisect can run.
-            if row.exit == i32::from(exit::HARNESS) {
-                ends.push(row);
-                print!("{}", table(&ends));
-                return Err(outcome
-                    .err()
-                    .unwrap_or_else(|| anyhow::anyhow!("the step failed"))
-                    .context(format!(
-                        "measuring the end point {rev}: bisect did not start"
-                    )));
-            }
-            ends.push(row);
-        }
-        if let Err(e) = check_ends(&self.good, &ends[0], &self.bad, &ends[1]) {
-            print!("{}", table(&ends));
-            return Err(e);
-        }
-        let dir = wt.path();
-        let exe = crate::util::xtask_exe()?;
-        let mut step = vec![
-            "bisect-step".to_string(),
-            format!("--kernel-src={}", task.kernel_src.display()),
-            format!("--mirror-of={}", repo.display()),
-            format!("--log={}", log.display()),
-            format!("--scenario={}", task.step.scenario),
-        ];
-        if let Some(p) = &task.step.patch {
-            step.push(format!("--patch={}", p.display()));
-        }
-        step.extend(task.guest.to_args());
-        cmd!(sh, "git -C {dir} bisect start {bad} {good}")
-            .quiet()
-            .run()
-            .context("starting git bisect in the worktree")?;
-        let ran = cmd!(sh, "git -C {dir} bisect run {exe} {step...}")
-            .ignore_status()
-            .output()
-            .context("running git bisect run in the worktree")?;
-        let bisect_log = cmd!(sh, "git -C {dir} bisect log")
-            .quiet()
-            .read()
-            .unwrap_or_default();
-        fs::write(out.join("bisect.log"), &bisect_log).context("writing bisect.log")?;
-        let rows = read_rows(log)?;
-        print!("{}", table(&rows));
-        Ok((rows, bisect_log, ran))
+        self.request().bisect(sh, &mut |s| print!("{s}"))
     }
 }
 
-/// `git bisect run` aborted: a step exited 200 (the harness failed: its row
-/// says why) or above 127 otherwise (a signal). Said, naming the commit, and
-/// an error of the harness's (200), never a bisect's answer.
-fn aborted(rows: &[StepRow], ran: &std::process::Output, out: &Path) -> Result<()> {
-    let harness = i32::from(exit::HARNESS);
-    if let Some(r) = rows.iter().find(|r| r.end.is_none() && r.exit == harness) {
-        bail!(
-            "git bisect aborted at commit {} ({}): the step failed for a reason that is not \
-             the commit's, so no commit was marked: {}; fix that and run bisect again \
-             (steps in {})",
-            &r.commit[..r.commit.len().min(12)],
-            r.subject,
-            r.verdict,
-            out.display()
-        );
+impl BisectStep {
+    /// These flags' values, for the session stage.
+    pub fn request(&self) -> StepRequest {
+        StepRequest {
+            kernel_src: self.kernel_src.clone(),
+            mirror_of: self.mirror_of.clone(),
+            log: self.log.clone(),
+            scenario: self.step.scenario.clone(),
+            patch: self.step.patch.clone(),
+            guest: self.guest.step_guest(),
+        }
     }
-    let said = String::from_utf8_lossy(&ran.stderr);
-    if let Some(line) = said.lines().find(|l| l.contains("bisect run failed")) {
-        bail!(
-            "git bisect aborted: `{}` (a step was killed or exited above 127 without a row); \
-             see {}",
-            line.trim(),
-            out.display()
-        );
+
+    /// The step: its row logged, its outcome the error `main` exits by
+    /// ([`crate::exit::Class::bisect_step_code`]).
+    pub fn run(self, sh: &Shell) -> Result<()> {
+        self.request().step(sh)
     }
-    Ok(())
-}
-
-/// `# first bad commit: [<hash>] <subject>` of `git bisect log`.
-pub fn first_bad(log: &str) -> Option<String> {
-    log.lines().find_map(|l| {
-        let rest = l.strip_prefix("# first bad commit: [")?;
-        let (hash, subject) = rest.split_once("] ")?;
-        Some(format!("{hash} {subject}"))
-    })
-}
-
-/// The commits `git bisect run` marked (`# good: [hash] ...`, `# bad: ...`,
-/// `# skip: ...`), without the first two: the bounds the bisect started from.
-pub fn tested_commits(log: &str) -> Vec<String> {
-    log.lines()
-        .filter_map(|l| {
-            let (kind, rest) = l.strip_prefix("# ")?.split_once(": [")?;
-            matches!(kind, "good" | "bad" | "skip").then_some(())?;
-            Some(rest.split_once(']')?.0.to_string())
-        })
-        .skip(2)
-        .collect()
-}
-
-pub fn read_rows(log: &Path) -> Result<Vec<StepRow>> {
-    let text = match fs::read_to_string(log) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(e) => return Err(e).with_context(|| format!("reading {}", log.display())),
-    };
-    text.lines()
-        .map(|l| serde_json::from_str(l).with_context(|| format!("{}: `{l}`", log.display())))
-        .collect()
-}
-
-/// The steps as a table; the end points say so before their subject.
-pub fn table(rows: &[StepRow]) -> String {
-    let mut s = format!(
-        "{:<12} {:<8} {:>7} {:>9} {:>6}  {}\n",
-        "commit", "verdict", "stall%", "MiB/s", "secs", "subject"
-    );
-    for r in rows {
-        let opt =
-            |v: Option<f64>, scale: f64| v.map_or("-".to_string(), |v| format!("{:.1}", v * scale));
-        let end = match r.end {
-            Some(EndPoint::Good) => "(--good) ",
-            Some(EndPoint::Bad) => "(--bad) ",
-            None => "",
-        };
-        s.push_str(&format!(
-            "{:<12} {:<8} {:>7} {:>9} {:>6.0}  {end}{}\n",
-            &r.commit[..r.commit.len().min(12)],
-            r.verdict.split(':').next().unwrap_or(""),
-            opt(r.stall_share, 100.0),
-            opt(r.mib_s, 1.0),
-            r.seconds,
-            r.subject
-        ));
-    }
-    s
 }
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
     use super::*;
-    use crate::kernel::bisect_worktree::tests::history;
-
-    fn git(dir: &Path, args: &[&str]) -> String {
-        util::testdir::git(dir, args)
-    }
-
-    fn row(verdict: &str, share: Option<f64>, bw: Option<f64>, exit: i32) -> StepRow {
-        StepRow {
-            commit: "9a90d87d923962f0aa".into(),
-            subject: "mm: restore".into(),
-            verdict: verdict.into(),
-            stall_share: share,
-            mib_s: bw,
-            seconds: 61.0,
-            exit,
-            end: None,
-        }
-    }
-
-    #[test]
-    fn bad_trees_and_revisions_are_refused_naming_the_fix() {
-        let sh = Shell::new().unwrap();
-        let plain = util::testdir::Dir::new("bisect-plain");
-        let err = check_tree(&sh, plain.path()).unwrap_err().to_string();
-        assert!(err.contains("is not the top of a git repository"), "{err}");
-        let err = check_tree(&sh, &plain.path().join("nope"))
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("no such directory"), "{err}");
-
-        let repo = history("bisect-repo");
-        let d = repo.path();
-        assert!(check_tree(&sh, d).is_ok());
-        assert_eq!(commit(&sh, d, "HEAD").unwrap().len(), 40);
-        let err = commit(&sh, d, "v9.9-nope").unwrap_err().to_string();
-        assert!(err.contains("`v9.9-nope` is not a commit of"), "{err}");
-        fs::create_dir(d.join("sub")).unwrap();
-        let err = check_tree(&sh, &d.join("sub")).unwrap_err().to_string();
-        assert!(err.contains("not the top"), "{err}");
-        // The bisect runs in a worktree: uncommitted changes and a bisect of
-        // the user's own are no obstacle.
-        fs::write(d.join("f"), "edited\n").unwrap();
-        git(d, &["bisect", "start"]);
-        assert!(check_tree(&sh, d).is_ok());
-    }
-
-    #[test]
-    fn a_wrong_end_point_is_an_error_naming_it_and_what_it_measured() {
-        let ok = row("ok", Some(0.0), Some(200.0), 0);
-        let stall = row("stall", Some(0.623), Some(1.1), 1);
-        let skip = row("skip: the build failed: make exited 2", None, None, 125);
-        assert!(check_ends("v7.2", &ok, "HEAD", &stall).is_ok());
-        let e = check_ends("v7.2", &stall, "HEAD", &stall)
-            .unwrap_err()
-            .to_string();
-        assert_eq!(
-            e,
-            "--good v7.2 (9a90d87d9239 mm: restore) is not stall-free: it measured stall \
-             (62.3% of writer time in stall sleeps, 1.1 MiB/s); give a commit without the \
-             stall as --good"
-        );
-        let e = check_ends("v7.2", &ok, "HEAD", &ok)
-            .unwrap_err()
-            .to_string();
-        assert_eq!(
-            e,
-            "--bad HEAD (9a90d87d9239 mm: restore) does not stall: it measured ok (0.0% of \
-             writer time in stall sleeps, 200.0 MiB/s); give a commit with the stall as --bad"
-        );
-        let e = check_ends("v7.2", &skip, "HEAD", &stall)
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.starts_with("--good v7.2 (9a90d87d9239 mm: restore) could not be judged stall-free: it measured skip: the build failed: make exited 2;"),
-            "{e}"
-        );
-        // Both wrong: both said.
-        let e = check_ends("v7.2", &skip, "HEAD", &skip)
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("--good v7.2") && e.contains("\n--bad HEAD"),
-            "{e}"
-        );
-    }
-
-    #[test]
-    fn the_table_shows_every_step_and_the_end_points() {
-        let mut good = row("ok", Some(0.0), Some(201.0), 0);
-        good.end = Some(EndPoint::Good);
-        good.commit = "1111222233334444".into();
-        let rows = [
-            good,
-            row("stall", Some(0.569), Some(3.2), 1),
-            StepRow {
-                commit: "ecaf5c41".into(),
-                subject: "kernel: unrelated".into(),
-                verdict: "skip: the build failed".into(),
-                stall_share: None,
-                mib_s: None,
-                seconds: 12.0,
-                exit: 125,
-                end: None,
-            },
-        ];
-        let t = table(&rows);
-        assert!(
-            t.contains("111122223333 ok           0.0     201.0     61  (--good) mm: restore"),
-            "{t}"
-        );
-        assert!(
-            t.contains("9a90d87d9239 stall       56.9       3.2     61  mm: restore"),
-            "{t}"
-        );
-        assert!(
-            t.contains("ecaf5c41     skip           -         -     12  kernel: unrelated"),
-            "{t}"
-        );
-    }
-
-    #[test]
-    fn a_step_that_exits_200_aborts_git_bisect_run_and_bisect_says_where() {
-        // Real git bisect run, a step that exits 200 at c3 (after writing
-        // its row, as bisect-step does): git aborts, bisect names the
-        // commit and the row's reason, and its error is the harness's.
-        let repo = history("bisect-abort");
-        let d = repo.path();
-        let sh = Shell::new().unwrap();
-        let rev = |r: &str| git(d, &["rev-parse", r]).trim().to_string();
-        let c3 = rev("c3");
-        let step = d.join("step.sh");
-        fs::write(
-            &step,
-            format!(
-                "#!/bin/sh\n[ \"$(git rev-parse HEAD)\" = {c3} ] && exit 200\n\
-                 [ -e stall ] && exit 1\nexit 0\n"
-            ),
-        )
-        .unwrap();
-        let (good, bad) = (rev("c1"), rev("c5"));
-        git(d, &["bisect", "start", &bad, &good]);
-        let ran = cmd!(sh, "git -C {d} bisect run sh {step}")
-            .ignore_status()
-            .output()
-            .unwrap();
-        assert!(!ran.status.success());
-        let mut abort = row(
-            "abort: starting qemu-system-x86_64: not found",
-            None,
-            None,
-            200,
-        );
-        abort.commit = c3.clone();
-        let e = aborted(&[abort], &ran, Path::new("/out")).unwrap_err();
-        assert_eq!(exit::Class::of(&e), exit::Class::Harness);
-        assert!(
-            e.to_string().starts_with(&format!(
-                "git bisect aborted at commit {} (mm: restore): the step failed for a reason \
-                 that is not the commit's, so no commit was marked: abort: starting \
-                 qemu-system-x86_64: not found;",
-                &c3[..12]
-            )),
-            "{e}"
-        );
-        // Without the row (the step was killed): git's own words.
-        let e = aborted(&[], &ran, Path::new("/out"))
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.starts_with("git bisect aborted: `error: bisect run failed: exit code 200 from"),
-            "{e}"
-        );
-        // A run that ended: no abort.
-        let ok = std::process::Output {
-            status: ran.status,
-            stdout: Vec::new(),
-            stderr: Vec::new(),
-        };
-        assert!(aborted(&[row("ok", None, None, 0)], &ok, Path::new("/out")).is_ok());
-    }
-
-    #[test]
-    fn the_first_bad_commit_is_read_from_the_bisect_log() {
-        let log = "git bisect start 'b' 'g'\n# bad: [21be] x\ngit bisect bad 21be\n\
-                   # first bad commit: [9a90d87d] mm: restore balance_dirty_pages()\n";
-        assert_eq!(
-            first_bad(log).as_deref(),
-            Some("9a90d87d mm: restore balance_dirty_pages()")
-        );
-        assert_eq!(first_bad("git bisect start\n"), None);
-        let log = "git bisect start 'b' 'g'\n# bad: [bbbb] x\ngit bisect bad bbbb\n\
-                   # good: [gggg] y\ngit bisect good gggg\n# good: [1111] a\n\
-                   git bisect good 1111\n# skip: [2222] b\n# bad: [3333] c\n";
-        assert_eq!(tested_commits(log), ["1111", "2222", "3333"]);
-    }
 
     /// `bisect --kernel-src /k --good g --bad b` and `extra`.
     fn parse(extra: &[&str]) -> Bisect {
@@ -687,7 +148,8 @@ mod tests {
                 "{flag}"
             );
             let e = b
-                .step_task(Path::new("/k"), Path::new("/wt"), Path::new("/l"))
+                .request()
+                .step_request(Path::new("/k"), Path::new("/wt"), Path::new("/l"))
                 .unwrap_err();
             assert_eq!(e.to_string(), "--patch /no/such.patch: no such file");
         }
@@ -705,7 +167,8 @@ mod tests {
             "tsc=reliable",
         ]);
         let task = b
-            .step_task(
+            .request()
+            .step_request(
                 Path::new("/k"),
                 Path::new("/wt"),
                 Path::new("/out/steps.jsonl"),
@@ -726,7 +189,8 @@ mod tests {
             assert!(args.iter().any(|x| x == a), "{a} not in {args:?}");
         }
         let e = parse(&["--kconfig-add", "/no/such.frag"])
-            .step_task(Path::new("/k"), Path::new("/wt"), Path::new("/l"))
+            .request()
+            .step_request(Path::new("/k"), Path::new("/wt"), Path::new("/l"))
             .err()
             .unwrap()
             .to_string();
