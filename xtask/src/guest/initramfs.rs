@@ -20,6 +20,7 @@ use crate::{
         fio,
         fuse_server::{self, External},
     },
+    kernel::{build::Built, flavour::Flavour, selected, source::SourceArgs, variants::Selection},
     progress::{self, Event},
     util,
 };
@@ -336,6 +337,26 @@ fn items(sh: &Shell, external: &External) -> Result<Vec<Item>> {
 /// server of the plan's fuse-passthrough, if it has one.
 pub fn base(sh: &Shell, external: &External) -> Result<PathBuf> {
     base_in(sh, external, &dir())
+}
+
+/// One variant's kernel, built (or with `how.0`, no build, as it is; `how.1`
+/// make's jobs), and its initramfs, for the single-boot tasks.
+pub fn one_variant(
+    sh: &Shell,
+    source: &SourceArgs,
+    how: (bool, Option<usize>),
+    flavour: &Flavour,
+    name: &str,
+) -> Result<(Built, PathBuf)> {
+    let tc = deps::check_for(sh, flavour.no_rust)?;
+    let selection = Selection {
+        variants: vec![name.to_string()],
+        ..Selection::default()
+    };
+    let built = selected::kernels(sh, &tc, &selection, source, how, flavour)?.remove(0);
+    let b = base(sh, &External::None)?;
+    let initrd = for_variant(&b, &built.label(), built.module_file().as_deref())?;
+    Ok((built, initrd))
 }
 
 /// [`base`], kept in `dir` (a fleet's staged guest: guest::stage).

@@ -10,6 +10,7 @@
 
 pub mod bisect;
 pub mod boot_all;
+pub mod calibrate;
 pub mod flush_cost;
 pub mod guest_session;
 pub mod host;

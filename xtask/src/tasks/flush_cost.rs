@@ -2,31 +2,17 @@
 //! memcgs write at once (issue 45, item 2): boots
 //! `qemu/scenarios/memcg-flush-cost` on each variant and memcg count, and
 //! prints the writers' throughput and latency beside the flushes, the rstat
-//! lock's holds and spins, the CPUs' time and reclaim.
+//! lock's holds and spins, the CPUs' time and reclaim. Its flags make a
+//! [`FlushCostRequest`]; the session stage boots it
+//! ([`crate::session::flush_cost`]).
 
-use std::{fs, path::Path, time::Duration};
-
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use xshell::Shell;
 
 use super::args::guest::GuestArgs;
 use crate::{
-    exit,
-    guest::{
-        disk::{Disk, DiskKind},
-        protocol::param,
-        scenario::{self, Scenario},
-    },
-    kernel::{source::SourceArgs, variants::Variants},
-    progress::{self, Event},
-    report::flush_cost,
-    results::flush_cost::FlushRow,
-    session::flush_cost::FlushBoot,
-    util,
+    exit, guest::disk::DiskKind, kernel::source::SourceArgs, session::flush_cost::FlushCostRequest,
 };
-
-/// The scenario it boots.
-const SCENARIO: &str = "memcg-flush-cost";
 
 /// What the memcg statistics' flushes cost with many memcgs writing at once.
 #[derive(Debug, clap::Args)]
@@ -60,75 +46,26 @@ pub struct FlushCostCmd {
 impl FlushCostCmd {
     pub fn run(self, sh: &Shell) -> Result<()> {
         self.check()?;
-        let params = self.params(&scenario::any(SCENARIO)?);
-        let variants = match &self.variants[..] {
-            [] => vec![Variants::repo()?.roles.reference],
-            v => v.to_vec(),
-        };
-        let mut kernels = Vec::new();
-        for v in &variants {
-            kernels.push(self.guest.one_variant(sh, &self.source, v)?);
-        }
-        let machine = self.guest.machine()?;
-        let dir = util::unique_dir(&util::target_dir().join("flush-cost"))?;
-        progress::emit(Event::Note(&format!(
-            "flush-cost: {} variant(s) x memcgs {:?} x {} run(s), {} s of writing each, {} vCPUs, clock {}; logs in {}",
-            variants.len(),
-            self.memcgs,
-            self.runs,
-            self.runtime,
-            machine.cpus,
-            machine.clock,
-            dir.display()
-        )));
-        // Set-up and mkfs take seconds of guest time; many writers under TCG
-        // run several times slower than that.
-        let timeout = Duration::from_secs(600 + 20 * u64::from(self.runtime));
-        let mut rows = Vec::new();
-        for &memcgs in &self.memcgs {
-            for run in 1..=self.runs {
-                // ABBA: every other round in reverse, so that no variant
-                // always boots first.
-                let mut order: Vec<usize> = (0..variants.len()).collect();
-                if run % 2 == 0 {
-                    order.reverse();
-                }
-                for i in order {
-                    let (b, initrd) = &kernels[i];
-                    let stem = format!("{}-{memcgs}-{run}", variants[i]);
-                    let boot = FlushBoot {
-                        machine: &machine,
-                        params: &params,
-                        dir: &dir,
-                        stem: &stem,
-                        timeout,
-                    };
-                    let cost = boot.run(sh, b, initrd, memcgs)?;
-                    let r = FlushRow {
-                        variant: variants[i].clone(),
-                        memcgs,
-                        run,
-                        cost,
-                    };
-                    println!("flush-cost: {}", flush_cost::row(&r, machine.cpus)?);
-                    rows.push(r);
-                }
-            }
-        }
-        write_table(&rows, machine.cpus, &dir)?;
-        let failed = rows.iter().filter(|r| r.cost.is_err()).count();
-        if failed > 0 {
-            bail!(exit::under_test(format!(
-                "{failed} of {} boots did not finish (their rows say why; the console logs are in {})",
-                rows.len(),
-                dir.display()
-            )));
-        }
-        Ok(())
+        self.request().run(sh, &mut |s| print!("{s}"))
     }
-}
 
-impl FlushCostCmd {
+    /// These flags' values, for the session stage.
+    fn request(self) -> FlushCostRequest {
+        FlushCostRequest {
+            machine: self.guest.machine_spec(),
+            no_build: self.guest.no_build,
+            jobs: self.guest.jobs,
+            flavour: self.guest.flavour,
+            variants: self.variants,
+            memcgs: self.memcgs,
+            runtime: self.runtime,
+            memcg_max: self.memcg_max,
+            size: self.size,
+            runs: self.runs,
+            source: self.source,
+        }
+    }
+
     /// The flags the guest cannot take.
     fn check(&self) -> Result<()> {
         if self.guest.disk == DiskKind::Host {
@@ -148,39 +85,4 @@ impl FlushCostCmd {
         }
         Ok(())
     }
-
-    /// The boots' parameters but the memcg count: the scenario's, with
-    /// --memcg-max and --size over its own.
-    fn params(&self, scenario: &Scenario) -> Vec<(String, String)> {
-        let mut params: Vec<(String, String)> = vec![
-            (param::SCENARIO.into(), SCENARIO.into()),
-            (param::RUNTIME.into(), self.runtime.to_string()),
-            // The window the triggers count is the writers' whole run.
-            (param::RAMP.into(), "0".into()),
-            (param::BS.into(), "128k".into()),
-            (
-                param::SIZE.into(),
-                self.size.as_deref().unwrap_or(scenario.size).into(),
-            ),
-            (param::DISK.into(), Disk::Null { mbps: 0 }.param().into()),
-        ];
-        for &(k, v) in scenario.params {
-            let v = match (k, &self.memcg_max) {
-                (param::MEMCG_MAX, Some(max)) => max.as_str(),
-                _ => v,
-            };
-            params.push((k.into(), v.into()));
-        }
-        params
-    }
-}
-
-/// The table, printed and kept as `table.md` in `dir`.
-fn write_table(rows: &[FlushRow], cpus: u32, dir: &Path) -> Result<()> {
-    let table = flush_cost::table(rows, cpus)?;
-    let path = dir.join("table.md");
-    fs::write(&path, &table).with_context(|| format!("writing {}", path.display()))?;
-    print!("{table}");
-    println!("flush-cost: table in {}", path.display());
-    Ok(())
 }

@@ -12,7 +12,7 @@ use crate::{
     deps,
     guest::{
         disk::DiskKind,
-        fuse_server, initramfs,
+        initramfs,
         machine_spec::MachineSpec,
         plan::Detector,
         qemu::{self, Accel, Machine},
@@ -116,22 +116,16 @@ impl GuestArgs {
         selected::kernels(sh, tc, selection, source, how, &self.flavour)
     }
 
-    /// One variant's kernel and initramfs, for the single-boot tasks.
+    /// One variant's kernel and initramfs, for the single-boot tasks
+    /// ([`initramfs::one_variant`]).
     pub fn one_variant(
         &self,
         sh: &Shell,
         source: &SourceArgs,
         name: &str,
     ) -> Result<(Built, PathBuf)> {
-        let tc = deps::check_for(sh, self.flavour.no_rust)?;
-        let selection = Selection {
-            variants: vec![name.to_string()],
-            ..Selection::default()
-        };
-        let built = self.kernels(sh, &tc, &selection, source)?.remove(0);
-        let base = initramfs::base(sh, &fuse_server::External::None)?;
-        let initrd = initramfs::for_variant(&base, &built.label(), built.module_file().as_deref())?;
-        Ok((built, initrd))
+        let how = (self.no_build, self.jobs);
+        initramfs::one_variant(sh, source, how, &self.flavour, name)
     }
 
     /// These flags' machine values, for the stages below the tasks.

@@ -1,6 +1,6 @@
-//! One boot of flush-cost's scenario (`cargo xtask flush-cost`): the guest
-//! with a number of memcgs writing at once, its streams read into what the
-//! flushes cost, or why the guest did not finish.
+//! One boot of flush-cost's scenario: the guest with a number of memcgs
+//! writing at once, its streams read into what the flushes cost, or why the
+//! guest did not finish.
 
 use std::{path::Path, time::Duration};
 
