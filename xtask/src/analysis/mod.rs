@@ -8,6 +8,7 @@
 //! `criteria`), and all of it computed once for a report (`judge`).
 
 pub mod aggregate;
+pub mod bench_fuse;
 pub mod bisect_step;
 pub mod calibration;
 pub mod cost;

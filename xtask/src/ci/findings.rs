@@ -128,7 +128,7 @@ pub fn standalone_reproducers(sh: &Shell) -> Result<usize> {
 /// no such line, or counts none (`what`: a run on a kernel that stalls, where
 /// none means the reproducer or its analysis is broken).
 fn stale_held(summary: &str, what: &str) -> Result<u64> {
-    let count = crate::tasks::reproducer::stale_held(summary)?;
+    let count = crate::results::reproducer::stale_held(summary)?;
     if count == 0 {
         bail!(exit::fails(format!("{what} shows no stale-held sleep")));
     }

@@ -14,6 +14,9 @@ use crate::{
     progress,
 };
 
+/// wbstall's own init in the initramfs, the default of `--rdinit`.
+pub const DEFAULT_INIT: &str = "/init";
+
 /// `--clock`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ClockMode {

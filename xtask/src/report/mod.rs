@@ -3,6 +3,7 @@
 //! rows) and the verdict lines, the Markdown report, the mails, the KCIDB
 //! document and the plots. Every renderer reads the one `Judgement`.
 
+pub mod bench_fuse;
 pub mod bisect;
 pub mod calibration;
 pub mod changes;

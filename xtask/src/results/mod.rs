@@ -21,6 +21,7 @@ pub mod mechanism;
 pub mod phases;
 pub mod problems;
 pub mod record;
+pub mod reproducer;
 pub mod samples;
 pub mod session;
 pub mod sleeps;

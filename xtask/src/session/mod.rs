@@ -8,6 +8,7 @@
 //! ([`merge`]). The tasks above it parse flags, make the kernels and call
 //! it; they print what it returns.
 
+pub mod bench_fuse;
 pub mod bisect;
 pub mod boot_all;
 pub mod calibrate;
@@ -19,6 +20,9 @@ pub mod host_state;
 pub mod hunt;
 pub mod hunt_points;
 pub mod merge;
+pub mod module_stress;
 pub mod qemu_test;
+pub mod reproducer;
 pub mod resume;
+pub mod single_boot;
 pub mod slurm;

@@ -3,29 +3,13 @@
 //! the same kernel, FUSE server and fio job in a bare guest (`fuse-bare`),
 //! booted alternately so that drift hits both alike.
 
-use anyhow::{bail, Context, Result};
+use anyhow::Result;
 use xshell::Shell;
 
-use super::args::guest::{GuestArgs, DEFAULT_INIT};
+use super::args::guest::GuestArgs;
 use crate::{
-    analysis::stats::median,
-    exit,
-    guest::{
-        boot, fuse_server, initramfs,
-        job::{self, Job},
-        plan::{Boot, Detector},
-        protocol,
-        run_id::RunId,
-        scenario,
-    },
-    kernel::{
-        source::SourceArgs,
-        variants::{Selection, Variants},
-    },
-    progress::{self, Event},
-    report::format::num,
-    results::fio,
-    util,
+    kernel::source::SourceArgs,
+    session::bench_fuse::{self, BenchFuseRequest},
 };
 
 /// Measure the harness's own cost on FUSE: qemu-test's guest against a bare one.
@@ -56,107 +40,17 @@ pub struct BenchFuse {
 
 impl BenchFuse {
     pub fn run(self, sh: &Shell) -> Result<()> {
-        let machine = self.guest.machine()?;
-        if machine.rdinit != DEFAULT_INIT {
-            bail!(exit::usage(
-                "bench-fuse measures wbstall's own guest (its /init) against a bare one: \
-                 drop --rdinit (debug the harness with qemu-test or shell)"
-            ));
-        }
-        let variant = match &self.variant {
-            Some(v) => v.clone(),
-            None => Variants::repo()?.roles.reference,
+        let request = BenchFuseRequest {
+            variant: self.variant,
+            runs: self.runs,
+            runtime: self.runtime,
+            ramp: self.ramp,
+            sample_ms: self.sample_ms,
+            guest: self.guest.single_boot(&self.source),
         };
-        let tc = crate::deps::check_for(sh, self.guest.flavour.no_rust)?;
-        let selection = Selection {
-            variants: vec![variant.clone()],
-            ..Selection::default()
-        };
-        let kernel = self
-            .guest
-            .kernels(sh, &tc, &selection, &self.source)?
-            .remove(0);
-        let base =
-            initramfs::base(sh, &fuse_server::External::None).context("building the initramfs")?;
-        let initrd =
-            initramfs::for_variant(&base, &kernel.label(), kernel.module_file().as_deref())?;
-        let dir = util::unique_dir(&util::target_dir().join("bench-fuse"))?;
-        let guests = [
-            (
-                scenario::by_name("fuse-strictlimit")?,
-                self.sample_ms,
-                "harness",
-            ),
-            (scenario::any("fuse-bare")?, 0, "bare"),
-        ];
-        let mut bw: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
-        let total = 2 * self.runs as usize;
-        for run in 0..self.runs {
-            // ABBA: harness first on even runs, bare first on odd ones.
-            let order: [usize; 2] = if run % 2 == 0 { [0, 1] } else { [1, 0] };
-            for g in order {
-                let (scen, sample_ms, name) = guests[g];
-                let job = Job::new(scen.size, job::NUMJOBS, (self.ramp, self.runtime));
-                let b = Boot {
-                    sample_ms,
-                    detector: Detector::choose(self.guest.detector, &kernel)?,
-                    ..Boot::new(
-                        kernel.clone(),
-                        initrd.clone(),
-                        scen,
-                        run,
-                        job,
-                        machine.clone(),
-                    )
-                };
-                progress::emit(Event::BootStart {
-                    index: bw[0].len() + bw[1].len() + 1,
-                    total,
-                    run: &RunId::new(scen.name, name, run).to_string(),
-                });
-                let booted = boot::boot(sh, &dir, &b)?;
-                let text = booted
-                    .stream
-                    .text(protocol::stream::FIO)
-                    .with_context(|| format!("the {name} guest sent no fio result"))?;
-                let r = fio::parse(&text).with_context(|| format!("the {name} guest's fio"))?;
-                if r.error != 0 {
-                    bail!("fio failed in the {name} guest (error {})", r.error);
-                }
-                bw[g].push(r.bw_mib_s);
-            }
-        }
-        print!("{}", table(&variant, &machine.cpu_model, &bw));
+        print!("{}", bench_fuse::run(sh, &request)?);
         Ok(())
     }
-}
-
-/// The result: medians, ranges, and the harness's cost.
-pub fn table(variant: &str, cpu_model: &str, bw: &[Vec<f64>; 2]) -> String {
-    let mut out = format!("bench-fuse: {variant}, CPU model {cpu_model}\n");
-    out.push_str(&format!(
-        "{:<10} {:>5} {:>14} {:>10} {:>10}\n",
-        "guest", "runs", "MiB/s median", "min", "max"
-    ));
-    for (name, v) in ["harness", "bare"].iter().zip(bw) {
-        let min = v.iter().copied().fold(f64::INFINITY, f64::min);
-        let max = v.iter().copied().fold(0.0, f64::max);
-        out.push_str(&format!(
-            "{name:<10} {:>5} {:>14} {:>10} {:>10}\n",
-            v.len(),
-            num(median(v)),
-            num(min),
-            num(max)
-        ));
-    }
-    let (h, b) = (median(&bw[0]), median(&bw[1]));
-    if b > 0.0 {
-        out.push_str(&format!(
-            "the harness guest reaches {:.1}% of the bare guest's throughput\n",
-            h / b * 100.0
-        ));
-    }
-    out
 }
 
 #[cfg(test)]
@@ -177,16 +71,5 @@ mod tests {
         assert!(
             e.contains("bench-fuse measures wbstall's own guest") && e.contains("drop --rdinit")
         );
-    }
-
-    #[test]
-    fn the_table_says_what_share_the_harness_reaches() {
-        let t = table(
-            "upstream",
-            "max",
-            &[vec![90.0, 100.0, 95.0], vec![100.0, 98.0, 102.0]],
-        );
-        assert!(t.contains("harness        3           95.0"), "{t}");
-        assert!(t.contains("reaches 95.0% of the bare guest's"), "{t}");
     }
 }

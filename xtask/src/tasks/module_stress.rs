@@ -5,30 +5,14 @@
 //! (`--debug-kernel`: KASAN, lockdep, debug objects) that includes a use of a
 //! freed wb.
 
-use std::{fs, time::Duration};
-
-use anyhow::{bail, Context, Result};
+use anyhow::Result;
 use xshell::Shell;
 
 use super::args::guest::GuestArgs;
 use crate::{
-    analysis::module_stress,
-    exit,
-    guest::{
-        disk::{Disk, DiskKind},
-        protocol,
-        qemu::{self, Console},
-    },
-    kernel::{source::SourceArgs, variants::Variants},
-    progress::{self, Event},
-    report::module_stress::render,
-    util,
+    kernel::source::SourceArgs,
+    session::module_stress::{self, ModuleStressRequest},
 };
-
-/// The null_blk disk's bandwidth cap under the churn unless --disk-mbps says
-/// otherwise, MiB/s: slow enough that the memcg's writers sleep in
-/// balance_dirty_pages() most of the time.
-const CHURN_DISK_MBPS: u32 = 16;
 
 /// Remove and load the wbstall module N times while writers dirty a FUSE
 /// mount, then make, write through and remove memcg writeback domains under
@@ -59,91 +43,14 @@ pub struct ModuleStress {
 }
 
 impl ModuleStress {
-    /// A kernel without the module, or a disk it cannot churn on.
-    fn refuse_what_it_cannot_run(&self) -> Result<()> {
-        if self.guest.flavour.no_rust {
-            bail!(exit::usage("module-stress exercises the wbstall module, which --no-rust kernels lack: drop --no-rust"));
-        }
-        if self.guest.disk == DiskKind::Host {
-            bail!(exit::usage(
-                "module-stress formats its own ext4 on the guest's null_blk disk for the memcg \
-                 churn: drop --disk host"
-            ));
-        }
-        Ok(())
-    }
-
     pub fn run(self, sh: &Shell) -> Result<()> {
-        let variant = match &self.variant {
-            Some(v) => v.clone(),
-            None => Variants::repo()?.roles.baseline,
+        let request = ModuleStressRequest {
+            variant: self.variant,
+            cycles: self.cycles,
+            churn: self.churn,
+            guest: self.guest.single_boot(&self.source),
         };
-        self.refuse_what_it_cannot_run()?;
-        let (b, initrd) = self.guest.one_variant(sh, &self.source, &variant)?;
-        let dir = util::unique_dir(&util::target_dir().join("module-stress"))?;
-        let console = dir.join("console.log");
-        let disk = Disk::Null {
-            mbps: self.guest.disk_mbps.unwrap_or(CHURN_DISK_MBPS),
-        };
-        let params = vec![
-            ("scenario".into(), "module-cycles".into()),
-            (protocol::param::CYCLES.into(), self.cycles.to_string()),
-            (protocol::param::CHURN.into(), self.churn.to_string()),
-            (protocol::param::DISK.into(), disk.param().into()),
-        ];
-        let mut cfg = self
-            .guest
-            .machine()?
-            .vm(&b, initrd, params, Console::File(console.clone()));
-        cfg.results = Some(dir.join("results.bin"));
-        cfg.null_blk = Some(disk);
-        let debug = self.guest.flavour.debug_kernel;
-        progress::emit(Event::Note(&format!(
-            "module-stress: {} cycles and {} memcg churn cycles on {} ({:?}, {disk}{}); logs in {}",
-            self.cycles,
-            self.churn,
-            b.label(),
-            cfg.machine.accel,
-            if debug {
-                ""
-            } else {
-                "; not the debug kernel: no KASAN or lockdep, add --debug-kernel"
-            },
-            dir.display()
-        )));
-        // The debug kernel under TCG: a load with its KUnit suite takes about
-        // 10 s of guest time, a churn cycle 20-40 s (docs/measurements.md).
-        let timeout =
-            Duration::from_secs(300 + 15 * u64::from(self.cycles) + 60 * u64::from(self.churn));
-        let out = qemu::run(sh, &cfg, timeout, &dir.join("qemu.log"))?;
-        // The kernel (and the module under test) crashed or hung.
-        let stream =
-            (out.outcome).map_err(|e| anyhow::anyhow!(exit::under_test(e.explain(&console))))?;
-        // The console has every kernel message; dmesg's ring buffer may have wrapped
-        // after a hundred loads (each prints its KUnit results).
-        let console_text = fs::read_to_string(&console)
-            .with_context(|| format!("reading the console log {}", console.display()))?;
-        // A check of the module failed.
-        let failed = |e: anyhow::Error| {
-            anyhow::anyhow!(exit::fails(format!(
-                "{e:#}\nconsole: {}",
-                console.display()
-            )))
-        };
-        let stressed = module_stress::stressed(&stream, self.cycles, self.churn, &console_text)
-            .map_err(failed)?;
-        let kind = match debug {
-            true => " (debug kernel: KASAN, lockdep, debug objects)",
-            false => "",
-        };
-        println!(
-            "module-stress: done in {:.0} s on {}{kind}",
-            out.wall_secs,
-            b.label()
-        );
-        for line in render(&stressed).lines() {
-            println!("module-stress: {line}");
-        }
+        print!("{}", module_stress::run(sh, &request)?);
         Ok(())
     }
 }

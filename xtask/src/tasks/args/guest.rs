@@ -6,23 +6,18 @@ use std::path::PathBuf;
 use anyhow::Result;
 use xshell::Shell;
 
-pub use crate::guest::machine_spec::ClockMode;
+pub use crate::guest::machine_spec::{ClockMode, DEFAULT_INIT};
 use crate::{
     cli::heading,
-    deps,
     guest::{
         disk::DiskKind,
-        initramfs,
         machine_spec::MachineSpec,
         plan::Detector,
         qemu::{self, Accel, Machine},
     },
-    kernel::{build::Built, flavour::Flavour, selected, source::SourceArgs, variants::Selection},
-    session::bisect::StepGuest,
+    kernel::{build::Built, flavour::Flavour, source::SourceArgs},
+    session::{bisect::StepGuest, single_boot::SingleBoot},
 };
-
-/// wbstall's own init in the initramfs, the default of `--rdinit`.
-pub const DEFAULT_INIT: &str = "/init";
 
 /// How the guest is sized and run.
 #[derive(Debug, Clone, clap::Args)]
@@ -103,29 +98,28 @@ pub struct GuestArgs {
 }
 
 impl GuestArgs {
-    /// The selected kernels: built (incrementally), or with --no-build as
-    /// they are ([`selected::kernels`]).
-    pub fn kernels(
-        &self,
-        sh: &Shell,
-        tc: &deps::Toolchain,
-        selection: &Selection,
-        source: &SourceArgs,
-    ) -> Result<Vec<Built>> {
-        let how = (self.no_build, self.jobs);
-        selected::kernels(sh, tc, selection, source, how, &self.flavour)
-    }
-
     /// One variant's kernel and initramfs, for the single-boot tasks
-    /// ([`initramfs::one_variant`]).
+    /// ([`SingleBoot::one_variant`]).
     pub fn one_variant(
         &self,
         sh: &Shell,
         source: &SourceArgs,
         name: &str,
     ) -> Result<(Built, PathBuf)> {
-        let how = (self.no_build, self.jobs);
-        initramfs::one_variant(sh, source, how, &self.flavour, name)
+        self.single_boot(source).one_variant(sh, name)
+    }
+
+    /// These flags' values and the kernels' source, for a task that boots
+    /// one variant.
+    pub fn single_boot(&self, source: &SourceArgs) -> SingleBoot {
+        SingleBoot {
+            source: source.clone(),
+            machine: self.machine_spec(),
+            no_build: self.no_build,
+            jobs: self.jobs,
+            flavour: self.flavour.clone(),
+            detector: self.detector,
+        }
     }
 
     /// These flags' machine values, for the stages below the tasks.
