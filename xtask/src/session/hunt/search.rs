@@ -602,17 +602,15 @@ mod tests {
 
     /// A point whose every boot failed (a kernel that oopses there) is
     /// judged, not dropped: held 0, its failures counted as runs not held.
-    #[test]
-    fn a_point_whose_every_boot_failed_is_kept() {
+    /// A hunt of the committed space, on no kernel: `seed`, `boots`, `stop_at`.
+    fn asked(seed: u64, boots: u32, stop_at: Option<HeldBy>) -> Asked<'static> {
         let file = util::project_root().join(space::SPACE_FILE);
         let space = Space::load(&file, scenario::any(space::SCRIPT).unwrap()).unwrap();
-        let p = vec![0; space.dims.len()];
-        let named = vec![("hunt-000".to_string(), p.clone(), space.settings(&p))];
-        let hunt = Asked {
+        Asked {
             space,
-            seed: 1,
-            boots: 6,
-            stop_at: None,
+            seed,
+            boots,
+            stop_at,
             qemu_args: Vec::new(),
             minimise: false,
             check: Vec::new(),
@@ -621,7 +619,14 @@ mod tests {
             slurm: None,
             space_file: file,
             flags: &NoFlags,
-        };
+        }
+    }
+
+    #[test]
+    fn a_point_whose_every_boot_failed_is_kept() {
+        let hunt = asked(1, 6, None);
+        let p = vec![0; hunt.space.dims.len()];
+        let named = vec![("hunt-000".to_string(), p.clone(), hunt.space.settings(&p))];
         let failures: Vec<BootFailure> = (0..3)
             .map(|run| BootFailure {
                 run: crate::guest::run_id::RunId {
@@ -658,23 +663,8 @@ mod tests {
     /// did, misses far more.
     #[test]
     fn a_mechanism_found_elsewhere_does_not_hold_the_search_back() {
-        let file = util::project_root().join(space::SPACE_FILE);
-        let space = Space::load(&file, scenario::any(space::SCRIPT).unwrap()).unwrap();
-        let points = (48 / space.runs) as usize;
-        let mut hunt = Asked {
-            space,
-            seed: 0,
-            boots: 48,
-            stop_at: Some(HeldBy::Strictlimit),
-            qemu_args: Vec::new(),
-            minimise: false,
-            check: Vec::new(),
-            parent: PathBuf::new(),
-            batch: 2,
-            slurm: None,
-            space_file: file,
-            flags: &NoFlags,
-        };
+        let mut hunt = asked(0, 48, Some(HeldBy::Strictlimit));
+        let points = (48 / hunt.space.runs) as usize;
         let seeds = 2000;
         let missed = (0..seeds)
             .filter(|&seed| {
