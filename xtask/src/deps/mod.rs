@@ -464,13 +464,15 @@ fn check_busybox(need: &mut Need<'_>) {
 
 /// The other host tools and headers; QEMU's and fio's versions.
 fn check_tools(sh: &Shell, need: &mut Need<'_>) -> (Option<Version>, Option<String>) {
-    let simple: [(&str, &str, &str); 12] = [
+    let simple: [(&str, &str, &str); 13] = [
         ("make", "--version", "make"),
         ("flex", "--version", "flex"),
         ("bison", "--version", "bison"),
         ("bc", "--version", "bc"),
         ("cpio", "--version", "cpio"),
         ("xz", "--version", "xz-utils"),
+        // The guest kernel's image is LZ4-compressed (Kconfig.fragment).
+        ("lz4", "--version", "lz4"),
         ("git", "--version", "git"),
         ("dpkg-deb", "--version", "dpkg"),
         ("apt-get", "--version", "apt"),
