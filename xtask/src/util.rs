@@ -338,6 +338,16 @@ pub fn read_from(path: &Path, start: u64) -> String {
     String::from_utf8_lossy(&bytes[from..]).into_owned()
 }
 
+/// An empty `target/wbstall/logs/NAME.log`, for a step whose output goes to
+/// its log ([`run_logged`]).
+pub fn fresh_log(name: &str) -> Result<PathBuf> {
+    let logs = target_dir().join("logs");
+    fs::create_dir_all(&logs).with_context(|| format!("creating {}", logs.display()))?;
+    let log = logs.join(format!("{name}.log"));
+    fs::write(&log, "").with_context(|| format!("creating {}", log.display()))?;
+    Ok(log)
+}
+
 /// Runs `cmd` with stdout and stderr appended to `log`, calling `on_line` for
 /// every stdout line (progress reporting). On failure the error carries the log's
 /// tail and its path.

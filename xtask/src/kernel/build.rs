@@ -283,7 +283,7 @@ impl Builder<'_> {
         let (sh, tc, src) = (self.sh, self.tc, self.src);
         let tree = src.tree();
         let (key, build_dir) = self.build_dir(variant)?;
-        let log = fresh_log(&self.label(variant))?;
+        let log = util::fresh_log(&format!("build-{}", self.label(variant)))?;
 
         let mut progress = Progress::new(&format!("build-kernel {}", variant.name));
         let started = Instant::now();
@@ -369,7 +369,17 @@ impl Builder<'_> {
         // Hashed before the build: an edit during the build marks the module stale.
         let module_source_sha256 = module::source_sha256(&module_src)?;
         tracepoints::check(&self.src.tree(), &module_src)?;
-        let ko = module::build_external(self.sh, self.tc, build_dir, &module_src, &module_out)?;
+        let (ko, taken) = module::build_once(
+            self.sh,
+            self.tc,
+            build_dir,
+            &module_src,
+            &module_out,
+            &module_source_sha256,
+        )?;
+        if taken {
+            progress.stage("the wbstall module: built before from the same inputs, taken");
+        }
         Ok((Some(ko), module_source_sha256))
     }
 
@@ -524,15 +534,6 @@ fn publish(partial: &Path, dir: &Path, meta: &VariantMeta) -> Result<()> {
         fs::remove_dir_all(dir).with_context(|| format!("replacing {}", dir.display()))?;
     }
     fs::rename(partial, dir).with_context(|| format!("moving the kernel into {}", dir.display()))
-}
-
-/// An empty `target/wbstall/logs/build-<variant>.log`.
-fn fresh_log(variant: &str) -> Result<PathBuf> {
-    let logs = util::target_dir().join("logs");
-    fs::create_dir_all(&logs).with_context(|| format!("creating {}", logs.display()))?;
-    let log = logs.join(format!("build-{variant}.log"));
-    fs::write(&log, "").with_context(|| format!("creating {}", log.display()))?;
-    Ok(log)
 }
 
 /// Reads a built variant back (for qemu-test and reports), its kernel image
