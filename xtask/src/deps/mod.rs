@@ -202,6 +202,36 @@ fn install_missing(sh: &Shell, missing: &[Missing]) -> Result<()> {
             }
         }
     }
+    // bindgen-cli compiles (about 90 s of both cores) while apt downloads and
+    // unpacks (mostly waiting on the network and the disk): it needs no
+    // package of apt's (libclang is loaded when bindgen runs, not linked), so
+    // the two overlap (docs/measurements.md, "Setting a new machine up").
+    let bindgen = bindgen
+        .then(|| {
+            let spec = format!("bindgen-cli@{BINDGEN_PIN}");
+            let log = util::fresh_log("cargo-install-bindgen")?;
+            progress::emit(Event::Setup(&format!(
+                "cargo install --locked {spec}, beside the rest (about 2 minutes; log: {})",
+                log.display()
+            )));
+            let install: std::process::Command = cmd!(sh, "cargo install --locked {spec}").into();
+            Ok::<_, anyhow::Error>(std::thread::spawn(move || {
+                util::run_logged(install, &log, "cargo install bindgen-cli", |_| {})
+            }))
+        })
+        .transpose()?;
+    let rest = install_apt_and_rust_src(sh, &apt, rust_src);
+    let built = match bindgen {
+        Some(b) => b
+            .join()
+            .map_err(|_| anyhow::anyhow!("cargo install bindgen-cli: its thread panicked"))?,
+        None => Ok(()),
+    };
+    rest.and(built.context("installing bindgen-cli with cargo install"))
+}
+
+/// apt's packages, then rust-src: the set-up steps that wait on the network.
+fn install_apt_and_rust_src(sh: &Shell, apt: &[String], rust_src: bool) -> Result<()> {
     if !apt.is_empty() {
         let (root, pre) = crate::distro::apt_as_root(sh).with_context(|| {
             format!(
@@ -210,13 +240,12 @@ fn install_missing(sh: &Shell, missing: &[Missing]) -> Result<()> {
             )
         })?;
         let pre = pre.as_slice();
-        let steps = 2 + usize::from(rust_src) + usize::from(bindgen);
-        progress::emit(Event::Setup(&format!("step 1/{steps}: apt-get update")));
+        progress::emit(Event::Setup("apt-get update"));
         cmd!(sh, "{root} {pre...} apt-get update -q")
             .run()
             .context("apt-get update")?;
         progress::emit(Event::Setup(&format!(
-            "step 2/{steps}: apt-get install {} package(s): {}",
+            "apt-get install {} package(s): {}",
             apt.len(),
             apt.join(" ")
         )));
@@ -232,15 +261,6 @@ fn install_missing(sh: &Shell, missing: &[Missing]) -> Result<()> {
         cmd!(sh, "rustup component add rust-src")
             .run()
             .context("adding rust-src with rustup")?;
-    }
-    if bindgen {
-        let spec = format!("bindgen-cli@{BINDGEN_PIN}");
-        progress::emit(Event::Setup(&format!(
-            "cargo install --locked {spec} (about 2 minutes)"
-        )));
-        cmd!(sh, "cargo install --locked {spec}")
-            .run()
-            .context("installing bindgen-cli with cargo install")?;
     }
     Ok(())
 }
