@@ -22,7 +22,9 @@ pub const BOOT_OVERHEAD_SECS: u32 = 14;
 /// overhead. Fitted on 2026-12-07 (2 cores, two guests at a time, the main job's
 /// 50 boots and quick boots, docs/measurements.md "Current figures"): a 25 s job
 /// 17.3-20.8 s a scenario (18.6 mean), a quick 7 s job 13-14 s; a brand-new
-/// machine's 50 boots took 8.6 min (20.6 s each).
+/// machine's 50 boots took 8.6 min (20.6 s each). Again after the LZ4 image
+/// (23bec96): 16.7-23.1 s a scenario, 18.6 mean, 50 boots in 477 s (this
+/// fit says 487 s).
 pub const VIRTUAL_BOOT_SECS: u32 = 12;
 /// The share of its fio job a virtual-clock boot adds, per mille.
 pub const VIRTUAL_JOB_PER_MILLE: u32 = 300;
@@ -31,11 +33,12 @@ pub const VIRTUAL_JOB_PER_MILLE: u32 = 300;
 /// fresh clone; docs/measurements.md, "Current figures").
 pub const COLD_BUILD_SECS: u32 = 560;
 
-/// Another variant once one is built, with its module: 22-23 s on the same
-/// machine. A kernel already on disk costs the same: the variants share one
-/// tree, so each is made again after the tree is switched to it (15-25 s,
-/// 2026-12-07).
-pub const WARM_BUILD_SECS: u32 = 25;
+/// Another variant once one is built: 14-21 s (2026-12-07, 23bec96; 17.4,
+/// 15.8 and 15.8 s in a fresh clone's main job), the first of them compiling
+/// the module, the others taking it. A kernel already on disk costs the same:
+/// the variants share one tree, so each is made again after the tree is
+/// switched to it.
+pub const WARM_BUILD_SECS: u32 = 17;
 
 /// A brand-new machine's set-up (apt, rust-src, bindgen-cli): 4.5 min
 /// (2026-12-06, docs/measurements.md "Current figures").
@@ -360,7 +363,7 @@ mod tests {
             "  upstream-aa  upstream's kernel again, the A/A control",
             "  fuse  2 run(s)  5 + 20 s",
             "boots: 9 (3 kernel(s) x 2 scenario(s), runs per cell: fuse 2, ext4 1)",
-            "estimate: about 3 min: building 1 kernel(s) and making 1 on disk again about 50 s, \
+            "estimate: about 3 min: building 1 kernel(s) and making 1 on disk again about 34 s, \
              then 9 boot(s), 2 at a time, about 2 min (each its fio job plus about 14 s, \
              docs/measurements.md)",
         ] {
