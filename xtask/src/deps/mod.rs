@@ -202,7 +202,7 @@ fn install_missing(sh: &Shell, missing: &[Missing]) -> Result<()> {
             }
         }
     }
-    // bindgen-cli compiles (about 90 s of both cores) while apt downloads and
+    // bindgen-cli compiles (73-81 s of both cores, measured) while apt downloads and
     // unpacks (mostly waiting on the network and the disk): it needs no
     // package of apt's (libclang is loaded when bindgen runs, not linked), so
     // the two overlap (docs/measurements.md, "Setting a new machine up").
