@@ -393,16 +393,34 @@ fault_fill_disk() {
 	[ $i -gt 0 ] || fail "wbstall.fault=disk-full: cannot fill /mnt/disk"
 }
 
+# fio_write_kind: the job file's ioengine, fsync and sync (FIO_ENGINE,
+# FIO_FSYNC, FIO_SYNC) for wbstall.write, how the writers write
+# (xtask/src/guest/job.rs, WriteKind, whose fio options a unit test holds
+# these to): write(2)s, stores to a shared mapping, an fsync every 32
+# blocks, or O_SYNC writes.
+fio_write_kind() {
+	FIO_ENGINE=psync FIO_FSYNC=0 FIO_SYNC=0
+	case "$(need write)" in
+	write) ;;
+	mmap) FIO_ENGINE=mmap ;;
+	fsync) FIO_FSYNC=32 ;;
+	osync) FIO_SYNC=1 ;;
+	*) fail "wbstall.write=$(need write): the job knows write, mmap, fsync and osync" ;;
+	esac
+}
+
 # The fio job of the seed, scaled by wbstall.* parameters (qemu/jobs/writeback.fio).
 # Also sends fio's wall time (fio-wall, seconds): a stalled write can outlast
 # the runtime by seconds, and the stall share is taken of the writers' real time.
 run_fio() {
 	local dir=$1 out=$2 t0 t1 rc pid
+	fio_write_kind
 	phase fio
 	read -r t0 _ </proc/uptime
 	# In the background, so that a test's fault (fault_start) can name fio's
 	# pid; its stderr kept, so that fio_check can name the cause of a failure.
-	WB_DIR=$dir WB_BS=$(need bs) WB_SIZE=$(need size) WB_NUMJOBS=$(need numjobs) \
+	WB_DIR=$dir WB_IOENGINE=$FIO_ENGINE WB_FSYNC=$FIO_FSYNC WB_SYNC=$FIO_SYNC \
+		WB_BS=$(need bs) WB_SIZE=$(need size) WB_NUMJOBS=$(need numjobs) \
 		WB_RAMP=$(need ramp) WB_RUNTIME=$(need runtime) WB_INVALIDATE=$(need invalidate) \
 		WB_THINKTIME=${WB_thinktime_us:-0} WB_LOG_MS=$(fio_log_ms) \
 		fio --eta=never --output-format=json --output="$out" "$WB_ROOT/jobs/writeback.fio" \

@@ -35,9 +35,10 @@ impl JobSpec {
         let (ramp, runtime) = if self.quick { QUICK } else { FULL };
         Job::new(
             self.size.as_deref().unwrap_or(scen.size),
-            self.numjobs,
+            scen.numjobs.unwrap_or(self.numjobs),
             (self.ramp.unwrap_or(ramp), self.runtime.unwrap_or(runtime)),
         )
+        .with_write(scen.write)
     }
 
     /// Where run `run` of `runs` of `scen` starts its measurement: `--phase`,

@@ -62,3 +62,35 @@ fn the_verify_job_saves_no_state_file() {
     let without = script.replace("--verify_state_save=0", "--verify_state_save=1");
     assert!(failed_with(&without).starts_with("fio saves its verify state"));
 }
+
+/// lib.sh gives fio, for each kind of write, the options `WriteKind` says
+/// the job has (the report's command line), and refuses a kind it does not
+/// know.
+#[test]
+fn each_kind_of_write_reaches_fio_as_the_job_says() {
+    use crate::guest::job::{Job, WriteKind};
+    for k in WriteKind::ALL {
+        let got = failed_with(&format!(
+            "export WB_write={}; fio_write_kind; fail \"$FIO_ENGINE $FIO_FSYNC $FIO_SYNC\"",
+            k.name()
+        ));
+        let line = Job::new("16M", 4, (2, 5)).with_write(k).command_line();
+        let opt = |o: &str, none: &str| {
+            (line.split(' '))
+                .find_map(|w| w.strip_prefix(o))
+                .unwrap_or(none)
+                .to_string()
+        };
+        let want = format!(
+            "{} {} {}",
+            opt("--ioengine=", "psync"),
+            opt("--fsync=", "0"),
+            opt("--sync=", "0")
+        );
+        assert_eq!(got, want, "{}", k.name());
+    }
+    assert_eq!(
+        failed_with("export WB_write=dsync; fio_write_kind"),
+        "wbstall.write=dsync: the job knows write, mmap, fsync and osync"
+    );
+}

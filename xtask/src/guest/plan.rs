@@ -287,6 +287,7 @@ pub fn run_params(r: &RunParams<'_>) -> Vec<(String, String)> {
         p(param::SCENARIO, r.scenario.script.to_string()),
         p(param::SIZE, job.size.clone()),
         p(param::NUMJOBS, job.numjobs.to_string()),
+        p(param::WRITE, job.write.name().to_string()),
         p(param::RUNTIME, job.runtime.to_string()),
         p(param::RAMP, job.ramp_time.to_string()),
         p(param::BS, job.bs.clone()),

@@ -254,6 +254,7 @@ fn boot_fixture() -> Boot {
             runtime: 20,
             ramp_time: 5,
             bs: "128k".into(),
+            write: Default::default(),
         },
         verify: true,
         sample_ms: 100,

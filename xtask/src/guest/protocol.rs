@@ -176,6 +176,8 @@ pub mod param {
     pub const MEMCGS: &str = "memcgs";
     pub const SIZE: &str = "size";
     pub const NUMJOBS: &str = "numjobs";
+    /// How fio's writers write (`guest::job::WriteKind`'s names).
+    pub const WRITE: &str = "write";
     pub const RUNTIME: &str = "runtime";
     pub const RAMP: &str = "ramp";
     pub const BS: &str = "bs";
@@ -314,6 +316,7 @@ pub mod param {
         MEMCGS,
         SIZE,
         NUMJOBS,
+        WRITE,
         RUNTIME,
         RAMP,
         BS,

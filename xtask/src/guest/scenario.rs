@@ -9,7 +9,7 @@ use std::{collections::BTreeMap, fs, path::Path, sync::OnceLock};
 use anyhow::{bail, Context, Result};
 use serde::Deserialize;
 
-use crate::exit;
+use crate::{exit, guest::job::WriteKind};
 
 /// The scenarios' folder, relative to the repository root.
 pub const DIR: &str = "qemu/scenarios";
@@ -41,6 +41,11 @@ pub struct Scenario {
     /// `posix_fadvise(DONTNEED)` writes the file back in fio's own process,
     /// which is writeback nobody's throttle or flusher asked for.
     pub invalidate: bool,
+    /// fio's writers (`numjobs`), which --numjobs does not change (a hunt's
+    /// point sets them); None: --numjobs's (4, the seed's).
+    pub numjobs: Option<u32>,
+    /// How the writers write (`write`): the seed's `write(2)`s by default.
+    pub write: WriteKind,
     /// The kernel's timer cycles the measurement's start is spread over
     /// (`[phase]`): run k of a cell starts at an offset into their common
     /// cycle, the same for every variant. None: started when set up.
@@ -108,6 +113,10 @@ struct ScenarioToml {
     strictlimit: bool,
     size: String,
     invalidate: bool,
+    #[serde(default)]
+    numjobs: Option<u32>,
+    #[serde(default)]
+    write: WriteKind,
     #[serde(default)]
     phase: Option<PhaseToml>,
     #[serde(default)]
@@ -187,6 +196,8 @@ pub fn load_dir(dir: &Path) -> Result<Vec<(Scenario, bool)>> {
             strictlimit: t.strictlimit,
             size: leak(t.size),
             invalidate: t.invalidate,
+            numjobs: t.numjobs,
+            write: t.write,
             phase,
             in_default_plan: t.default,
             params: Box::leak(params.into_boxed_slice()),

@@ -9,22 +9,37 @@ use std::{collections::BTreeMap, path::Path};
 use anyhow::{bail, Context, Result};
 use serde::Deserialize;
 
-use crate::guest::scenario::{PhaseCycles, Scenario};
+use crate::guest::{
+    job::{self, WriteKind},
+    scenario::{PhaseCycles, Scenario},
+};
 
 /// The space's file, relative to the repository root.
 pub const SPACE_FILE: &str = "qemu/hunt.toml";
 
+/// The full search's space: [`SPACE_FILE`]'s and more dimensions
+/// (`--space`; named here for its tests).
+#[cfg(test)]
+pub const FULL_SPACE_FILE: &str = "qemu/hunt-full.toml";
+
 /// The scenario whose script runs every point.
 pub const SCRIPT: &str = "hunt";
 
-/// The job settings a dimension may set besides the script's parameters.
-const JOB_KEYS: [&str; 2] = ["size", "invalidate"];
+/// The job settings a dimension may set besides the script's parameters:
+/// each writer's file, fio's invalidate, the writers, how they write.
+const JOB_KEYS: [&str; 4] = ["size", "invalidate", "numjobs", "write"];
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SpaceToml {
-    runs: u32,
-    phase: SpacePhaseToml,
+    /// Another space's file (relative to this one's folder) whose runs,
+    /// phase, dimensions and ignores this one starts from: its own replace
+    /// or add to them.
+    #[serde(default)]
+    extends: Option<String>,
+    runs: Option<u32>,
+    phase: Option<SpacePhaseToml>,
+    #[serde(default)]
     dims: BTreeMap<String, Vec<toml::Value>>,
     #[serde(default)]
     ignore: BTreeMap<String, Vec<String>>,
@@ -74,17 +89,51 @@ pub struct Settings(pub BTreeMap<String, String>);
 impl Space {
     /// Reads and checks `file` against the hunt script `script`.
     pub fn load(file: &Path, script: Scenario) -> Result<Space> {
-        let text = std::fs::read_to_string(file)
-            .with_context(|| format!("reading the hunt's space {}", file.display()))?;
-        Self::parse(&text, script).with_context(|| format!("{}", file.display()))
+        let read = |file: &Path| -> Result<SpaceToml> {
+            let text = std::fs::read_to_string(file)
+                .with_context(|| format!("reading the hunt's space {}", file.display()))?;
+            toml::from_str(&text).with_context(|| format!("{}: not a hunt space", file.display()))
+        };
+        let mut t = read(file)?;
+        if let Some(base) = t.extends.take() {
+            let base_file = file.parent().unwrap_or(Path::new(".")).join(&base);
+            let mut b = read(&base_file).with_context(|| format!("{}: extends", file.display()))?;
+            if b.extends.is_some() {
+                bail!(
+                    "{}: extends {}, which extends another: a space extends one that \
+                     extends none",
+                    file.display(),
+                    base_file.display()
+                );
+            }
+            b.runs = t.runs.or(b.runs);
+            b.phase = t.phase.or(b.phase);
+            b.dims.extend(t.dims);
+            b.ignore.extend(t.ignore);
+            t = b;
+        }
+        Self::of_toml(t, script).with_context(|| format!("{}", file.display()))
     }
 
+    /// A space from its text (one that extends none).
+    #[cfg(test)]
     pub fn parse(text: &str, script: Scenario) -> Result<Space> {
         let t: SpaceToml = toml::from_str(text).context("not a hunt space")?;
-        if t.runs == 0 {
+        if t.extends.is_some() {
+            bail!("`extends` names a file relative to this one's: load the space from its file");
+        }
+        Self::of_toml(t, script)
+    }
+
+    fn of_toml(t: SpaceToml, script: Scenario) -> Result<Space> {
+        let runs = t
+            .runs
+            .context("`runs` is missing: the boots a point gets")?;
+        let phase = (t.phase).context("[phase] is missing: the cycles_ms runs start across")?;
+        if runs == 0 {
             bail!("runs must be at least 1");
         }
-        if t.phase.cycles_ms.is_empty() || t.phase.cycles_ms.contains(&0) {
+        if phase.cycles_ms.is_empty() || phase.cycles_ms.contains(&0) {
             bail!("[phase] cycles_ms needs one or more periods in ms, none of them 0");
         }
         let known = |k: &str| JOB_KEYS.contains(&k) || script.params.iter().any(|(p, _)| *p == k);
@@ -122,6 +171,9 @@ impl Space {
                         JOB_KEYS.join(", ")
                     );
                 }
+                for (k, v) in &value {
+                    check_job_value(k, v).with_context(|| format!("[dims] {name}"))?;
+                }
                 if out.contains(&value) {
                     bail!("[dims] {name} lists a value twice");
                 }
@@ -129,26 +181,10 @@ impl Space {
             }
             dims.push(Dim { name, values: out });
         }
-        let mut ignore = Vec::new();
-        for (when, names) in t.ignore {
-            let Some((setting, value)) = when.split_once('=') else {
-                bail!("[ignore] \"{when}\": a key is SETTING=VALUE");
-            };
-            if !known(setting) {
-                bail!("[ignore] \"{when}\": `{setting}` is no setting of the hunt's script");
-            }
-            if let Some(n) = names.iter().find(|n| !dims.iter().any(|d| &d.name == *n)) {
-                bail!("[ignore] \"{when}\": `{n}` is not a dimension of [dims]");
-            }
-            ignore.push(Ignore {
-                setting: setting.into(),
-                value: value.into(),
-                dims: names,
-            });
-        }
+        let ignore = ignores(t.ignore, &dims, known)?;
         Ok(Space {
-            runs: t.runs,
-            cycles_ms: Box::leak(t.phase.cycles_ms.into_boxed_slice()),
+            runs,
+            cycles_ms: Box::leak(phase.cycles_ms.into_boxed_slice()),
             dims,
             ignore,
             script,
@@ -160,6 +196,8 @@ impl Space {
         match key {
             "size" => self.script.size.to_string(),
             "invalidate" => u8::from(self.script.invalidate).to_string(),
+            "numjobs" => self.script.numjobs.unwrap_or(job::NUMJOBS).to_string(),
+            "write" => self.script.write.name().to_string(),
             k => (self.script.params.iter())
                 .find(|(p, _)| *p == k)
                 .map_or_else(String::new, |(_, v)| v.to_string()),
@@ -226,6 +264,8 @@ impl Space {
             "1" => true,
             v => bail!("invalidate = \"{v}\": 0 or 1"),
         };
+        let numjobs = check_job_value("numjobs", get("numjobs")?)?.0;
+        let write = check_job_value("write", get("write")?)?.1;
         let params: Vec<(&'static str, &'static str)> = (self.script.params.iter())
             .map(|(k, _)| Ok((*k, leak(get(k)?.clone()))))
             .collect::<Result<_>>()?;
@@ -237,6 +277,8 @@ impl Space {
             strictlimit: fuse && s.get("fuse_strict").map(String::as_str) == Some("1"),
             size: leak(get("size")?.clone()),
             invalidate,
+            numjobs: Some(numjobs),
+            write,
             phase: Some(PhaseCycles {
                 cycles_ms: self.cycles_ms,
             }),
@@ -272,6 +314,49 @@ impl Space {
         }
         out
     }
+}
+
+/// `[ignore]` checked: each key a known `SETTING=VALUE`, each name a
+/// dimension of `dims`.
+fn ignores(
+    table: BTreeMap<String, Vec<String>>,
+    dims: &[Dim],
+    known: impl Fn(&str) -> bool,
+) -> Result<Vec<Ignore>> {
+    let mut ignore = Vec::new();
+    for (when, names) in table {
+        let Some((setting, value)) = when.split_once('=') else {
+            bail!("[ignore] \"{when}\": a key is SETTING=VALUE");
+        };
+        if !known(setting) {
+            bail!("[ignore] \"{when}\": `{setting}` is no setting of the hunt's script");
+        }
+        if let Some(n) = names.iter().find(|n| !dims.iter().any(|d| &d.name == *n)) {
+            bail!("[ignore] \"{when}\": `{n}` is not a dimension of [dims]");
+        }
+        ignore.push(Ignore {
+            setting: setting.into(),
+            value: value.into(),
+            dims: names,
+        });
+    }
+    Ok(ignore)
+}
+
+/// A job setting's value checked: the writers a number, 1 or more; the kind
+/// of write one fio knows (`WriteKind`). Returns them (or the defaults for
+/// another setting).
+fn check_job_value(key: &str, v: &str) -> Result<(u32, WriteKind)> {
+    let mut out = (job::NUMJOBS, WriteKind::Write);
+    match key {
+        "numjobs" => match v.parse::<u32>() {
+            Ok(n) if n > 0 => out.0 = n,
+            _ => bail!("numjobs = \"{v}\": a number of writers, 1 or more"),
+        },
+        "write" => out.1 = WriteKind::parse(v).map_err(anyhow::Error::msg)?,
+        _ => {}
+    }
+    Ok(out)
 }
 
 /// Every setting as `key=value`, space-separated.
@@ -316,7 +401,47 @@ mod tests {
     /// point of the space.
     #[test]
     fn the_space_holds_neither_known_scenario_verbatim() {
-        let s = space();
+        for file in [SPACE_FILE, FULL_SPACE_FILE] {
+            let file = crate::util::project_root().join(file);
+            holds_neither_verbatim(&Space::load(&file, scenario::any(SCRIPT).unwrap()).unwrap());
+        }
+    }
+
+    /// The full space is the re-discovery space's and more: every dimension
+    /// of qemu/hunt.toml with its values, its runs and phase, and the writers
+    /// and the kinds of write besides; a space that extends one that extends
+    /// another is refused.
+    #[test]
+    fn the_full_space_extends_the_rediscovery_space() {
+        let root = crate::util::project_root();
+        let script = scenario::any(SCRIPT).unwrap();
+        let base = Space::load(&root.join(SPACE_FILE), script).unwrap();
+        let full = Space::load(&root.join(FULL_SPACE_FILE), script).unwrap();
+        for d in &base.dims {
+            assert!(full.dims.contains(d), "{}", d.name);
+        }
+        assert_eq!((full.runs, full.cycles_ms), (base.runs, base.cycles_ms));
+        assert_eq!(full.ignore, base.ignore);
+        let added: Vec<&str> = (full.dims.iter())
+            .filter(|d| !base.dims.contains(d))
+            .map(|d| d.name.as_str())
+            .collect();
+        assert_eq!(added, ["numjobs", "write"]);
+        assert_eq!(full.size(), base.size() * 12);
+        let t = crate::util::testdir::Dir::new("space-extends");
+        std::fs::write(t.path().join("a.toml"), "extends = \"b.toml\"\n").unwrap();
+        std::fs::write(t.path().join("b.toml"), "extends = \"c.toml\"\n").unwrap();
+        let e = format!(
+            "{:#}",
+            Space::load(&t.path().join("a.toml"), script).unwrap_err()
+        );
+        assert!(e.contains("a space extends one that extends none"), "{e}");
+        let bad = "runs = 3\n[phase]\ncycles_ms = [2000]\n[dims]\nwrite = [\"dsync\"]\n";
+        let e = format!("{:#}", Space::parse(bad, script).unwrap_err());
+        assert!(e.contains("one of write, mmap, fsync, osync"), "{e}");
+    }
+
+    fn holds_neither_verbatim(s: &Space) {
         let values = |name: &str| -> Vec<String> {
             (s.dims.iter())
                 .flat_map(|d| d.values.iter())

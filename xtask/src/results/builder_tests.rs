@@ -41,6 +41,7 @@ fn build_with(
         runtime: 5,
         ramp_time: 2,
         bs: "128k".into(),
+        write: Default::default(),
     };
     let ctx = RunContext {
         variant: &meta,

@@ -205,7 +205,7 @@ fn scenario_toml(e: &Eval, scen: &Scenario) -> String {
          # {} MiB/s, longest call {} ms. {}\n\
          order = 200\ndefault = false\n\
          what = \"{}\"\ndisk = {}\nverify = false\nstrictlimit = {}\nsize = \"{}\"\n\
-         invalidate = {}\n\n[phase]\ncycles_ms = [{}]\n\n[params]\n",
+         invalidate = {}\n{}write = \"{}\"\n\n[phase]\ncycles_ms = [{}]\n\n[params]\n",
         e.session.display(),
         pct(e.held.score),
         e.runs.len(),
@@ -221,6 +221,9 @@ fn scenario_toml(e: &Eval, scen: &Scenario) -> String {
         scen.strictlimit,
         scen.size,
         scen.invalidate,
+        scen.numjobs
+            .map_or(String::new(), |n| format!("numjobs = {n}\n")),
+        scen.write.name(),
         cycles.join(", "),
     );
     for (k, v) in scen.params {

@@ -236,6 +236,7 @@ mod tests {
                 runtime: 5,
                 ramp_time: 2,
                 bs: "128k".into(),
+                write: Default::default(),
             };
         }
         plan
