@@ -11,9 +11,6 @@ pub const FULL: (u32, u32) = (5, 20);
 /// Ramp and runtime in seconds of a quick one (`--quick`, a bisect step).
 pub const QUICK: (u32, u32) = (2, 5);
 
-/// The seed's fio job, with size and runtime scaled for the machine:
-/// `fio --name=writeback_test --ioengine=psync --rw=write --bs=128k --size=2G
-///  --numjobs=4 --ramp_time=10 --runtime=20 --time_based --group_reporting=1 --direct=0`.
 /// How the writers write (a scenario's `write`): the seed's `write(2)`s,
 /// or a kind another writer of the page cache uses.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -79,6 +76,9 @@ impl WriteKind {
     }
 }
 
+/// The seed's fio job, with size and runtime scaled for the machine:
+/// `fio --name=writeback_test --ioengine=psync --rw=write --bs=128k --size=2G
+///  --numjobs=4 --ramp_time=10 --runtime=20 --time_based --group_reporting=1 --direct=0`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Job {
     /// Per-job file size (fio --size), e.g. `512M`.

@@ -264,8 +264,8 @@ impl Space {
             "1" => true,
             v => bail!("invalidate = \"{v}\": 0 or 1"),
         };
-        let numjobs = check_job_value("numjobs", get("numjobs")?)?.0;
-        let write = check_job_value("write", get("write")?)?.1;
+        let numjobs = numjobs_of(get("numjobs")?)?;
+        let write = write_of(get("write")?)?;
         let params: Vec<(&'static str, &'static str)> = (self.script.params.iter())
             .map(|(k, _)| Ok((*k, leak(get(k)?.clone()))))
             .collect::<Result<_>>()?;
@@ -343,20 +343,27 @@ fn ignores(
     Ok(ignore)
 }
 
-/// A job setting's value checked: the writers a number, 1 or more; the kind
-/// of write one fio knows (`WriteKind`). Returns them (or the defaults for
-/// another setting).
-fn check_job_value(key: &str, v: &str) -> Result<(u32, WriteKind)> {
-    let mut out = (job::NUMJOBS, WriteKind::Write);
+/// A job setting's value checked: the writers ([`numjobs_of`]), the kind of
+/// write ([`write_of`]); any other setting as it is.
+fn check_job_value(key: &str, v: &str) -> Result<()> {
     match key {
-        "numjobs" => match v.parse::<u32>() {
-            Ok(n) if n > 0 => out.0 = n,
-            _ => bail!("numjobs = \"{v}\": a number of writers, 1 or more"),
-        },
-        "write" => out.1 = WriteKind::parse(v).map_err(anyhow::Error::msg)?,
-        _ => {}
+        "numjobs" => numjobs_of(v).map(drop),
+        "write" => write_of(v).map(drop),
+        _ => Ok(()),
     }
-    Ok(out)
+}
+
+/// `numjobs`: a number of writers, 1 or more.
+fn numjobs_of(v: &str) -> Result<u32> {
+    match v.parse::<u32>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => bail!("numjobs = \"{v}\": a number of writers, 1 or more"),
+    }
+}
+
+/// `write`: a kind of write fio knows (`WriteKind`).
+fn write_of(v: &str) -> Result<WriteKind> {
+    WriteKind::parse(v).map_err(anyhow::Error::msg)
 }
 
 /// Every setting as `key=value`, space-separated.
