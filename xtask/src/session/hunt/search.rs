@@ -572,9 +572,42 @@ mod tests {
         }
     }
 
-    /// Whether the strategy, `points` evaluations on that landscape, finds
+    /// A landscape like `upstream`'s as measured (docs/hunt.md): the stale
+    /// statistics hold only in a narrow region, and there in one evaluation
+    /// of two (the points seeds 7, 8 and 9 found, and seed 9's found again,
+    /// were all ext4 under memory.max 192M or 384M on the 150 or 400 ms disk
+    /// with 512 requests, the global limits 16M/8M: 1/90 of the space; each
+    /// held at 4.8-11.5%, the line at 5%, and one did not hold again);
+    /// elsewhere under a memcg on ext4 a point shows declined time in one
+    /// evaluation of seven (seed 11's full search: 7 of its 50 points), never
+    /// enough to hold; the rest has none.
+    fn upstream_like(s: &Settings, rng: &mut ChaCha8Rng) -> PointHeld {
+        let v = |k: &str| s.0[k].as_str();
+        let memcg = v("fs") == "ext4" && v("memcg_max") != "max";
+        let region = memcg
+            && ["192M", "384M"].contains(&v("memcg_max"))
+            && ["150", "400"].contains(&v("disk_latency_ms"))
+            && v("disk_queue_depth") == "512"
+            && v("dirty_bytes") == "16777216";
+        let (score, holds) = match (region, memcg) {
+            (true, _) if rng.random_bool(0.5) => (0.07, true),
+            (true, _) => (0.03, false),
+            (false, true) if rng.random_bool(1.0 / 7.0) => (0.01, false),
+            _ => (0.0, false),
+        };
+        PointHeld {
+            score,
+            holds,
+            mechanism: (score > 0.0).then_some(HeldBy::StaleStats),
+        }
+    }
+
+    /// A landscape: what a point's evaluation shows.
+    type Landscape = fn(&Settings, &mut ChaCha8Rng) -> PointHeld;
+
+    /// Whether the strategy, `points` evaluations on `landscape`, finds
     /// `hunt.stop_at`.
-    fn finds(hunt: &Asked, points: usize) -> bool {
+    fn finds(hunt: &Asked, points: usize, landscape: Landscape) -> bool {
         let mut rng = ChaCha8Rng::seed_from_u64(hunt.seed);
         let mut land = ChaCha8Rng::seed_from_u64(hunt.seed ^ 0x5eed);
         let (mut evals, mut seen) = (Vec::new(), BTreeSet::new());
@@ -583,7 +616,7 @@ mod tests {
                 let settings = hunt.space.settings(&p);
                 evals.push(Eval {
                     name: format!("hunt-{:03}", evals.len()),
-                    held: regressed_like(&settings, &mut land),
+                    held: landscape(&settings, &mut land),
                     point: p,
                     variant: "regressed".into(),
                     settings,
@@ -669,10 +702,38 @@ mod tests {
         let missed = (0..seeds)
             .filter(|&seed| {
                 hunt.seed = seed;
-                !finds(&hunt, points)
+                !finds(&hunt, points, regressed_like)
             })
             .count();
         let rate = missed as f64 / seeds as f64;
         assert!(rate <= 0.02, "missed on {missed} of {seeds} seeds ({rate})");
+    }
+
+    /// The budget the stale statistics need, measured on [`upstream_like`]
+    /// over 1,000 seeds (docs/hunt.md): 150 boots (the budget the real hunts
+    /// were given) miss on about 60% of seeds, 900 on about 6%. What limits it is
+    /// the region's size and its one hold in two, not the strategy (learned
+    /// draws were tried: no better at 150, worse at 900).
+    #[test]
+    fn the_stale_statistics_need_about_900_boots() {
+        let miss = |boots: u32| {
+            let mut hunt = asked(0, boots, Some(HeldBy::StaleStats));
+            let points = (boots / hunt.space.runs) as usize;
+            let seeds = 1000;
+            let missed = (0..seeds)
+                .filter(|&seed| {
+                    hunt.seed = seed;
+                    !finds(&hunt, points, upstream_like)
+                })
+                .count();
+            missed as f64 / seeds as f64
+        };
+        let (small, stated) = (miss(150), miss(900));
+        assert!(stated <= 0.08, "900 boots miss on {stated} of seeds");
+        eprintln!("stale statistics on the model: 150 boots miss {small}, 900 miss {stated}");
+        assert!(
+            small >= 0.5,
+            "150 boots miss on {small} of seeds: docs/hunt.md says 60%"
+        );
     }
 }
